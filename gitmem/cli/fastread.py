@@ -1,0 +1,57 @@
+"""``gitmem read STORE PATH`` without typer or rich: a process that starts about as fast as
+``python -c "import pygit2"`` (DESIGN section 11). Anything beyond the plain form (``--json``,
+``--help``, unknown options) returns None and the full CLI handles it."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gitmem.store import Store
+
+_VALUE_OPTS = {"--scope": "scope", "-s": "scope", "--version": "version", "--home": "home"}
+
+
+def try_fast_read(args: list[str]) -> int | None:
+    opts: dict[str, str] = {}
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _VALUE_OPTS and i + 1 < len(args):
+            opts[_VALUE_OPTS[arg]] = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("-"):
+            return None
+        positional.append(arg)
+        i += 1
+    if len(positional) != 2:
+        return None
+    from gitmem.errors import GitmemError
+    from gitmem.store import open_store
+
+    try:
+        store = open_store(positional[0], opts.get("home"))
+        if "version" in opts:
+            memory = store.read(positional[1], scope=opts.get("scope", "main"), version=opts["version"])
+            data = (memory.content or "").encode("utf-8")
+        else:
+            data = _head_bytes(store, positional[1], opts.get("scope", "main"))
+    except GitmemError as exc:
+        sys.stderr.write(f"Error: {exc.message}\n")
+        return exc.exit_code
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+def _head_bytes(store: Store, path: str, scope: str) -> bytes:
+    """The memory's exact bytes straight from the tree: no index, no settings file."""
+    from gitmem.memories import head_blob
+    from gitmem.paths import validate_path, validate_scope
+
+    validate_path(path)
+    validate_scope(scope)
+    return head_blob(store, path, scope)[1].data

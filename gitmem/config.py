@@ -1,0 +1,201 @@
+"""Workspace location, environment variables and store settings (``<store>.git/gitmem.yaml``).
+
+This is the only module that reads ``os.environ``. Settings load into frozen dataclasses and are
+validated on load; a bad file raises ConfigError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitmem.errors import ConfigError, InvalidInputError
+
+SETTINGS_FILE = "gitmem.yaml"
+MAX_DESCRIPTION = 1024
+MAX_METADATA_PAIRS = 16
+
+
+def workspace_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """``--home``, else ``$GITMEM_HOME``, else ``$XDG_DATA_HOME/gitmem``, else ``~/.local/share/gitmem``."""
+    if home:
+        return Path(home).expanduser()
+    env = os.environ.get("GITMEM_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    if xdg:
+        return Path(xdg) / "gitmem"
+    return Path.home() / ".local" / "share" / "gitmem"
+
+
+def env(name: str) -> str | None:
+    """One environment variable (the CLI reads ``GITMEM_ACTOR``/``GITMEM_SESSION`` through this)."""
+    value = os.environ.get(name)
+    return value or None
+
+
+def env_snapshot() -> dict[str, str]:
+    """A copy of the environment, for code (the hook) that must look at several variables."""
+    return dict(os.environ)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_memory_bytes: int = 102400
+    max_memories: int = 10000
+    max_store_bytes: int = 104857600
+    max_path_bytes: int = 1024
+
+
+@dataclass(frozen=True)
+class Retention:
+    min_days: int = 30
+    max_days: int | None = None
+    keep_recent: int = 10
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    id: str
+    name: str
+    description: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    created_at: str = ""
+    updated_at: str = ""
+    archived_at: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    retention: Retention = field(default_factory=Retention)
+    acl: dict[str, Any] = field(default_factory=dict)
+    require_trailers: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def validate_description(description: str) -> str:
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        raise InvalidInputError(f"description is over {MAX_DESCRIPTION} characters")
+    return description
+
+
+def validate_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    if len(metadata) > MAX_METADATA_PAIRS:
+        raise InvalidInputError(f"metadata has {len(metadata)} pairs; at most {MAX_METADATA_PAIRS}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 64:
+            raise InvalidInputError(f"metadata key {key!r} must be 1-64 characters")
+        if not isinstance(value, str) or len(value) > 512:
+            raise InvalidInputError(f"metadata value for {key!r} must be a string of at most 512 characters")
+    return dict(metadata)
+
+
+def _int(src: str, key: str, value: Any, *, minimum: int = 0, nullable: bool = False) -> Any:
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{src}: key '{key}' must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _section(src: str, key: str, value: Any, cls: type[Any], nullable: tuple[str, ...] = ()) -> Any:
+    if value is None:
+        return cls()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{src}: key '{key}' must be a mapping")
+    names = {f.name for f in dataclasses.fields(cls)}
+    for k in value:
+        if k not in names:
+            raise ConfigError(f"{src}: unknown key '{key}.{k}'")
+    kwargs = {
+        k: _int(src, f"{key}.{k}", v, minimum=1 if k.startswith("max_") else 0, nullable=k in nullable)
+        for k, v in value.items()
+    }
+    return cls(**kwargs)
+
+
+def settings_from_dict(data: Any, src: str) -> StoreSettings:
+    """Validate a parsed settings mapping; errors name ``src`` and the key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{src}: the settings must be a mapping")
+    known = {f.name for f in dataclasses.fields(StoreSettings)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"{src}: unknown key '{key}'")
+    for key in ("id", "name"):
+        if not isinstance(data.get(key), str) or not data.get(key):
+            raise ConfigError(f"{src}: key '{key}' is missing or not a string")
+    for key in ("description", "created_at", "updated_at"):
+        if not isinstance(data.get(key, ""), str):
+            raise ConfigError(f"{src}: key '{key}' must be a string")
+    if len(data.get("description", "")) > MAX_DESCRIPTION:
+        raise ConfigError(f"{src}: key 'description' is over {MAX_DESCRIPTION} characters")
+    archived = data.get("archived_at")
+    if archived is not None and not isinstance(archived, str):
+        raise ConfigError(f"{src}: key 'archived_at' must be a timestamp string or null")
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ConfigError(f"{src}: key 'metadata' must be a mapping")
+    try:
+        metadata = validate_metadata({str(k): v for k, v in metadata.items()})
+    except InvalidInputError as exc:
+        raise ConfigError(f"{src}: key 'metadata': {exc.message}") from None
+    acl = data.get("acl") or {}
+    if not isinstance(acl, dict):
+        raise ConfigError(f"{src}: key 'acl' must be a mapping")
+    require = data.get("require_trailers", False)
+    if not isinstance(require, bool):
+        raise ConfigError(f"{src}: key 'require_trailers' must be true or false")
+    return StoreSettings(
+        id=data["id"],
+        name=data["name"],
+        description=data.get("description", ""),
+        metadata=metadata,
+        created_at=data.get("created_at", ""),
+        updated_at=data.get("updated_at", ""),
+        archived_at=archived,
+        limits=_section(src, "limits", data.get("limits"), Limits),
+        retention=_section(src, "retention", data.get("retention"), Retention, ("max_days",)),
+        acl=acl,
+        require_trailers=require,
+    )
+
+
+def load_settings(path: Path) -> StoreSettings:
+    """Read and validate a settings file."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: settings file is missing") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: settings file is not UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where}") from None
+    return settings_from_dict(data, str(path))
+
+
+def save_settings(path: Path, settings: StoreSettings) -> None:
+    """Write settings atomically (temp file, fsync, rename)."""
+    import yaml
+
+    text = yaml.safe_dump(settings.to_dict(), sort_keys=False, allow_unicode=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,65 @@
+"""The optional ``description:`` key in a memory's own YAML front matter (DESIGN section 3).
+
+Reading never fails: a file without valid front matter simply has no description. Writing replaces
+only the ``description`` line (or adds it, or adds a front-matter block), leaving the other keys and
+the body byte for byte as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+MAX_DESCRIPTION_CHARS = 1024
+
+_BLOCK_RE = re.compile(r"\A---\r?\n(.*?)(?:^)---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+_KEY_RE = re.compile(r"^description[ \t]*:", re.M)
+
+
+def _block(content: str) -> re.Match[str] | None:
+    if not content.startswith("---"):
+        return None
+    return _BLOCK_RE.match(content)
+
+
+def parse_description(content: str) -> str | None:
+    """The ``description`` of a memory, or None."""
+    m = _block(content)
+    if m is None or not _KEY_RE.search(m.group(1)):
+        return None
+    import yaml  # lazy: only files with front matter pay for it
+
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    value = data.get("description")
+    if value is None:
+        return None
+    return str(value)[:MAX_DESCRIPTION_CHARS]
+
+
+def _render(description: str) -> str:
+    # JSON strings are valid YAML scalars, and keep every character on one line.
+    return "description: " + json.dumps(description, ensure_ascii=False)
+
+
+def set_description(content: str, description: str) -> str:
+    """``content`` with its front-matter description set to ``description``."""
+    line = _render(description)
+    m = _block(content)
+    if m is None:
+        return f"---\n{line}\n---\n{content}"
+    body = m.group(1)
+    start = m.start(1)
+    key = _KEY_RE.search(body)
+    if key is None:
+        return content[:start] + line + "\n" + content[start:]
+    # The value runs to the next line that starts a new key (or the end of the block).
+    value_start = start + key.start()
+    rest = body[key.end():]
+    nxt = re.search(r"\n(?=[^ \t\r\n])", rest)
+    end = start + key.end() + (nxt.start() if nxt else len(rest.rstrip("\r\n")))
+    return content[:value_start] + line + content[end:]

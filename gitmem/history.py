@@ -1,0 +1,199 @@
+"""History: version lookup and filtering, reading old versions, diff, restore (DESIGN section 4)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+import pygit2
+
+from gitmem.errors import InvalidInputError, NotFoundError
+from gitmem.frontmatter import parse_description
+from gitmem.ids import is_id
+from gitmem.index import VersionRow
+from gitmem.memories import Memory, _sha, create, write
+from gitmem.paths import validate_path, validate_scope
+from gitmem.store import Store
+from gitmem.versions import OPERATIONS, RedactionInfo, Version, timestamp
+
+
+def _to_version(store: Store, row: VersionRow) -> Version:
+    redaction = None
+    if row.redaction_id is not None:
+        r = store.index.db.execute(
+            "SELECT id, actor, redacted_at, reason FROM redactions WHERE id=?", (row.redaction_id,)
+        ).fetchone()
+        if r is not None:
+            redaction = RedactionInfo(r[0], r[1], timestamp(r[2]), r[3])
+    return Version(
+        id=row.id, memory_id=row.memory_id, scope=row.scope, path=row.path, operation=row.operation,
+        actor=row.actor, session=row.session, created_at=timestamp(row.created_at), commit=row.commit_id,
+        content_sha256=None if redaction else row.sha256, size=None if redaction else row.size,
+        previous_path=row.prev_path, redaction=redaction,
+    )
+
+
+def _epoch(value: dt.datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return int(value.timestamp())
+
+
+def versions(
+    store: Store,
+    path: str | None = None,
+    *,
+    memory_id: str | None = None,
+    scope: str | None = None,
+    session: str | None = None,
+    actor: str | None = None,
+    operation: str | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    limit: int | None = None,
+) -> list[Version]:
+    """Versions newest first. ``path`` selects one memory's history (across its renames) in
+    ``scope`` (default ``main``); without ``scope`` and ``path``, every scope is searched."""
+    where: list[str] = []
+    params: list[Any] = []
+    if path is not None:
+        validate_path(path)
+        scope = scope or "main"
+    if scope is not None:
+        validate_scope(scope)
+        store.index.ensure(scope)
+        where.append("scope=?")
+        params.append(scope)
+    else:
+        store.index.ensure_all()
+    if path is not None:
+        head = store.index.head(scope or "main", path)
+        if head is not None:
+            where.append("memory_id=?")
+            params.append(head.memory_id)
+        else:
+            where.append("memory_id IN (SELECT memory_id FROM versions WHERE scope=? AND (path=? OR prev_path=?))")
+            params += [scope, path, path]
+    if memory_id is not None:
+        where.append("memory_id=?")
+        params.append(memory_id)
+    if session is not None:
+        where.append("session=?")
+        params.append(session)
+    if actor is not None:
+        where.append("actor=?")
+        params.append(actor)
+    if operation is not None:
+        if operation not in OPERATIONS:
+            raise InvalidInputError(f"invalid operation {operation!r}: use one of {', '.join(OPERATIONS)}")
+        where.append("operation=?")
+        params.append(operation)
+    for op, value in ((">=", _epoch(since)), ("<=", _epoch(until))):
+        if value is not None:
+            where.append(f"created_at {op} ?")
+            params.append(value)
+    rows = store.index.version_rows(" AND ".join(where), params, limit)
+    return [_to_version(store, r) for r in rows]
+
+
+def _row(store: Store, version_id: str) -> VersionRow:
+    if not is_id(version_id, "memver"):
+        raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
+    store.index.ensure_all()
+    rows = store.index.version_rows("id=?", (version_id,), 1)
+    if not rows:
+        raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
+    return rows[0]
+
+
+def version(store: Store, version_id: str) -> Version:
+    """One version by id."""
+    return _to_version(store, _row(store, version_id))
+
+
+def version_content(store: Store, version_id: str) -> bytes | None:
+    """The content bytes of a version; None for a deletion. Redacted versions raise."""
+    row = _row(store, version_id)
+    if row.redaction_id is not None:
+        raise NotFoundError(f"version {version_id} was redacted; its content is gone")
+    if row.blob is None:
+        return None
+    return store.blob_data(pygit2.Oid(hex=row.blob))
+
+
+def read_version(store: Store, version_id: str, *, path: str | None = None, scope: str | None = None) -> Memory:
+    """A memory as it was at ``version_id``."""
+    row = _row(store, version_id)
+    if path is not None and row.path != path:
+        raise NotFoundError(f"version {version_id} is a version of {row.path}, not {path}")
+    if scope is not None and row.scope != scope:
+        raise NotFoundError(f"version {version_id} belongs to scope {row.scope!r}, not {scope!r}")
+    data = version_content(store, version_id)
+    if data is None:
+        raise NotFoundError(f"version {version_id} deleted {row.path}; it has no content")
+    text = data.decode("utf-8", "replace")
+    return Memory(
+        path=row.path, scope=row.scope, content=text, content_sha256=_sha(data), size=len(data),
+        description=parse_description(text) if data.startswith(b"---") else None,
+        memory_id=row.memory_id, version_id=row.id, updated_at=timestamp(row.created_at),
+    )
+
+
+def diff(store: Store, old_id: str, new_id: str | None = None) -> str:
+    """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``)."""
+    new_row = _row(store, new_id or old_id)
+    if new_id is None:
+        earlier = store.index.version_rows(
+            "memory_id=? AND scope=? AND (created_at < ? OR (created_at = ? AND seq < "
+            "(SELECT seq FROM versions WHERE id=? AND scope=?)))",
+            (new_row.memory_id, new_row.scope, new_row.created_at, new_row.created_at, new_row.id, new_row.scope),
+            1,
+        )
+        old_row = earlier[0] if earlier else None
+    else:
+        old_row = _row(store, old_id)
+    old_text = _text(store, old_row)
+    new_text = _text(store, new_row)
+    old_name = f"a{old_row.path}" if old_row is not None else "/dev/null"
+    new_name = f"b{new_row.path}" if new_row.blob is not None else "/dev/null"
+    lines = difflib.unified_diff(
+        old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), old_name, new_name
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _text(store: Store, row: VersionRow | None) -> str:
+    if row is None or row.blob is None:
+        return ""
+    if row.redaction_id is not None:
+        return f"[redacted: {row.redaction_id}]\n"
+    return store.blob_data(pygit2.Oid(hex=row.blob)).decode("utf-8", "replace")
+
+
+def restore(
+    store: Store, version_id: str, *, actor: str | None = None, session: str | None = None
+) -> Version | None:
+    """Write an old version's content back as a new version of the same memory.
+
+    A live memory is restored at its current path (it may have been renamed since); a deleted one is
+    recreated at the version's path. None when the memory already has that content.
+    """
+    row = _row(store, version_id)
+    data = version_content(store, version_id)
+    if data is None:
+        raise InvalidInputError(f"version {version_id} is a deletion; restore the version before it")
+    store.index.ensure(row.scope)
+    head = store.index.head_by_memory(row.scope, row.memory_id)
+    if head is not None:
+        return write(store, head.path, data, scope=row.scope, actor=actor, session=session)
+    return create(
+        store, row.path, data, scope=row.scope, actor=actor, session=session, memory_id=row.memory_id
+    )
+
+
+def rows_for(store: Store, ids: Sequence[str]) -> list[VersionRow]:
+    return [_row(store, i) for i in ids]

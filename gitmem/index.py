@@ -1,0 +1,424 @@
+"""The derived SQLite index: versions and heads of every scope (DESIGN section 8).
+
+Git is the source of truth. The index lives in ``$GIT_DIR/gitmem/index.sqlite`` (WAL) and is caught
+up incrementally from the last indexed commit of each scope; a missing, stale, corrupt or
+rewritten-under-it index is rebuilt from git transparently. Writers record their own commit
+directly (no diff) when the index was current at their parent; everyone else catches up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem.frontmatter import parse_description
+from gitmem.ids import derived_ulid
+from gitmem.versions import parse_trailers, trailer_problems
+
+if TYPE_CHECKING:
+    from gitmem.store import Store
+
+SCHEMA_VERSION = "1"
+INDEX_FILE = "index.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS scopes(
+    scope TEXT PRIMARY KEY, tip TEXT, memories INTEGER NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS versions(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL, memory_id TEXT NOT NULL, scope TEXT NOT NULL, path TEXT NOT NULL,
+    prev_path TEXT, operation TEXT NOT NULL, actor TEXT NOT NULL, session TEXT,
+    created_at INTEGER NOT NULL, sha256 TEXT, size INTEGER, blob TEXT, commit_id TEXT NOT NULL,
+    redaction_id TEXT, UNIQUE(scope, id));
+CREATE INDEX IF NOT EXISTS versions_id ON versions(id);
+CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, seq);
+CREATE INDEX IF NOT EXISTS versions_path ON versions(scope, path, seq);
+CREATE INDEX IF NOT EXISTS versions_session ON versions(session, seq);
+CREATE INDEX IF NOT EXISTS versions_commit ON versions(commit_id);
+CREATE TABLE IF NOT EXISTS heads(
+    scope TEXT NOT NULL, path TEXT NOT NULL, memory_id TEXT NOT NULL, version_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL, size INTEGER NOT NULL, blob TEXT NOT NULL, description TEXT,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+    PRIMARY KEY(scope, path)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS heads_memory ON heads(memory_id);
+CREATE TABLE IF NOT EXISTS redactions(
+    id TEXT PRIMARY KEY, actor TEXT NOT NULL, redacted_at INTEGER NOT NULL, reason TEXT NOT NULL);
+"""
+
+VERSION_COLUMNS = (
+    "id, memory_id, scope, path, prev_path, operation, actor, session, created_at, sha256, size, "
+    "blob, commit_id, redaction_id"
+)
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    """A version as the index stores it (see gitmem.versions.Version for the public type)."""
+
+    id: str
+    memory_id: str
+    scope: str
+    path: str
+    prev_path: str | None
+    operation: str
+    actor: str
+    session: str | None
+    created_at: int
+    sha256: str | None
+    size: int | None
+    blob: str | None
+    commit_id: str
+    redaction_id: str | None = None
+    description: str | None = None  # for heads only; not stored in versions
+
+
+@dataclass(frozen=True)
+class HeadRow:
+    scope: str
+    path: str
+    memory_id: str
+    version_id: str
+    sha256: str
+    size: int
+    blob: str
+    description: str | None
+    created_at: int
+    updated_at: int
+
+
+class Index:
+    """The derived index of one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.path = store.gitmem_dir / INDEX_FILE
+        self._db: sqlite3.Connection | None = None
+        self._known_tips: dict[str, str | None] = {}
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._connect()
+        return self._db
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(2):
+            db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                # Derived data: losing the last transactions on power loss only means a catch-up.
+                db.execute("PRAGMA synchronous=OFF")
+                db.executescript(_SCHEMA)
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None:
+                    db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                elif row[0] != SCHEMA_VERSION:
+                    raise sqlite3.DatabaseError("index schema changed")
+                return db
+            except sqlite3.DatabaseError:
+                db.close()
+                if attempt:
+                    raise
+                self._remove_files()
+        raise AssertionError("unreachable")
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            p = self.path.with_name(self.path.name + suffix)
+            if p.exists():
+                p.unlink()
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def rebuild(self) -> int:
+        """Drop the index and rebuild it from git; returns the number of versions indexed."""
+        self.close()
+        self._remove_files()
+        self._known_tips.clear()
+        for scope in self.store.scopes():
+            self.ensure(scope)
+        return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # ------------------------------------------------------------------ catch-up
+    def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None:
+        """Bring ``scope`` up to date with its branch (``tip`` when the caller just read it)."""
+        if not known_tip:
+            tip = self.store.tip(scope)
+        tip_hex = str(tip) if tip is not None else None
+        if self._known_tips.get(scope, "?") == tip_hex:
+            return
+        try:
+            self._catch_up(scope, tip)
+        except sqlite3.DatabaseError:
+            # A corrupt index file: start again from git.
+            self.close()
+            self._remove_files()
+            self._known_tips.clear()
+            self._catch_up(scope, tip)
+
+    def ensure_all(self) -> list[str]:
+        scopes = self.store.scopes()
+        for scope in scopes:
+            self.ensure(scope)
+        for gone in set(self._indexed_scopes()) - set(scopes):
+            with self._write() as db:
+                self._drop_scope(db, gone)
+        return scopes
+
+    def _indexed_scopes(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT scope FROM scopes")]
+
+    def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
+        tip_hex = str(tip) if tip is not None else None
+        with self._write() as db:
+            row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+            indexed = row[0] if row else None
+            if row is not None and indexed == tip_hex:
+                self._known_tips[scope] = tip_hex
+                return
+            if tip is None:
+                self._drop_scope(db, scope)
+                self._known_tips[scope] = None
+                return
+            hide: pygit2.Oid | None = None
+            if indexed is not None:
+                old = pygit2.Oid(hex=indexed)
+                if self.store.has_object(old) and self.store.is_ancestor(old, tip):
+                    hide = old
+                else:  # history was rewritten under the index (redaction, compaction)
+                    self._drop_scope(db, scope)
+            if row is None or hide is None:
+                self._drop_scope(db, scope)
+                db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
+            for commit in self.store.walk(tip, hide):
+                rows = self.rows_for_commit(db, scope, commit)
+                self._apply(db, scope, rows)
+            db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
+        self._known_tips[scope] = tip_hex
+
+    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        db.execute("DELETE FROM versions WHERE scope=?", (scope,))
+        db.execute("DELETE FROM heads WHERE scope=?", (scope,))
+        db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
+
+    def record(self, scope: str, parent: pygit2.Oid | None, commit: pygit2.Oid, rows: Sequence[VersionRow]) -> None:
+        """Record a commit the library just made; skipped (left to catch-up) when the index was not
+        current at ``parent``, so that racing writers never record out of order."""
+        parent_hex = str(parent) if parent is not None else None
+        try:
+            with self._write() as db:
+                row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+                if parent_hex is None and row is None:
+                    db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
+                elif row is None or row[0] != parent_hex:
+                    return
+                self._apply(db, scope, rows)
+                db.execute("UPDATE scopes SET tip=? WHERE scope=?", (str(commit), scope))
+            self._known_tips[scope] = str(commit)
+        except sqlite3.DatabaseError:
+            self._known_tips.pop(scope, None)  # the next read catches up from git
+
+    def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
+        for r in rows:
+            db.execute(
+                f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (r.id, r.memory_id, scope, r.path, r.prev_path, r.operation, r.actor, r.session,
+                 r.created_at, r.sha256, r.size, r.blob, r.commit_id, r.redaction_id),
+            )
+            dmem, dbytes = 0, 0
+            for p in {r.prev_path, r.path} if r.prev_path else {r.path}:
+                old = db.execute(
+                    "SELECT size, created_at FROM heads WHERE scope=? AND path=?", (scope, p)
+                ).fetchone()
+                if old is not None:
+                    db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
+                    dmem -= 1
+                    dbytes -= old[0]
+            if r.operation != "deleted":
+                created = r.created_at
+                if r.operation == "modified":
+                    first = db.execute(
+                        "SELECT MIN(created_at) FROM versions WHERE scope=? AND memory_id=? AND operation='created'",
+                        (scope, r.memory_id),
+                    ).fetchone()
+                    if first and first[0] is not None:
+                        created = first[0]
+                db.execute(
+                    "INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (scope, r.path, r.memory_id, r.id, r.sha256, r.size, r.blob, r.description,
+                     created, r.created_at),
+                )
+                dmem += 1
+                dbytes += r.size or 0
+            db.execute(
+                "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?", (dmem, dbytes, scope)
+            )
+
+    # ------------------------------------------------------------------ deriving versions from git
+    def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
+        """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
+
+        Commits made with plain git (no trailers, or several memories) get one version per changed
+        memory, with deterministic ids derived from the commit, and actor ``git:<author email>``.
+        """
+        repo = self.store.repo
+        parent_tree = commit.parents[0].tree if commit.parents else None
+        changes = diff_trees(repo, parent_tree, commit.tree)
+        when = commit.author.time
+        trailers = parse_trailers(commit.message)
+        cid = str(commit.id)
+
+        def head_memory(path: str) -> str | None:
+            row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
+            return row[0] if row else None
+
+        def content_row(oid: pygit2.Oid) -> tuple[str, int, str | None]:
+            data = repo[oid].data  # type: ignore[union-attr]
+            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+            return hashlib.sha256(data).hexdigest(), len(data), desc
+
+        deleted = [c for c in changes if c[0] == "deleted"]
+        added = [c for c in changes if c[0] == "added"]
+        modified = [c for c in changes if c[0] == "modified"]
+        single = len(changes) == 1 or (len(deleted) == 1 and len(added) == 1 and len(changes) == 2)
+        if single and not trailer_problems(trailers):
+            session = trailers.get("Gitmem-Session")
+            actor = trailers["Gitmem-Actor"]
+            vid, mid, op = trailers["Gitmem-Version"], trailers["Gitmem-Memory"], trailers["Gitmem-Operation"]
+            if len(changes) == 2:
+                prev, new = deleted[0], added[0]
+                sha, size, desc = content_row(new[3])
+                return [VersionRow(vid, mid, scope, new[1], prev[1], "modified", actor, session, when,
+                                   sha, size, str(new[3]), cid, description=desc)]
+            kind, path, _old, new_oid = changes[0]
+            if kind == "deleted":
+                return [VersionRow(vid, mid, scope, path, None, "deleted", actor, session, when,
+                                   None, None, None, cid)]
+            sha, size, desc = content_row(new_oid)  # type: ignore[arg-type]
+            operation = "created" if kind == "added" else "modified"
+            if op in ("created", "modified"):
+                operation = op if (op == "created") == (kind == "added") else operation
+            return [VersionRow(vid, mid, scope, path, None, operation, actor, session, when,
+                               sha, size, str(new_oid), cid, description=desc)]
+
+        # Plain git: one version per changed memory; exact-content moves count as renames.
+        actor = "git:" + (commit.author.email or commit.author.name or "unknown")
+        session = trailers.get("Gitmem-Session")
+        rows: list[VersionRow] = []
+        by_blob: dict[pygit2.Oid, list[tuple[str, str, Any, Any]]] = {}
+        for d in deleted:
+            by_blob.setdefault(d[2], []).append(d)
+        for kind, path, _old_oid, new_oid in modified + added:
+            sha, size, desc = content_row(new_oid)
+            prev_path = None
+            if kind == "added" and by_blob.get(new_oid):
+                moved = by_blob[new_oid].pop(0)
+                deleted.remove(moved)
+                prev_path = moved[1]
+            memory = head_memory(prev_path or path) if kind != "added" or prev_path else None
+            memory = memory or "mem_" + derived_ulid(when * 1000, cid, path, "memory")
+            op = "created" if kind == "added" and prev_path is None else "modified"
+            vid = "memver_" + derived_ulid(when * 1000, cid, path)
+            rows.append(VersionRow(vid, memory, scope, path, prev_path, op, actor, session, when,
+                                   sha, size, str(new_oid), cid, description=desc))
+        for _kind, path, _old_oid, _new in deleted:
+            memory = head_memory(path) or "mem_" + derived_ulid(when * 1000, cid, path, "memory")
+            vid = "memver_" + derived_ulid(when * 1000, cid, path)
+            rows.append(VersionRow(vid, memory, scope, path, None, "deleted", actor, session, when,
+                                   None, None, None, cid))
+        return rows
+
+    # ------------------------------------------------------------------ queries
+    def head(self, scope: str, path: str) -> HeadRow | None:
+        row = self.db.execute("SELECT * FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
+        return HeadRow(*row) if row else None
+
+    def head_by_memory(self, scope: str, memory_id: str) -> HeadRow | None:
+        row = self.db.execute(
+            "SELECT * FROM heads WHERE scope=? AND memory_id=?", (scope, memory_id)
+        ).fetchone()
+        return HeadRow(*row) if row else None
+
+    def heads(self, scope: str, prefix: str = "/") -> list[HeadRow]:
+        if prefix == "/":
+            cur = self.db.execute("SELECT * FROM heads WHERE scope=? ORDER BY path", (scope,))
+        else:
+            # Every path under the prefix sorts between prefix and prefix + U+10FFFF.
+            cur = self.db.execute(
+                "SELECT * FROM heads WHERE scope=? AND path >= ? AND path < ? ORDER BY path",
+                (scope, prefix, prefix + "\U0010ffff"),
+            )
+        return [HeadRow(*r) for r in cur]
+
+    def scope_stats(self, scope: str) -> tuple[int, int]:
+        row = self.db.execute("SELECT memories, bytes FROM scopes WHERE scope=?", (scope,)).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def store_bytes(self) -> int:
+        row = self.db.execute("SELECT COALESCE(SUM(bytes), 0) FROM scopes").fetchone()
+        return int(row[0])
+
+    def version_rows(self, where: str = "", params: Sequence[Any] = (), limit: int | None = None) -> list[VersionRow]:
+        sql = f"SELECT {VERSION_COLUMNS} FROM versions"
+        if where:
+            sql += " WHERE " + where
+        sql += " ORDER BY created_at DESC, seq DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [VersionRow(*r) for r in self.db.execute(sql, tuple(params))]
+
+
+_KINDS = {
+    pygit2.enums.DeltaStatus.ADDED: "added",
+    pygit2.enums.DeltaStatus.DELETED: "deleted",
+    pygit2.enums.DeltaStatus.MODIFIED: "modified",
+    pygit2.enums.DeltaStatus.TYPECHANGE: "modified",
+}
+
+
+def diff_trees(
+    repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None
+) -> list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]]:
+    """Changed files between two trees as (kind, api path, old blob, new blob); kind is
+    added/modified/deleted. libgit2 skips identical subtrees by id, so cost follows the change."""
+    if new is None and old is None:
+        return []
+    if old is None:
+        diff = new.diff_to_tree(swap=True)  # type: ignore[union-attr]
+    elif new is None:
+        diff = old.diff_to_tree()
+    else:
+        diff = old.diff_to_tree(new)
+    out: list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]] = []
+    for delta in diff.deltas:
+        kind = _KINDS.get(delta.status)
+        if kind is None:
+            continue
+        o = delta.old_file.id if kind != "added" else None
+        n = delta.new_file.id if kind != "deleted" else None
+        path = delta.new_file.path if n is not None else delta.old_file.path
+        out.append((kind, "/" + path, o, n))
+    return out

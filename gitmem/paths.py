@@ -1,0 +1,107 @@
+"""Rules for memory paths, scope names and store names (DESIGN sections 2 and 3).
+
+Paths that break a rule are refused with an error naming the rule, never silently normalised.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from gitmem.errors import InvalidInputError
+
+MAX_PATH_BYTES = 1024
+RESERVED_PREFIX = "/.gitmem/"
+
+_STORE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+
+
+def _bad_char(text: str) -> str | None:
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            return ch
+    return None
+
+
+def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
+    """Check a memory path (``/notes/todo.md``) and return it unchanged.
+
+    Raises:
+        InvalidInputError: naming the rule the path breaks.
+    """
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise InvalidInputError(f"invalid path {path!r}: a memory path must start with '/'")
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise InvalidInputError(f"invalid path: {size} bytes is over the limit of {max_bytes} bytes")
+    bad = _bad_char(path)
+    if bad is not None:
+        raise InvalidInputError(
+            f"invalid path {path!r}: control or format character U+{ord(bad):04X} is not allowed"
+        )
+    if unicodedata.normalize("NFC", path) != path:
+        raise InvalidInputError(f"invalid path {path!r}: the path must be NFC-normalised")
+    segments = path[1:].split("/")
+    if path == "/" or path.endswith("/"):
+        raise InvalidInputError(f"invalid path {path!r}: a memory path must not end with '/'")
+    for seg in segments:
+        if seg == "":
+            raise InvalidInputError(f"invalid path {path!r}: empty path segment")
+        if seg in (".", ".."):
+            raise InvalidInputError(f"invalid path {path!r}: '{seg}' segments are not allowed")
+    if (path + "/").startswith(RESERVED_PREFIX):
+        raise InvalidInputError(f"invalid path {path!r}: paths under {RESERVED_PREFIX} are reserved")
+    return path
+
+
+def validate_prefix(prefix: str) -> str:
+    """Check a listing prefix: ``/`` or a segment-aligned directory path ending in ``/``."""
+    if prefix == "/":
+        return prefix
+    if not prefix.endswith("/"):
+        raise InvalidInputError(
+            f"invalid prefix {prefix!r}: a prefix must end with '/' (e.g. {prefix + '/'!r})"
+        )
+    validate_path(prefix[:-1])
+    return prefix
+
+
+def tree_path(path: str) -> str:
+    """The path inside the git tree: the API path without its leading ``/``."""
+    return path[1:]
+
+
+def api_path(tree_relative: str) -> str:
+    return "/" + tree_relative
+
+
+def is_valid_tree_path(tree_relative: str) -> str | None:
+    """For paths found in git trees: None when valid, else the reason (used by index and hook)."""
+    try:
+        validate_path("/" + tree_relative)
+    except InvalidInputError as exc:
+        return exc.message
+    return None
+
+
+def validate_scope(scope: str) -> str:
+    """Check a scope (branch) name and return it unchanged."""
+    if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
+        raise InvalidInputError(
+            f"invalid scope {scope!r}: scopes are 1-128 characters of letters, digits and ._@+- "
+            "starting with a letter or digit"
+        )
+    if ".." in scope or scope.endswith(".lock") or scope.endswith("."):
+        raise InvalidInputError(f"invalid scope {scope!r}: no '..', and no '.lock' or '.' at the end")
+    return scope
+
+
+def validate_store_name(name: str) -> str:
+    """Check a store name (a directory name and mount slug)."""
+    if not isinstance(name, str) or not _STORE_RE.match(name) or name.endswith(".git"):
+        raise InvalidInputError(
+            f"invalid store name {name!r}: 1-63 characters of a-z, 0-9 and ._- "
+            "starting with a letter or digit"
+        )
+    return name

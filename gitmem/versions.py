@@ -1,0 +1,139 @@
+"""Version records: the trailers of a version commit, and the frozen value types the API returns."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from gitmem.errors import InvalidInputError
+
+OPERATIONS = ("created", "modified", "deleted")
+TRAILER_KEYS = (
+    "Gitmem-Version",
+    "Gitmem-Memory",
+    "Gitmem-Operation",
+    "Gitmem-Session",
+    "Gitmem-Actor",
+)
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+_ACTOR_RE = re.compile(r"^(session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200}$")
+_TRAILER_RE = re.compile(r"^(Gitmem-[A-Za-z-]+): ?(.*)$")
+
+
+@dataclass(frozen=True)
+class RedactionInfo:
+    id: str
+    actor: str
+    redacted_at: dt.datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class Version:
+    """One immutable change to one memory (a commit on the scope's branch)."""
+
+    id: str
+    memory_id: str
+    scope: str
+    path: str
+    operation: str
+    actor: str
+    session: str | None
+    created_at: dt.datetime
+    commit: str
+    content_sha256: str | None = None
+    size: int | None = None
+    previous_path: str | None = None
+    redaction: RedactionInfo | None = None
+
+
+def validate_session(session: str | None) -> str | None:
+    if session is None:
+        return None
+    if not _SESSION_RE.match(session):
+        raise InvalidInputError(
+            f"invalid session id {session!r}: 1-128 characters of letters, digits and _.:- "
+            "starting with a letter or digit"
+        )
+    return session
+
+
+def validate_actor(actor: str) -> str:
+    if not _ACTOR_RE.match(actor):
+        raise InvalidInputError(
+            f"invalid actor {actor!r}: expected session:<id>, user:<id>, api:<key-id> or service:<id>"
+        )
+    return actor
+
+
+def resolve_actor(actor: str | None, session: str | None) -> str:
+    """The actor recorded on a write: explicit, else the session, else ``user:local``."""
+    if actor is not None:
+        return validate_actor(actor)
+    if session is not None:
+        return f"session:{session}"
+    return "user:local"
+
+
+def format_message(
+    operation: str,
+    path: str,
+    version_id: str,
+    memory_id: str,
+    actor: str,
+    session: str | None,
+    previous_path: str | None = None,
+) -> str:
+    """A version commit's message: a human subject, then the gitmem trailers."""
+    if previous_path is not None and previous_path != path:
+        subject = f"renamed {previous_path} to {path}"
+    else:
+        subject = f"{operation} {path}"
+    lines = [
+        subject,
+        "",
+        f"Gitmem-Version: {version_id}",
+        f"Gitmem-Memory: {memory_id}",
+        f"Gitmem-Operation: {operation}",
+    ]
+    if session is not None:
+        lines.append(f"Gitmem-Session: {session}")
+    lines.append(f"Gitmem-Actor: {actor}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """The ``Gitmem-*`` trailers of a commit message (last paragraph only, like git)."""
+    paragraphs = message.rstrip("\n").split("\n\n")
+    if len(paragraphs) < 2:
+        return {}
+    out: dict[str, str] = {}
+    for line in paragraphs[-1].split("\n"):
+        m = _TRAILER_RE.match(line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def trailer_problems(trailers: dict[str, str]) -> list[str]:
+    """What is wrong with a commit's gitmem trailers (empty list: well-formed)."""
+    from gitmem.ids import is_id
+
+    problems = []
+    if not is_id(trailers.get("Gitmem-Version", ""), "memver"):
+        problems.append("Gitmem-Version is missing or not a memver_ id")
+    if not is_id(trailers.get("Gitmem-Memory", ""), "mem"):
+        problems.append("Gitmem-Memory is missing or not a mem_ id")
+    if trailers.get("Gitmem-Operation") not in OPERATIONS:
+        problems.append("Gitmem-Operation is missing or not created/modified/deleted")
+    if not _ACTOR_RE.match(trailers.get("Gitmem-Actor", "")):
+        problems.append("Gitmem-Actor is missing or malformed")
+    session = trailers.get("Gitmem-Session")
+    if session is not None and not _SESSION_RE.match(session):
+        problems.append("Gitmem-Session is malformed")
+    return problems
+
+
+def timestamp(seconds: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
