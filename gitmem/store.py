@@ -180,8 +180,10 @@ class Store:
         except pygit2.AlreadyExistsError:
             return False
         except pygit2.GitError as exc:
+            # "old reference value does not match" (moved) or "failed to lock file" (a writer
+            # holds the ref lock): both are lost races, retried by the caller.
             text = str(exc).lower()
-            if "lock" in text or "modified" in text or "exists" in text or "changed" in text:
+            if "lock" in text or "does not match" in text or "exists" in text:
                 return False
             raise GitmemError(f"cannot update {name} in {self.path}: {exc}") from None
 
