@@ -137,3 +137,33 @@ def err_console() -> Any:
     from rich.console import Console
 
     return Console(stderr=True)
+
+
+def with_store(name: str, home_opt: Path | None, fn: Callable[[Any], T]) -> Callable[[], T]:
+    """A call for :func:`run` that opens STORE (name or path), applies ``fn`` to it, and closes it."""
+
+    def call() -> T:
+        from gitmem.store import open_store
+
+        with open_store(name, home(home_opt)) as store:
+            return fn(store)
+
+    return call
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    """A rich table on a terminal; tab-separated lines (no header) otherwise, for scripts."""
+    if not is_tty():
+        for row in rows:
+            sys.stdout.write("\t".join(row) + "\n")
+        return
+    from rich.table import Table
+
+    table = Table(*headers, box=None, header_style="bold")
+    for row in rows:
+        table.add_row(*row)
+    console().print(table)
