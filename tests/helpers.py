@@ -1,0 +1,68 @@
+"""Builders and probes shared by the core library tests (no mocks: real repos, real git)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pygit2
+
+from gitmem.store import Store
+
+SHA_A = "a" * 64
+
+
+def tip_hex(store: Store, scope: str = "main") -> str | None:
+    tip = store.tip(scope)
+    return str(tip) if tip is not None else None
+
+
+def object_count(store: Store) -> int:
+    """Every object in the store's object database (loose and packed)."""
+    return len(list(store.repo.odb))
+
+
+def snapshot(store: Store) -> tuple[dict[str, str], int]:
+    """All refs and the object count: equal snapshots mean nothing was written."""
+    refs = {name: str(store.repo.references[name].target) for name in store.repo.references}
+    return refs, object_count(store)
+
+
+def commit_count(store: Store, scope: str = "main") -> int:
+    tip = store.tip(scope)
+    return 0 if tip is None else sum(1 for _ in store.walk(tip))
+
+
+def git(cwd: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run real git with a fixed identity (the conftest fixture already isolates HOME and config)."""
+    env = dict(os.environ)
+    env.pop("GIT_DIR", None)
+    return subprocess.run(["git", *args], cwd=str(cwd), env=env, capture_output=True, text=True, check=check)
+
+
+def plain_commit(
+    store: Store,
+    files: dict[str, bytes | None],
+    *,
+    scope: str = "main",
+    message: str = "edit with plain git\n",
+    email: str = "bob@example.com",
+) -> pygit2.Oid:
+    """Commit behind gitmem's back with plain pygit2: ``files`` maps tree paths to content (None: delete)."""
+    repo = store.repo
+    parent = store.tip(scope)
+    tree = store.tree_of(parent)
+    for path, data in files.items():
+        blob = repo.create_blob(data) if data is not None else None
+        oid = store.update_tree(tree, path.split("/"), blob)
+        tree = repo[oid] if oid is not None else None  # type: ignore[assignment]
+    tree_oid = tree.id if tree is not None else store.empty_tree()
+    sig = pygit2.Signature("Bob", email, 1_700_000_000, 0)
+    return repo.create_commit(
+        f"refs/heads/{scope}", sig, sig, message, tree_oid, [parent] if parent is not None else []
+    )
+
+
+def version_keys(versions: list[object]) -> list[tuple[str, str, str, str]]:
+    return [(v.id, v.memory_id, v.path, v.operation) for v in versions]  # type: ignore[attr-defined]

@@ -1,0 +1,91 @@
+"""The ``description:`` key in a memory's own front matter: set/parse round trip, the rest untouched."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gitmem.frontmatter import parse_description, set_description
+
+# Descriptions: any text without surrogates or characters YAML cannot carry in a JSON-style scalar.
+descriptions = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\ufeff\x85\u2028\u2029"),
+    max_size=80,
+)
+descriptions_nl = descriptions | st.text(alphabet="ab \n\t\"'#:", max_size=30)
+bodies = st.text(max_size=200).filter(lambda b: not b.startswith("---"))
+other_keys = st.dictionaries(
+    st.from_regex(r"\A[a-ce-z][a-z_]{0,8}\Z"), st.from_regex(r"\A[a-z0-9 ]{0,10}\Z"), max_size=4
+)
+
+
+def _block(keys: dict[str, str]) -> str:
+    return "".join(f"{k}: {v!r}\n" for k, v in keys.items())
+
+
+@given(descriptions_nl, bodies)
+def test_set_then_parse_gives_description_back(description: str, body: str) -> None:
+    assert parse_description(set_description(body, description)) == description
+
+
+@given(descriptions, bodies)
+def test_file_without_front_matter_gets_a_block_and_keeps_body(description: str, body: str) -> None:
+    out = set_description(body, description)
+    assert out.startswith("---\ndescription: ")
+    assert out.endswith(body)
+    assert out.split("\n---\n", 1)[1] == body
+
+
+@given(other_keys, descriptions, bodies, descriptions)
+def test_replacing_keeps_other_keys_and_body_byte_for_byte(
+    keys: dict[str, str], first: str, body: str, second: str
+) -> None:
+    before = _block(keys)
+    content = f"---\n{before}description: {first!r}\nafter_key: 1\n---\n{body}"
+    out = set_description(content, second)
+    assert parse_description(out) == second
+    lines = out.split("\n")
+    assert "\n".join(lines[1 : 1 + len(keys)]) + ("\n" if keys else "") == before
+    assert out.endswith(f"\nafter_key: 1\n---\n{body}")
+
+
+@given(other_keys, descriptions, bodies)
+def test_block_without_description_gets_the_key_added(
+    keys: dict[str, str], description: str, body: str
+) -> None:
+    content = f"---\n{_block(keys)}---\n{body}"
+    out = set_description(content, description)
+    assert parse_description(out) == description
+    assert out.replace(out.split("\n")[1] + "\n", "", 1) == content
+
+
+def test_multiline_description_value_is_replaced_whole() -> None:
+    content = "---\ntitle: x\ndescription: >\n  folded\n  text\ntags: [a]\n---\nbody\n"
+    out = set_description(content, "new")
+    assert out == '---\ntitle: x\ndescription: "new"\ntags: [a]\n---\nbody\n'
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "no front matter",
+        "---\nunterminated: yes\n",
+        "---\ndescription: [unclosed\n---\nbody",
+        "---\n- a list\n---\n",
+        "---\ntitle: only\n---\nbody",
+        "--- \ndescription: x\n",
+        "",
+    ],
+)
+def test_parse_never_fails_and_gives_none_without_valid_description(content: str) -> None:
+    assert parse_description(content) is None
+
+
+def test_parse_reads_plain_yaml_description() -> None:
+    assert parse_description("---\ndescription: Grocery list\n---\nmilk\n") == "Grocery list"
+    assert parse_description("---\r\ndescription: crlf\r\n---\r\nbody") == "crlf"
+
+
+def test_description_key_in_body_is_not_front_matter() -> None:
+    assert parse_description("text\n---\ndescription: x\n---\n") is None
