@@ -139,7 +139,9 @@ def apply_batch(
         if parent == tip:
             return BatchResult([], refused, str(tip) if tip is not None else None)
         assert isinstance(parent, pygit2.Oid)
+        store.sync_all()
         if store.cas_ref(scope, tip, parent):
+            store.sync_ref(scope)
             store.index.record(scope, tip, parent, rows)
             return BatchResult([_version(r) for r in rows], refused, str(parent))
         backoff(attempt)

@@ -219,8 +219,11 @@ def mutate(
         if change is None:
             return None
         check_limits(store, state, change, limits)
-        commit, row = commit_change(store, state, change, tip, actor, session)
+        written: list[pygit2.Oid] = []
+        commit, row = commit_change(store, state, change, tip, actor, session, written=written)
+        store.sync_objects(written)
         if store.cas_ref(scope, tip, commit):
+            store.sync_ref(scope)
             store.index.record(scope, tip, commit, [row])
             return _version(row)
         backoff(attempt)
@@ -241,17 +244,21 @@ def commit_change(
     actor: str,
     session: str | None,
     when: int | None = None,
+    written: list[pygit2.Oid] | None = None,
 ) -> tuple[pygit2.Oid, VersionRow]:
     """Write one version's objects (blob, spine trees, commit) on top of ``state.tree``; the
-    branch is not moved. ``state.tree`` becomes the new tree (so batches can chain)."""
+    branch is not moved. ``state.tree`` becomes the new tree (so batches can chain). The ids of
+    the objects written are appended to ``written`` (for fsync)."""
     version_id = new_id("memver")
     data = change.data
     blob = store.write_blob(data) if data is not None else None
+    if blob is not None and written is not None:
+        written.append(blob)
     tree = state.tree
     if change.previous_path is not None and change.previous_path != change.path:
-        moved = store.update_tree(tree, change.previous_path[1:].split("/"), None)
+        moved = store.update_tree(tree, change.previous_path[1:].split("/"), None, written)
         tree = store.repo[moved] if moved is not None else None  # type: ignore[assignment]
-    tree_oid = store.update_tree(tree, change.path[1:].split("/"), blob)
+    tree_oid = store.update_tree(tree, change.path[1:].split("/"), blob, written)
     if tree_oid is None:
         tree_oid = store.empty_tree()
     message = format_message(
@@ -259,6 +266,8 @@ def commit_change(
     )
     now = int(time.time()) if when is None else when
     commit = store.create_commit(tree_oid, [parent] if parent is not None else [], message, (actor, actor), now)
+    if written is not None:
+        written.append(commit)
     state.tree = store.repo[tree_oid]  # type: ignore[assignment]
     description = None
     if data is not None and data.startswith(b"---"):

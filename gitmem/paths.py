@@ -5,6 +5,7 @@ Paths that break a rule are refused with an error naming the rule, never silentl
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -24,6 +25,7 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=8192)
 def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
     """Check a memory path (``/notes/todo.md``) and return it unchanged.
 
@@ -85,6 +87,7 @@ def is_valid_tree_path(tree_relative: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def validate_scope(scope: str) -> str:
     """Check a scope (branch) name and return it unchanged."""
     if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
