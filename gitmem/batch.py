@@ -71,14 +71,18 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
             if blob.data == data:
                 return None
             if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
-                raise PreconditionFailedError(f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}")
+                raise PreconditionFailedError(
+                    f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
+                )
             return Change("modified", op.path, data, state.memory_id(op.path))
         _refuse_conflict(state, op.path)
         return Change("created", op.path, data, op.memory_id or new_id("mem"))
     if op.op == "delete":
         blob = state.require(op.path)
         if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
-            raise PreconditionFailedError(f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}")
+            raise PreconditionFailedError(
+                f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
+            )
         return Change("deleted", op.path, None, state.memory_id(op.path))
     if op.op == "rename":
         if op.new_path is None:
@@ -86,7 +90,9 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
         validate_path(op.new_path)
         blob = state.require(op.path)
         if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
-            raise PreconditionFailedError(f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}")
+            raise PreconditionFailedError(
+                f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
+            )
         data = blob.data if op.content is None else _encode(op.content)
         if op.new_path == op.path:
             return None if data == blob.data else Change("modified", op.path, data, state.memory_id(op.path))

@@ -59,7 +59,7 @@ def set_description(content: str, description: str) -> str:
         return content[:start] + line + "\n" + content[start:]
     # The value runs to the next line that starts a new key (or the end of the block).
     value_start = start + key.start()
-    rest = body[key.end():]
+    rest = body[key.end() :]
     nxt = re.search(r"\n(?=[^ \t\r\n])", rest)
     end = start + key.end() + (nxt.start() if nxt else len(rest.rstrip("\r\n")))
     return content[:value_start] + line + content[end:]

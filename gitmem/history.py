@@ -28,10 +28,19 @@ def _to_version(store: Store, row: VersionRow) -> Version:
         if r is not None:
             redaction = RedactionInfo(r[0], r[1], timestamp(r[2]), r[3])
     return Version(
-        id=row.id, memory_id=row.memory_id, scope=row.scope, path=row.path, operation=row.operation,
-        actor=row.actor, session=row.session, created_at=timestamp(row.created_at), commit=row.commit_id,
-        content_sha256=None if redaction else row.sha256, size=None if redaction else row.size,
-        previous_path=row.prev_path, redaction=redaction,
+        id=row.id,
+        memory_id=row.memory_id,
+        scope=row.scope,
+        path=row.path,
+        operation=row.operation,
+        actor=row.actor,
+        session=row.session,
+        created_at=timestamp(row.created_at),
+        commit=row.commit_id,
+        content_sha256=None if redaction else row.sha256,
+        size=None if redaction else row.size,
+        previous_path=row.prev_path,
+        redaction=redaction,
     )
 
 
@@ -39,7 +48,7 @@ def _epoch(value: dt.datetime | None) -> int | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     return int(value.timestamp())
 
 
@@ -76,7 +85,9 @@ def versions(
             where.append("memory_id=?")
             params.append(head.memory_id)
         else:
-            where.append("memory_id IN (SELECT memory_id FROM versions WHERE scope=? AND (path=? OR prev_path=?))")
+            where.append(
+                "memory_id IN (SELECT memory_id FROM versions WHERE scope=? AND (path=? OR prev_path=?))"
+            )
             params += [scope, path, path]
     if memory_id is not None:
         where.append("memory_id=?")
@@ -125,7 +136,9 @@ def version_content(store: Store, version_id: str) -> bytes | None:
     return store.blob_data(pygit2.Oid(hex=row.blob))
 
 
-def read_version(store: Store, version_id: str, *, path: str | None = None, scope: str | None = None) -> Memory:
+def read_version(
+    store: Store, version_id: str, *, path: str | None = None, scope: str | None = None
+) -> Memory:
     """A memory as it was at ``version_id``."""
     row = _row(store, version_id)
     if path is not None and row.path != path:
@@ -137,9 +150,15 @@ def read_version(store: Store, version_id: str, *, path: str | None = None, scop
         raise NotFoundError(f"version {version_id} deleted {row.path}; it has no content")
     text = data.decode("utf-8", "replace")
     return Memory(
-        path=row.path, scope=row.scope, content=text, content_sha256=_sha(data), size=len(data),
+        path=row.path,
+        scope=row.scope,
+        content=text,
+        content_sha256=_sha(data),
+        size=len(data),
         description=parse_description(text) if data.startswith(b"---") else None,
-        memory_id=row.memory_id, version_id=row.id, updated_at=timestamp(row.created_at),
+        memory_id=row.memory_id,
+        version_id=row.id,
+        updated_at=timestamp(row.created_at),
     )
 
 
@@ -150,7 +169,14 @@ def diff(store: Store, old_id: str, new_id: str | None = None) -> str:
         earlier = store.index.version_rows(
             "memory_id=? AND scope=? AND (created_at < ? OR (created_at = ? AND seq < "
             "(SELECT seq FROM versions WHERE id=? AND scope=?)))",
-            (new_row.memory_id, new_row.scope, new_row.created_at, new_row.created_at, new_row.id, new_row.scope),
+            (
+                new_row.memory_id,
+                new_row.scope,
+                new_row.created_at,
+                new_row.created_at,
+                new_row.id,
+                new_row.scope,
+            ),
             1,
         )
         old_row = earlier[0] if earlier else None
@@ -163,7 +189,9 @@ def diff(store: Store, old_id: str, new_id: str | None = None) -> str:
     lines = difflib.unified_diff(
         old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), old_name, new_name
     )
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
 
 
 def _text(store: Store, row: VersionRow | None) -> str:

@@ -224,7 +224,9 @@ class Index:
         db.execute("DELETE FROM heads WHERE scope=?", (scope,))
         db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
 
-    def record(self, scope: str, parent: pygit2.Oid | None, commit: pygit2.Oid, rows: Sequence[VersionRow]) -> None:
+    def record(
+        self, scope: str, parent: pygit2.Oid | None, commit: pygit2.Oid, rows: Sequence[VersionRow]
+    ) -> None:
         """Record a commit the library just made; skipped (left to catch-up) when the index was not
         current at ``parent``, so that racing writers never record out of order."""
         parent_hex = str(parent) if parent is not None else None
@@ -245,8 +247,22 @@ class Index:
         for r in rows:
             db.execute(
                 f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (r.id, r.memory_id, scope, r.path, r.prev_path, r.operation, r.actor, r.session,
-                 r.created_at, r.sha256, r.size, r.blob, r.commit_id, r.redaction_id),
+                (
+                    r.id,
+                    r.memory_id,
+                    scope,
+                    r.path,
+                    r.prev_path,
+                    r.operation,
+                    r.actor,
+                    r.session,
+                    r.created_at,
+                    r.sha256,
+                    r.size,
+                    r.blob,
+                    r.commit_id,
+                    r.redaction_id,
+                ),
             )
             dmem, dbytes = 0, 0
             for p in {r.prev_path, r.path} if r.prev_path else {r.path}:
@@ -268,8 +284,18 @@ class Index:
                         created = first[0]
                 db.execute(
                     "INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)",
-                    (scope, r.path, r.memory_id, r.id, r.sha256, r.size, r.blob, r.description,
-                     created, r.created_at),
+                    (
+                        scope,
+                        r.path,
+                        r.memory_id,
+                        r.id,
+                        r.sha256,
+                        r.size,
+                        r.blob,
+                        r.description,
+                        created,
+                        r.created_at,
+                    ),
                 )
                 dmem += 1
                 dbytes += r.size or 0
@@ -295,8 +321,10 @@ class Index:
             row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
             return row[0] if row else None
 
-        def content_row(oid: pygit2.Oid) -> tuple[str, int, str | None]:
-            data = repo[oid].data  # type: ignore[union-attr]
+        def content_row(oid: pygit2.Oid | None) -> tuple[str, int, str | None]:
+            obj = repo[oid] if oid is not None else None
+            assert isinstance(obj, pygit2.Blob)
+            data = obj.data
             desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
             return hashlib.sha256(data).hexdigest(), len(data), desc
 
@@ -311,24 +339,59 @@ class Index:
             if len(changes) == 2:
                 prev, new = deleted[0], added[0]
                 sha, size, desc = content_row(new[3])
-                return [VersionRow(vid, mid, scope, new[1], prev[1], "modified", actor, session, when,
-                                   sha, size, str(new[3]), cid, description=desc)]
+                return [
+                    VersionRow(
+                        vid,
+                        mid,
+                        scope,
+                        new[1],
+                        prev[1],
+                        "modified",
+                        actor,
+                        session,
+                        when,
+                        sha,
+                        size,
+                        str(new[3]),
+                        cid,
+                        description=desc,
+                    )
+                ]
             kind, path, _old, new_oid = changes[0]
             if kind == "deleted":
-                return [VersionRow(vid, mid, scope, path, None, "deleted", actor, session, when,
-                                   None, None, None, cid)]
-            sha, size, desc = content_row(new_oid)  # type: ignore[arg-type]
+                return [
+                    VersionRow(
+                        vid, mid, scope, path, None, "deleted", actor, session, when, None, None, None, cid
+                    )
+                ]
+            sha, size, desc = content_row(new_oid)
             operation = "created" if kind == "added" else "modified"
             if op in ("created", "modified"):
                 operation = op if (op == "created") == (kind == "added") else operation
-            return [VersionRow(vid, mid, scope, path, None, operation, actor, session, when,
-                               sha, size, str(new_oid), cid, description=desc)]
+            return [
+                VersionRow(
+                    vid,
+                    mid,
+                    scope,
+                    path,
+                    None,
+                    operation,
+                    actor,
+                    session,
+                    when,
+                    sha,
+                    size,
+                    str(new_oid),
+                    cid,
+                    description=desc,
+                )
+            ]
 
         # Plain git: one version per changed memory; exact-content moves count as renames.
         actor = "git:" + (commit.author.email or commit.author.name or "unknown")
         session = trailers.get("Gitmem-Session")
         rows: list[VersionRow] = []
-        by_blob: dict[pygit2.Oid, list[tuple[str, str, Any, Any]]] = {}
+        by_blob: dict[pygit2.Oid | None, list[tuple[str, str, Any, Any]]] = {}
         for d in deleted:
             by_blob.setdefault(d[2], []).append(d)
         for kind, path, _old_oid, new_oid in modified + added:
@@ -342,13 +405,32 @@ class Index:
             memory = memory or "mem_" + derived_ulid(when * 1000, cid, path, "memory")
             op = "created" if kind == "added" and prev_path is None else "modified"
             vid = "memver_" + derived_ulid(when * 1000, cid, path)
-            rows.append(VersionRow(vid, memory, scope, path, prev_path, op, actor, session, when,
-                                   sha, size, str(new_oid), cid, description=desc))
+            rows.append(
+                VersionRow(
+                    vid,
+                    memory,
+                    scope,
+                    path,
+                    prev_path,
+                    op,
+                    actor,
+                    session,
+                    when,
+                    sha,
+                    size,
+                    str(new_oid),
+                    cid,
+                    description=desc,
+                )
+            )
         for _kind, path, _old_oid, _new in deleted:
             memory = head_memory(path) or "mem_" + derived_ulid(when * 1000, cid, path, "memory")
             vid = "memver_" + derived_ulid(when * 1000, cid, path)
-            rows.append(VersionRow(vid, memory, scope, path, None, "deleted", actor, session, when,
-                                   None, None, None, cid))
+            rows.append(
+                VersionRow(
+                    vid, memory, scope, path, None, "deleted", actor, session, when, None, None, None, cid
+                )
+            )
         return rows
 
     # ------------------------------------------------------------------ queries
@@ -381,7 +463,9 @@ class Index:
         row = self.db.execute("SELECT COALESCE(SUM(bytes), 0) FROM scopes").fetchone()
         return int(row[0])
 
-    def version_rows(self, where: str = "", params: Sequence[Any] = (), limit: int | None = None) -> list[VersionRow]:
+    def version_rows(
+        self, where: str = "", params: Sequence[Any] = (), limit: int | None = None
+    ) -> list[VersionRow]:
         sql = f"SELECT {VERSION_COLUMNS} FROM versions"
         if where:
             sql += " WHERE " + where

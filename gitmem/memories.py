@@ -25,7 +25,7 @@ from gitmem.errors import (
     PathConflictError,
     PreconditionFailedError,
 )
-from gitmem.frontmatter import parse_description, set_description, MAX_DESCRIPTION_CHARS
+from gitmem.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
 from gitmem.ids import new_id
 from gitmem.index import HeadRow, VersionRow
 from gitmem.paths import validate_path, validate_prefix, validate_scope
@@ -265,7 +265,9 @@ def commit_change(
         change.operation, change.path, version_id, change.memory_id, actor, session, change.previous_path
     )
     now = int(time.time()) if when is None else when
-    commit = store.create_commit(tree_oid, [parent] if parent is not None else [], message, (actor, actor), now)
+    commit = store.create_commit(
+        tree_oid, [parent] if parent is not None else [], message, (actor, actor), now
+    )
     if written is not None:
         written.append(commit)
     state.tree = store.repo[tree_oid]  # type: ignore[assignment]
@@ -273,10 +275,20 @@ def commit_change(
     if data is not None and data.startswith(b"---"):
         description = parse_description(_decode(data))
     row = VersionRow(
-        version_id, change.memory_id, state.scope, change.path, change.previous_path, change.operation,
-        actor, session, now, _sha(data) if data is not None else None,
-        len(data) if data is not None else None, str(blob) if blob is not None else None,
-        str(commit), description=description,
+        version_id,
+        change.memory_id,
+        state.scope,
+        change.path,
+        change.previous_path,
+        change.operation,
+        actor,
+        session,
+        now,
+        _sha(data) if data is not None else None,
+        len(data) if data is not None else None,
+        str(blob) if blob is not None else None,
+        str(commit),
+        description=description,
     )
     return commit, row
 
@@ -313,9 +325,18 @@ def current_size(state: ScopeState, change: Change) -> int:
 
 def _version(row: VersionRow) -> Version:
     return Version(
-        id=row.id, memory_id=row.memory_id, scope=row.scope, path=row.path, operation=row.operation,
-        actor=row.actor, session=row.session, created_at=timestamp(row.created_at), commit=row.commit_id,
-        content_sha256=row.sha256, size=row.size, previous_path=row.prev_path,
+        id=row.id,
+        memory_id=row.memory_id,
+        scope=row.scope,
+        path=row.path,
+        operation=row.operation,
+        actor=row.actor,
+        session=row.session,
+        created_at=timestamp(row.created_at),
+        commit=row.commit_id,
+        content_sha256=row.sha256,
+        size=row.size,
+        previous_path=row.prev_path,
     )
 
 
@@ -434,7 +455,8 @@ def _edit(
 
 def line_numbers(text: str, needle: str) -> list[int]:
     """1-based line numbers where each occurrence of ``needle`` starts."""
-    out, start = [], 0
+    out: list[int] = []
+    start = 0
     while True:
         i = text.find(needle, start)
         if i < 0:
@@ -499,8 +521,13 @@ def insert(
 ) -> Version | None:
     """Insert ``text`` after line ``line`` (0 = top)."""
     return _edit(
-        store, path, lambda t: insert_text(t, line, text), scope=scope, if_sha256=if_sha256,
-        actor=actor, session=session,
+        store,
+        path,
+        lambda t: insert_text(t, line, text),
+        scope=scope,
+        if_sha256=if_sha256,
+        actor=actor,
+        session=session,
     )
 
 
@@ -553,7 +580,9 @@ def rename(
                 return None  # already renamed: the requested state holds
             raise NotFoundError(f"memory {old_path} does not exist in scope {state.scope!r}")
         if if_sha256 is not None and _sha(blob.data) != if_sha256:
-            raise PreconditionFailedError(f"{old_path} changed: its sha256 is {_sha(blob.data)}, not {if_sha256}")
+            raise PreconditionFailedError(
+                f"{old_path} changed: its sha256 is {_sha(blob.data)}, not {if_sha256}"
+            )
         if old_path == new_path:
             return None
         _refuse_conflict(state, new_path, ignore=old_path)
@@ -591,9 +620,14 @@ def read(store: Store, path: str, *, scope: str = "main", version: str | None = 
     head = store.index.head(scope, path)
     text = _decode(data)
     return Memory(
-        path=path, scope=scope, content=text, content_sha256=_sha(data), size=len(data),
+        path=path,
+        scope=scope,
+        content=text,
+        content_sha256=_sha(data),
+        size=len(data),
         description=parse_description(text) if data.startswith(b"---") else None,
-        memory_id=head.memory_id if head else "", version_id=head.version_id if head else "",
+        memory_id=head.memory_id if head else "",
+        version_id=head.version_id if head else "",
         created_at=timestamp(head.created_at) if head else None,
         updated_at=timestamp(head.updated_at) if head else None,
     )
@@ -623,9 +657,16 @@ def list_memories(
         content = _decode(store.blob_data(pygit2.Oid(hex=row.blob))) if with_content else None
         out.append(
             Memory(
-                path=row.path, scope=scope, content=content, content_sha256=row.sha256, size=row.size,
-                description=row.description, memory_id=row.memory_id, version_id=row.version_id,
-                created_at=timestamp(row.created_at), updated_at=timestamp(row.updated_at),
+                path=row.path,
+                scope=scope,
+                content=content,
+                content_sha256=row.sha256,
+                size=row.size,
+                description=row.description,
+                memory_id=row.memory_id,
+                version_id=row.version_id,
+                created_at=timestamp(row.created_at),
+                updated_at=timestamp(row.updated_at),
             )
         )
     return [Prefix(item.path, rollup[item.path]) if isinstance(item, Prefix) else item for item in out]

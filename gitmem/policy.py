@@ -76,7 +76,9 @@ def check_content(path: str, data: bytes, limits: Limits) -> list[Violation]:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
             out.append(
-                Violation("utf8", f"{path} is not valid UTF-8 (byte {exc.start}); memories are UTF-8 text", path)
+                Violation(
+                    "utf8", f"{path} is not valid UTF-8 (byte {exc.start}); memories are UTF-8 text", path
+                )
             )
     return out
 

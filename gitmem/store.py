@@ -7,6 +7,7 @@ A store is a bare git repository ``<home>/stores/<name>.git``; each scope is a b
 
 from __future__ import annotations
 
+import builtins
 import os
 import shutil
 import time
@@ -326,9 +327,7 @@ class Store:
 
     def walk(self, tip: pygit2.Oid, hide: pygit2.Oid | None = None) -> Iterator[pygit2.Commit]:
         """Commits reachable from ``tip`` and not from ``hide``, oldest first."""
-        walker = self._repo.walk(
-            tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
-        )
+        walker = self._repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
         if hide is not None:
             walker.hide(hide)
         return iter(walker)
@@ -343,7 +342,7 @@ class Store:
 
     def has_object(self, oid: pygit2.Oid | str) -> bool:
         try:
-            return oid in self._repo  # type: ignore[operator]
+            return oid in self._repo
         except (ValueError, TypeError):
             return False
 
@@ -418,7 +417,7 @@ class Store:
 
         return memories.rename(self, old_path, new_path, **kw)
 
-    def versions(self, path: str | None = None, **kw: Any) -> list[Version]:
+    def versions(self, path: str | None = None, **kw: Any) -> builtins.list[Version]:
         """Versions, newest first, filtered by path/memory, scope, session, actor, operation, time."""
         from gitmem import history
 
@@ -458,8 +457,13 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
         raise NotFoundError(f"no store at {path}")
     repo = _open_repo(path)
     if repo.is_bare:
-        if not (path / config.SETTINGS_FILE).exists() and not (path / GITMEM_DIR / config.SETTINGS_FILE).exists():
-            raise NotFoundError(f"{path} is a git repository but not a gitmem store (no {config.SETTINGS_FILE})")
+        if (
+            not (path / config.SETTINGS_FILE).exists()
+            and not (path / GITMEM_DIR / config.SETTINGS_FILE).exists()
+        ):
+            raise NotFoundError(
+                f"{path} is a git repository but not a gitmem store (no {config.SETTINGS_FILE})"
+            )
         if (path / config.SETTINGS_FILE).exists():
             return Store(repo, path)
         return Store(repo, path, clone_of=_origin_url(repo) or str(path))

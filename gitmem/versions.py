@@ -136,4 +136,4 @@ def trailer_problems(trailers: dict[str, str]) -> list[str]:
 
 
 def timestamp(seconds: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
