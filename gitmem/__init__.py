@@ -22,11 +22,39 @@ from gitmem.errors import (
     PathConflictError,
     PreconditionFailedError,
 )
-from gitmem.memories import Memory, Prefix
-from gitmem.store import Store, create_store, delete_store, list_stores, open_store
-from gitmem.versions import RedactionInfo, Version
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gitmem.memories import Memory, Prefix
+    from gitmem.store import Store, create_store, delete_store, list_stores, open_store
+    from gitmem.versions import RedactionInfo, Version
 
 __version__ = "0.1.0"
+
+# Imported on first use (PEP 562), so that `gitmem read` and the hook start without loading
+# the modules they do not need.
+_LAZY = {
+    "Memory": "gitmem.memories",
+    "Prefix": "gitmem.memories",
+    "Store": "gitmem.store",
+    "create_store": "gitmem.store",
+    "delete_store": "gitmem.store",
+    "list_stores": "gitmem.store",
+    "open_store": "gitmem.store",
+    "RedactionInfo": "gitmem.versions",
+    "Version": "gitmem.versions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ConfigError",

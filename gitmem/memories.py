@@ -593,17 +593,8 @@ def rename(
 
 # ---------------------------------------------------------------------- reads
 def head_blob(store: Store, path: str, scope: str) -> tuple[pygit2.Oid, pygit2.Blob]:
-    """The scope's tip and the blob at ``path`` in it, straight from the tree (no index)."""
-    tip = store.tip(scope)
-    if tip is None:
-        raise NotFoundError(f"memory {path} does not exist: scope {scope!r} is empty")
-    try:
-        obj = store.commit(tip).tree[path[1:]]
-    except KeyError:
-        obj = None
-    if not isinstance(obj, pygit2.Blob):
-        raise NotFoundError(f"memory {path} does not exist in scope {scope!r}")
-    return tip, obj
+    """The scope's tip and the blob at ``path`` (see Store.head_blob)."""
+    return store.head_blob(scope, path)
 
 
 def read(store: Store, path: str, *, scope: str = "main", version: str | None = None) -> Memory:
@@ -614,7 +605,7 @@ def read(store: Store, path: str, *, scope: str = "main", version: str | None = 
         from gitmem import history
 
         return history.read_version(store, version, path=path, scope=scope)
-    tip, obj = head_blob(store, path, scope)
+    tip, obj = store.head_blob(scope, path)
     data = obj.data
     store.index.ensure(scope, tip, known_tip=True)
     head = store.index.head(scope, path)

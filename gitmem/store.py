@@ -234,6 +234,19 @@ class Store:
             return None
         return self.commit(tip).tree
 
+    def head_blob(self, scope: str, path: str) -> tuple[pygit2.Oid, pygit2.Blob]:
+        """The scope's tip and the blob of memory ``path`` in it, straight from the tree."""
+        tip = self.tip(scope)
+        if tip is None:
+            raise NotFoundError(f"memory {path} does not exist: scope {scope!r} is empty")
+        try:
+            obj = self.commit(tip).tree[path[1:]]
+        except KeyError:
+            obj = None
+        if not isinstance(obj, pygit2.Blob):
+            raise NotFoundError(f"memory {path} does not exist in scope {scope!r}")
+        return tip, obj
+
     def blob_data(self, oid: pygit2.Oid) -> bytes:
         obj = self._repo[oid]
         assert isinstance(obj, pygit2.Blob)

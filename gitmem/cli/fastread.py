@@ -49,9 +49,8 @@ def try_fast_read(args: list[str]) -> int | None:
 
 def _head_bytes(store: Store, path: str, scope: str) -> bytes:
     """The memory's exact bytes straight from the tree: no index, no settings file."""
-    from gitmem.memories import head_blob
     from gitmem.paths import validate_path, validate_scope
 
     validate_path(path)
     validate_scope(scope)
-    return head_blob(store, path, scope)[1].data
+    return store.head_blob(scope, path)[1].data
