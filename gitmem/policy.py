@@ -6,8 +6,10 @@ at once; the library raises the first one with ``raise_first``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import fnmatch
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gitmem.config import Limits
 from gitmem.errors import ForbiddenError, InvalidInputError, LimitExceededError
@@ -26,6 +28,8 @@ class Violation:
     path: str | None = None
     limit: int | None = None
     actual: int | None = None
+    ref: str | None = None  # the pushed ref and commit, when the pre-receive hook found it
+    commit: str | None = None
 
 
 def check_path(path: str, limits: Limits) -> list[Violation]:
@@ -115,6 +119,43 @@ def check_archived(archived_at: str | None, name: str) -> list[Violation]:
     if archived_at is None:
         return []
     return [Violation("archived", f"store {name!r} was archived at {archived_at} and is read-only")]
+
+
+FUTURE_SKEW_SECONDS = 600
+
+
+def check_commit_time(kind: str, when: int, now: int, skew: int = FUTURE_SKEW_SECONDS) -> list[Violation]:
+    """A commit's author or committer date may not be further than ``skew`` seconds in the future."""
+    if when <= now + skew:
+        return []
+    return [
+        Violation(
+            "future_date",
+            f"{kind} date is {when - now} seconds in the future; at most {skew} seconds of clock skew allowed",
+            None,
+            skew,
+            when - now,
+        )
+    ]
+
+
+def check_acl(acl: Mapping[str, Any], scope: str, actor: str | None) -> list[Violation]:
+    """Whether ``actor`` may write ``scope`` under the store's ``acl``.
+
+    ``acl.write`` maps scope globs to lists of actor globs (fnmatch). Without ``acl.write``
+    anyone may write; with it, a scope that no key matches is closed, and the first matching key decides.
+    """
+    rules = acl.get("write")
+    if not rules:
+        return []
+    for scope_glob, actors in dict(rules).items():
+        if fnmatch.fnmatchcase(scope, str(scope_glob)):
+            allowed = [str(a) for a in (actors or [])]
+            if actor is not None and any(fnmatch.fnmatchcase(actor, a) for a in allowed):
+                return []
+            who = actor or "an unidentified pusher"
+            return [Violation("acl", f"{who} may not write scope {scope!r} (acl.write[{scope_glob!r}])")]
+    return [Violation("acl", f"no acl.write entry allows writing scope {scope!r}")]
 
 
 def raise_first(violations: Iterable[Violation]) -> None:
