@@ -151,7 +151,7 @@ class ScopeState:
             if not isinstance(obj, pygit2.Tree):
                 return here
             node = obj
-        for found in _blobs_under(node, path):
+        for found in _blobs_under(node, path, ignore):
             if found != ignore:
                 return found
         return None
@@ -162,13 +162,13 @@ class ScopeState:
         return count + self.delta_memories, size + self.delta_bytes
 
 
-def _blobs_under(tree: pygit2.Tree, base: str) -> list[str]:
+def _blobs_under(tree: pygit2.Tree, base: str, ignore: str | None = None) -> list[str]:
     out = []
     for entry in tree:
         p = f"{base}/{entry.name}"
         if isinstance(entry, pygit2.Tree):
-            out.extend(_blobs_under(entry, p))
-        else:
+            out.extend(_blobs_under(entry, p, ignore))
+        elif p != ignore:
             out.append(p)
         if out:
             break
@@ -497,10 +497,14 @@ def str_replace(
 
 def insert_text(text: str, line: int, new: str) -> str:
     """``new`` inserted after line ``line`` of ``text`` (0: at the top)."""
-    lines = text.splitlines(keepends=True)
+    # Lines end at "\n" only (as in str_replace's line numbers), not at U+2028, \x0c, \x85...
+    lines = [part + "\n" for part in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
     if isinstance(line, bool) or not 0 <= line <= len(lines):
         raise InvalidInputError(f"invalid line {line}: it must be within [0, {len(lines)}]")
-    if line > 0 and not lines[line - 1].endswith(("\n", "\r")):
+    if line > 0 and not lines[line - 1].endswith("\n"):
         lines[line - 1] += "\n"
     if not new.endswith("\n"):
         new += "\n"
