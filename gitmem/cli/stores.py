@@ -2,36 +2,225 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
+from gitmem import config
 from gitmem import store as store_mod
 from gitmem.cli import common
-from gitmem.config import StoreSettings
+from gitmem.config import Limits, Retention, StoreSettings
+from gitmem.errors import InvalidInputError
 
 store_app = typer.Typer(help="Create, list, show, update, archive and delete stores.", no_args_is_help=True)
+
+NameArg = Annotated[str, typer.Argument(help="Store name (or a path to a bare store).")]
+MetaOpt = Annotated[
+    list[str] | None,
+    typer.Option("--metadata", "-m", help="KEY=VALUE pair (repeatable); not shown to agents."),
+]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Confirm: this cannot be undone.")]
+IntOpt = Annotated[int | None, typer.Option(min=1)]
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(store_app, name="store")
 
 
+def parse_metadata(pairs: list[str] | None) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; a pair without ``=`` is an InvalidInputError."""
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"metadata {pair!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _limits(base: Limits, **values: int | None) -> Limits:
+    return dataclasses.replace(base, **{k: v for k, v in values.items() if v is not None})
+
+
 def _render_settings(s: StoreSettings) -> None:
     typer.echo(f"{s.name}\t{s.id}\t{s.description}")
+
+
+def _render_show(info: dict[str, Any]) -> None:
+    limits = info["limits"]
+    retention = info["retention"]
+    lines = [
+        f"name:         {info['name']}",
+        f"id:           {info['id']}",
+        f"path:         {info['path']}",
+        f"description:  {info['description']}",
+        f"created_at:   {info['created_at']}",
+        f"archived_at:  {info['archived_at'] or '-'}",
+        f"scopes:       {', '.join(info['scopes']) or '-'}",
+        "limits:       " + ", ".join(f"{k}={v}" for k, v in limits.items()),
+        "retention:    " + ", ".join(f"{k}={v}" for k, v in retention.items()),
+    ]
+    lines += [f"metadata:     {k}={v}" for k, v in info["metadata"].items()]
+    typer.echo("\n".join(lines))
 
 
 @store_app.command("create")
 def create(
     name: Annotated[str, typer.Argument(help="Store name: a-z, 0-9 and ._- (a directory name).")],
     description: Annotated[str, typer.Option("--description", "-d", help="Shown to agents.")] = "",
+    metadata: MetaOpt = None,
+    max_memory_bytes: Annotated[int | None, typer.Option(min=1, help="Largest memory, in bytes.")] = None,
+    max_memories: Annotated[int | None, typer.Option(min=1, help="Most memories per scope.")] = None,
+    max_store_bytes: Annotated[
+        int | None, typer.Option(min=1, help="Sum of current sizes, all scopes.")
+    ] = None,
+    max_path_bytes: Annotated[int | None, typer.Option(min=1, help="Longest memory path, in bytes.")] = None,
+    retention_min_days: Annotated[
+        int | None, typer.Option(min=0, help="Keep versions at least this long.")
+    ] = None,
+    retention_max_days: Annotated[
+        int | None, typer.Option(min=1, help="Compact versions older than this.")
+    ] = None,
+    keep_recent: Annotated[int | None, typer.Option(min=0, help="Versions per memory always kept.")] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
     """Create a store (a bare git repository with its settings and hooks)."""
 
     def call() -> StoreSettings:
-        with store_mod.create_store(name, description=description, home=common.home(home)) as s:
+        limits = _limits(
+            Limits(),
+            max_memory_bytes=max_memory_bytes,
+            max_memories=max_memories,
+            max_store_bytes=max_store_bytes,
+            max_path_bytes=max_path_bytes,
+        )
+        retention = dataclasses.replace(
+            Retention(),
+            **{
+                k: v
+                for k, v in (
+                    ("min_days", retention_min_days),
+                    ("max_days", retention_max_days),
+                    ("keep_recent", keep_recent),
+                )
+                if v is not None
+            },
+        )
+        with store_mod.create_store(
+            name,
+            description=description,
+            metadata=parse_metadata(metadata),
+            limits=limits,
+            retention=retention,
+            home=common.home(home),
+        ) as s:
             return s.settings
 
     common.run(json, call, _render_settings)
+
+
+@store_app.command("list")
+def list_(home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:
+    """List the stores of the workspace: name, id, description (and archived ones)."""
+
+    def render(stores: list[StoreSettings]) -> None:
+        common.print_table(
+            ["NAME", "ID", "ARCHIVED", "DESCRIPTION"],
+            [[s.name, s.id, "archived" if s.archived_at else "-", s.description] for s in stores],
+        )
+
+    common.run(json, lambda: store_mod.list_stores(common.home(home)), render)
+
+
+def _info(s: store_mod.Store) -> dict[str, Any]:
+    return {**s.settings.to_dict(), "path": str(s.path), "scopes": s.scopes()}
+
+
+@store_app.command("show")
+def show(name: NameArg, home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:
+    """Show a store's settings, limits and scopes."""
+    common.run(json, common.with_store(name, home, _info), _render_show)
+
+
+@store_app.command("update")
+def update(
+    name: NameArg,
+    description: Annotated[str | None, typer.Option("--description", "-d", help="New description.")] = None,
+    metadata: MetaOpt = None,
+    remove_metadata: Annotated[
+        list[str] | None, typer.Option("--remove-metadata", help="Metadata key to remove (repeatable).")
+    ] = None,
+    max_memory_bytes: IntOpt = None,
+    max_memories: IntOpt = None,
+    max_store_bytes: IntOpt = None,
+    max_path_bytes: IntOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Change a store's description, metadata (a patch: set or remove keys) or limits."""
+
+    def fn(s: store_mod.Store) -> StoreSettings:
+        changes: dict[str, Any] = {}
+        if description is not None:
+            changes["description"] = config.validate_description(description)
+        if metadata or remove_metadata:
+            meta = {**s.settings.metadata, **parse_metadata(metadata)}
+            for key in remove_metadata or []:
+                meta.pop(key, None)
+            changes["metadata"] = config.validate_metadata(meta)
+        limits = _limits(
+            s.settings.limits,
+            max_memory_bytes=max_memory_bytes,
+            max_memories=max_memories,
+            max_store_bytes=max_store_bytes,
+            max_path_bytes=max_path_bytes,
+        )
+        if limits != s.settings.limits:
+            changes["limits"] = limits
+        if not changes:
+            raise InvalidInputError(
+                "nothing to update: give --description, --metadata, --remove-metadata or a limit"
+            )
+        return s.update_settings(**changes)
+
+    common.run(json, common.with_store(name, home, fn), _render_settings)
+
+
+def _need_yes(yes: bool, what: str, as_json: bool) -> None:
+    if not yes:
+        raise common.fail(InvalidInputError(f"{what}; pass --yes to confirm"), common.want_json(as_json))
+
+
+@store_app.command("archive")
+def archive(
+    name: NameArg, yes: YesOpt = False, home: common.HomeOpt = None, json: common.JsonOpt = False
+) -> None:
+    """Archive a store: it stays readable but refuses every write, for good (needs --yes)."""
+    _need_yes(yes, f"archiving store {name!r} makes it read-only for good", json)
+
+    def fn(s: store_mod.Store) -> StoreSettings:
+        return s.update_settings(archived_at=config.now_rfc3339())
+
+    common.run(
+        json, common.with_store(name, home, fn), lambda s: typer.echo(f"archived {s.name} at {s.archived_at}")
+    )
+
+
+@store_app.command("delete")
+def delete(
+    name: Annotated[str, typer.Argument(help="Store name.")],
+    yes: YesOpt = False,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Delete a store with all its memories and history, permanently (needs --yes)."""
+    _need_yes(yes, f"deleting store {name!r} destroys all its memories and history", json)
+
+    def call() -> dict[str, str]:
+        path: Path = store_mod.delete_store(name, common.home(home))
+        return {"deleted": name, "path": str(path)}
+
+    common.run(json, call, lambda d: typer.echo(f"deleted {d['deleted']} ({d['path']})"))

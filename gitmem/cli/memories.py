@@ -1,0 +1,260 @@
+"""Memory commands: ``write``, ``create``, ``read``, ``ls``, ``edit``, ``rm``, ``mv``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gitmem.cli import common
+from gitmem.errors import InvalidInputError
+from gitmem.memories import Memory, Prefix
+from gitmem.store import Store
+from gitmem.versions import Version
+
+StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
+PathArg = Annotated[str, typer.Argument(help="Memory path, starting with / (e.g. /notes/todo.md).")]
+TextArg = Annotated[str | None, typer.Argument(help="The content; '-' reads standard input.")]
+FileOpt = Annotated[Path | None, typer.Option("--file", "-f", help="Read the content from this file.")]
+DescOpt = Annotated[
+    str | None, typer.Option("--description", "-d", help="Set the description (front matter of the file).")
+]
+
+
+def register(app: typer.Typer) -> None:
+    for name, fn in (
+        ("write", write),
+        ("create", create),
+        ("read", read),
+        ("ls", ls),
+        ("edit", edit),
+        ("rm", rm),
+        ("mv", mv),
+    ):
+        app.command(name)(fn)
+
+
+def content_bytes(text: str | None, file: Path | None) -> bytes:
+    """The content of a write, as bytes: TEXT (``-`` = stdin) or ``--file``; the library validates it."""
+    if text is not None and file is not None:
+        raise InvalidInputError("give the content as TEXT, '-' or --file, not both")
+    if file is not None:
+        try:
+            return file.read_bytes()
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {file}: {exc.strerror}") from None
+    if text is None:
+        raise InvalidInputError("no content: give TEXT, '-' (standard input) or --file FILE")
+    if text == "-":
+        return sys.stdin.buffer.read()
+    # surrogateescape keeps undecodable argv bytes as they were, so the library can refuse them.
+    return text.encode("utf-8", "surrogateescape")
+
+
+def render_version(version: Version | None) -> None:
+    if version is None:
+        typer.echo("unchanged (no new version)")
+        return
+    subject = version.operation
+    if version.previous_path and version.previous_path != version.path:
+        subject = f"renamed {version.previous_path} ->"
+    typer.echo(f"{subject} {version.path}  {version.id}  {version.memory_id}")
+
+
+def write(
+    store: StoreArg,
+    path: PathArg,
+    text: TextArg = None,
+    file: FileOpt = None,
+    description: DescOpt = None,
+    scope: common.ScopeOpt = "main",
+    if_sha256: common.IfShaOpt = None,
+    actor: common.ActorOpt = None,
+    session: common.SessionOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Create or replace a memory (no new version when the content is unchanged)."""
+
+    def fn(s: Store) -> Version | None:
+        return s.write(
+            path,
+            content_bytes(text, file),
+            scope=scope,
+            description=description,
+            if_sha256=if_sha256,
+            actor=common.actor(actor),
+            session=common.session(session),
+        )
+
+    common.run(json, common.with_store(store, home, fn), render_version)
+
+
+def create(
+    store: StoreArg,
+    path: PathArg,
+    text: TextArg = None,
+    file: FileOpt = None,
+    description: DescOpt = None,
+    scope: common.ScopeOpt = "main",
+    actor: common.ActorOpt = None,
+    session: common.SessionOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Create a memory; never overwrites (exit 4 naming the conflicting path)."""
+
+    def fn(s: Store) -> Version:
+        return s.create(
+            path,
+            content_bytes(text, file),
+            scope=scope,
+            description=description,
+            actor=common.actor(actor),
+            session=common.session(session),
+        )
+
+    common.run(json, common.with_store(store, home, fn), render_version)
+
+
+def read(
+    store: StoreArg,
+    path: PathArg,
+    scope: common.ScopeOpt = "main",
+    version: Annotated[str | None, typer.Option("--version", help="Read this version (memver_...).")] = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Print a memory's exact content (no added newline); --json adds its metadata."""
+    if common.want_json(json):
+        common.run(json, common.with_store(store, home, lambda s: s.read(path, scope=scope, version=version)))
+        return
+
+    def fn(s: Store) -> bytes:
+        # The same bytes as the fast path in gitmem.cli.fastread (used when typer is not needed).
+        if version is not None:
+            return (s.read(path, scope=scope, version=version).content or "").encode("utf-8")
+        from gitmem.memories import head_blob
+        from gitmem.paths import validate_path, validate_scope
+
+        validate_path(path)
+        validate_scope(scope)
+        return bytes(head_blob(s, path, scope)[1].data)
+
+    def render(data: bytes) -> None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+    common.run(False, common.with_store(store, home, fn), render)
+
+
+def _ls_rows(items: list[Memory | Prefix]) -> list[list[str]]:
+    rows = []
+    for item in items:
+        if isinstance(item, Prefix):
+            rows.append([item.path, f"{item.memories} memories", "", ""])
+        else:
+            updated = common.to_jsonable(item.updated_at) if item.updated_at else ""
+            rows.append([item.path, str(item.size), updated, item.description or ""])
+    return rows
+
+
+def ls(
+    store: StoreArg,
+    prefix: Annotated[str, typer.Argument(help="Only memories under this prefix (ends with /).")] = "/",
+    scope: common.ScopeOpt = "main",
+    depth: Annotated[int, typer.Option("--depth", help="0: whole subtree; 1: immediate children only.")] = 0,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """List memories: path, size, last update, description (directories rolled up with --depth 1)."""
+
+    def render(items: list[Memory | Prefix]) -> None:
+        common.print_table(["PATH", "SIZE", "UPDATED", "DESCRIPTION"], _ls_rows(items))
+
+    common.run(
+        json, common.with_store(store, home, lambda s: s.list(prefix, scope=scope, depth=depth)), render
+    )
+
+
+def edit(
+    store: StoreArg,
+    path: PathArg,
+    replace: Annotated[
+        tuple[str, str] | None, typer.Option("--replace", help="OLD NEW: replace the one occurrence of OLD.")
+    ] = None,
+    insert: Annotated[
+        tuple[int, str] | None, typer.Option("--insert", help="LINE TEXT: insert TEXT after LINE (0 = top).")
+    ] = None,
+    scope: common.ScopeOpt = "main",
+    if_sha256: common.IfShaOpt = None,
+    actor: common.ActorOpt = None,
+    session: common.SessionOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Edit a memory in place: --replace OLD NEW (OLD must occur exactly once) or --insert LINE TEXT."""
+
+    def fn(s: Store) -> Version | None:
+        kw: dict[str, Any] = {
+            "scope": scope,
+            "if_sha256": if_sha256,
+            "actor": common.actor(actor),
+            "session": common.session(session),
+        }
+        if (replace is None) == (insert is None):
+            raise InvalidInputError("give exactly one of --replace OLD NEW or --insert LINE TEXT")
+        if replace is not None:
+            return s.str_replace(path, replace[0], replace[1], **kw)
+        assert insert is not None
+        return s.insert(path, insert[0], insert[1], **kw)
+
+    common.run(json, common.with_store(store, home, fn), render_version)
+
+
+def rm(
+    store: StoreArg,
+    path: PathArg,
+    scope: common.ScopeOpt = "main",
+    if_sha256: common.IfShaOpt = None,
+    actor: common.ActorOpt = None,
+    session: common.SessionOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Delete a memory (its versions stay in history and can be restored)."""
+
+    def fn(s: Store) -> Version:
+        return s.delete(
+            path, scope=scope, if_sha256=if_sha256, actor=common.actor(actor), session=common.session(session)
+        )
+
+    common.run(json, common.with_store(store, home, fn), render_version)
+
+
+def mv(
+    store: StoreArg,
+    old: Annotated[str, typer.Argument(help="Current path.")],
+    new: Annotated[str, typer.Argument(help="New path (must be free).")],
+    scope: common.ScopeOpt = "main",
+    if_sha256: common.IfShaOpt = None,
+    actor: common.ActorOpt = None,
+    session: common.SessionOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Rename a memory, keeping its memory id; never overwrites."""
+
+    def fn(s: Store) -> Version | None:
+        return s.rename(
+            old,
+            new,
+            scope=scope,
+            if_sha256=if_sha256,
+            actor=common.actor(actor),
+            session=common.session(session),
+        )
+
+    common.run(json, common.with_store(store, home, fn), render_version)

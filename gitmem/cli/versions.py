@@ -1,0 +1,179 @@
+"""History commands: ``log``, ``show``, ``diff``, ``restore``, ``reindex``."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+import typer
+
+from gitmem.cli import common
+from gitmem.cli.memories import StoreArg, render_version
+from gitmem.errors import InvalidInputError
+from gitmem.store import Store
+from gitmem.versions import Version
+
+VersionArg = Annotated[str, typer.Argument(help="Version id (memver_...).")]
+
+
+def register(app: typer.Typer) -> None:
+    for name, fn in (
+        ("log", log),
+        ("show", show),
+        ("diff", diff),
+        ("restore", restore),
+        ("reindex", reindex),
+    ):
+        app.command(name)(fn)
+
+
+def parse_time(value: str | None, option: str) -> dt.datetime | None:
+    """An ISO 8601 date or time (``2026-01-31``, ``2026-01-31T12:00:00Z``); naive means UTC."""
+    if value is None:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInputError(f"{option} {value!r} is not an ISO 8601 date or time") from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
+
+
+def _log_row(v: Version) -> list[str]:
+    when = common.to_jsonable(v.created_at)
+    path = f"{v.previous_path} -> {v.path}" if v.previous_path and v.previous_path != v.path else v.path
+    return [v.id, when, v.scope, v.operation, path, v.actor, v.session or "-"]
+
+
+def log(
+    store: StoreArg,
+    path: Annotated[str | None, typer.Argument(help="Only this memory's history (across renames).")] = None,
+    scope: Annotated[
+        str | None, typer.Option("--scope", "-s", help="Only this scope (default: all).")
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only versions written in this session.")
+    ] = None,
+    actor: Annotated[str | None, typer.Option("--actor", help="Only versions by this actor.")] = None,
+    op: Annotated[str | None, typer.Option("--op", help="Only created, modified or deleted.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="From this ISO date/time (UTC if no zone).")
+    ] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Up to this ISO date/time.")] = None,
+    memory: Annotated[str | None, typer.Option("--memory", help="Only this memory id (mem_...).")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="At most this many versions.")
+    ] = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """List versions, newest first: id, time, scope, operation, path, actor, session."""
+
+    def fn(s: Store) -> list[Version]:
+        return s.versions(
+            path,
+            scope=scope,
+            session=session,
+            actor=actor,
+            operation=op,
+            memory_id=memory,
+            since=parse_time(since, "--since"),
+            until=parse_time(until, "--until"),
+            limit=limit,
+        )
+
+    def render(versions: list[Version]) -> None:
+        common.print_table(
+            ["VERSION", "TIME", "SCOPE", "OPERATION", "PATH", "ACTOR", "SESSION"],
+            [_log_row(v) for v in versions],
+        )
+
+    common.run(json, common.with_store(store, home, fn), render)
+
+
+def _show(s: Store, version_id: str) -> dict[str, Any]:
+    version = s.version(version_id)
+    content: str | None = None
+    if version.operation != "deleted" and version.redaction is None:
+        content = s.read(version.path, scope=version.scope, version=version_id).content
+    return {**common.to_jsonable(version), "content": content}
+
+
+def show(
+    store: StoreArg, version: VersionArg, home: common.HomeOpt = None, json: common.JsonOpt = False
+) -> None:
+    """Show one version: its metadata, then its content."""
+
+    def render(info: dict[str, Any]) -> None:
+        keys = (
+            "id",
+            "memory_id",
+            "scope",
+            "path",
+            "previous_path",
+            "operation",
+            "actor",
+            "session",
+            "created_at",
+            "commit",
+            "content_sha256",
+            "size",
+        )
+        lines = [f"{k + ':':16}{info[k]}" for k in keys if info.get(k) is not None]
+        if info.get("redaction"):
+            r = info["redaction"]
+            lines.append(f"{'redacted:':16}{r['id']} by {r['actor']} at {r['redacted_at']}: {r['reason']}")
+        typer.echo("\n".join(lines))
+        if info["content"] is not None:
+            typer.echo("")
+            typer.echo(info["content"], nl=not info["content"].endswith("\n"))
+
+    common.run(json, common.with_store(store, home, lambda s: _show(s, version)), render)
+
+
+def diff(
+    store: StoreArg,
+    version: VersionArg,
+    other: Annotated[
+        str | None, typer.Argument(help="Second version: diff VERSION..OTHER (default: previous..VERSION).")
+    ] = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Unified diff of a version against the one before it, or between two versions."""
+
+    def fn(s: Store) -> dict[str, str]:
+        from gitmem import history
+
+        return {"diff": history.diff(s, version, other)}
+
+    common.run(json, common.with_store(store, home, fn), lambda d: typer.echo(d["diff"], nl=False))
+
+
+def restore(
+    store: StoreArg,
+    version: VersionArg,
+    actor: common.ActorOpt = None,
+    session: common.SessionOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Write an old version's content back as a new version (history is never rewritten)."""
+
+    def fn(s: Store) -> Version | None:
+        return s.restore(version, actor=common.actor(actor), session=common.session(session))
+
+    common.run(json, common.with_store(store, home, fn), render_version)
+
+
+def reindex(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:
+    """Rebuild the derived index (versions, heads, search) from git."""
+
+    def fn(s: Store) -> dict[str, int]:
+        if not common.is_tty() or common.want_json(json):
+            return {"versions": s.index.rebuild()}
+        with common.err_console().status("reindexing..."):
+            return {"versions": s.index.rebuild()}
+
+    common.run(
+        json, common.with_store(store, home, fn), lambda d: typer.echo(f"indexed {d['versions']} versions")
+    )

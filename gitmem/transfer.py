@@ -1,0 +1,268 @@
+"""Export and import: JSONL of memories, git bundles, and seeding a store from a directory tree.
+
+Imports are batches (:func:`gitmem.batch.apply_batch`): each scope's branch moves once, atomically.
+A record or file the store refuses (bad path, too large, not UTF-8, ...) is reported in the result
+with the reason, never silently dropped; the rest is imported.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from gitmem.batch import BatchOp, apply_batch
+from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
+from gitmem.frontmatter import parse_description
+from gitmem.memories import Memory
+from gitmem.paths import validate_prefix, validate_scope
+from gitmem.store import Store
+from gitmem.versions import Version
+
+Progress = Callable[[int, int], None]
+FIELDS = (
+    "scope", "path", "content", "content_sha256", "size", "description", "memory_id", "version_id",
+    "created_at", "updated_at",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    memories: int
+    scopes: list[str]
+
+
+@dataclass(frozen=True)
+class ImportRefusal:
+    """A record or file that was not imported, and why (``exit_code`` of the error that refused it)."""
+
+    scope: str
+    path: str
+    reason: str
+    exit_code: int
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    versions: list[Version] = field(default_factory=list)
+    unchanged: int = 0
+    refused: list[ImportRefusal] = field(default_factory=list)
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def memory_record(memory: Memory) -> dict[str, Any]:
+    """One memory as a JSON-able export record."""
+    return {
+        "scope": memory.scope, "path": memory.path, "content": memory.content,
+        "content_sha256": memory.content_sha256, "size": memory.size, "description": memory.description,
+        "memory_id": memory.memory_id, "version_id": memory.version_id,
+        "created_at": _iso(memory.created_at), "updated_at": _iso(memory.updated_at),
+    }  # fmt: skip
+
+
+def export_jsonl(
+    store: Store,
+    out: IO[bytes] | IO[str],
+    scopes: Iterable[str] | None = None,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """Write one JSON object per memory (every scope by default) to ``out``, in scope then path order."""
+    wanted = list(scopes) if scopes is not None else store.scopes()
+    known = set(store.scopes())
+    for scope in wanted:
+        validate_scope(scope)
+        if scope not in known:
+            raise NotFoundError(f"scope {scope!r} does not exist in store {store.name!r}")
+    listings = [
+        [m for m in store.list("/", scope=scope, with_content=True) if isinstance(m, Memory)]
+        for scope in wanted
+    ]
+    total = sum(len(x) for x in listings)
+    write: Callable[[str], object]
+    if isinstance(out, io.TextIOBase):
+        write = cast("IO[str]", out).write
+    else:
+        binary = cast("IO[bytes]", out)
+
+        def write(line: str) -> object:
+            return binary.write(line.encode("utf-8"))
+
+    done = 0
+    for memories in listings:
+        for memory in memories:
+            line = json.dumps(memory_record(memory), ensure_ascii=False) + "\n"
+            write(line)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return ExportResult(done, wanted)
+
+
+def export_bundle(store: Store, dest_path: str | os.PathLike[str]) -> ExportResult:
+    """Write a git bundle with every ref (scopes and ``refs/gitmem/*``), clonable with ``git clone``."""
+    scopes = store.scopes()
+    if not list(store.repo.references):
+        raise NotFoundError(f"store {store.name!r} has no versions yet: there is nothing to bundle")
+    # libgit2 cannot write bundles: this is one of the accepted uses of the git command.
+    proc = subprocess.run(
+        ["git", "bundle", "create", "--quiet", os.fspath(Path(dest_path).resolve()), "--all"],
+        cwd=store.path, capture_output=True, text=True,
+        env={**_git_env(), "GIT_DIR": str(store.path)},
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise GitmemError(f"git bundle create failed: {proc.stderr.strip()}")
+    count = sum(len(store.list("/", scope=s)) for s in scopes)
+    return ExportResult(count, scopes)
+
+
+def _git_env() -> dict[str, str]:
+    from gitmem.config import env_snapshot
+
+    return {
+        k: v for k, v in env_snapshot().items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
+    }
+
+
+def _join(prefix: str, path: str) -> str:
+    """``path`` under ``prefix``; a path without its leading ``/`` is left for validation to refuse."""
+    return prefix.rstrip("/") + path if path.startswith("/") else path
+
+
+def parse_jsonl(src: IO[bytes] | IO[str], *, source: str = "input") -> list[dict[str, Any]]:
+    """Every record of a JSONL stream, validated for shape; errors name the line."""
+    records = []
+    for n, raw in enumerate(src, 1):
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"{source} line {n}: not valid JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise InvalidInputError(f"{source} line {n}: expected a JSON object")
+        for key in ("path", "content"):
+            if not isinstance(rec.get(key), str):
+                raise InvalidInputError(f"{source} line {n}: '{key}' is missing or not a string")
+        for key in ("scope", "description"):
+            if rec.get(key) is not None and not isinstance(rec[key], str):
+                raise InvalidInputError(f"{source} line {n}: '{key}' must be a string")
+        records.append(rec)
+    return records
+
+
+def import_jsonl(
+    store: Store,
+    src: IO[bytes] | IO[str],
+    scope: str | None = None,
+    *,
+    prefix: str = "/",
+    actor: str | None = None,
+    session: str | None = None,
+    progress: Progress | None = None,
+) -> ImportResult:
+    """Import memories from JSONL (as :func:`export_jsonl` writes it) with one batch per scope.
+
+    ``scope`` overrides each record's scope (default ``main``); ``prefix`` is prepended to each path.
+    The whole input is parsed before anything is written: a malformed line imports nothing.
+    """
+    validate_prefix(prefix)
+    if scope is not None:
+        validate_scope(scope)
+    by_scope: dict[str, list[BatchOp]] = {}
+    for rec in parse_jsonl(src, source=getattr(src, "name", "input")):
+        content = rec["content"]
+        description = rec.get("description")
+        if description is not None and parse_description(content) == description:
+            description = None  # already in the file's front matter: keep the bytes as they are
+        target = scope or rec.get("scope") or "main"
+        op = BatchOp("write", _join(prefix, rec["path"]), content, description=description)
+        by_scope.setdefault(target, []).append(op)
+    return _apply(store, by_scope, actor, session, progress)
+
+
+def _apply(
+    store: Store,
+    by_scope: dict[str, list[BatchOp]],
+    actor: str | None,
+    session: str | None,
+    progress: Progress | None,
+    refused: list[ImportRefusal] | None = None,
+) -> ImportResult:
+    for name in by_scope:
+        validate_scope(name)
+    total = sum(len(ops) for ops in by_scope.values())
+    versions: list[Version] = []
+    out_refused = list(refused or [])
+    unchanged = 0
+    offset = 0
+    for name, ops in by_scope.items():
+
+        def step(done: int, _total: int, base: int = offset) -> None:
+            if progress is not None:
+                progress(base + done, total)
+
+        result = apply_batch(
+            store, ops, scope=name, actor=actor, session=session, skip_refused=True, progress=step
+        )
+        versions += result.versions
+        out_refused += [
+            ImportRefusal(name, r.op.path, r.error.message, r.error.exit_code) for r in result.refused
+        ]
+        unchanged += len(ops) - len(result.versions) - len(result.refused)
+        offset += len(ops)
+    if progress is not None:
+        progress(total, total)
+    return ImportResult(versions, unchanged, out_refused)
+
+
+def import_tree(
+    store: Store,
+    directory: str | os.PathLike[str],
+    scope: str = "main",
+    prefix: str = "/",
+    *,
+    actor: str | None = None,
+    session: str | None = None,
+    progress: Progress | None = None,
+) -> ImportResult:
+    """Seed a scope from a directory of UTF-8 text files: ``dir/a/b.md`` becomes ``<prefix>a/b.md``.
+
+    ``.git`` directories are skipped; symlinks and other non-regular files are refused (memories are
+    plain files), as are names and contents that break the store's rules.
+    """
+    validate_prefix(prefix)
+    validate_scope(scope)
+    root = Path(directory)
+    if not root.is_dir():
+        raise NotFoundError(f"{root} is not a directory")
+    ops: list[BatchOp] = []
+    refused: list[ImportRefusal] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        base = Path(dirpath)
+        for d in list(dirnames):
+            if (base / d).is_symlink():
+                dirnames.remove(d)
+                refused.append(_refusal(scope, prefix, root, base / d, "is a symbolic link"))
+        for name in sorted(filenames):
+            file = base / name
+            if file.is_symlink() or not file.is_file():
+                refused.append(_refusal(scope, prefix, root, file, "is not a regular file"))
+                continue
+            rel = file.relative_to(root).as_posix()
+            ops.append(BatchOp("write", _join(prefix, "/" + rel), file.read_bytes()))
+    return _apply(store, {scope: ops}, actor, session, progress, refused)
+
+
+def _refusal(scope: str, prefix: str, root: Path, file: Path, why: str) -> ImportRefusal:
+    path = _join(prefix, "/" + file.relative_to(root).as_posix())
+    return ImportRefusal(scope, path, f"{path}: {why}; memories are plain files", InvalidInputError.exit_code)
