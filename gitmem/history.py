@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -187,11 +188,16 @@ def diff(store: Store, old_id: str, new_id: str | None = None) -> str:
     old_name = f"a{old_row.path}" if old_row is not None else "/dev/null"
     new_name = f"b{new_row.path}" if new_row.blob is not None else "/dev/null"
     lines = difflib.unified_diff(
-        old_text.splitlines(keepends=True), new_text.splitlines(keepends=True), old_name, new_name
+        _lines(old_text), _lines(new_text), old_name, new_name
     )
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     )
+
+
+def _lines(text: str) -> list[str]:
+    # Lines end at "\n" only: splitlines() would also break at U+2028, \x0c, \x85...
+    return [line for line in re.split(r"(?<=\n)", text) if line]
 
 
 def _text(store: Store, row: VersionRow | None) -> str:
