@@ -10,7 +10,7 @@ import pytest
 from gitmem.errors import InvalidInputError, NotFoundError, PathConflictError
 from gitmem.history import diff
 from gitmem.store import Store
-from tests.helpers import commit_count, git, plain_commit
+from tests.helpers import git, plain_commit
 
 
 def test_each_change_is_one_commit_touching_one_path(store: Store) -> None:
@@ -121,10 +121,10 @@ def test_filter_by_memory_id_and_path_of_deleted_memory(populated: Store) -> Non
 def test_filter_by_since_and_until(store: Store) -> None:
     plain_commit(store, {"old": b"from 2023"})  # author time 1,700,000,000 (Nov 2023)
     store.write("/new", "now")
-    cut = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    cut = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     assert [v.path for v in store.versions(since=cut)] == ["/new"]
     assert [v.path for v in store.versions(until=cut)] == ["/old"]
-    exact = dt.datetime.fromtimestamp(1_700_000_000, dt.timezone.utc)
+    exact = dt.datetime.fromtimestamp(1_700_000_000, dt.UTC)
     assert [v.path for v in store.versions(since=exact, until=exact)] == ["/old"]
 
 
