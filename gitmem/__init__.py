@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gitmem.memories import Memory, Prefix
+    from gitmem.search import SearchHit
     from gitmem.store import Store, create_store, delete_store, list_stores, open_store
     from gitmem.versions import RedactionInfo, Version
 
@@ -42,6 +43,7 @@ _LAZY = {
     "list_stores": "gitmem.store",
     "open_store": "gitmem.store",
     "RedactionInfo": "gitmem.versions",
+    "SearchHit": "gitmem.search",
     "Version": "gitmem.versions",
 }
 
@@ -70,6 +72,7 @@ __all__ = [
     "PreconditionFailedError",
     "Prefix",
     "RedactionInfo",
+    "SearchHit",
     "Store",
     "Version",
     "create_store",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
+from gitmem import search
 from gitmem.frontmatter import parse_description
 from gitmem.ids import derived_ulid
 from gitmem.versions import parse_trailers, trailer_problems
@@ -24,7 +25,7 @@ from gitmem.versions import parse_trailers, trailer_problems
 if TYPE_CHECKING:
     from gitmem.store import Store
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: full-text search tables (gitmem.search)
 INDEX_FILE = "index.sqlite"
 
 _SCHEMA = """
@@ -117,10 +118,13 @@ class Index:
                 db.execute("PRAGMA journal_mode=WAL")
                 # Derived data: losing the last transactions on power loss only means a catch-up.
                 db.execute("PRAGMA synchronous=OFF")
-                db.executescript(_SCHEMA)
+                # Deleted rows are overwritten with zeros: no old head content lingers in free space.
+                db.execute("PRAGMA secure_delete=ON")
+                db.executescript(_SCHEMA + search.SCHEMA)
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 if row is None:
                     db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                    search.configure(db)
                 elif row[0] != SCHEMA_VERSION:
                     raise sqlite3.DatabaseError("index schema changed")
                 return db
@@ -193,6 +197,7 @@ class Index:
 
     def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
         tip_hex = str(tip) if tip is not None else None
+        rewritten = False
         with self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
@@ -210,6 +215,7 @@ class Index:
                     hide = old
                 else:  # history was rewritten under the index (redaction, compaction)
                     self._drop_scope(db, scope)
+                    rewritten = True
             if row is None or hide is None:
                 self._drop_scope(db, scope)
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
@@ -218,10 +224,13 @@ class Index:
                 self._apply(db, scope, rows)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
+        if rewritten:  # content that left history must leave the file too
+            self.purge_search()
 
     def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))
         db.execute("DELETE FROM heads WHERE scope=?", (scope,))
+        search.drop_scope_text(db, scope)
         db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
 
     def record(
@@ -273,6 +282,7 @@ class Index:
                     db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
                     dmem -= 1
                     dbytes -= old[0]
+                search.unindex_text(db, scope, p)
             if r.operation != "deleted":
                 created = r.created_at
                 if r.operation == "modified":
@@ -297,11 +307,27 @@ class Index:
                         r.created_at,
                     ),
                 )
+                self._index_text(db, scope, r)
                 dmem += 1
                 dbytes += r.size or 0
             db.execute(
                 "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?", (dmem, dbytes, scope)
             )
+
+    def _index_text(self, db: sqlite3.Connection, scope: str, r: VersionRow) -> None:
+        if r.blob is not None:
+            data = self.store.blob_data(pygit2.Oid(hex=r.blob))
+            search.index_text(db, scope, r.path, r.id, r.description, data)
+
+    def purge_search(self) -> bool:
+        """Make text no longer at any head leave the database file: merge the FTS5 segments
+        (dropping deleted rows' terms), then checkpoint and truncate the WAL. Call it after a
+        redaction or compaction (catch-up does when it finds history rewritten). Returns False
+        when a reader kept the WAL from being fully checkpointed (run it again later)."""
+        with self._write() as db:
+            search.optimize(db)
+        busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return not busy or busy[0] == 0
 
     # ------------------------------------------------------------------ deriving versions from git
     def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:

@@ -27,6 +27,7 @@ from gitmem.paths import validate_scope, validate_store_name
 if TYPE_CHECKING:
     from gitmem.index import Index
     from gitmem.memories import Memory, Prefix
+    from gitmem.search import SearchHit
     from gitmem.versions import Version
 
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
@@ -447,6 +448,20 @@ class Store:
 
         return history.restore(self, version_id, **kw)
 
+    def search(
+        self,
+        query: str,
+        *,
+        scope: str = "main",
+        limit: int = 10,
+        path_prefix: str | None = None,
+        raw: bool = False,
+    ) -> builtins.list[SearchHit]:
+        """Memories at the head of ``scope`` matching ``query``, best first. See :func:`gitmem.search.search`."""
+        from gitmem import search
+
+        return search.search(self, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw)
+
 
 # ---------------------------------------------------------------------- open / create / list
 def _open_repo(path: Path) -> pygit2.Repository:
@@ -530,6 +545,9 @@ def create_store(
         cfg["gc.auto"] = 6700
         cfg["core.logAllRefUpdates"] = False
         repo.free()
+        from gitmem.hookinstall import install_hooks
+
+        install_hooks(tmp, label=name)  # pre-receive/post-receive shims + receive.* settings
         try:
             os.rename(tmp, final)
         except OSError:

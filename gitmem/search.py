@@ -1,0 +1,192 @@
+"""Full-text search within one scope (DESIGN section 8), on an SQLite FTS5 table in the derived index.
+
+The index keeps one FTS5 row per live memory per scope (its path, description and body: the file
+without its front-matter block), maintained by :class:`gitmem.index.Index` wherever the ``heads``
+table changes, so the table only ever holds current head content: redacting an older version never
+needs to touch it. ``search_docs`` maps each FTS5 rowid to (scope, path), so an update or delete is
+one keyed row. Deleted rows leave FTS5's content table at once; their terms stay in older index
+segments until FTS5 merges them, which :meth:`gitmem.index.Index.purge_search` forces ('optimize'
+plus a WAL checkpoint) after a history rewrite; SQLite >= 3.44 also gets FTS5's 'secure-delete'.
+
+Queries: plain words (every term must match; English stemming, case and diacritics folded),
+``"quoted phrases"`` and ``prefix*`` terms. Everything else a user types is escaped, so FTS5 syntax
+(``-``, ``:``, ``(``, ``AND``/``OR``/``NEAR``, stray ``*`` or ``"``) never raises; ``raw=True`` passes
+FTS5 syntax through for experts. Ranking is BM25 with the description weighted above path and body.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gitmem import frontmatter
+from gitmem.errors import InvalidInputError
+from gitmem.paths import validate_prefix, validate_scope
+
+if TYPE_CHECKING:
+    from gitmem.store import Store
+
+MAX_LIMIT = 1000
+#: BM25 column weights (path, description, body): a description hit outranks a body hit.
+WEIGHTS = (2.0, 4.0, 1.0)
+SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS = "**", "**", "…", 16
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS search_docs(
+    docid INTEGER PRIMARY KEY, scope TEXT NOT NULL, path TEXT NOT NULL, version_id TEXT NOT NULL,
+    UNIQUE(scope, path));
+CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
+    path, description, body, tokenize='porter unicode61 remove_diacritics 2');
+"""
+
+_QUERY = f"""
+SELECT d.path, f.description, -f.rank, snippet(search_fts, -1, ?, ?, ?, ?), d.version_id
+FROM search_fts AS f JOIN search_docs AS d ON d.docid = f.rowid
+WHERE search_fts MATCH ? AND f.rank MATCH 'bm25({", ".join(map(str, WEIGHTS))})' AND d.scope = ? {{prefix}}
+ORDER BY f.rank LIMIT ?
+"""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result. ``score`` is BM25 relevance (higher is better); ``snippet`` is a short
+    excerpt of the best-matching column with the matched terms between ``**``."""
+
+    path: str
+    description: str | None
+    score: float
+    snippet: str
+    version_id: str
+
+
+def search(
+    store: Store,
+    query: str,
+    *,
+    scope: str = "main",
+    limit: int = 10,
+    path_prefix: str | None = None,
+    raw: bool = False,
+) -> list[SearchHit]:
+    """Memories at the head of ``scope`` matching ``query``, best first.
+
+    Args:
+        query: words (all must match), ``"phrases"`` and ``prefix*`` terms; with ``raw``, an
+            FTS5 query over the columns ``path``, ``description`` and ``body``.
+        scope: the one scope searched; other scopes' memories are never returned.
+        limit: at most this many hits (1-1000).
+        path_prefix: only memories under this directory (``/notes/``, segment-aligned).
+
+    Raises:
+        InvalidInputError: a bad scope, limit or prefix, or (with ``raw``) an FTS5 syntax error.
+    """
+    validate_scope(scope)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInputError(f"invalid limit {limit!r}: use 1 to {MAX_LIMIT}")
+    if path_prefix is not None:
+        validate_prefix(path_prefix)
+    expression = query if raw else fts_query(query)
+    if not expression.strip():
+        return []
+    index = store.index
+    index.ensure(scope)  # catch up from git: pushes, syncs and rewrites made elsewhere show up
+    params: list[object] = [SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, scope]
+    where = ""
+    if path_prefix is not None and path_prefix != "/":
+        # Every path under the prefix sorts between prefix and prefix + U+10FFFF.
+        where = "AND d.path >= ? AND d.path < ?"
+        params += [path_prefix, path_prefix + "\U0010ffff"]
+    params.append(limit)
+    try:
+        rows = index.db.execute(_QUERY.format(prefix=where), params).fetchall()
+    except sqlite3.OperationalError as exc:
+        if not raw:
+            raise
+        raise InvalidInputError(f"invalid FTS5 query {query!r}: {exc}") from None
+    return [SearchHit(path, desc, float(score), snip or "", vid) for path, desc, score, snip, vid in rows]
+
+
+# ---------------------------------------------------------------------- query escaping
+def fts_query(text: str) -> str:
+    """A user's query as a valid FTS5 expression: every word and ``"phrase"`` a quoted FTS5
+    string (implicit AND), ``word*`` and ``"phrase"*`` prefix queries; terms without a single
+    letter or digit are dropped. The result never has an FTS5 syntax error ("" for nothing)."""
+    terms: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch == '"':
+            end = text.find('"', i + 1)
+            end = n if end < 0 else end
+            term, i = text[i + 1 : end], end + 1
+            prefix = i < n and text[i] == "*"
+            while i < n and text[i] == "*":
+                i += 1
+        else:
+            start = i
+            while i < n and not text[i].isspace() and text[i] != '"':
+                i += 1
+            term = text[start:i]
+            prefix = term.endswith("*")
+            term = term.rstrip("*")
+        if any(c.isalnum() for c in term):
+            terms.append('"' + term.replace('"', '""') + '"' + ("*" if prefix else ""))
+    return " ".join(terms)
+
+
+# ---------------------------------------------------------------------- index maintenance
+def body_text(content: str) -> str:
+    """What the ``body`` column holds: the file without its front-matter block."""
+    m = frontmatter._block(content)
+    return content if m is None else content[m.end() :]
+
+
+def configure(db: sqlite3.Connection) -> None:
+    """Once, when the index is created: deleted rows leave the FTS5 index at once where SQLite
+    supports it (3.44+); older versions rely on merges and :func:`optimize`."""
+    if sqlite3.sqlite_version_info >= (3, 44, 0):
+        # An FTS5 built without it still purges through merges.
+        with contextlib.suppress(sqlite3.OperationalError):
+            db.execute("INSERT INTO search_fts(search_fts, rank) VALUES('secure-delete', 1)")
+
+
+def index_text(
+    db: sqlite3.Connection, scope: str, path: str, version_id: str, description: str | None, data: bytes
+) -> None:
+    """Add (or replace) the row of the memory at ``path`` with its head content ``data``."""
+    unindex_text(db, scope, path)
+    cur = db.execute(
+        "INSERT INTO search_docs(scope, path, version_id) VALUES(?,?,?)", (scope, path, version_id)
+    )
+    body = body_text(data.decode("utf-8", "replace"))
+    db.execute(
+        "INSERT INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)",
+        (cur.lastrowid, path, description, body),
+    )
+
+
+def unindex_text(db: sqlite3.Connection, scope: str, path: str) -> None:
+    """Remove the row of ``path`` (no-op when there is none)."""
+    row = db.execute("SELECT docid FROM search_docs WHERE scope=? AND path=?", (scope, path)).fetchone()
+    if row is not None:
+        db.execute("DELETE FROM search_fts WHERE rowid=?", row)
+        db.execute("DELETE FROM search_docs WHERE docid=?", row)
+
+
+def drop_scope_text(db: sqlite3.Connection, scope: str) -> int:
+    """Remove every row of ``scope``; returns how many there were."""
+    cur = db.execute(
+        "DELETE FROM search_fts WHERE rowid IN (SELECT docid FROM search_docs WHERE scope=?)", (scope,)
+    )
+    db.execute("DELETE FROM search_docs WHERE scope=?", (scope,))
+    return max(cur.rowcount, 0)
+
+
+def optimize(db: sqlite3.Connection) -> None:
+    """Merge every FTS5 segment into one, so terms of deleted rows leave the index b-trees."""
+    db.execute("INSERT INTO search_fts(search_fts) VALUES('optimize')")
