@@ -1,0 +1,89 @@
+"""``gitmem clone STORE DEST``: a git clone of a store for offline inspection.
+
+The clone is an ordinary git working copy (scope ``main`` checked out when it exists) that also
+fetches ``refs/gitmem/*`` (the audit ledger) and holds a read-only copy of the store's settings in
+``.git/gitmem/gitmem.yaml``. Read-only gitmem commands work on it; writes are refused (commit with
+git and push instead, through the store's pre-receive hook). The deny-list, index and secrets of the
+store are never copied.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitmem import config
+from gitmem.errors import ConflictError, GitmemError, InvalidInputError
+from gitmem.store import GITMEM_DIR, open_store
+
+GITMEM_REFSPEC = "refs/gitmem/*:refs/gitmem/*"  # no '+': a rewritten ledger is refused, not followed
+
+
+@dataclass(frozen=True)
+class CloneResult:
+    source: str
+    path: Path
+    scopes: list[str]
+    gitmem_refs: list[str]
+
+
+def clone(
+    source: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    home: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> CloneResult:
+    """Clone a store (a name in the workspace, or a path) to ``dest`` for offline inspection.
+
+    Raises:
+        NotFoundError: no such store.
+        ConflictError: ``dest`` exists and is not an empty directory.
+    """
+    with open_store(source, home) as store:
+        if store.is_clone:
+            raise InvalidInputError(f"{store.path} is itself a clone; clone the store it came from")
+        url = str(store.path)
+        settings_file = store.settings_path
+    target = Path(dest).expanduser().resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ConflictError(f"{target} already exists and is not an empty directory")
+    callbacks = _Progress(progress) if progress is not None else None
+    try:
+        repo = pygit2.clone_repository(url, str(target), callbacks=callbacks)
+    except pygit2.GitError as exc:
+        raise GitmemError(f"cannot clone {url} to {target}: {exc}") from None
+    try:
+        repo.remotes.add_fetch("origin", GITMEM_REFSPEC)
+        repo.remotes["origin"].fetch(refspecs=[GITMEM_REFSPEC], callbacks=callbacks)
+        gitdir = Path(repo.path)
+        (gitdir / GITMEM_DIR).mkdir(exist_ok=True)
+        copy = gitdir / GITMEM_DIR / config.SETTINGS_FILE
+        shutil.copyfile(settings_file, copy)
+        copy.chmod(0o444)
+        scopes = sorted(
+            n[len("refs/remotes/origin/") :]
+            for n in repo.references
+            if n.startswith("refs/remotes/origin/") and n != "refs/remotes/origin/HEAD"
+        )
+        gitmem_refs = sorted(n for n in repo.references if n.startswith("refs/gitmem/"))
+    except (pygit2.GitError, OSError) as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        raise GitmemError(f"cannot finish the clone at {target}: {exc}") from None
+    finally:
+        repo.free()
+    return CloneResult(url, target, scopes, gitmem_refs)
+
+
+class _Progress(pygit2.RemoteCallbacks):
+    def __init__(self, report: Callable[[int, int], None]) -> None:
+        super().__init__()
+        self._report = report
+
+    def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
+        self._report(stats.received_objects, stats.total_objects)

@@ -1,0 +1,185 @@
+"""Entry points of the server-side hooks: ``python -m gitmem.hook pre-receive|post-receive SHIM``.
+
+The shims in ``hooks/`` exec this module with the interpreter recorded at install time. It imports
+only what a hook needs (pygit2, the push checks, and the index in post-receive), so a push pays little
+for it. pre-receive rejects the whole push with one ``gitmem: ...`` line per violation and fails
+closed on unexpected errors; post-receive never fails the (already accepted) push. A foreign hook that
+was kept as ``<name>.legacy`` runs after gitmem's own work, with the same input.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem import config
+
+if TYPE_CHECKING:
+    import pygit2
+
+    from gitmem.pushcheck import RefUpdate
+    from gitmem.store import Store
+
+PUSH_LOG = "pushes.jsonl"
+MAX_LINES = 100
+_ACTOR_ENV = (("GITMEM_ACTOR", ""), ("REMOTE_USER", "user:"), ("GL_USERNAME", "user:"))
+
+
+def push_options(env: Mapping[str, str]) -> list[str]:
+    """The ``git push -o`` options git passes to receive hooks."""
+    try:
+        count = int(env.get("GIT_PUSH_OPTION_COUNT", "0"))
+    except ValueError:
+        return []
+    return [env.get(f"GIT_PUSH_OPTION_{i}", "") for i in range(count)]
+
+
+def pusher(env: Mapping[str, str], options: Sequence[str], trust_options: bool) -> str | None:
+    """Who pushes: ``GITMEM_ACTOR``, else ``REMOTE_USER``/``GL_USERNAME`` as ``user:<name>``, else
+    (only when the store's acl sets ``trust_push_actor``) a ``-o actor=...`` push option."""
+    for var, prefix in _ACTOR_ENV:
+        value = env.get(var)
+        if value:
+            return value if ":" in value or not prefix else prefix + value
+    if trust_options:
+        for opt in options:
+            if opt.startswith("actor="):
+                return opt[len("actor=") :] or None
+    return None
+
+
+def open_repo() -> pygit2.Repository:
+    """The store as git sees it during the push: ``FROM_ENV`` honours ``GIT_DIR`` and the
+    quarantine (``GIT_OBJECT_DIRECTORY`` + ``GIT_ALTERNATE_OBJECT_DIRECTORIES``)."""
+    import pygit2
+
+    return pygit2.Repository(".", flags=pygit2.enums.RepositoryOpenFlag.FROM_ENV)
+
+
+def _store(repo: pygit2.Repository) -> Store:
+    from gitmem.store import Store
+
+    return Store(repo, Path(repo.path).resolve())
+
+
+def pre_receive(
+    repo: pygit2.Repository, text: str, env: Mapping[str, str], now: int | None = None
+) -> list[str]:
+    """Check a push; returns the ``gitmem: ...`` lines (empty: accept)."""
+    from gitmem import pushcheck
+
+    store = _store(repo)
+    settings = store.settings
+    updates = pushcheck.parse_updates(text)
+    options = push_options(env)
+    ctx = pushcheck.PushContext(
+        settings=settings,
+        pusher=pusher(env, options, bool(settings.acl.get("trust_push_actor"))),
+        denylist=pushcheck.read_denylist(store.path),
+        now=int(time.time()) if now is None else now,
+        quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
+    )
+    stats: dict[str, tuple[int, int]] = {}
+    store_bytes = 0
+    scopes = {u.scope for u in updates if u.scope and not u.is_delete}
+    if scopes:
+        index = store.index
+        index.ensure_all()
+        stats = {s: index.scope_stats(s) for s in scopes}
+        store_bytes = index.store_bytes()
+    violations = pushcheck.check_push(repo, updates, ctx, stats, store_bytes)
+    lines = [pushcheck.format_violation(v) for v in violations[:MAX_LINES]]
+    if len(violations) > MAX_LINES:
+        lines.append(f"gitmem: ... and {len(violations) - MAX_LINES} more")
+    if lines:
+        lines.append(f"gitmem: push rejected ({len(violations)} problem(s)); nothing was changed")
+    store.close()
+    return lines
+
+
+def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> list[str]:
+    """Bring the derived index up to date and record the push; returns warning lines."""
+    from gitmem import pushcheck
+    from gitmem.paths import validate_scope
+
+    store = _store(repo)
+    updates = pushcheck.parse_updates(text)
+    options = push_options(env)
+    try:
+        trust = bool(store.settings.acl.get("trust_push_actor"))
+    except Exception:  # a broken settings file must not hide the push record
+        trust = False
+    actor = pusher(env, options, trust)
+    record_push(store, updates, actor, options)
+    for u in updates:
+        if u.scope:
+            validate_scope(u.scope)
+            store.index.ensure(u.scope)
+    store.close()
+    return []
+
+
+def record_push(
+    store: Store, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
+) -> None:
+    """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (until the ledger takes it)."""
+    when = config.now_rfc3339()
+    store.gitmem_dir.mkdir(exist_ok=True)
+    with open(store.gitmem_dir / PUSH_LOG, "a", encoding="utf-8") as fh:
+        for u in updates:
+            rec = {
+                "ref": u.ref,
+                "old": u.old,
+                "new": u.new,
+                "actor": actor,
+                "push_options": list(options),
+                "time": when,
+            }
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
+def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:
+    """Run ``<name>.legacy`` beside the shim, if there is one, with the same input."""
+    if not shim:
+        return 0
+    legacy = Path(shim).with_name(f"{name}.legacy")
+    if not legacy.is_file():
+        return 0
+    return subprocess.run([str(legacy)], input=stdin, check=False).returncode
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in ("pre-receive", "post-receive"):
+        sys.stderr.write("usage: python -m gitmem.hook pre-receive|post-receive [SHIM]\n")
+        return 2
+    name, shim = args[0], (args[1] if len(args) > 1 else None)
+    raw = sys.stdin.buffer.read()
+    text = raw.decode("utf-8", "surrogateescape")
+    env = config.env_snapshot()
+    if name == "pre-receive":
+        try:
+            lines = pre_receive(open_repo(), text, env)
+        except Exception as exc:  # fail closed: an unchecked push must not land
+            lines = [f"gitmem: push rejected: the check failed ({type(exc).__name__}: {exc})"]
+        if lines:
+            sys.stderr.write("".join(line + "\n" for line in lines))
+            sys.stderr.flush()
+            return 1
+    else:
+        try:
+            lines = post_receive(open_repo(), text, env)
+        except Exception as exc:  # the push has landed; report, never fail it
+            lines = [f"gitmem: warning: post-receive: {type(exc).__name__}: {exc}"]
+        sys.stderr.write("".join(line + "\n" for line in lines))
+        sys.stderr.flush()
+    return run_legacy(shim, name, raw)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

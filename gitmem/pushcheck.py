@@ -1,0 +1,311 @@
+"""The push checks behind the pre-receive hook (DESIGN section 5), as plain functions.
+
+``check_push`` looks only at what a push brings: the commits reachable from the new tips and not
+from any existing ref (plus, behind a real ``git receive-pack``, every object in the quarantine
+directory), each diffed against its first parent. Scope counts and store bytes after the push come
+from the derived index at the old tips plus the tree diff old -> new, so the cost grows with the push,
+not with the store. Every rule reuses :mod:`gitmem.policy`, the same functions the library calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from gitmem import policy
+from gitmem.config import StoreSettings
+from gitmem.errors import InvalidInputError
+from gitmem.paths import validate_scope
+from gitmem.policy import Violation
+from gitmem.versions import parse_trailers, trailer_problems
+
+ZERO = "0" * 40
+HEADS = "refs/heads/"
+DENYLIST = "denylist"  # $GIT_DIR/gitmem/denylist: one 40-hex object id per line, '#' comments
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_DELTA_KINDS = {
+    pygit2.enums.DeltaStatus.ADDED,
+    pygit2.enums.DeltaStatus.MODIFIED,
+    pygit2.enums.DeltaStatus.TYPECHANGE,
+}
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """One ``old new ref`` line of a push."""
+
+    old: str
+    new: str
+    ref: str
+
+    @property
+    def is_create(self) -> bool:
+        return self.old == ZERO
+
+    @property
+    def is_delete(self) -> bool:
+        return self.new == ZERO
+
+    @property
+    def scope(self) -> str:
+        return self.ref[len(HEADS) :] if self.ref.startswith(HEADS) else ""
+
+
+@dataclass(frozen=True)
+class PushContext:
+    """What the checks need besides the repository: settings, pusher, deny-list, clock."""
+
+    settings: StoreSettings
+    pusher: str | None = None
+    denylist: frozenset[str] = frozenset()
+    now: int = 0
+    quarantine: Sequence[str] = ()  # object ids found in the quarantine directory, when known
+
+
+def parse_updates(stdin: str | Iterable[str]) -> list[RefUpdate]:
+    """Parse the ``<old> <new> <ref>`` lines git feeds pre-receive and post-receive.
+
+    Raises:
+        InvalidInputError: on a malformed line (the hook then rejects the push).
+    """
+    lines = stdin.splitlines() if isinstance(stdin, str) else list(stdin)
+    out = []
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        if not line:
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or not _HEX40.match(parts[0]) or not _HEX40.match(parts[1]) or not parts[2]:
+            raise InvalidInputError(f"malformed ref update on line {n}: {line[:200]!r}")
+        out.append(RefUpdate(parts[0], parts[1], parts[2]))
+    return out
+
+
+def read_denylist(git_dir: Path) -> frozenset[str]:
+    """The store's deny-list (redacted blobs, retired commits); empty when there is none."""
+    try:
+        text = (git_dir / "gitmem" / DENYLIST).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return frozenset()
+    ids = set()
+    for line in text.splitlines():
+        item = line.split("#", 1)[0].strip().lower()
+        if _HEX40.match(item):
+            ids.add(item)
+    return frozenset(ids)
+
+
+def quarantine_objects(path: str | None) -> list[str]:
+    """Every object id in a receive-pack quarantine directory (``$GIT_QUARANTINE_PATH``)."""
+    if not path or not Path(path).is_dir():
+        return []
+    return [str(oid) for oid in pygit2.Odb(path)]
+
+
+def _at(v: Violation, ref: str, commit: str | None = None) -> Violation:
+    return dataclasses.replace(v, ref=ref, commit=commit)
+
+
+def _v(rule: str, message: str, ref: str, commit: str | None = None, path: str | None = None) -> Violation:
+    return Violation(rule, message, path, ref=ref, commit=commit)
+
+
+# ---------------------------------------------------------------------- ref-level rules
+def check_ref(repo: pygit2.Repository, u: RefUpdate, ctx: PushContext) -> list[Violation]:
+    """Ref name, deletion, fast-forward, archived store and acl for one update."""
+    if u.ref.startswith("refs/gitmem/"):
+        return [_v("ref", f"{u.ref} is managed by the gitmem server and cannot be pushed", u.ref)]
+    if not u.ref.startswith(HEADS):
+        return [_v("ref", f"{u.ref} is not a scope; push to refs/heads/<scope>", u.ref)]
+    try:
+        validate_scope(u.scope)
+    except InvalidInputError as exc:
+        return [_v("ref", exc.message, u.ref)]
+    out = [_at(v, u.ref) for v in policy.check_archived(ctx.settings.archived_at, ctx.settings.name)]
+    out += [_at(v, u.ref) for v in policy.check_acl(ctx.settings.acl, u.scope, ctx.pusher)]
+    if u.is_delete:
+        out.append(_v("delete", f"deleting scope {u.scope!r} is not allowed", u.ref))
+        return out
+    new = _commit(repo, u.new)
+    if new is None:
+        out.append(_v("object", f"{u.new} is not a commit", u.ref, u.new))
+        return out
+    if not u.is_create:
+        try:
+            ff = repo.descendant_of(new.id, pygit2.Oid(hex=u.old)) or u.old == u.new
+        except (pygit2.GitError, KeyError, ValueError):
+            ff = False
+        if not ff:
+            out.append(
+                _v(
+                    "non_fast_forward",
+                    f"{u.old[:12]}..{u.new[:12]} is not a fast-forward; history is rewritten only by "
+                    "the server (redaction, compaction)",
+                    u.ref,
+                    u.new,
+                )
+            )
+    return out
+
+
+def _commit(repo: pygit2.Repository, hexid: str) -> pygit2.Commit | None:
+    try:
+        obj = repo[hexid]
+    except (KeyError, ValueError):
+        return None
+    return obj if isinstance(obj, pygit2.Commit) else None
+
+
+# ---------------------------------------------------------------------- object rules
+def new_commits(repo: pygit2.Repository, tips: Sequence[str]) -> list[pygit2.Commit]:
+    """Commits reachable from ``tips`` and from no existing ref, oldest first."""
+    walker = repo.walk(None, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    pushed = 0
+    for tip in tips:
+        if _commit(repo, tip) is not None:
+            walker.push(pygit2.Oid(hex=tip))
+            pushed += 1
+    if not pushed:
+        return []
+    for name in repo.references:
+        try:
+            target = repo.references[name].resolve().target
+        except (pygit2.GitError, KeyError, ValueError):
+            continue
+        if isinstance(target, pygit2.Oid) and isinstance(repo.get(target), pygit2.Commit):
+            walker.hide(target)
+    return list(walker)
+
+
+def check_commit(
+    repo: pygit2.Repository, commit: pygit2.Commit, ref: str, ctx: PushContext, seen: set[pygit2.Oid]
+) -> list[Violation]:
+    """Every rule for one new commit: dates, trailers, deny-list, and each file it adds or changes."""
+    cid = str(commit.id)
+    limits = ctx.settings.limits
+    out: list[Violation] = []
+    for kind, sig in (("author", commit.author), ("committer", commit.committer)):
+        out += [_at(v, ref, cid) for v in policy.check_commit_time(kind, sig.time, ctx.now)]
+    if cid in ctx.denylist:
+        out.append(
+            _v("denylist", f"commit {cid} was retired by a redaction or compaction; fetch again", ref, cid)
+        )
+    parent = commit.parents[0].tree if commit.parents else None
+    diff = parent.diff_to_tree(commit.tree) if parent is not None else commit.tree.diff_to_tree(swap=True)
+    kinds = [d.status for d in diff.deltas]
+    for delta in diff.deltas:
+        if delta.status not in _DELTA_KINDS:
+            continue
+        f = delta.new_file
+        path = "/" + f.raw_path.decode("utf-8", "surrogateescape")
+        out += [_at(v, ref, cid) for v in policy.check_path(path, limits)]
+        out += [_at(v, ref, cid) for v in policy.check_mode(path, int(f.mode))]
+        if f.id in seen or int(f.mode) == 0o160000:
+            continue
+        seen.add(f.id)
+        if str(f.id) in ctx.denylist:
+            out.append(_v("denylist", f"{path} is content that was redacted from this store", ref, cid, path))
+            continue
+        blob = repo.get(f.id)
+        if isinstance(blob, pygit2.Blob):
+            out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
+    if ctx.settings.require_trailers:
+        problems = trailer_problems(parse_trailers(commit.message))
+        rename = sorted(kinds) == sorted([pygit2.enums.DeltaStatus.ADDED, pygit2.enums.DeltaStatus.DELETED])
+        if not problems and len(kinds) > 1 and not rename:
+            problems = [f"a gitmem version changes one memory; this commit changes {len(kinds)} files"]
+        for p in problems:
+            out.append(_v("trailers", f"missing or bad gitmem trailers: {p}", ref, cid))
+    return out
+
+
+# ---------------------------------------------------------------------- limits after the push
+def _tree_stats(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> tuple[int, int]:
+    """(memories, bytes) that the push adds to a scope, from the tree diff old -> new."""
+    diff = old.diff_to_tree(new) if old is not None else new.diff_to_tree(swap=True)
+    count = size = 0
+    for delta in diff.deltas:
+        if delta.status == pygit2.enums.DeltaStatus.ADDED:
+            count += 1
+        elif delta.status == pygit2.enums.DeltaStatus.DELETED:
+            count -= 1
+        if delta.status != pygit2.enums.DeltaStatus.ADDED:
+            size -= _blob_size(repo, delta.old_file.id)
+        if delta.status != pygit2.enums.DeltaStatus.DELETED:
+            size += _blob_size(repo, delta.new_file.id)
+    return count, size
+
+
+def _blob_size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
+    obj = repo.get(oid)
+    return obj.size if isinstance(obj, pygit2.Blob) else 0
+
+
+def check_totals(
+    repo: pygit2.Repository,
+    updates: Sequence[RefUpdate],
+    ctx: PushContext,
+    stats: Mapping[str, tuple[int, int]],
+    store_bytes: int,
+) -> list[Violation]:
+    """``max_memories`` per scope and ``max_store_bytes`` after the push.
+
+    ``stats`` holds (memories, bytes) of each pushed scope at its old tip and ``store_bytes`` the
+    store's total before the push, both from the derived index.
+    """
+    limits = ctx.settings.limits
+    out: list[Violation] = []
+    total = store_bytes
+    for u in updates:
+        new = _commit(repo, u.new)
+        if new is None or u.is_delete:
+            continue
+        old = _commit(repo, u.old) if not u.is_create else None
+        dcount, dbytes = _tree_stats(repo, old.tree if old is not None else None, new.tree)
+        count = stats.get(u.scope, (0, 0))[0] + dcount
+        out += [_at(v, u.ref, u.new) for v in policy.check_memory_count(u.scope, count, limits)]
+        total += dbytes
+    out += [_at(v, updates[-1].ref) for v in policy.check_store_bytes(total, limits)] if updates else []
+    return out
+
+
+def check_push(
+    repo: pygit2.Repository,
+    updates: Sequence[RefUpdate],
+    ctx: PushContext,
+    stats: Mapping[str, tuple[int, int]] | None = None,
+    store_bytes: int = 0,
+) -> list[Violation]:
+    """Every violation a push makes; an empty list means the whole push may land."""
+    out: list[Violation] = []
+    for u in updates:
+        out += check_ref(repo, u, ctx)
+    live = [u for u in updates if u.ref.startswith(HEADS) and not u.is_delete]
+    seen: set[pygit2.Oid] = set()
+    checked: set[pygit2.Oid] = set()
+    for u in live:
+        for commit in new_commits(repo, [u.new]):
+            if commit.id not in checked:
+                checked.add(commit.id)
+                out += check_commit(repo, commit, u.ref, ctx, seen)
+    reported = {v.commit for v in out if v.rule == "denylist"} | {str(o) for o in seen}
+    for oid in ctx.quarantine:
+        if oid in ctx.denylist and oid not in reported:
+            ref = updates[0].ref if updates else ""
+            out.append(_v("denylist", f"object {oid} was removed from this store by a redaction", ref, oid))
+    if not any(v.rule in ("ref", "delete", "object", "non_fast_forward") for v in out):
+        out += check_totals(repo, live, ctx, stats or {}, store_bytes)
+    return out
+
+
+def format_violation(v: Violation) -> str:
+    """The ``gitmem: ...`` line the hook prints for one violation."""
+    where = v.ref or ""
+    if v.commit:
+        where += f" {v.commit[:12]}"
+    return f"gitmem: {where}: {v.message}" if where else f"gitmem: {v.message}"
