@@ -474,10 +474,10 @@ class Index:
         if prefix == "/":
             cur = self.db.execute("SELECT * FROM heads WHERE scope=? ORDER BY path", (scope,))
         else:
-            # Every path under the prefix sorts between prefix and prefix + U+10FFFF.
+            # Every path under the prefix sorts in [prefix, prefix with its final '/' bumped to '0').
             cur = self.db.execute(
                 "SELECT * FROM heads WHERE scope=? AND path >= ? AND path < ? ORDER BY path",
-                (scope, prefix, prefix + "\U0010ffff"),
+                (scope, prefix, prefix[:-1] + "0"),
             )
         return [HeadRow(*r) for r in cur]
 
