@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pygit2
@@ -48,6 +49,7 @@ def plain_commit(
     scope: str = "main",
     message: str = "edit with plain git\n",
     email: str = "bob@example.com",
+    when: int | None = None,
 ) -> pygit2.Oid:
     """Commit behind gitmem's back with plain pygit2: ``files`` maps tree paths to content (None: delete)."""
     repo = store.repo
@@ -58,7 +60,7 @@ def plain_commit(
         oid = store.update_tree(tree, path.split("/"), blob)
         tree = repo[oid] if oid is not None else None  # type: ignore[assignment]
     tree_oid = tree.id if tree is not None else store.empty_tree()
-    sig = pygit2.Signature("Bob", email, 1_700_000_000, 0)
+    sig = pygit2.Signature("Bob", email, int(time.time()) if when is None else when, 0)
     return repo.create_commit(
         f"refs/heads/{scope}", sig, sig, message, tree_oid, [parent] if parent is not None else []
     )

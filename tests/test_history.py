@@ -119,7 +119,7 @@ def test_filter_by_memory_id_and_path_of_deleted_memory(populated: Store) -> Non
 
 
 def test_filter_by_since_and_until(store: Store) -> None:
-    plain_commit(store, {"old": b"from 2023"})  # author time 1,700,000,000 (Nov 2023)
+    plain_commit(store, {"old": b"from 2023"}, when=1_700_000_000)  # author time 1,700,000,000 (Nov 2023)
     store.write("/new", "now")
     cut = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
     assert [v.path for v in store.versions(since=cut)] == ["/new"]

@@ -1,0 +1,137 @@
+"""The derived index is never required for correctness: deleted, corrupt or stale, answers stay right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gitmem
+from gitmem.index import INDEX_FILE
+from gitmem.store import Store
+from tests.helpers import git, plain_commit, version_keys
+
+
+def _answers(store: Store) -> tuple[object, ...]:
+    listing = [(m.path, m.memory_id, m.version_id, m.content_sha256) for m in store.list()]  # type: ignore[union-attr]
+    reads = [(m.path, store.read(m.path).content) for m in store.list()]
+    return listing, reads, version_keys(store.versions())
+
+
+def _populate(store: Store) -> None:
+    store.write("/a", "one", description="first")
+    store.write("/dir/b", "two")
+    store.write("/a", "three")
+    store.rename("/dir/b", "/c")
+    store.write("/t", "team", scope="team")
+    store.delete("/t", scope="team")
+    store.write("/t2", "team2", scope="team")
+
+
+def _reopen(store: Store, workspace: Path) -> Store:
+    store.close()
+    return gitmem.open_store("notes", home=workspace)
+
+
+def test_deleted_index_is_rebuilt_with_same_answers(store: Store, workspace: Path) -> None:
+    _populate(store)
+    expected = _answers(store)
+    index_file = store.gitmem_dir / INDEX_FILE
+    store = _reopen(store, workspace)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(index_file) + suffix).unlink(missing_ok=True)
+    assert _answers(store) == expected
+    assert index_file.exists()
+    store.close()
+
+
+def test_corrupt_index_is_rebuilt_with_same_answers(store: Store, workspace: Path) -> None:
+    _populate(store)
+    expected = _answers(store)
+    index_file = store.gitmem_dir / INDEX_FILE
+    store = _reopen(store, workspace)
+    for suffix in ("-wal", "-shm"):
+        Path(str(index_file) + suffix).unlink(missing_ok=True)
+    index_file.write_bytes(b"this is not a database" * 100)
+    assert _answers(store) == expected
+    store.close()
+
+
+def test_stale_index_catches_up_with_commits_made_behind_its_back(store: Store) -> None:
+    _populate(store)
+    store.versions()  # index is current
+    plain_commit(store, {"a": b"edited by bob", "new.md": b"---\ndescription: by bob\n---\n", "c": None})
+    assert store.read("/a").content == "edited by bob"
+    listing = {m.path: m for m in store.list()}
+    assert sorted(listing) == ["/a", "/new.md"]
+    assert listing["/new.md"].description == "by bob"  # type: ignore[union-attr]
+    assert [v.operation for v in store.versions("/a")] == ["modified", "modified", "created"]
+
+
+def test_stale_index_sees_other_store_objects_writes(store: Store, workspace: Path) -> None:
+    other = gitmem.open_store("notes", home=workspace)
+    store.write("/a", "1")
+    other.write("/b", "2")
+    store.write("/a", "3")
+    assert [m.path for m in other.list()] == ["/a", "/b"]
+    assert len(store.versions()) == len(other.versions()) == 3
+    other.close()
+
+
+def test_rebuild_gives_the_same_versions_as_incremental_indexing(store: Store) -> None:
+    _populate(store)
+    plain_commit(store, {"x": b"1", "y": b"2"})
+    plain_commit(store, {"x": None, "z": b"1"})  # an exact-content move: a rename
+    per_scope = {s: version_keys(store.versions(scope=s)) for s in ("main", "team")}
+    everything = sorted(version_keys(store.versions()))
+    heads = [(m.path, m.memory_id) for m in store.list()]
+    n = store.index.rebuild()
+    assert n == len(everything) == 10
+    assert sorted(version_keys(store.versions())) == everything
+    assert {s: version_keys(store.versions(scope=s)) for s in ("main", "team")} == per_scope
+    assert [(m.path, m.memory_id) for m in store.list()] == heads
+
+
+def test_plain_git_commit_of_several_files_is_one_version_per_memory(store: Store) -> None:
+    store.write("/a", "one")
+    mid = store.read("/a").memory_id
+    commit = plain_commit(store, {"a": b"changed", "b": b"new", "d/e": b"deep"}, email="bob@example.com")
+    versions = [v for v in store.versions() if v.commit == str(commit)]
+    assert sorted((v.path, v.operation) for v in versions) == [
+        ("/a", "modified"),
+        ("/b", "created"),
+        ("/d/e", "created"),
+    ]
+    assert {v.actor for v in versions} == {"git:bob@example.com"}
+    assert len({v.id for v in versions}) == 3
+    assert store.read("/a").memory_id == mid  # the existing memory keeps its id
+
+
+def test_plain_git_move_is_a_rename_keeping_memory_id(store: Store) -> None:
+    store.write("/a", "content")
+    mid = store.read("/a").memory_id
+    plain_commit(store, {"a": None, "moved/a": b"content"})
+    m = store.read("/moved/a")
+    assert m.memory_id == mid
+    assert [(v.path, v.previous_path) for v in store.versions("/moved/a")][0] == ("/moved/a", "/a")
+
+
+def test_commit_made_with_the_git_cli_is_indexed(store: Store, tmp_path: Path) -> None:
+    store.write("/a", "one\n")
+    work = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(store.path), str(work))
+    (work / "a").write_text("two\n")
+    (work / "b").write_text("bee\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "plain edit")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    assert store.read("/a").content == "two\n"
+    assert {v.actor for v in store.versions() if v.operation != "created" or v.path == "/b"} == {
+        "git:tester@example.com"
+    }
+
+
+def test_index_heads_prefix_range_includes_every_codepoint(store: Store) -> None:
+    # Regression: the prefix range ended at prefix + U+10FFFF, missing names that start with it.
+    store.write("/notes/\U0010ffffx", "edge")
+    store.write("/notes/a", "a")
+    store.write("/notes0", "after")
+    assert [m.path for m in store.list("/notes/")] == ["/notes/a", "/notes/\U0010ffffx"]
