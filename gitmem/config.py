@@ -44,6 +44,14 @@ def env_snapshot() -> dict[str, str]:
     return dict(os.environ)
 
 
+def fault(point: str) -> None:
+    """Crash-safety tests: die at once (SIGKILL) at ``point`` when ``$GITMEM_FAULT`` names it."""
+    if os.environ.get("GITMEM_FAULT") == point:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 @dataclass(frozen=True)
 class Limits:
     max_memory_bytes: int = 102400

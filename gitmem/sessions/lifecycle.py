@@ -1,0 +1,190 @@
+"""Start, sync, end, list and show sessions (DESIGN section 10)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from gitmem import config
+from gitmem.errors import (
+    ConflictError,
+    ForbiddenError,
+    GitmemError,
+    InvalidInputError,
+    LimitExceededError,
+    NotFoundError,
+)
+from gitmem.ids import new_id
+from gitmem.sessions import state
+from gitmem.sessions.mount import materialise, remove_tree
+from gitmem.sessions.prompt import PROMPT_FILE, system_prompt
+from gitmem.sessions.state import MAX_STORES, Mount, Session
+from gitmem.sessions.sync import MountSync, SyncReport, sync_mount
+from gitmem.store import open_store
+from gitmem.versions import Version, resolve_actor, validate_session
+
+Home = str | os.PathLike[str] | None
+
+
+@dataclass(frozen=True)
+class SessionDetail:
+    """A session with the versions it wrote, per mount slug (newest first)."""
+
+    session: Session
+    versions: dict[str, list[Version]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EndResult:
+    session: Session
+    sync: SyncReport
+
+
+def start_session(
+    stores: Sequence[str],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    instructions: Mapping[str, str] | None = None,
+    home: Home = None,
+    actor: str | None = None,
+    session_id: str | None = None,
+) -> Session:
+    """Create a session, attach ``stores`` (``NAME[:ro|:rw][@SCOPE]``, at most 8) and mount them.
+
+    Everything is checked before anything is created. The system-prompt block is written to
+    ``<root>/SYSTEM_PROMPT.md`` (and is :func:`gitmem.sessions.system_prompt` of the result).
+    """
+    specs = [state.parse_spec(s) for s in stores]
+    if not specs:
+        raise InvalidInputError("a session needs at least one store: --store NAME[:ro|:rw][@SCOPE]")
+    if len(specs) > MAX_STORES:
+        raise LimitExceededError(f"a session can attach at most {MAX_STORES} stores, not {len(specs)}")
+    sid = new_id("sesn") if session_id is None else validate_session(session_id) or session_id
+    if state.record_path(sid, home).exists():
+        raise ConflictError(f"session {sid} already exists")
+    who = resolve_actor(actor, sid)
+    base = Path(root).expanduser().resolve() if root else config.workspace_home(home) / "mounts" / sid
+    notes = dict(instructions or {})
+    mounts = _plan_mounts(specs, base, notes, home)
+    used = {m.store for m in mounts} | {m.slug for m in mounts}
+    unknown = sorted(set(notes) - used)
+    if unknown:
+        raise InvalidInputError(f"--instructions names {', '.join(unknown)}, which is not an attached store")
+    session = Session(sid, str(base), "active", who, config.now_rfc3339(), None, tuple(mounts))
+    base.mkdir(parents=True, exist_ok=True)
+    state.save(session, home)
+    made: list[Path] = []
+    try:
+        for m in mounts:
+            with open_store(m.store_path) as store:
+                made.append(Path(m.path))
+                materialise(store, m, sid)
+        (base / PROMPT_FILE).write_text(system_prompt(session), encoding="utf-8")
+    except BaseException:
+        for path in made:
+            remove_tree(path)
+        state.record_path(sid, home).unlink(missing_ok=True)
+        raise
+    return session
+
+
+def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str], home: Home) -> list[Mount]:
+    mounts: list[Mount] = []
+    seen: set[tuple[str, str]] = set()
+    names = [s.name for s in specs]
+    for spec in specs:
+        if (spec.name, spec.scope) in seen:
+            raise InvalidInputError(f"store {spec.name!r} scope {spec.scope!r} is attached twice")
+        seen.add((spec.name, spec.scope))
+        with open_store(spec.name, home) as store:
+            if store.settings.archived_at is not None:
+                raise ForbiddenError(
+                    f"store {spec.name!r} was archived at {store.settings.archived_at} and cannot be attached"
+                )
+            if spec.access == "rw":
+                store.check_writable()
+            description, path = store.settings.description, str(store.path)
+        slug = spec.name if names.count(spec.name) == 1 else f"{spec.name}@{spec.scope}"
+        target = base / slug
+        if target.exists():
+            raise ConflictError(f"{target} already exists: choose another --root")
+        text = notes.get(slug, notes.get(spec.name, ""))
+        mounts.append(Mount(spec.name, path, spec.scope, spec.access, slug, str(target), description, text))
+    return mounts
+
+
+def sync_session(session_id: str | None = None, *, home: Home = None, actor: str | None = None) -> SyncReport:
+    """Sync every mount of a session (the only active one when ``session_id`` is None)."""
+    session = state.resolve(session_id, home)
+    if session.status != "active":
+        raise InvalidInputError(f"session {session.id} has ended; there is nothing to sync")
+    with state.locked(session.id, home):
+        return SyncReport(session.id, [_sync_one(m, session, actor) for m in session.mounts])
+
+
+def _sync_one(mount: Mount, session: Session, actor: str | None) -> MountSync:
+    with open_store(mount.store_path) as store:
+        return sync_mount(store, mount, session.id, actor or session.actor)
+
+
+def end_session(
+    session_id: str | None = None, *, home: Home = None, actor: str | None = None, force: bool = False
+) -> EndResult:
+    """Final sync, then remove the mounts. Refuses (keeping the mounts) while a read-write mount
+    holds changes that could not be saved, unless ``force``."""
+    report = sync_session(session_id, home=home, actor=actor)
+    session = state.load(report.session, home)
+    unsaved = [f"{m.slug}{i.path}" for m in report.mounts if m.access == "rw" for i in m.refused]
+    if unsaved and not force:
+        raise ConflictError(
+            f"session {session.id} was not ended: {len(unsaved)} changed file(s) could not be saved "
+            f"({', '.join(unsaved[:5])}); fix them and sync, or end with --force to drop them"
+        )
+    for m in session.mounts:
+        remove_tree(Path(m.path))
+    root = Path(session.root)
+    (root / PROMPT_FILE).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # the root may hold other things: leave it then
+        root.rmdir()
+    ended = replace(session, status="ended", ended_at=config.now_rfc3339())
+    state.save(ended, home)
+    return EndResult(ended, report)
+
+
+def session_versions(session: Session) -> dict[str, list[Version]]:
+    out: dict[str, list[Version]] = {}
+    for m in session.mounts:
+        try:
+            with open_store(m.store_path) as store:
+                out[m.slug] = store.versions(session=session.id, scope=m.scope)
+        except GitmemError:
+            out[m.slug] = []  # the store is gone
+    return out
+
+
+def show_session(session_id: str | None = None, *, home: Home = None) -> SessionDetail:
+    """A session record with the versions it wrote."""
+    session = state.resolve(session_id, home)
+    return SessionDetail(session, session_versions(session))
+
+
+def list_sessions(*, home: Home = None, status: str | None = None) -> list[SessionDetail]:
+    """Every session in the workspace (optionally only ``active`` or ``ended`` ones)."""
+    if status not in (None, "active", "ended"):
+        raise InvalidInputError(f"invalid status {status!r}: use active or ended")
+    return [
+        SessionDetail(s, session_versions(s))
+        for s in state.all_sessions(home)
+        if status is None or s.status == status
+    ]
+
+
+def prompt_for(session_id: str | None = None, *, home: Home = None) -> str:
+    """The system-prompt block of a session."""
+    session = state.resolve(session_id, home)
+    if session.status != "active":
+        raise NotFoundError(f"session {session.id} has ended: its stores are no longer mounted")
+    return system_prompt(session)

@@ -1,0 +1,261 @@
+"""Mount directories: materialise a scope's tree as plain files, scan them back, refresh them.
+
+Each mount holds a marker, ``<mount>/.gitmem/mount.json`` (``/.gitmem/`` is reserved, so the marker
+can never collide with a memory): store, scope, access, the base commit the files were last synced
+against, and the git blob id of every file at that base. Blob ids are content addresses (equal ids
+<=> equal bytes), so they serve as the per-file base hashes of the 3-way sync and are compared with
+``pygit2.hash`` of the local files without reading the store.
+
+Read-only mounts get 0444 files and 0555 directories; the marker directory stays writable by its
+owner so the marker can be updated without unlocking the mount.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem.errors import IntegrityError
+from gitmem.sessions.state import Mount, write_json_atomic
+from gitmem.store import Store
+
+MARKER_DIR = ".gitmem"
+MARKER_FILE = "mount.json"
+FILE_RO, DIR_RO = 0o444, 0o555
+FILE_RW, DIR_RW = 0o644, 0o755
+
+
+@dataclass
+class Marker:
+    store: str
+    store_path: str
+    scope: str
+    access: str
+    session: str
+    base: str | None
+    files: dict[str, str] = field(default_factory=dict)  # api path -> blob id (hex) at ``base``
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": 1,
+            "store": self.store,
+            "store_path": self.store_path,
+            "scope": self.scope,
+            "access": self.access,
+            "session": self.session,
+            "base": self.base,
+            "files": self.files,
+        }
+
+
+def marker_path(mount: Mount) -> Path:
+    return Path(mount.path) / MARKER_DIR / MARKER_FILE
+
+
+def read_marker(mount: Mount) -> Marker:
+    path = marker_path(mount)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise IntegrityError(f"{path} is missing: the mount of {mount.store!r} cannot be synced") from None
+    except (ValueError, UnicodeDecodeError):
+        raise IntegrityError(f"{path} is not a valid mount marker: the mount cannot be synced") from None
+    return Marker(
+        data["store"],
+        data["store_path"],
+        data["scope"],
+        data["access"],
+        data["session"],
+        data.get("base"),
+        dict(data.get("files", {})),
+    )
+
+
+def write_marker(mount: Mount, marker: Marker) -> None:
+    path = marker_path(mount)
+    path.parent.mkdir(mode=DIR_RW, exist_ok=True)
+    write_json_atomic(path, marker.to_dict())
+
+
+# ---------------------------------------------------------------------- store side
+def tree_files(store: Store, tip: pygit2.Oid | None) -> dict[str, str]:
+    """Every file of the tree at ``tip`` as api path -> blob id."""
+    tree = store.tree_of(tip)
+    out: dict[str, str] = {}
+    if tree is not None:
+        _walk(tree, "", out)
+    return out
+
+
+def _walk(tree: pygit2.Tree, base: str, out: dict[str, str]) -> None:
+    for entry in tree:
+        path = f"{base}/{entry.name}"
+        if isinstance(entry, pygit2.Tree):
+            _walk(entry, path, out)
+        elif isinstance(entry, pygit2.Blob):
+            out[path] = str(entry.id)
+
+
+def remote_blob(tree: pygit2.Tree | None, path: str) -> str | None:
+    """The blob id at ``path`` in ``tree`` (None: no file there)."""
+    if tree is None:
+        return None
+    try:
+        obj = tree[path[1:]]
+    except (KeyError, ValueError):
+        return None
+    return str(obj.id) if isinstance(obj, pygit2.Blob) else None
+
+
+def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
+    """Write the scope's files into the (new, empty) mount directory and its marker."""
+    root = Path(mount.path)
+    root.mkdir(parents=True, exist_ok=False)
+    tip = store.tip(mount.scope)
+    files = tree_files(store, tip)
+    for path, blob in files.items():
+        put_file(root, path, store.blob_data(pygit2.Oid(hex=blob)))
+    marker = Marker(
+        mount.store,
+        mount.store_path,
+        mount.scope,
+        mount.access,
+        session_id,
+        str(tip) if tip is not None else None,
+        files,
+    )
+    write_marker(mount, marker)
+    if mount.access == "ro":
+        lock_tree(root)
+    return marker
+
+
+# ---------------------------------------------------------------------- local side
+@dataclass
+class Scan:
+    """The files found in a mount: blob ids, plus entries that cannot be memories."""
+
+    files: dict[str, str] = field(default_factory=dict)  # api path -> blob id of the local bytes
+    data: dict[str, bytes] = field(default_factory=dict)  # bytes of files that differ from the base
+    unusable: dict[str, str] = field(default_factory=dict)  # api path -> why it is not a memory
+
+
+def scan(root: Path, base: dict[str, str]) -> Scan:
+    """Hash every regular file under ``root`` (the marker directory excluded)."""
+    out = Scan()
+    for path, full in _entries(root, out):
+        try:
+            with open(full, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            out.unusable[path] = f"cannot be read: {exc.strerror}"
+            continue
+        blob = str(pygit2.hash(data))
+        out.files[path] = blob
+        if base.get(path) != blob:
+            out.data[path] = data
+    return out
+
+
+def _entries(root: Path, out: Scan) -> Iterator[tuple[str, str]]:
+    top = str(root)
+    for dirpath, dirnames, filenames in os.walk(top):
+        rel = os.path.relpath(dirpath, top)
+        prefix = "" if rel == "." else "/" + rel.replace(os.sep, "/")
+        if prefix == "":
+            dirnames[:] = [d for d in dirnames if d != MARKER_DIR]
+        for d in list(dirnames):
+            if os.path.islink(os.path.join(dirpath, d)):
+                out.unusable[f"{prefix}/{d}"] = "a symbolic link is not a memory"
+                dirnames.remove(d)
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            mode = os.lstat(full).st_mode
+            if stat.S_ISLNK(mode):
+                out.unusable[f"{prefix}/{name}"] = "a symbolic link is not a memory"
+            elif not stat.S_ISREG(mode):
+                out.unusable[f"{prefix}/{name}"] = "not a regular file"
+            else:
+                yield f"{prefix}/{name}", full
+
+
+def snapshot(root: Path) -> frozenset[tuple[str, int, int]]:
+    """(path, mtime_ns, size) of every file: cheap change detection for ``--watch``."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(str(root)):
+        if dirpath == str(root):
+            dirnames[:] = [d for d in dirnames if d != MARKER_DIR]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            out.add((full, st.st_mtime_ns, st.st_size))
+    return frozenset(out)
+
+
+# ---------------------------------------------------------------------- file operations
+def put_file(root: Path, path: str, data: bytes, *, readonly: bool = False) -> None:
+    """Write ``data`` at the api ``path`` under ``root``, creating directories (atomically)."""
+    full = root / path[1:]
+    parent = full.parent
+    if parent.exists() and not parent.is_dir():
+        parent.unlink()  # a file where the store now has a directory (it was synced or saved)
+    parent.mkdir(parents=True, exist_ok=True)
+    if full.is_dir() and not full.is_symlink():
+        shutil.rmtree(full)
+    tmp = full.with_name(f".{full.name}.gitmem-tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, FILE_RO if readonly else FILE_RW)
+    os.replace(tmp, full)
+
+
+def remove_file(root: Path, path: str) -> None:
+    """Remove the file at ``path`` and any directories it leaves empty (never ``root``)."""
+    full = root / path[1:]
+    try:
+        full.unlink()
+    except FileNotFoundError:
+        return
+    parent = full.parent
+    while parent != root and parent.is_dir():
+        try:
+            parent.rmdir()
+        except OSError:
+            break
+        parent = parent.parent
+
+
+def unlock_tree(root: Path) -> None:
+    """Make a read-only mount writable by its owner (for a refresh or removal)."""
+    for dirpath, _dirs, _files in os.walk(str(root)):
+        os.chmod(dirpath, DIR_RW)
+
+
+def lock_tree(root: Path) -> None:
+    """Files 0444 and directories 0555, except the marker directory."""
+    top = str(root)
+    for dirpath, _dirnames, filenames in os.walk(top, topdown=False):
+        if os.path.relpath(dirpath, top).split(os.sep)[0] == MARKER_DIR:
+            continue
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                os.chmod(full, FILE_RO)
+        os.chmod(dirpath, DIR_RO)
+
+
+def remove_tree(root: Path) -> None:
+    if root.exists():
+        unlock_tree(root)
+        shutil.rmtree(root)

@@ -1,0 +1,278 @@
+"""Session sync: turn the changes in a mount into versions, 3-way against the store's tip.
+
+For each file the sync knows three blob ids: ``base`` (the marker: what the mount was last synced
+against), ``local`` (the file now) and ``remote`` (the scope's tip). A local change is applied when
+the store still has the base (``if_sha256`` guards the race), skipped when the store already has the
+local bytes (a repeat after a crash), and otherwise is a conflict: the local bytes are saved as a
+version of ``<path>.conflict-<session>`` and the mount gets the store's file. One ``apply_batch``
+per mount moves the branch once; the mount is refreshed with everyone's changes, and only then is
+the marker moved to the new tip, so a sync killed at any step is finished by the next one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygit2
+
+from gitmem import config
+from gitmem.batch import BatchOp, apply_batch
+from gitmem.errors import ConflictError, GitmemError, NotFoundError
+from gitmem.index import diff_trees
+from gitmem.sessions.mount import (
+    Marker,
+    Scan,
+    lock_tree,
+    put_file,
+    read_marker,
+    remote_blob,
+    remove_file,
+    scan,
+    tree_files,
+    unlock_tree,
+    write_marker,
+)
+from gitmem.sessions.state import Mount
+from gitmem.store import Store
+from gitmem.versions import Version
+
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class FileIssue:
+    """A change that was not saved, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A local change that clashed with the store; ``kept_as`` holds the local bytes (if any)."""
+
+    path: str
+    kept_as: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class MountSync:
+    """What one sync did in one mount."""
+
+    store: str
+    scope: str
+    slug: str
+    access: str
+    base: str | None
+    tip: str | None
+    versions: list[Version] = field(default_factory=list)
+    refused: list[FileIssue] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    session: str
+    mounts: list[MountSync] = field(default_factory=list)
+
+    @property
+    def versions(self) -> int:
+        return sum(len(m.versions) for m in self.mounts)
+
+
+@dataclass
+class _Plan:
+    ops: list[BatchOp] = field(default_factory=list)
+    secures: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(op) -> paths it saves
+    conflicts: list[Conflict] = field(default_factory=list)
+
+    def add(self, op: BatchOp, *paths: str) -> None:
+        self.ops.append(op)
+        self.secures[id(op)] = paths
+
+
+def conflict_path(path: str, session_id: str) -> str:
+    return f"{path}.conflict-{session_id}"
+
+
+def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -> MountSync:
+    """Sync one mount; see the module docstring."""
+    marker = read_marker(mount)
+    root = Path(mount.path)
+    local = scan(root, marker.files)
+    refused = [FileIssue(p, why) for p, why in sorted(local.unusable.items())]
+    protected = set(local.unusable)
+    for path in local.unusable:
+        if path in marker.files:
+            local.files[path] = marker.files[path]  # an unusable entry is not a deletion
+    changed = sorted(
+        p for p in set(marker.files) | set(local.files) if marker.files.get(p) != local.files.get(p)
+    )
+    versions: list[Version] = []
+    conflicts: list[Conflict] = []
+    if mount.access == "ro":
+        refused += [FileIssue(p, "read-only mount: the change was not saved") for p in changed]
+        protected.update(changed)
+    elif changed:
+        versions, conflicts, not_saved = _push(store, mount, marker, local, changed, session_id, actor)
+        refused += not_saved
+        protected.update(issue.path for issue in not_saved)
+    tip = store.tip(mount.scope)
+    base = marker.base
+    refreshed = _refresh(store, mount, marker, tip, local, protected)
+    return MountSync(
+        mount.store,
+        mount.scope,
+        mount.slug,
+        mount.access,
+        base,
+        str(tip) if tip else None,
+        versions,
+        refused,
+        conflicts,
+        refreshed,
+    )
+
+
+def _sha(store: Store, blob: str) -> str:
+    return hashlib.sha256(store.blob_data(pygit2.Oid(hex=blob))).hexdigest()
+
+
+def _plan(
+    store: Store, tree: pygit2.Tree | None, marker: Marker, local: Scan, changed: list[str], session_id: str
+) -> _Plan:
+    base, files = marker.files, local.files
+    plan = _Plan()
+    renames, singles = _pair_renames(base, files, changed)
+    for old, new in renames:
+        r_old, r_new = remote_blob(tree, old), remote_blob(tree, new)
+        if r_old == base[old] and r_new is None:
+            plan.add(BatchOp("rename", old, new_path=new, if_sha256=_sha(store, base[old])), old, new)
+        elif not (r_old is None and r_new == files[new]):  # else: done by an earlier (killed) sync
+            singles += [old, new]
+    deletes: list[BatchOp] = []
+    writes: list[tuple[BatchOp, str]] = []
+    for path in sorted(singles):
+        b, here, r = base.get(path), files.get(path), remote_blob(tree, path)
+        if here == r:
+            continue  # the store already has it
+        if r == b:
+            if here is None:
+                deletes.append(BatchOp("delete", path, if_sha256=_sha(store, r) if r else None))
+            elif b is None:
+                writes.append((BatchOp("create", path, content=local.data[path]), path))
+            else:
+                writes.append(
+                    (BatchOp("write", path, content=local.data[path], if_sha256=_sha(store, b)), path)
+                )
+            continue
+        if here is None:
+            why = "deleted here but changed in the store since; the store's version was kept"
+            plan.conflicts.append(Conflict(path, None, why))
+            continue
+        kept = conflict_path(path, session_id)
+        what = "deleted" if r is None else ("created" if b is None else "changed")
+        why = f"{what} in the store since this mount's base; your version was saved as {kept}"
+        plan.conflicts.append(Conflict(path, kept, why))
+        writes.append((BatchOp("write", kept, content=local.data[path]), path))
+    # Deletes first (they may free a path), then renames, then writes and creates.
+    renamed = plan.ops
+    plan.ops = []
+    for op in deletes:
+        plan.add(op, op.path)
+    plan.ops += renamed
+    for op, path in writes:
+        plan.add(op, path)
+    return plan
+
+
+def _pair_renames(
+    base: dict[str, str], files: dict[str, str], changed: list[str]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Deleted path + new path with identical bytes => a rename (pairs in path order)."""
+    created: dict[str, list[str]] = {}
+    for path in changed:
+        if path not in base:
+            created.setdefault(files[path], []).append(path)
+    pairs: list[tuple[str, str]] = []
+    paired: set[str] = set()
+    for path in changed:
+        if path in files:
+            continue
+        candidates = created.get(base[path])
+        if candidates:
+            new = candidates.pop(0)
+            pairs.append((path, new))
+            paired.update((path, new))
+    return pairs, [p for p in changed if p not in paired]
+
+
+def _push(
+    store: Store,
+    mount: Mount,
+    marker: Marker,
+    local: Scan,
+    changed: list[str],
+    session_id: str,
+    actor: str | None,
+) -> tuple[list[Version], list[Conflict], list[FileIssue]]:
+    versions: list[Version] = []
+    for attempt in range(ATTEMPTS):
+        plan = _plan(store, store.tree_of(store.tip(mount.scope)), marker, local, changed, session_id)
+        if not plan.ops:
+            return versions, plan.conflicts, []
+        try:
+            result = apply_batch(
+                store, plan.ops, scope=mount.scope, actor=actor, session=session_id, skip_refused=True
+            )
+        except GitmemError as exc:  # the whole store refused (archived, say): nothing was written
+            return versions, plan.conflicts, [FileIssue(p, exc.message) for p in changed]
+        versions += result.versions
+        config.fault("sync-after-batch")
+        raced = any(isinstance(r.error, (ConflictError, NotFoundError)) for r in result.refused)
+        if not raced or attempt == ATTEMPTS - 1:
+            issues = [
+                FileIssue(path, r.error.message) for r in result.refused for path in plan.secures[id(r.op)]
+            ]
+            return versions, plan.conflicts, issues
+    raise AssertionError("unreachable")
+
+
+def _refresh(
+    store: Store, mount: Mount, marker: Marker, tip: pygit2.Oid | None, local: Scan, protected: set[str]
+) -> list[str]:
+    """Bring the mount to the tip (except protected paths), then move the marker there."""
+    root, readonly = Path(mount.path), mount.access == "ro"
+    if marker.base is not None and store.has_object(marker.base):
+        old_tree = store.tree_of(pygit2.Oid(hex=marker.base))
+        new_files = dict(marker.files)
+        touched = []
+        for _kind, path, _old, new in diff_trees(store.repo, old_tree, store.tree_of(tip)):
+            touched.append(path)
+            if new is None:
+                new_files.pop(path, None)
+            else:
+                new_files[path] = str(new)
+    else:  # no base, or history was rewritten under it: compare whole maps
+        new_files = tree_files(store, tip)
+        touched = [p for p in set(marker.files) | set(new_files) if marker.files.get(p) != new_files.get(p)]
+    todo = [p for p in sorted(touched) if p not in protected and local.files.get(p) != new_files.get(p)]
+    if todo and readonly:
+        unlock_tree(root)
+    for path in todo:
+        if path not in new_files:
+            remove_file(root, path)
+    for path in todo:
+        if path in new_files:
+            put_file(root, path, store.blob_data(pygit2.Oid(hex=new_files[path])), readonly=readonly)
+    if todo and readonly:
+        lock_tree(root)
+    config.fault("sync-after-refresh")
+    marker.base = str(tip) if tip is not None else None
+    marker.files = new_files
+    write_marker(mount, marker)
+    return todo
