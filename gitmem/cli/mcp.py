@@ -1,0 +1,63 @@
+"""``gitmem mcp``: serve stores to an MCP client (Claude Code, Claude Desktop, ...) over stdio."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gitmem.cli import common
+
+if TYPE_CHECKING:
+    from gitmem.integrations.mcp_server import ServeSummary
+
+StoresOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--store", help="A store to serve: NAME, NAME:rw or NAME:ro (read-only: no write tools). Repeatable."
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+
+
+def _render(summary: ServeSummary) -> None:
+    sys.stderr.write(f"gitmem mcp: session {summary.session} ended\n")
+
+
+def mcp(
+    store: StoresOpt,
+    scope: common.ScopeOpt = "main",
+    session: common.SessionOpt = None,
+    actor: common.ActorOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Serve stores over stdio as an MCP server (needs the 'mcp' extra).
+
+    Tools: list/read/history/search for every store; write/create/edit/delete/rename for read-write
+    stores. Resources: gitmem://STORE/PATH. Every write is tagged with the session (--session, else a
+    new sesn_ id). Stdout carries the protocol; messages go to stderr.
+    """
+
+    def call() -> ServeSummary:
+        try:
+            from gitmem.integrations.mcp_server import serve
+        except ImportError as exc:  # the optional extra is missing
+            from gitmem.errors import GitmemError
+
+            raise GitmemError(
+                f"gitmem mcp needs the 'mcp' package: pip install 'gitmem-store[mcp]' ({exc})"
+            ) from None
+        return serve(
+            store,
+            home=common.home(home),
+            scope=scope,
+            session=common.session(session),
+            actor=common.actor(actor),
+        )
+
+    common.run(json, call, _render)
