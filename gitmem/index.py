@@ -25,7 +25,7 @@ from gitmem.versions import parse_trailers, trailer_problems
 if TYPE_CHECKING:
     from gitmem.store import Store
 
-SCHEMA_VERSION = "2"  # 2: full-text search tables (gitmem.search)
+SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.search); 3: body column first
 INDEX_FILE = "index.sqlite"
 
 _SCHEMA = """

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
     from gitmem.store import Store
 
 MAX_LIMIT = 1000
-#: BM25 column weights (path, description, body): a description hit outranks a body hit.
-WEIGHTS = (2.0, 4.0, 1.0)
+#: BM25 column weights (body, description, path): a description hit outranks a body or path hit.
+#: Body comes first so that snippets prefer it when several columns match equally well.
+WEIGHTS = (1.0, 4.0, 2.0)
 SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS = "**", "**", "…", 16
 
 SCHEMA = """
@@ -38,7 +39,7 @@ CREATE TABLE IF NOT EXISTS search_docs(
     docid INTEGER PRIMARY KEY, scope TEXT NOT NULL, path TEXT NOT NULL, version_id TEXT NOT NULL,
     UNIQUE(scope, path));
 CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
-    path, description, body, tokenize='porter unicode61 remove_diacritics 2');
+    body, description, path, tokenize='porter unicode61 remove_diacritics 2');
 """
 
 _QUERY = f"""
