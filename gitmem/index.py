@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS heads(
 CREATE INDEX IF NOT EXISTS heads_memory ON heads(memory_id);
 CREATE TABLE IF NOT EXISTS redactions(
     id TEXT PRIMARY KEY, actor TEXT NOT NULL, redacted_at INTEGER NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TEXT NOT NULL);
 """
 
 VERSION_COLUMNS = (
@@ -153,6 +154,9 @@ class Index:
         self._known_tips.clear()
         for scope in self.store.scopes():
             self.ensure(scope)
+        from gitmem.redact import restore_marks  # the ledger remembers what was redacted
+
+        restore_marks(self.store)
         return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
 
     @contextmanager
@@ -182,6 +186,7 @@ class Index:
             self._remove_files()
             self._known_tips.clear()
             self._catch_up(scope, tip)
+        self._restore_marks(scope)
 
     def ensure_all(self) -> list[str]:
         scopes = self.store.scopes()
@@ -499,6 +504,62 @@ class Index:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [VersionRow(*r) for r in self.db.execute(sql, tuple(params))]
+
+    # ------------------------------------------------------------------ history rewrites (gitmem.redact)
+    def mark_redacted(self, redaction: tuple[str, str, int, str], version_ids: Sequence[str]) -> None:
+        """Record a redaction (id, actor, time, reason) and the versions it covers."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO redactions VALUES(?,?,?,?)", redaction)
+            db.executemany(
+                "INSERT OR REPLACE INTO redacted VALUES(?,?)", [(v, redaction[0]) for v in version_ids]
+            )
+            db.execute(
+                "UPDATE versions SET redaction_id=? WHERE id IN (SELECT version_id FROM redacted "
+                "WHERE redaction_id=?)",
+                (redaction[0], redaction[0]),
+            )
+
+    def _restore_marks(self, scope: str) -> None:
+        # Versions re-derived from git after a rewrite get their redaction back.
+        with self._write() as db:
+            db.execute(
+                "UPDATE versions SET redaction_id=(SELECT redaction_id FROM redacted WHERE version_id=versions.id) "
+                "WHERE scope=? AND redaction_id IS NULL AND id IN (SELECT version_id FROM redacted)",
+                (scope,),
+            )
+
+    def apply_rewrite(
+        self,
+        scope: str,
+        old_tip: str,
+        new_tip: str,
+        commit_map: dict[str, str],
+        blob_map: dict[str, list[Any]],
+    ) -> None:
+        """Follow a history rewrite without re-deriving the scope: new commit ids, and the redacted
+        blobs forgotten (``blob_map``: old blob -> [new blob, sha256, size]). When the index was not
+        at ``old_tip``, the scope is dropped and re-derived from git on the next read."""
+        with self._write() as db:
+            row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+            if row is not None and row[0] == new_tip:
+                return
+            if row is None or row[0] != old_tip:
+                self._drop_scope(db, scope)
+            else:
+                db.executemany(
+                    "UPDATE versions SET commit_id=? WHERE scope=? AND commit_id=?",
+                    [(new, scope, old) for old, new in commit_map.items()],
+                )
+                db.executemany(
+                    "UPDATE versions SET blob=?, sha256=?, size=? WHERE scope=? AND blob=?",
+                    [(n[0], n[1], n[2], scope, old) for old, n in blob_map.items()],
+                )
+                db.execute("UPDATE scopes SET tip=? WHERE scope=?", (new_tip, scope))
+        self._known_tips.pop(scope, None)
+        self.ensure(scope)
+        purge = getattr(self, "purge_search", None)
+        if purge is not None:
+            purge()
 
 
 _KINDS = {

@@ -122,14 +122,21 @@ class Store:
         self._settings = None
         return self.settings
 
-    def update_settings(self, **changes: Any) -> StoreSettings:
-        """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically."""
+    def update_settings(self, *, actor: str | None = None, **changes: Any) -> StoreSettings:
+        """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically.
+
+        Every change is a ledger entry (``archived`` when it sets ``archived_at``)."""
         self.check_writable()
         new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
         # Round-trip through validation so a bad value never reaches the file.
         new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
         config.save_settings(self.settings_path, new)
         self._settings = new
+        from gitmem import ledger
+
+        data = new.to_dict()
+        kind = "archived" if changes.get("archived_at") is not None else "settings_changed"
+        ledger.append(self, kind, {"changes": {k: data[k] for k in sorted(changes)}}, actor=actor)
         return new
 
     def check_writable(self) -> None:
@@ -479,7 +486,7 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
         path = store_path(text, home)
         if not path.is_dir():
             raise NotFoundError(f"store {text!r} does not exist in {stores_dir(home)}")
-        return Store(_open_repo(path), path)
+        return _recovered(Store(_open_repo(path), path))
     path = Path(text).expanduser().resolve()
     if not path.exists():
         raise NotFoundError(f"no store at {path}")
@@ -493,10 +500,19 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
                 f"{path} is a git repository but not a gitmem store (no {config.SETTINGS_FILE})"
             )
         if (path / config.SETTINGS_FILE).exists():
-            return Store(repo, path)
+            return _recovered(Store(repo, path))
         return Store(repo, path, clone_of=_origin_url(repo) or str(path))
     gitdir = Path(repo.path).resolve()
     return Store(repo, gitdir, clone_of=_origin_url(repo) or str(path))
+
+
+def _recovered(store: Store) -> Store:
+    """A history rewrite (redaction, compaction) killed half-way is finished or rolled back."""
+    if (store.gitmem_dir / "journal.json").exists():
+        from gitmem.redact import recover
+
+        recover(store)
+    return store
 
 
 def _origin_url(repo: pygit2.Repository) -> str | None:
@@ -558,7 +574,11 @@ def create_store(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return Store(_open_repo(final), final)
+    store = Store(_open_repo(final), final)
+    from gitmem import ledger
+
+    ledger.append(store, "store_created", {"id": settings.id, "name": name})
+    return store
 
 
 def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:

@@ -1,0 +1,302 @@
+"""The append-only audit ledger on ``refs/gitmem/ledger`` (DESIGN section 6).
+
+Format (chosen here, and what ``git log refs/gitmem/ledger`` shows): one commit per entry, with the
+empty tree, the previous entry's commit as its only parent, author and committer ``gitmem``, and the
+message::
+
+    gitmem ledger: <kind> #<seq>
+
+    <the entry as canonical JSON: sorted keys, no spaces, ASCII only>
+
+The entry holds ``seq`` (0, 1, ...), ``kind``, ``at`` (RFC 3339 UTC), ``actor``, ``data`` and ``prev``,
+the SHA-256 of the previous entry's canonical JSON ("" for the first). Rewriting any entry breaks every
+later ``prev``; rewriting the whole chain is caught by the anchor ``$GIT_DIR/gitmem/ledger_head``
+(``<seq> <sha256>`` of the newest entry this store wrote), which ``verify`` compares.
+
+The ledger never holds content, nor raw ids of redacted blobs or retired commits: :func:`digest` gives
+keyed digests (HMAC-SHA256 with the per-store secret ``$GIT_DIR/gitmem/secret``, mode 0600); the raw ids
+go only to the deny-list ``$GIT_DIR/gitmem/denylist`` (one 40-hex id a line, ``#`` comments), which the
+pre-receive hook reads and which is never cloned.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem import config
+from gitmem.errors import ConflictError, IntegrityError
+
+if TYPE_CHECKING:
+    from gitmem.store import Store
+
+LEDGER_REF = "refs/gitmem/ledger"
+CLONE_LEDGER_REFS = ("refs/remotes/origin/gitmem/ledger", "refs/gitmem/remote/ledger")
+ANCHOR_FILE = "ledger_head"
+SEEN_FILE = "ledger_seen"
+SECRET_FILE = "secret"
+DENYLIST_FILE = "denylist"
+SUBJECT_PREFIX = "gitmem ledger: "
+KINDS = ("store_created", "settings_changed", "archived", "redaction", "compaction", "push")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One ledger entry; ``digest`` is the SHA-256 of its canonical JSON, ``commit`` its commit id."""
+
+    seq: int
+    kind: str
+    at: str
+    actor: str
+    data: dict[str, Any] = field(default_factory=dict)
+    prev: str = ""
+    digest: str = ""
+    commit: str = ""
+
+
+def canonical(body: Mapping[str, Any]) -> str:
+    """Canonical JSON: sorted keys, no whitespace, ASCII only (byte-stable across Pythons)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _body(seq: int, kind: str, at: str, actor: str, data: Mapping[str, Any], prev: str) -> dict[str, Any]:
+    return {"seq": seq, "kind": kind, "at": at, "actor": actor, "data": dict(data), "prev": prev}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+# ---------------------------------------------------------------------- files in $GIT_DIR/gitmem
+def _dir(store: Store) -> Path:
+    d = store.gitmem_dir
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@contextmanager
+def _flock(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _secret(store: Store) -> bytes:
+    path = _dir(store) / SECRET_FILE
+    try:
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        pass
+    tmp = path.with_name(f"{SECRET_FILE}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, (os.urandom(32).hex() + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # atomic and exclusive: a racing creator's secret wins, once
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return bytes.fromhex(path.read_text().strip())
+
+
+def digest(store: Store, value: str) -> str:
+    """Keyed digest of an object id (or a pattern) for the public ledger: ``hmac-sha256:<hex>``."""
+    mac = hmac.new(_secret(store), value.encode("utf-8"), hashlib.sha256).hexdigest()
+    return f"hmac-sha256:{mac}"
+
+
+def deny(store: Store, oids: Iterable[str], comment: str) -> int:
+    """Add object ids to the deny-list (idempotent); returns how many were new."""
+    path = _dir(store) / DENYLIST_FILE
+    with _flock(path.with_name(DENYLIST_FILE + ".lock")):
+        known = denied(store)
+        new = [o for o in dict.fromkeys(oids) if o not in known]
+        for o in new:
+            if not _HEX40.match(o):
+                raise ValueError(f"not an object id: {o!r}")
+        if not new:
+            return 0
+        with open(path, "a", encoding="ascii") as fh:
+            fh.write(f"# {comment}\n" + "".join(f"{o}\n" for o in new))
+            fh.flush()
+            os.fsync(fh.fileno())
+    return len(new)
+
+
+def denied(store: Store) -> set[str]:
+    """The raw object ids on the deny-list (empty on a clone: the list is never cloned)."""
+    try:
+        text = (store.gitmem_dir / DENYLIST_FILE).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return set()
+    out = set()
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if _HEX40.match(line):
+            out.add(line)
+    return out
+
+
+# ---------------------------------------------------------------------- reading
+def ledger_tip(store: Store) -> pygit2.Oid | None:
+    names = (LEDGER_REF, *CLONE_LEDGER_REFS) if store.is_clone else (LEDGER_REF,)
+    for name in names:
+        ref = store.repo.references.get(name)
+        if ref is not None and isinstance(ref.target, pygit2.Oid):
+            return ref.target
+    return None
+
+
+def parse_commit(commit: pygit2.Commit) -> LedgerEntry:
+    """The entry a ledger commit holds; IntegrityError when it is not one."""
+    raw = commit.raw_message.decode("utf-8", "replace")
+    subject, _, text = raw.partition("\n\n")
+    try:
+        body = json.loads(text)
+        entry = LedgerEntry(
+            seq=int(body["seq"]), kind=str(body["kind"]), at=str(body["at"]), actor=str(body["actor"]),
+            data=dict(body["data"]), prev=str(body["prev"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        raise IntegrityError(f"ledger commit {commit.id} does not hold a ledger entry") from None
+    if canonical(body) != text.rstrip("\n") or not subject.startswith(SUBJECT_PREFIX):
+        raise IntegrityError(f"ledger commit {commit.id}: entry #{entry.seq} is not in canonical form")
+    return LedgerEntry(
+        entry.seq, entry.kind, entry.at, entry.actor, entry.data, entry.prev, _sha(canonical(body)),
+        str(commit.id),
+    )
+
+
+def _commits(store: Store, tip: pygit2.Oid | None) -> list[pygit2.Commit]:
+    out: list[pygit2.Commit] = []
+    oid = tip
+    while oid is not None:
+        commit = store.commit(oid)
+        out.append(commit)
+        oid = commit.parent_ids[0] if commit.parent_ids else None
+    out.reverse()
+    return out
+
+
+def entries(store: Store, *, kind: str | None = None) -> list[LedgerEntry]:
+    """Every entry, oldest first (``kind`` filters). Unparsable entries raise IntegrityError."""
+    out = [parse_commit(c) for c in _commits(store, ledger_tip(store))]
+    return [e for e in out if kind is None or e.kind == kind]
+
+
+def check_chain(store: Store) -> list[str]:
+    """Problems with the ledger chain (empty: intact), for ``verify``."""
+    problems: list[str] = []
+    prev, seq = "", 0
+    commits = _commits(store, ledger_tip(store))
+    by_seq: dict[int, str] = {}
+    for commit in commits:
+        if len(commit.parent_ids) > 1:
+            problems.append(f"ledger commit {commit.id} has {len(commit.parent_ids)} parents")
+        try:
+            entry = parse_commit(commit)
+        except IntegrityError as exc:
+            problems.append(exc.message)
+            return problems
+        if entry.seq != seq:
+            problems.append(f"ledger entry {commit.id} has seq {entry.seq}, expected {seq}")
+        if entry.prev != prev:
+            problems.append(f"ledger entry #{entry.seq} ({commit.id}) does not chain to the previous entry")
+        by_seq[entry.seq] = entry.digest
+        prev, seq = entry.digest, seq + 1
+    for name in (ANCHOR_FILE, SEEN_FILE):
+        anchor = _read_anchor(store.gitmem_dir / name)
+        if anchor is not None and by_seq.get(anchor[0]) != anchor[1]:
+            problems.append(
+                f"the ledger was rewritten: entry #{anchor[0]} is not the one recorded in "
+                f"$GIT_DIR/gitmem/{name} (history of the audit trail changed)"
+            )
+    return problems
+
+
+def _read_anchor(path: Path) -> tuple[int, str] | None:
+    try:
+        seq, value = path.read_text().split()
+        return int(seq), value
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _write_anchor(path: Path, seq: int, value: str) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(f"{seq} {value}\n")
+    os.replace(tmp, path)
+
+
+def remember_seen(store: Store) -> None:
+    """On a clone: record the ledger's newest entry, so a later rewrite of it is detected."""
+    chain = entries(store)
+    if chain:
+        _write_anchor(_dir(store) / SEEN_FILE, chain[-1].seq, chain[-1].digest)
+
+
+# ---------------------------------------------------------------------- writing
+def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None = None) -> LedgerEntry:
+    """Append one entry (serialised by ``$GIT_DIR/gitmem/ledger.lock``, the ref moved by CAS)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown ledger entry kind {kind!r}")
+    repo = store.repo
+    with _flock(_dir(store) / "ledger.lock"):
+        for _attempt in range(20):
+            ref = repo.references.get(LEDGER_REF)
+            tip = ref.target if ref is not None else None
+            last = parse_commit(store.commit(tip)) if isinstance(tip, pygit2.Oid) else None
+            seq = last.seq + 1 if last else 0
+            body = _body(seq, kind, config.now_rfc3339(), actor or "service:gitmem", data, last.digest if last else "")
+            text = canonical(body)
+            now = int(time.time())
+            sig = pygit2.Signature("gitmem", "gitmem", now, 0)
+            message = f"{SUBJECT_PREFIX}{kind} #{seq}\n\n{text}\n"
+            parents = [tip] if isinstance(tip, pygit2.Oid) else []
+            oid = repo.create_commit(None, sig, sig, message, store.empty_tree(), parents)
+            store.sync_objects([oid])
+            try:
+                if ref is None:
+                    repo.references.create(LEDGER_REF, oid, force=False)
+                else:
+                    ref.set_target(oid, "gitmem ledger")
+            except (pygit2.AlreadyExistsError, pygit2.GitError):
+                continue
+            entry = LedgerEntry(seq, kind, body["at"], body["actor"], dict(data), body["prev"], _sha(text), str(oid))
+            _write_anchor(store.gitmem_dir / ANCHOR_FILE, seq, entry.digest)
+            return entry
+    raise ConflictError("could not append to the ledger: refs/gitmem/ledger kept moving")
+
+
+def record_push(store: Store, record: Mapping[str, Any]) -> LedgerEntry:
+    """A push the post-receive hook accepted (``record``: ref updates, pusher, ... without content)."""
+    actor = record.get("actor")
+    return append(store, "push", record, actor=actor if isinstance(actor, str) else None)
+
+
+def find(store: Store, kind: str, key: str, value: str) -> LedgerEntry | None:
+    """The newest entry of ``kind`` whose ``data[key] == value`` (idempotent recovery uses it)."""
+    for entry in reversed(entries(store, kind=kind)):
+        if entry.data.get(key) == value:
+            return entry
+    return None

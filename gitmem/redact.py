@@ -1,0 +1,482 @@
+"""Redaction: rewrite a scope's history without some content, audit it, purge it (DESIGN section 6).
+
+A history rewrite (redaction here, compaction in :mod:`gitmem.retention`) runs in steps, under the
+exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
+
+1. plan: the new commits are written (nothing refers to them yet);
+2. journal: ``$GIT_DIR/gitmem/journal.json`` records the plan (raw ids: it is server-side only);
+3. ref: the scope's branch moves old tip -> new tip by compare-and-swap; a writer that moved it in the
+   meantime makes the rewrite start again from the new tip (the writer's version is kept);
+4. deny-list, ledger entry, derived index (each idempotent);
+5. purge: reflogs expired, the loose copies of the retired objects deleted, packs holding them
+   repacked (``git repack -a -d``), then ``git cat-file`` must report every one missing;
+6. the journal is removed.
+
+A process killed anywhere leaves the store before (journal, branch not moved: rolled back) or after
+(branch moved: steps 4-6 are completed) the rewrite, by :func:`recover`, which ``verify`` and
+``open_store`` run. Unreachable objects are deleted by id, never by ``git prune --expire=now``:
+that would also delete the fresh objects of a concurrent writer whose branch update is in flight.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from gitmem import config, ledger
+from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError, NotFoundError
+from gitmem.ids import is_id, new_id
+from gitmem.index import VersionRow
+from gitmem.paths import validate_scope
+from gitmem.store import Store
+from gitmem.versions import resolve_actor
+
+JOURNAL_FILE = "journal.json"
+LOCK_FILE = "lock"
+FAULT_ENV = "GITMEM_FAULT"  # test hook: the name of a step at which the process SIGKILLs itself
+MAX_ATTEMPTS = 20
+_BLOB = pygit2.enums.ObjectType.BLOB
+_TREE = pygit2.enums.ObjectType.TREE
+_COMMIT = pygit2.enums.ObjectType.COMMIT
+
+
+def placeholder(redaction_id: str) -> bytes:
+    return f"[redacted: {redaction_id}]".encode()
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """What a redaction did. ``versions``: ids of the versions whose content was replaced."""
+
+    id: str
+    scope: str
+    reason: str
+    actor: str
+    redacted_at: dt.datetime
+    versions: list[str]
+    rewritten_commits: int
+    new_tip: str
+    purged: bool
+
+
+@dataclass
+class Rewrite:
+    """A planned history rewrite of one scope; also the journal's content."""
+
+    op: str  # redaction | compaction
+    id: str
+    scope: str
+    actor: str
+    reason: str
+    at: int
+    old_tip: str
+    new_tip: str = ""
+    commit_map: dict[str, str] = field(default_factory=dict)
+    blob_map: dict[str, list[Any]] = field(default_factory=dict)  # old blob -> [new blob, sha256, size]
+    retired_trees: list[str] = field(default_factory=list)
+    versions: list[str] = field(default_factory=list)
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def retired(self) -> list[str]:
+        """Objects that must be gone after the purge: redacted blobs, retired commits and trees."""
+        return [*self.blob_map, *self.commit_map, *self.retired_trees]
+
+
+# ---------------------------------------------------------------------- lock, journal, faults
+@contextmanager
+def store_lock(store: Store, *, blocking: bool = True) -> Iterator[bool]:
+    """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy."""
+    store.gitmem_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.gitmem_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def fault(step: str) -> None:
+    """Crash tests: die here, like a power cut, when ``$GITMEM_FAULT`` names this step."""
+    if config.env(FAULT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _journal_path(store: Store) -> Any:
+    return store.gitmem_dir / JOURNAL_FILE
+
+
+def _write_journal(store: Store, rw: Rewrite) -> None:
+    path = _journal_path(store)
+    tmp = path.with_name(JOURNAL_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(dataclasses.asdict(rw), fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_journal(store: Store) -> Rewrite | None:
+    try:
+        data = json.loads(_journal_path(store).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        # A torn journal was never complete, so the branch never moved: nothing to finish.
+        _journal_path(store).unlink()
+        return None
+    return Rewrite(**data)
+
+
+def recover(store: Store, *, blocking: bool = False) -> str | None:
+    """Finish or roll back an interrupted rewrite; returns "completed", "rolled back" or None."""
+    if store.is_clone or not _journal_path(store).exists():
+        return None
+    with store_lock(store, blocking=blocking) as held:
+        if not held:
+            return None  # a live process is rewriting right now
+        rw = _read_journal(store)
+        if rw is None:
+            return None
+        tip = store.tip(rw.scope)
+        new = pygit2.Oid(hex=rw.new_tip)
+        if tip is not None and store.is_ancestor(new, tip):
+            finish(store, rw)
+            return "completed"
+        _journal_path(store).unlink()
+        return "rolled back"
+
+
+# ---------------------------------------------------------------------- the rewrite engine
+class Rewriter:
+    """Rewrites commits with some blobs replaced; every other byte of each commit is kept."""
+
+    def __init__(self, store: Store, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
+        self.store = store
+        self.repo = store.repo
+        self.odb = store.repo.odb
+        self.blob_map = blob_map
+        self.trees: dict[pygit2.Oid, pygit2.Oid] = {}
+        self.commits: dict[pygit2.Oid, pygit2.Oid] = {}
+
+    def tree(self, oid: pygit2.Oid) -> pygit2.Oid:
+        done = self.trees.get(oid)
+        if done is not None:
+            return done
+        tree = self.repo[oid]
+        assert isinstance(tree, pygit2.Tree)
+        changes: list[tuple[str, pygit2.Oid, int]] = []
+        for entry in tree:
+            eid = entry.id
+            if entry.type == _BLOB:
+                new = self.blob_map.get(eid)
+                if new is not None:
+                    changes.append((entry.name or "", new, entry.filemode))
+            elif entry.type == _TREE:
+                new = self.tree(eid)
+                if new != eid:
+                    changes.append((entry.name or "", new, entry.filemode))
+        result = oid
+        if changes:
+            tb = self.repo.TreeBuilder(tree)
+            for name, new, mode in changes:
+                tb.insert(name, new, mode)
+            result = tb.write()
+        self.trees[oid] = result
+        return result
+
+    def commit(self, commit: pygit2.Commit, parents: list[pygit2.Oid] | None = None) -> pygit2.Oid:
+        """``commit`` with its tree rewritten and its parents mapped (or ``parents``)."""
+        done = self.commits.get(commit.id)
+        if done is not None and parents is None:
+            return done
+        old_parents = list(commit.parent_ids)
+        new_parents = [self.commits.get(p, p) for p in old_parents] if parents is None else parents
+        new_tree = self.tree(commit.tree_id)
+        if new_tree == commit.tree_id and new_parents == old_parents:
+            return commit.id
+        oid = self.odb.write(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
+        self.commits[commit.id] = oid
+        return oid
+
+    def retired_trees(self) -> list[str]:
+        return [str(old) for old, new in self.trees.items() if old != new]
+
+
+def rewrite_header(raw: bytes, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> bytes:
+    """A raw commit with new ``tree`` and ``parent`` lines; author, committer, encoding and the
+    message stay byte for byte. A signature (``gpgsig``) would no longer verify, so it is dropped."""
+    header, sep, message = raw.partition(b"\n\n")
+    out = [b"tree " + str(tree).encode()] + [b"parent " + str(p).encode() for p in parents]
+    skipping = False
+    for line in header.split(b"\n"):
+        if line.startswith(b" ") and skipping:
+            continue
+        skipping = line.startswith((b"gpgsig", b"gpgsig-sha256"))
+        if skipping or line.startswith((b"tree ", b"parent ")):
+            continue
+        out.append(line)
+    return b"\n".join(out) + sep + message
+
+
+def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
+    """Steps 1-6 under the store lock; ``build(tip)`` plans and writes the new commits.
+
+    When a writer moves the branch between planning and the swap, planning starts again from the
+    new tip (``build`` keeps its memo, so only the new commits cost anything)."""
+    with store_lock(store):
+        recover(store, blocking=True)
+        for _attempt in range(MAX_ATTEMPTS):
+            tip = store.require_scope(scope)
+            rw = build(tip)
+            store.sync_all()
+            fault("objects")
+            _write_journal(store, rw)
+            fault("journal")
+            if store.cas_ref(scope, tip, pygit2.Oid(hex=rw.new_tip), f"gitmem {rw.op} {rw.id}"):
+                store.sync_ref(scope)
+                fault("ref")
+                finish(store, rw)
+                return rw
+            _journal_path(store).unlink()
+        raise ConflictError(f"scope {scope!r} kept moving during the {rw.op}; nothing was changed, try again")
+
+
+def finish(store: Store, rw: Rewrite) -> None:
+    """Steps 4-6; every one may run twice (recovery after a crash)."""
+    denied = [*rw.blob_map, *rw.commit_map] if rw.op == "redaction" else list(rw.commit_map)
+    ledger.deny(store, denied, f"{rw.op} {rw.id}")
+    fault("denylist")
+    if ledger.find(store, rw.op, "id", rw.id) is None:
+        ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
+    fault("ledger")
+    if rw.op == "redaction":
+        store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
+        store.index.apply_rewrite(rw.scope, rw.old_tip, rw.new_tip, rw.commit_map, rw.blob_map)
+    else:
+        store.index.apply_rewrite(rw.scope, rw.old_tip, rw.new_tip, {}, {})
+    fault("index")
+    purge(store, rw.retired)
+    fault("purged")
+    _journal_path(store).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------- purge and proof
+def _git(store: Store, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", f"--git-dir={store.path}", *args], input=stdin, capture_output=True, text=True, check=False
+    )
+
+
+def missing_objects(store: Store, oids: list[str]) -> set[str]:
+    """Which of ``oids`` plain git cannot find (``git cat-file --batch-check``, a fresh process)."""
+    if not oids:
+        return set()
+    out = _git(store, "cat-file", "--batch-check", stdin="".join(o + "\n" for o in oids))
+    return {line.split()[0] for line in out.stdout.splitlines() if line.endswith(" missing")}
+
+
+def purge(store: Store, oids: list[str]) -> None:
+    """Make ``oids`` (unreachable now) unreadable, then prove it; IntegrityError when it cannot."""
+    if not oids:
+        return
+    _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    objects = store.path / "objects"
+    for o in oids:
+        (objects / o[:2] / o[2:]).unlink(missing_ok=True)
+    if len(missing_objects(store, oids)) < len(oids):
+        # Some are packed: rewrite the packs with only what is reachable. (Geometric maintenance
+        # keeps recent objects loose or in small packs, so this is the rarer, slower case.)
+        res = _git(store, "repack", "-a", "-d", "-q")
+        if res.returncode != 0:
+            raise IntegrityError(f"the purge failed: git repack: {res.stderr.strip()}")
+    left = set(oids) - missing_objects(store, oids)
+    if left:
+        raise IntegrityError(
+            f"the purge failed: {len(left)} retired objects are still readable in {store.path} "
+            "(are they reachable from another ref?); run gitmem verify"
+        )
+
+
+# ---------------------------------------------------------------------- redaction
+def _rows(store: Store, where: str, params: tuple[Any, ...]) -> list[VersionRow]:
+    return store.index.version_rows(where, params)
+
+
+def _check_blobs(store: Store, scope: str, blobs: list[str], what: str) -> list[VersionRow]:
+    """Affected version rows of ``scope``; refusals (head, other scopes) before anything is written."""
+    marks = ",".join("?" * len(blobs))
+    heads = [h for h in store.index.heads(scope) if h.blob in blobs]
+    if heads:
+        raise ForbiddenError(
+            f"cannot redact {what}: it is the current content of {heads[0].path} in scope {scope!r}; "
+            "write a new version or delete the memory first, then redact"
+        )
+    others = store.index.db.execute(
+        f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks}) AND scope != ?", (*blobs, scope)
+    ).fetchall()
+    if others:
+        names = ", ".join(sorted(r[0] for r in others))
+        raise ForbiddenError(
+            f"cannot redact {what} in scope {scope!r} alone: the same content is also in scope(s) {names}; "
+            "redact it there too (each scope is rewritten on its own)"
+        )
+    return _rows(store, f"scope=? AND blob IN ({marks})", (scope, *blobs))
+
+
+def _redact(
+    store: Store, scope: str, contents: dict[str, bytes], rows: list[VersionRow], rid: str, *,
+    reason: str, actor: str, extra: dict[str, Any],
+) -> Redaction:
+    repo = store.repo
+    blob_map = {pygit2.Oid(hex=b): repo.create_blob(data) for b, data in contents.items()}
+    rewriter = Rewriter(store, blob_map)
+    at = int(time.time())
+    first = min(rows, key=lambda r: _seq(store, r)).commit_id
+    affected_commits = {r.commit_id for r in rows}
+
+    def build(tip: pygit2.Oid) -> Rewrite:
+        # Commits before the first affected one keep their ids: the walk starts there.
+        walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for parent in store.commit(first).parent_ids:
+            walker.hide(parent)
+        last = tip
+        for commit in walker:
+            last = rewriter.commit(commit)
+        originals = {str(c): store.commit(c) for c in affected_commits}
+        listed = []
+        for r in rows:
+            c = originals[r.commit_id]
+            listed.append({
+                "version": r.id, "memory": r.memory_id, "path": r.path, "operation": r.operation,
+                "author": f"{c.author.name} <{c.author.email}>", "author_time": c.author.time,
+                "committer": f"{c.committer.name} <{c.committer.email}>", "committer_time": c.committer.time,
+                "commit_digest": ledger.digest(store, r.commit_id),
+                "new_commit": str(rewriter.commits.get(c.id, c.id)),
+            })
+        commit_map = {str(k): str(v) for k, v in rewriter.commits.items()}
+        return Rewrite(
+            op="redaction", id=rid, scope=scope, actor=actor, reason=reason, at=at, old_tip=str(tip),
+            new_tip=str(last), commit_map=commit_map,
+            blob_map={b: [str(blob_map[pygit2.Oid(hex=b)]), _sha256(d), len(d)] for b, d in contents.items()},
+            retired_trees=rewriter.retired_trees(), versions=[r.id for r in rows],
+            ledger={
+                "id": rid, "scope": scope, "reason": reason, **extra, "versions": listed,
+                "blob_digests": sorted(ledger.digest(store, b) for b in contents),
+                "retired_commit_digests": sorted(ledger.digest(store, c) for c in commit_map),
+                "rewritten_commits": len(commit_map), "new_tip": str(last),
+            },
+        )
+
+    rw = run_rewrite(store, scope, build)
+    return Redaction(
+        id=rid, scope=scope, reason=reason, actor=actor,
+        redacted_at=dt.datetime.fromtimestamp(at, dt.UTC), versions=rw.versions,
+        rewritten_commits=len(rw.commit_map), new_tip=rw.new_tip, purged=True,
+    )
+
+
+def _seq(store: Store, row: VersionRow) -> int:
+    found = store.index.db.execute(
+        "SELECT seq FROM versions WHERE scope=? AND id=?", (row.scope, row.id)
+    ).fetchone()
+    return int(found[0]) if found else 0
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _prepare(store: Store, reason: str, actor: str | None) -> str:
+    store.check_writable()
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 1024:
+        raise InvalidInputError("a redaction needs a reason of 1-1024 characters")
+    return resolve_actor(actor, None)
+
+
+def redact(store: Store, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
+    """Replace one version's content everywhere it occurs in its scope's history by
+    ``[redacted: <id>]``; refused (ForbiddenError) while that content is the head of a live memory."""
+    actor = _prepare(store, reason, actor)
+    if not is_id(version_id, "memver"):
+        raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
+    store.index.ensure_all()
+    found = _rows(store, "id=?", (version_id,))
+    if not found:
+        raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
+    row = found[0]
+    if row.redaction_id is not None:
+        raise InvalidInputError(f"version {version_id} was already redacted ({row.redaction_id})")
+    if row.blob is None:
+        raise InvalidInputError(f"version {version_id} deleted {row.path}: it has no content to redact")
+    rows = _check_blobs(store, row.scope, [row.blob], f"version {version_id}")
+    rid = new_id("redact")
+    return _redact(
+        store, row.scope, {row.blob: placeholder(rid)}, rows, rid, reason=reason, actor=actor,
+        extra={"target": version_id},
+    )
+
+
+def redact_pattern(
+    store: Store, pattern: str, *, reason: str, scope: str = "main", actor: str | None = None
+) -> Redaction:
+    """Replace every match of the regex ``pattern`` in every historical version of ``scope`` by
+    ``[redacted: <id>]`` (like ``git filter-repo --replace-text``, scoped and audited); refused when a
+    live memory's current content matches."""
+    actor = _prepare(store, reason, actor)
+    validate_scope(scope)
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise InvalidInputError(f"invalid pattern {pattern!r}: {exc}") from None
+    store.require_scope(scope)
+    store.index.ensure_all()
+    rid = new_id("redact")
+    blobs = [r[0] for r in store.index.db.execute(
+        "SELECT DISTINCT blob FROM versions WHERE scope=? AND blob IS NOT NULL", (scope,)
+    )]
+    contents: dict[str, bytes] = {}
+    for b in blobs:
+        text = store.blob_data(pygit2.Oid(hex=b)).decode("utf-8", "surrogateescape")
+        new = regex.sub(placeholder(rid).decode(), text)
+        if new != text:
+            contents[b] = new.encode("utf-8", "surrogateescape")
+    if not contents:
+        raise InvalidInputError(f"pattern {pattern!r} matches no version in scope {scope!r}")
+    rows = _check_blobs(store, scope, list(contents), f"pattern {pattern!r}")
+    return _redact(
+        store, scope, contents, rows, rid, reason=reason, actor=actor,
+        extra={"pattern_digest": ledger.digest(store, pattern)},
+    )
+
+
+def restore_marks(store: Store) -> None:
+    """After the index was rebuilt from git: redactions recorded in the ledger mark their versions."""
+    for entry in ledger.entries(store, kind="redaction"):
+        data = entry.data
+        versions = [v["version"] for v in data.get("versions", []) if isinstance(v, dict) and "version" in v]
+        at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
+        store.index.mark_redacted((str(data.get("id")), entry.actor, at, str(data.get("reason", ""))), versions)

@@ -1,0 +1,157 @@
+"""``gitmem verify``: is the store whole? (DESIGN section 6)
+
+Checks, in order: an interrupted history rewrite is finished or rolled back first; ``git fsck``; the
+ledger chain (and, against the anchors, that it was not rewritten); every ledger redaction and
+compaction really purged (its digests match deny-listed ids, and git cannot read any of those);
+every commit's gitmem trailers well-formed; the derived index consistent with git. Any failure raises
+IntegrityError (exit 7) naming each failed check.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+
+import pygit2
+
+from gitmem import ledger
+from gitmem.errors import GitmemError, IntegrityError
+from gitmem.store import Store
+from gitmem.versions import parse_trailers, trailer_problems
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    store: str
+    recovered: str | None = None  # "completed" / "rolled back": an interrupted rewrite was resolved
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def verify(store: Store, *, raise_on_failure: bool = True) -> VerifyReport:
+    """Run every check; raise IntegrityError naming the failures (unless ``raise_on_failure`` is off)."""
+    from gitmem.redact import recover
+
+    recovered = recover(store, blocking=True)
+    checks = [
+        _run("fsck", lambda: check_fsck(store)),
+        _run("ledger", lambda: ledger.check_chain(store)),
+        _run("redactions purged", lambda: check_purged(store)),
+        _run("trailers", lambda: check_trailers(store)),
+        _run("index", lambda: check_index(store)),
+    ]
+    report = VerifyReport(str(store.path), recovered, checks)
+    if report.ok and store.is_clone:
+        ledger.remember_seen(store)
+    if raise_on_failure and not report.ok:
+        failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
+        raise IntegrityError(f"verify failed for {store.path}: {failed}")
+    return report
+
+
+def _run(name: str, fn: object) -> Check:
+    assert callable(fn)
+    try:
+        problems = fn()
+    except GitmemError as exc:
+        problems = [exc.message]
+    if problems:
+        shown = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+        return Check(name, False, shown)
+    return Check(name, True)
+
+
+def check_fsck(store: Store) -> list[str]:
+    res = subprocess.run(
+        ["git", f"--git-dir={store.path}", "fsck", "--no-progress", "--no-dangling"],
+        capture_output=True, text=True, check=False,
+    )
+    if res.returncode == 0:
+        return []
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip()]
+    return [f"git fsck failed: {ln}" for ln in lines[:3]] or ["git fsck failed"]
+
+
+def check_purged(store: Store) -> list[str]:
+    """Each rewrite in the ledger: its digests match deny-listed ids, none of which git can read."""
+    from gitmem.redact import missing_objects
+
+    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
+    if not events or store.is_clone:
+        return []  # a clone has neither the secret nor the deny-list: nothing more to match
+    denied = sorted(ledger.denied(store))
+    by_digest = {ledger.digest(store, o): o for o in denied}
+    problems = []
+    for e in events:
+        wanted = list(e.data.get("blob_digests", [])) + list(e.data.get("retired_commit_digests", []))
+        lost = [d for d in wanted if d not in by_digest]
+        if lost:
+            problems.append(f"{e.kind} {e.data.get('id')}: {len(lost)} retired objects are not on the deny-list")
+    readable = set(denied) - missing_objects(store, denied)
+    if readable:
+        problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
+    return problems
+
+
+def check_trailers(store: Store) -> list[str]:
+    problems = []
+    require = store.settings.require_trailers
+    for scope in store.scopes():
+        tip = store.tip(scope)
+        if tip is None:
+            continue
+        for commit in store.walk(tip):
+            trailers = parse_trailers(commit.message)
+            if not trailers:
+                if require:
+                    problems.append(f"commit {commit.id} in scope {scope!r} has no gitmem trailers")
+                continue
+            if "Gitmem-Compaction" in trailers:
+                continue
+            bad = trailer_problems(trailers)
+            if bad:
+                problems.append(f"commit {commit.id} in scope {scope!r}: {bad[0]}")
+    return problems
+
+
+def check_index(store: Store) -> list[str]:
+    index = store.index
+    scopes = index.ensure_all()
+    problems = []
+    for scope in scopes:
+        tip = store.tip(scope)
+        row = index.db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+        if row is None or tip is None or row[0] != str(tip):
+            problems.append(f"index of scope {scope!r} is not at its branch tip")
+            continue
+        in_git = dict(_files(store.commit(tip).tree, ""))
+        in_index = {h.path: h.blob for h in index.heads(scope)}
+        if in_git != in_index:
+            diff = sorted(set(in_git.items()) ^ set(in_index.items()))
+            problems.append(f"index heads of scope {scope!r} differ from git at {diff[0][0]}")
+        for (commit_id,) in index.db.execute("SELECT DISTINCT commit_id FROM versions WHERE scope=?", (scope,)):
+            if not store.has_object(commit_id):
+                problems.append(f"index of scope {scope!r} names commit {commit_id}, which is not in git")
+                break
+    return problems
+
+
+def _files(tree: pygit2.Tree, base: str) -> list[tuple[str, str]]:
+    out = []
+    for entry in tree:
+        path = f"{base}/{entry.name}"
+        if isinstance(entry, pygit2.Tree):
+            out.extend(_files(entry, path))
+        else:
+            out.append((path, str(entry.id)))
+    return out
