@@ -564,9 +564,6 @@ def create_store(
         from gitmem.hookinstall import install_hooks
 
         install_hooks(tmp, label=name)  # pre-receive/post-receive shims + receive.* settings
-        from gitmem.hookinstall import install_hooks
-
-        install_hooks(tmp, label=name)  # pre-receive/post-receive shims + receive.* settings
         try:
             os.rename(tmp, final)
         except OSError:
