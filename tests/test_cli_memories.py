@@ -214,3 +214,13 @@ def test_read_subprocess_fast_path_exact_bytes(store: Store, workspace: Path) ->
         missing.returncode == 3
         and missing.stderr == b"Error: memory /zz.md does not exist: scope 'main' is empty\n"
     )
+
+
+def test_ls_is_a_rich_table_on_a_terminal(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitmem.cli import common
+
+    store.write("/a.md", "x", description="the a")
+    monkeypatch.setattr(common, "is_tty", lambda: True)
+    out = gm("ls", "notes").stdout
+    assert out.split()[:4] == ["PATH", "SIZE", "UPDATED", "DESCRIPTION"]
+    assert "/a.md" in out and "the a" in out and "\t" not in out
