@@ -68,3 +68,25 @@ def plain_commit(
 
 def version_keys(versions: list[object]) -> list[tuple[str, str, str, str]]:
     return [(v.id, v.memory_id, v.path, v.operation) for v in versions]  # type: ignore[attr-defined]
+
+
+def concurrent_writer(args: tuple[str, int, int]) -> list[str]:
+    """Run in a spawned process: ``n`` new memories and ``n`` edits of this worker's line of /shared.
+
+    Returns the ids of every acknowledged version.
+    """
+    import gitmem
+
+    store_dir, worker, n = args
+    acked: list[str] = []
+    with gitmem.open_store(store_dir) as store:
+        for k in range(n):
+            v = store.write(f"/w{worker}/m{k}", f"worker {worker} memory {k}\n", actor=f"service:w{worker}")
+            assert v is not None
+            acked.append(v.id)
+            e = store.str_replace(
+                "/shared", f"w{worker}: {k}\n", f"w{worker}: {k + 1}\n", actor=f"service:w{worker}"
+            )
+            assert e is not None
+            acked.append(e.id)
+    return acked
