@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,36 +98,53 @@ def pre_receive(
         lines.append(f"gitmem: ... and {len(violations) - MAX_LINES} more")
     if lines:
         lines.append(f"gitmem: push rejected ({len(violations)} problem(s)); nothing was changed")
-    store.close()
+    store.index.close()  # the repository belongs to the caller
     return lines
 
 
 def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> list[str]:
-    """Bring the derived index up to date and record the push; returns warning lines."""
+    """Bring the derived index up to date and record the push; returns warning lines.
+
+    Each step runs on its own, so one failing (say, a broken settings file) never hides the others.
+    """
     from gitmem import pushcheck
-    from gitmem.paths import validate_scope
 
     store = _store(repo)
     updates = pushcheck.parse_updates(text)
     options = push_options(env)
+    warnings: list[str] = []
     try:
         trust = bool(store.settings.acl.get("trust_push_actor"))
-    except Exception:  # a broken settings file must not hide the push record
+    except Exception:
         trust = False
     actor = pusher(env, options, trust)
-    record_push(store, updates, actor, options)
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("index", lambda: update_index(store, updates)),
+        ("push log", lambda: record_push(store, updates, actor, options)),
+        ("ledger", lambda: record_push_in_ledger(store, updates, actor, options)),
+    ]
+    for what, step in steps:
+        try:
+            step()
+        except Exception as exc:  # the push has landed: warn, never fail it
+            warnings.append(f"gitmem: warning: could not update the {what}: {type(exc).__name__}: {exc}")
+    store.index.close()
+    return warnings
+
+
+def update_index(store: Store, updates: Sequence[RefUpdate]) -> None:
+    from gitmem.paths import validate_scope
+
     for u in updates:
         if u.scope:
-            validate_scope(u.scope)
-            store.index.ensure(u.scope)
-    store.close()
-    return []
+            store.index.ensure(validate_scope(u.scope))
 
 
 def record_push(
     store: Store, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
 ) -> None:
-    """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (until the ledger takes it)."""
+    """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (server-side, never
+    cloned: it keeps the raw commit ids that the public ledger only holds as keyed digests)."""
     when = config.now_rfc3339()
     store.gitmem_dir.mkdir(exist_ok=True)
     with open(store.gitmem_dir / PUSH_LOG, "a", encoding="utf-8") as fh:
@@ -141,6 +158,21 @@ def record_push(
                 "time": when,
             }
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
+def record_push_in_ledger(
+    store: Store, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
+) -> None:
+    """A ``push`` entry in the audit ledger. Commit ids go in as keyed
+    digests: a pushed commit may later be retired by a redaction, and the public ledger never holds those."""
+    from gitmem import ledger
+
+    refs = [
+        {"ref": u.ref, "old": ledger.digest(store, u.old), "new": ledger.digest(store, u.new)}
+        for u in updates
+    ]
+    keys = sorted({o.split("=", 1)[0] for o in options})  # option values may be anything: keep names
+    ledger.record_push(store, {"updates": refs, "actor": actor, "push_options": keys})
 
 
 def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,7 @@ class PushContext:
     settings: StoreSettings
     pusher: str | None = None
     denylist: frozenset[str] = frozenset()
-    now: int = 0
+    now: int | None = None  # seconds since the epoch; None: the current time
     quarantine: Sequence[str] = ()  # object ids found in the quarantine directory, when known
 
 
@@ -189,8 +190,9 @@ def check_commit(
     cid = str(commit.id)
     limits = ctx.settings.limits
     out: list[Violation] = []
+    now = int(time.time()) if ctx.now is None else ctx.now
     for kind, sig in (("author", commit.author), ("committer", commit.committer)):
-        out += [_at(v, ref, cid) for v in policy.check_commit_time(kind, sig.time, ctx.now)]
+        out += [_at(v, ref, cid) for v in policy.check_commit_time(kind, sig.time, now)]
     if cid in ctx.denylist:
         out.append(
             _v("denylist", f"commit {cid} was retired by a redaction or compaction; fetch again", ref, cid)

@@ -1,0 +1,246 @@
+"""The push checks and hook entry points with synthetic ``old new ref`` input (no git transport)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitmem import config, hook, hookinstall, ledger, pushcheck
+from gitmem.errors import ConflictError, InvalidInputError
+from gitmem.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+NOW = 2_000_000_000
+Z = "0" * 40
+
+
+def commit(
+    repo: pygit2.Repository, parent: pygit2.Oid | None, files: dict[str, object], when: int = NOW
+) -> str:
+    """A commit on top of ``parent`` (no ref moves): ``files`` maps tree paths to bytes, to
+    (mode, bytes), or to None (remove)."""
+    idx = pygit2.Index()
+    if parent is not None:
+        idx.read_tree(repo[parent].peel(pygit2.Commit).tree)
+    for path, spec in files.items():
+        if spec is None:
+            idx.remove(path)
+            continue
+        mode, data = spec if isinstance(spec, tuple) else (0o100644, spec)
+        oid = pygit2.Oid(hex="1" * 40) if mode == 0o160000 else repo.create_blob(data)
+        idx.add(pygit2.IndexEntry(path, oid, mode))
+    tree = idx.write_tree(repo)
+    sig = pygit2.Signature("Dev", "dev@example.com", when, 0)
+    parents = [parent] if parent is not None else []
+    return str(repo.create_commit(None, sig, sig, "plain git commit\n", tree, parents))
+
+
+def tip(store: Store, scope: str = "main") -> str:
+    t = store.tip(scope)
+    return str(t) if t is not None else Z
+
+
+def check(store: Store, text: str, **env: str) -> list[str]:
+    return hook.pre_receive(store.repo, text, env, now=NOW)
+
+
+@pytest.fixture
+def seeded(store: Store) -> Store:
+    store.write("/a.md", "alpha", actor="user:alice")
+    return store
+
+
+def test_parse_updates_reads_lines_and_refuses_garbage() -> None:
+    text = f"{Z} {'a' * 40} refs/heads/main\n\n{'b' * 40} {Z} refs/heads/x y\n"
+    ups = pushcheck.parse_updates(text)
+    assert ups == [
+        pushcheck.RefUpdate(Z, "a" * 40, "refs/heads/main"),
+        pushcheck.RefUpdate("b" * 40, Z, "refs/heads/x y"),
+    ]
+    assert ups[0].is_create and ups[1].is_delete and ups[0].scope == "main"
+    with pytest.raises(InvalidInputError, match="line 1"):
+        pushcheck.parse_updates("abc def refs/heads/main\n")
+
+
+def test_plain_git_commit_is_accepted(seeded: Store) -> None:
+    new = commit(seeded.repo, seeded.tip("main"), {"a.md": b"alpha 2", "notes/b.md": b"beta"})
+    assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n") == []
+
+
+def test_ref_rules_report_every_bad_ref(seeded: Store) -> None:
+    old = tip(seeded)
+    other = commit(seeded.repo, None, {"x.md": b"x"})
+    lines = check(
+        seeded,
+        f"{Z} {old} refs/tags/v1\n{Z} {old} refs/gitmem/ledger\n{old} {Z} refs/heads/main\n"
+        f"{old} {other} refs/heads/main\n{Z} {old} refs/heads/bad..scope\n",
+    )
+    assert lines[:5] == [
+        "gitmem: refs/tags/v1: refs/tags/v1 is not a scope; push to refs/heads/<scope>",
+        "gitmem: refs/gitmem/ledger: refs/gitmem/ledger is managed by the gitmem server and cannot be pushed",
+        "gitmem: refs/heads/main: deleting scope 'main' is not allowed",
+        f"gitmem: refs/heads/main {other[:12]}: {old[:12]}..{other[:12]} is not a fast-forward; "
+        "history is rewritten only by the server (redaction, compaction)",
+        "gitmem: refs/heads/bad..scope: invalid scope 'bad..scope': no '..', and no '.lock' or '.' at the end",
+    ]
+    assert lines[-1] == "gitmem: push rejected (5 problem(s)); nothing was changed"
+
+
+def test_blob_added_and_removed_in_one_push_is_still_refused(seeded: Store) -> None:
+    seeded.update_settings(limits=config.Limits(max_memory_bytes=10))
+    c1 = commit(seeded.repo, seeded.tip("main"), {"big.md": b"x" * 11})
+    c2 = commit(seeded.repo, pygit2.Oid(hex=c1), {"big.md": None})
+    lines = check(seeded, f"{tip(seeded)} {c2} refs/heads/main\n")
+    assert lines == [
+        f"gitmem: refs/heads/main {c1[:12]}: /big.md is 11 bytes; the limit is 10 bytes per memory",
+        "gitmem: push rejected (1 problem(s)); nothing was changed",
+    ]
+
+
+def test_content_path_and_mode_rules(seeded: Store) -> None:
+    new = commit(
+        seeded.repo,
+        seeded.tip("main"),
+        {
+            "nul.md": b"a\0b",
+            "latin1.md": b"caf\xe9",
+            ".gitmem/x": b"reserved",
+            "link": (0o120000, b"a.md"),
+            "run.sh": (0o100755, b"echo"),
+            "sub": (0o160000, b""),
+        },
+    )
+    c = new[:12]
+    lines = check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")
+    assert lines == [
+        f"gitmem: refs/heads/main {c}: invalid path '/.gitmem/x': paths under /.gitmem/ are reserved",
+        f"gitmem: refs/heads/main {c}: /latin1.md is not valid UTF-8 (byte 3); memories are UTF-8 text",
+        f"gitmem: refs/heads/main {c}: /link is a symlink; memories must be plain files (mode 100644)",
+        f"gitmem: refs/heads/main {c}: /nul.md contains a NUL byte; memories are text",
+        f"gitmem: refs/heads/main {c}: /run.sh is an executable; memories must be plain files (mode 100644)",
+        f"gitmem: refs/heads/main {c}: /sub is a submodule; memories must be plain files (mode 100644)",
+        "gitmem: push rejected (6 problem(s)); nothing was changed",
+    ]
+
+
+def test_count_and_store_bytes_after_the_push(seeded: Store) -> None:
+    seeded.write("/b.md", "beta", scope="team", actor="user:bob")
+    seeded.update_settings(limits=config.Limits(max_memories=2, max_store_bytes=20))
+    # main holds 1 memory (5 bytes), team 1 (4 bytes): +2 memories and +12 bytes breaks both limits.
+    new = commit(seeded.repo, seeded.tip("main"), {"c.md": b"123456", "d.md": b"123456"})
+    lines = check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")
+    assert lines[:2] == [
+        f"gitmem: refs/heads/main {new[:12]}: scope 'main' would hold 3 memories; the limit is 2",
+        "gitmem: refs/heads/main: the store would hold 21 bytes of memories; the limit is 20",
+    ]
+    smaller = commit(seeded.repo, seeded.tip("main"), {"a.md": None, "c.md": b"123456", "d.md": b"1"})
+    assert check(seeded, f"{tip(seeded)} {smaller} refs/heads/main\n") == []
+
+
+def test_future_dates_and_missing_trailers(seeded: Store) -> None:
+    new = commit(seeded.repo, seeded.tip("main"), {"f.md": b"future"}, when=NOW + 3600)
+    assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")[:2] == [
+        f"gitmem: refs/heads/main {new[:12]}: author date is 3600 seconds in the future; "
+        "at most 600 seconds of clock skew allowed",
+        f"gitmem: refs/heads/main {new[:12]}: committer date is 3600 seconds in the future; "
+        "at most 600 seconds of clock skew allowed",
+    ]
+    seeded.update_settings(require_trailers=True)
+    plain = commit(seeded.repo, seeded.tip("main"), {"p.md": b"plain"})
+    assert check(seeded, f"{tip(seeded)} {plain} refs/heads/main\n")[0] == (
+        f"gitmem: refs/heads/main {plain[:12]}: missing or bad gitmem trailers: "
+        "Gitmem-Version is missing or not a memver_ id"
+    )
+
+
+def test_library_commits_pass_require_trailers(seeded: Store) -> None:
+    seeded.update_settings(require_trailers=True)
+    old = tip(seeded)
+    seeded.write("/a.md", "alpha 2", actor="user:alice")
+    assert check(seeded, f"{old} {tip(seeded)} refs/heads/main\n") == []
+
+
+def test_denylisted_blob_and_commit_are_refused(seeded: Store) -> None:
+    c1 = commit(seeded.repo, seeded.tip("main"), {"s.md": b"secret"})
+    blob = str(seeded.repo[c1].peel(pygit2.Commit).tree["s.md"].id)
+    (seeded.gitmem_dir / "denylist").write_text(f"# redaction red_1\n{blob}\n{c1}  # retired\n")
+    lines = check(seeded, f"{tip(seeded)} {c1} refs/heads/main\n")
+    assert lines == [
+        f"gitmem: refs/heads/main {c1[:12]}: commit {c1} was retired by a redaction or compaction; fetch again",
+        f"gitmem: refs/heads/main {c1[:12]}: /s.md is content that was redacted from this store",
+        "gitmem: push rejected (2 problem(s)); nothing was changed",
+    ]
+
+
+def test_archived_store_and_acl(seeded: Store) -> None:
+    new = commit(seeded.repo, seeded.tip("main"), {"n.md": b"n"})
+    text = f"{tip(seeded)} {new} refs/heads/main\n"
+    seeded.update_settings(acl={"write": {"main": ["user:alice"]}, "trust_push_actor": True})
+    assert check(seeded, text, REMOTE_USER="alice") == []
+    assert check(seeded, text, GIT_PUSH_OPTION_COUNT="1", GIT_PUSH_OPTION_0="actor=user:alice") == []
+    assert check(seeded, text, GL_USERNAME="mallory")[0] == (
+        "gitmem: refs/heads/main: user:mallory may not write scope 'main' (acl.write['main'])"
+    )
+    assert check(seeded, f"{Z} {new} refs/heads/other\n", GITMEM_ACTOR="user:alice")[0] == (
+        "gitmem: refs/heads/other: no acl.write entry allows writing scope 'other'"
+    )
+    seeded.update_settings(archived_at="2026-01-01T00:00:00Z")
+    assert check(seeded, text, REMOTE_USER="alice")[0] == (
+        "gitmem: refs/heads/main: store 'notes' was archived at 2026-01-01T00:00:00Z and is read-only"
+    )
+
+
+def test_post_receive_indexes_plain_commits_and_logs_the_push(seeded: Store) -> None:
+    old = tip(seeded)
+    new = commit(seeded.repo, seeded.tip("main"), {"a.md": b"alpha 2", "b.md": b"beta"})
+    seeded.repo.references["refs/heads/main"].set_target(new)
+    env = {"GITMEM_ACTOR": "user:alice", "GIT_PUSH_OPTION_COUNT": "1", "GIT_PUSH_OPTION_0": "ci=1"}
+    assert hook.post_receive(seeded.repo, f"{old} {new} refs/heads/main\n", env) == []
+    rows = seeded.index.db.execute(
+        "SELECT path, operation, actor FROM versions WHERE commit_id=? ORDER BY path", (new,)
+    ).fetchall()
+    assert rows == [("/a.md", "modified", "git:dev@example.com"), ("/b.md", "created", "git:dev@example.com")]
+    record = json.loads((seeded.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
+    assert {k: record[k] for k in ("ref", "old", "new", "actor", "push_options")} == {
+        "ref": "refs/heads/main",
+        "old": old,
+        "new": new,
+        "actor": "user:alice",
+        "push_options": ["ci=1"],
+    }
+    entry = ledger.entries(seeded, kind="push")[-1]
+    assert entry.actor == "user:alice" and entry.data["push_options"] == ["ci"]
+    assert new not in json.dumps(entry.data)  # the public ledger holds keyed digests of commit ids
+
+
+def test_shims_match_package_data_and_record_the_interpreter(store: Store) -> None:
+    for name in hookinstall.HOOK_NAMES:
+        shipped = (ROOT / "hooks" / name).read_bytes()
+        assert shipped == (ROOT / "gitmem" / "hooks" / name).read_bytes()
+        installed = (store.path / "hooks" / name).read_text()
+        assert hookinstall.MARKER in installed
+        assert f"GITMEM_PYTHON={sys.executable} # gitmem:python" in installed
+        assert os.stat(store.path / "hooks" / name).st_mode & stat.S_IXUSR
+    cfg = store.repo.config
+    for key in hookinstall.RECEIVE_CONFIG:
+        assert cfg.get_bool(key) is True
+
+
+def test_install_is_idempotent_and_keeps_a_foreign_hook(store: Store) -> None:
+    hooks = store.path / "hooks"
+    assert {h.action for h in hookinstall.install_hooks(store.path)} == {"unchanged"}
+    (hooks / "post-receive").write_text("#!/bin/sh\necho foreign\n")
+    result = hookinstall.install_hooks(store.path)
+    assert [h.action for h in result] == ["unchanged", "installed"]
+    assert (hooks / "post-receive.legacy").read_text() == "#!/bin/sh\necho foreign\n"
+    assert result[1].legacy == hooks / "post-receive.legacy"
+    assert hookinstall.is_gitmem_hook(hooks / "post-receive")
+    (hooks / "post-receive").write_text("#!/bin/sh\necho another\n")
+    with pytest.raises(ConflictError, match="post-receive.legacy exists too"):
+        hookinstall.install_hooks(store.path)
