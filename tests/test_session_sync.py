@@ -64,14 +64,25 @@ def test_sync_turns_each_change_into_one_tagged_version(
     assert contents(notes) == {"/a.md": "alpha 2\n", "/b-moved.md": "beta\n", "/new/n.md": "fresh\n"}
     assert commit_count(notes) == before + 4
     # plain git sees the same: one commit per version, each with the session trailer
-    out = git(notes.path, "log", "-4", "--format=%s|%(trailers:key=Gitmem-Session,valueonly,separator=)").stdout
+    out = git(
+        notes.path, "log", "-4", "--format=%s|%(trailers:key=Gitmem-Session,valueonly,separator=)"
+    ).stdout
     assert sorted(out.split("\n")[:4]) == sorted(
-        [f"{s}|{sess.id}" for s in ("created /new/n.md", "deleted /c.md", "modified /a.md",
-                                     "renamed /dir/b.md to /b-moved.md")]
+        [
+            f"{s}|{sess.id}"
+            for s in (
+                "created /new/n.md",
+                "deleted /c.md",
+                "modified /a.md",
+                "renamed /dir/b.md to /b-moved.md",
+            )
+        ]
     )
 
 
-def test_second_sync_without_changes_writes_nothing(two: tuple[Store, Store], sess: Session, tmp_path: Path) -> None:
+def test_second_sync_without_changes_writes_nothing(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
     mnt(tmp_path, "notes/a.md").write_text("alpha 2\n")
     sessions.sync_session(sess.id)
     tip = two[0].tip("main")
@@ -94,7 +105,9 @@ def test_concurrent_write_elsewhere_merges_and_refreshes_mount(
     assert contents(notes)["/a.md"] == "alpha 2\n"
 
 
-def test_conflicting_edit_is_kept_as_its_own_memory(two: tuple[Store, Store], sess: Session, tmp_path: Path) -> None:
+def test_conflicting_edit_is_kept_as_its_own_memory(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
     notes = two[0]
     notes.write("/a.md", "alpha by bob\n", actor="user:bob")
     mnt(tmp_path, "notes/a.md").write_text("alpha by agent\n")
@@ -119,7 +132,9 @@ def test_local_delete_of_a_file_changed_in_store_keeps_the_store_version(
     assert contents(two[0])["/c.md"] == "gamma by bob\n"
 
 
-def test_rename_of_a_file_edited_in_store_keeps_both(two: tuple[Store, Store], sess: Session, tmp_path: Path) -> None:
+def test_rename_of_a_file_edited_in_store_keeps_both(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
     two[0].write("/a.md", "alpha by bob\n", actor="user:bob")
     os.rename(mnt(tmp_path, "notes/a.md"), mnt(tmp_path, "notes/z.md"))
     sessions.sync_session(sess.id)
@@ -183,8 +198,9 @@ def test_killed_sync_is_finished_by_the_next_without_duplicates(
     mnt(tmp_path, "notes/c.md").write_text("gamma by agent\n")
     os.rename(mnt(tmp_path, "notes/dir/b.md"), mnt(tmp_path, "notes/b2.md"))
     env = {**os.environ, "GITMEM_FAULT": point}
-    proc = subprocess.run([sys.executable, "-m", "gitmem", "session", "sync", sess.id], env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gitmem", "session", "sync", sess.id], env=env, capture_output=True, text=True
+    )
     assert proc.returncode == -9, proc.stderr
     written = notes.versions(session=sess.id)
     assert len(written) == 3  # the batch landed before the kill
@@ -192,14 +208,20 @@ def test_killed_sync_is_finished_by_the_next_without_duplicates(
     assert report.versions == 0
     assert notes.versions(session=sess.id) == written
     kept = f"/c.md.conflict-{sess.id}"
-    assert contents(notes) == {"/a.md": "alpha 2\n", "/b2.md": "beta\n", "/c.md": "gamma by bob\n",
-                               kept: "gamma by agent\n"}
+    assert contents(notes) == {
+        "/a.md": "alpha 2\n",
+        "/b2.md": "beta\n",
+        "/c.md": "gamma by bob\n",
+        kept: "gamma by agent\n",
+    }
     assert mnt(tmp_path, "notes/c.md").read_text() == "gamma by bob\n"
     assert mnt(tmp_path, "notes/" + kept[1:]).read_text() == "gamma by agent\n"
     assert sessions.sync_session(sess.id).versions == 0
 
 
-def test_watch_syncs_changes_made_while_watching(two: tuple[Store, Store], sess: Session, tmp_path: Path) -> None:
+def test_watch_syncs_changes_made_while_watching(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
     reports: list[sessions.SyncReport] = []
     wrote = threading.Event()
 
@@ -213,7 +235,11 @@ def test_watch_syncs_changes_made_while_watching(two: tuple[Store, Store], sess:
             threading.Thread(target=agent).start()
 
     syncs = sessions.watch_session(
-        sess.id, debounce=0.05, poll=0.01, max_seconds=30, on_sync=on_sync,
+        sess.id,
+        debounce=0.05,
+        poll=0.01,
+        max_seconds=30,
+        on_sync=on_sync,
         should_stop=lambda: any(r.versions for r in reports),
     )
     assert wrote.is_set() and syncs >= 2

@@ -36,11 +36,19 @@ def files_under(root: Path) -> dict[str, str]:
 def test_start_mounts_each_store_with_marker(two: tuple[Store, Store], tmp_path: Path) -> None:
     s = sessions.start_session(["notes", "ref:ro"], root=tmp_path / "mnt")
     assert s.id.startswith("sesn_") and s.status == "active" and s.actor == f"session:{s.id}"
-    assert files_under(tmp_path / "mnt/notes") == {"/facts.md": "the sky is blue\n", "/notes/todo.md": "buy milk\n"}
+    assert files_under(tmp_path / "mnt/notes") == {
+        "/facts.md": "the sky is blue\n",
+        "/notes/todo.md": "buy milk\n",
+    }
     assert files_under(tmp_path / "mnt/ref") == {"/guide/style.md": "be brief\n"}
     marker = json.loads((tmp_path / "mnt/ref/.gitmem/mount.json").read_text())
     ref = two[1]
-    assert (marker["store"], marker["scope"], marker["access"], marker["session"]) == ("ref", "main", "ro", s.id)
+    assert (marker["store"], marker["scope"], marker["access"], marker["session"]) == (
+        "ref",
+        "main",
+        "ro",
+        s.id,
+    )
     assert marker["base"] == str(ref.tip("main"))
     assert marker["files"] == {"/guide/style.md": str(ref.repo[ref.tip("main")].tree["guide/style.md"].id)}
 
@@ -59,7 +67,10 @@ def test_system_prompt_names_each_store(two: tuple[Store, Store], tmp_path: Path
     )
     text = (tmp_path / "mnt/SYSTEM_PROMPT.md").read_text()
     assert text == sessions.system_prompt(s) == sessions.prompt_for(s.id)
-    assert f"## notes\n- Path: {tmp_path / 'mnt/notes'}\n- Access: read-write\n- Description: Test notes\n" in text
+    assert (
+        f"## notes\n- Path: {tmp_path / 'mnt/notes'}\n- Access: read-write\n- Description: Test notes\n"
+        in text
+    )
     assert (
         f"## ref\n- Path: {tmp_path / 'mnt/ref'}\n- Access: read-only\n- Description: Reference docs\n"
         "- Instructions: Follow the style guide.\n"

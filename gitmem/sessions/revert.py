@@ -62,7 +62,7 @@ def revert_session(
     if not dry_run:
         store.check_writable()
     plans = _plan(store, session_id, scope)
-    if not plans:
+    if plans is None:
         raise NotFoundError(f"session {session_id} wrote no versions in store {store.name!r}")
     items = sorted((item for item, _op in plans), key=lambda i: (i.scope, _ORDER[i.action], i.path))
     result = RevertResult(store.name, session_id, dry_run, items)
@@ -85,7 +85,8 @@ def revert_session(
     return result
 
 
-def _plan(store: Store, session_id: str, scope: str | None) -> list[tuple[RevertItem, BatchOp | None]]:
+def _plan(store: Store, session_id: str, scope: str | None) -> list[tuple[RevertItem, BatchOp | None]] | None:
+    """What to undo, memory by memory (empty: all undone already); None: the session wrote nothing."""
     index = store.index
     if scope is None:
         index.ensure_all()
@@ -93,6 +94,8 @@ def _plan(store: Store, session_id: str, scope: str | None) -> list[tuple[Revert
     else:
         index.ensure(scope)
         rows = index.version_rows("session=? AND scope=?", (session_id, scope))
+    if not rows:
+        return None
     first: dict[tuple[str, str], VersionRow] = {}
     for row in rows:  # newest first: the last one seen is the session's first version
         first[(row.scope, row.memory_id)] = row
