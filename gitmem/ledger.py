@@ -174,15 +174,25 @@ def parse_commit(commit: pygit2.Commit) -> LedgerEntry:
     try:
         body = json.loads(text)
         entry = LedgerEntry(
-            seq=int(body["seq"]), kind=str(body["kind"]), at=str(body["at"]), actor=str(body["actor"]),
-            data=dict(body["data"]), prev=str(body["prev"]),
+            seq=int(body["seq"]),
+            kind=str(body["kind"]),
+            at=str(body["at"]),
+            actor=str(body["actor"]),
+            data=dict(body["data"]),
+            prev=str(body["prev"]),
         )
     except (ValueError, KeyError, TypeError):
         raise IntegrityError(f"ledger commit {commit.id} does not hold a ledger entry") from None
     if canonical(body) != text.rstrip("\n") or not subject.startswith(SUBJECT_PREFIX):
         raise IntegrityError(f"ledger commit {commit.id}: entry #{entry.seq} is not in canonical form")
     return LedgerEntry(
-        entry.seq, entry.kind, entry.at, entry.actor, entry.data, entry.prev, _sha(canonical(body)),
+        entry.seq,
+        entry.kind,
+        entry.at,
+        entry.actor,
+        entry.data,
+        entry.prev,
+        _sha(canonical(body)),
         str(commit.id),
     )
 
@@ -267,7 +277,9 @@ def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None =
             tip = ref.target if ref is not None else None
             last = parse_commit(store.commit(tip)) if isinstance(tip, pygit2.Oid) else None
             seq = last.seq + 1 if last else 0
-            body = _body(seq, kind, config.now_rfc3339(), actor or "service:gitmem", data, last.digest if last else "")
+            body = _body(
+                seq, kind, config.now_rfc3339(), actor or "service:gitmem", data, last.digest if last else ""
+            )
             text = canonical(body)
             now = int(time.time())
             sig = pygit2.Signature("gitmem", "gitmem", now, 0)
@@ -282,7 +294,9 @@ def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None =
                     ref.set_target(oid, "gitmem ledger")
             except (pygit2.AlreadyExistsError, pygit2.GitError):
                 continue
-            entry = LedgerEntry(seq, kind, body["at"], body["actor"], dict(data), body["prev"], _sha(text), str(oid))
+            entry = LedgerEntry(
+                seq, kind, body["at"], body["actor"], dict(data), body["prev"], _sha(text), str(oid)
+            )
             _write_anchor(store.gitmem_dir / ANCHOR_FILE, seq, entry.digest)
             return entry
     raise ConflictError("could not append to the ledger: refs/gitmem/ledger kept moving")

@@ -348,8 +348,15 @@ def _check_blobs(store: Store, scope: str, blobs: list[str], what: str) -> list[
 
 
 def _redact(
-    store: Store, scope: str, contents: dict[str, bytes], rows: list[VersionRow], rid: str, *,
-    reason: str, actor: str, extra: dict[str, Any],
+    store: Store,
+    scope: str,
+    contents: dict[str, bytes],
+    rows: list[VersionRow],
+    rid: str,
+    *,
+    reason: str,
+    actor: str,
+    extra: dict[str, Any],
 ) -> Redaction:
     repo = store.repo
     blob_map = {pygit2.Oid(hex=b): repo.create_blob(data) for b, data in contents.items()}
@@ -370,32 +377,58 @@ def _redact(
         listed = []
         for r in rows:
             c = originals[r.commit_id]
-            listed.append({
-                "version": r.id, "memory": r.memory_id, "path": r.path, "operation": r.operation,
-                "author": f"{c.author.name} <{c.author.email}>", "author_time": c.author.time,
-                "committer": f"{c.committer.name} <{c.committer.email}>", "committer_time": c.committer.time,
-                "commit_digest": ledger.digest(store, r.commit_id),
-                "new_commit": str(rewriter.commits.get(c.id, c.id)),
-            })
+            listed.append(
+                {
+                    "version": r.id,
+                    "memory": r.memory_id,
+                    "path": r.path,
+                    "operation": r.operation,
+                    "author": f"{c.author.name} <{c.author.email}>",
+                    "author_time": c.author.time,
+                    "committer": f"{c.committer.name} <{c.committer.email}>",
+                    "committer_time": c.committer.time,
+                    "commit_digest": ledger.digest(store, r.commit_id),
+                    "new_commit": str(rewriter.commits.get(c.id, c.id)),
+                }
+            )
         commit_map = {str(k): str(v) for k, v in rewriter.commits.items()}
         return Rewrite(
-            op="redaction", id=rid, scope=scope, actor=actor, reason=reason, at=at, old_tip=str(tip),
-            new_tip=str(last), commit_map=commit_map,
+            op="redaction",
+            id=rid,
+            scope=scope,
+            actor=actor,
+            reason=reason,
+            at=at,
+            old_tip=str(tip),
+            new_tip=str(last),
+            commit_map=commit_map,
             blob_map={b: [str(blob_map[pygit2.Oid(hex=b)]), _sha256(d), len(d)] for b, d in contents.items()},
-            retired_trees=rewriter.retired_trees(), versions=[r.id for r in rows],
+            retired_trees=rewriter.retired_trees(),
+            versions=[r.id for r in rows],
             ledger={
-                "id": rid, "scope": scope, "reason": reason, **extra, "versions": listed,
+                "id": rid,
+                "scope": scope,
+                "reason": reason,
+                **extra,
+                "versions": listed,
                 "blob_digests": sorted(ledger.digest(store, b) for b in contents),
                 "retired_commit_digests": sorted(ledger.digest(store, c) for c in commit_map),
-                "rewritten_commits": len(commit_map), "new_tip": str(last),
+                "rewritten_commits": len(commit_map),
+                "new_tip": str(last),
             },
         )
 
     rw = run_rewrite(store, scope, build)
     return Redaction(
-        id=rid, scope=scope, reason=reason, actor=actor,
-        redacted_at=dt.datetime.fromtimestamp(at, dt.UTC), versions=rw.versions,
-        rewritten_commits=len(rw.commit_map), new_tip=rw.new_tip, purged=True,
+        id=rid,
+        scope=scope,
+        reason=reason,
+        actor=actor,
+        redacted_at=dt.datetime.fromtimestamp(at, dt.UTC),
+        versions=rw.versions,
+        rewritten_commits=len(rw.commit_map),
+        new_tip=rw.new_tip,
+        purged=True,
     )
 
 
@@ -435,7 +468,13 @@ def redact(store: Store, version_id: str, *, reason: str, actor: str | None = No
     rows = _check_blobs(store, row.scope, [row.blob], f"version {version_id}")
     rid = new_id("redact")
     return _redact(
-        store, row.scope, {row.blob: placeholder(rid)}, rows, rid, reason=reason, actor=actor,
+        store,
+        row.scope,
+        {row.blob: placeholder(rid)},
+        rows,
+        rid,
+        reason=reason,
+        actor=actor,
         extra={"target": version_id},
     )
 
@@ -455,9 +494,12 @@ def redact_pattern(
     store.require_scope(scope)
     store.index.ensure_all()
     rid = new_id("redact")
-    blobs = [r[0] for r in store.index.db.execute(
-        "SELECT DISTINCT blob FROM versions WHERE scope=? AND blob IS NOT NULL", (scope,)
-    )]
+    blobs = [
+        r[0]
+        for r in store.index.db.execute(
+            "SELECT DISTINCT blob FROM versions WHERE scope=? AND blob IS NOT NULL", (scope,)
+        )
+    ]
     contents: dict[str, bytes] = {}
     for b in blobs:
         text = store.blob_data(pygit2.Oid(hex=b)).decode("utf-8", "surrogateescape")
@@ -468,7 +510,13 @@ def redact_pattern(
         raise InvalidInputError(f"pattern {pattern!r} matches no version in scope {scope!r}")
     rows = _check_blobs(store, scope, list(contents), f"pattern {pattern!r}")
     return _redact(
-        store, scope, contents, rows, rid, reason=reason, actor=actor,
+        store,
+        scope,
+        contents,
+        rows,
+        rid,
+        reason=reason,
+        actor=actor,
         extra={"pattern_digest": ledger.digest(store, pattern)},
     )
 
@@ -479,4 +527,6 @@ def restore_marks(store: Store) -> None:
         data = entry.data
         versions = [v["version"] for v in data.get("versions", []) if isinstance(v, dict) and "version" in v]
         at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
-        store.index.mark_redacted((str(data.get("id")), entry.actor, at, str(data.get("reason", ""))), versions)
+        store.index.mark_redacted(
+            (str(data.get("id")), entry.actor, at, str(data.get("reason", ""))), versions
+        )

@@ -74,7 +74,9 @@ def _run(name: str, fn: object) -> Check:
 def check_fsck(store: Store) -> list[str]:
     res = subprocess.run(
         ["git", f"--git-dir={store.path}", "fsck", "--no-progress", "--no-dangling"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if res.returncode == 0:
         return []
@@ -96,7 +98,9 @@ def check_purged(store: Store) -> list[str]:
         wanted = list(e.data.get("blob_digests", [])) + list(e.data.get("retired_commit_digests", []))
         lost = [d for d in wanted if d not in by_digest]
         if lost:
-            problems.append(f"{e.kind} {e.data.get('id')}: {len(lost)} retired objects are not on the deny-list")
+            problems.append(
+                f"{e.kind} {e.data.get('id')}: {len(lost)} retired objects are not on the deny-list"
+            )
     readable = set(denied) - missing_objects(store, denied)
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
@@ -139,7 +143,9 @@ def check_index(store: Store) -> list[str]:
         if in_git != in_index:
             diff = sorted(set(in_git.items()) ^ set(in_index.items()))
             problems.append(f"index heads of scope {scope!r} differ from git at {diff[0][0]}")
-        for (commit_id,) in index.db.execute("SELECT DISTINCT commit_id FROM versions WHERE scope=?", (scope,)):
+        for (commit_id,) in index.db.execute(
+            "SELECT DISTINCT commit_id FROM versions WHERE scope=?", (scope,)
+        ):
             if not store.has_object(commit_id):
                 problems.append(f"index of scope {scope!r} names commit {commit_id}, which is not in git")
                 break
