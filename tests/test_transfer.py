@@ -170,9 +170,11 @@ def test_cli_import_directory_with_refusals(store: Store, tmp_path: Path) -> Non
     (tmp_path / "d" / "good.md").write_text("good")
     (tmp_path / "d" / "bad.md").write_bytes(b"\xff\xfe")
     r = gm("import", "notes", str(tmp_path / "d"), "--prefix", "/seed/", "--json")
-    assert r.exit_code == 2
+    assert r.exit_code == 2 and r.stderr == ""
     data = json.loads(r.stdout)
     assert data["imported"] == 1 and [x["path"] for x in data["refused"]] == ["/seed/bad.md"]
-    assert r.stderr.startswith("Error: refused /seed/bad.md in scope 'main': ")
     assert gm("read", "notes", "/seed/good.md").stdout == "good"
+    again = gm("import", "notes", str(tmp_path / "d"), "--prefix", "/seed/")
+    assert again.exit_code == 2 and again.stdout == "imported 0 memories, 1 unchanged\n"
+    assert again.stderr.startswith("Error: refused /seed/bad.md in scope 'main': ")
     assert gm("import", "notes", str(tmp_path / "nothing")).exit_code == 3

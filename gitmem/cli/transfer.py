@@ -69,7 +69,7 @@ def export(
             if scope:
                 raise InvalidInputError("a bundle holds every scope: --scope applies to jsonl only")
             return transfer.export_bundle(s, output)
-        with progress_bar("exporting", quiet=output is None) as progress:
+        with progress_bar("exporting", quiet=False) as progress:  # on stderr: stdout may be the data
             if output is None:
                 return transfer.export_jsonl(s, sys.stdout.buffer, scope, progress)
             with open(output, "wb") as fh:
@@ -142,7 +142,8 @@ def import_(
 
     summary = common.run(json, common.with_store(store, home, fn), render)
     refused = summary["refused"]
-    for r in refused:
-        sys.stderr.write(f"Error: refused {r['path']} in scope {r['scope']!r}: {r['reason']}\n")
+    if not common.want_json(json):  # with --json the refusals are in the output
+        for r in refused:
+            sys.stderr.write(f"Error: refused {r['path']} in scope {r['scope']!r}: {r['reason']}\n")
     if refused:
         raise typer.Exit(refused[0]["exit_code"])
