@@ -149,14 +149,14 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
     archived = data.get("archived_at")
     if archived is not None and not isinstance(archived, str):
         raise ConfigError(f"{src}: key 'archived_at' must be a timestamp string or null")
-    metadata = data.get("metadata") or {}
+    metadata = {} if data.get("metadata") is None else data["metadata"]  # [] or "" are errors, not {}
     if not isinstance(metadata, dict):
         raise ConfigError(f"{src}: key 'metadata' must be a mapping")
     try:
         metadata = validate_metadata({str(k): v for k, v in metadata.items()})
     except InvalidInputError as exc:
         raise ConfigError(f"{src}: key 'metadata': {exc.message}") from None
-    acl = data.get("acl") or {}
+    acl = {} if data.get("acl") is None else data["acl"]
     if not isinstance(acl, dict):
         raise ConfigError(f"{src}: key 'acl' must be a mapping")
     require = data.get("require_trailers", False)
