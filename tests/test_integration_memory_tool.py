@@ -232,12 +232,37 @@ def test_directory_delete_is_one_atomic_ref_move(store: Store) -> None:
         call(tool, create(f"/memories/d/{name}.md", name))
     before = store.tip("main")
     assert call(tool, delete("/memories/d")) == ("ok", "Successfully deleted /memories/d")
-    after = store.tip("main")
-    commits = [c for c in store.repo.walk(after) if c.id != before][:3]
-    assert [c.parents[0].id for c in commits][-1] == before
+    commit = store.commit(store.tip("main"))
+    for _ in range(3):  # three deletion commits chained on the old tip, published by one ref update
+        assert "Gitmem-Operation: deleted" in commit.message
+        commit = commit.parents[0]
+    assert commit.id == before
     assert store.list("/") == []
     assert tool.session.startswith("sesn_")
     assert {x.session for x in store.versions()} == {tool.session}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/memories/%2e%2e%2fsecret",
+        "/memories/%2E%2E/secret",
+        "/memories/%252e%252e%252fsecret",
+        "/memories/..%2fsecret",
+        "/memories/a/..\\..\\secret",
+        "/memories/../memories/x",
+        "/memories/..",
+        "/memories2/x",
+        "/x",
+        "",
+    ],
+)
+def test_traversal_and_outside_paths_are_refused(store: Store, path: str) -> None:
+    tool = GitmemMemoryTool(store)
+    for command in (create(path, "x"), v(path), delete(path), rename("/memories/ok.md", path)):
+        kind, text = call(tool, command)
+        assert kind == "error", (command, text)
+    assert store.tip("main") is None
 
 
 def test_scope_isolation(store: Store) -> None:
