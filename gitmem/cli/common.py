@@ -163,7 +163,12 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
         return
     from rich.table import Table
 
-    table = Table(*headers, box=None, header_style="bold")
+    table = Table(box=None, header_style="bold")
+    # The first column (a path or an id) stays whole so that it can be copied; the others wrap.
+    first = max([len(headers[0])] + [len(row[0]) for row in rows])
+    table.add_column(headers[0], no_wrap=True, min_width=first)
+    for header in headers[1:]:
+        table.add_column(header, overflow="fold")
     for row in rows:
         table.add_row(*row)
     console().print(table)
