@@ -48,12 +48,14 @@ _ENV_NAMES = ("environ", "environb", "getenv", "putenv", "unsetenv")
 def _environ_uses(tree: ast.AST) -> list[int]:
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in _ENV_NAMES:
-            lines.append(node.lineno)
-        elif (
-            isinstance(node, ast.ImportFrom)
-            and node.module == "os"
-            and any(a.name in _ENV_NAMES for a in node.names)
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in _ENV_NAMES
+            or (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "os"
+                and any(a.name in _ENV_NAMES for a in node.names)
+            )
         ):
             lines.append(node.lineno)
     return lines
