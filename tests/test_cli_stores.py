@@ -125,3 +125,11 @@ def test_home_option_selects_workspace(tmp_path: Path) -> None:
     assert (other / "stores" / "x.git").is_dir()
     assert gm("--home", str(other), "store", "list").stdout.startswith("x\t")
     assert gm("store", "list").stdout == ""
+
+
+def test_malformed_settings_error_names_file_and_key(store: Store) -> None:
+    path = store.path / "gitmem.yaml"
+    path.write_text(path.read_text().replace("max_memory_bytes: 102400", "max_memory_bytes: lots"))
+    r = gm("write", "notes", "/a.md", "x")
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"Error: {path}: key 'limits.max_memory_bytes' must be an integer")
