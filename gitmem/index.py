@@ -359,6 +359,19 @@ class Index:
             desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
             return hashlib.sha256(data).hexdigest(), len(data), desc
 
+        if not commit.parent_ids and "\nGitmem-Compaction: " in commit.message:
+            from gitmem.retention import parse_snapshot  # a compaction root lists its kept versions
+
+            kept: list[VersionRow] = []
+            for v, m, op, t, a, sn, p in parse_snapshot(commit.message) or []:
+                blob = commit.tree[p[1:]].id
+                sha, size, desc = content_row(blob)
+                row = VersionRow(
+                    v, m, scope, p, None, op, a, sn, t, sha, size, str(blob), cid, description=desc
+                )
+                kept.append(row)
+            return kept
+
         deleted = [c for c in changes if c[0] == "deleted"]
         added = [c for c in changes if c[0] == "added"]
         modified = [c for c in changes if c[0] == "modified"]

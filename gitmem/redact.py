@@ -276,8 +276,8 @@ def finish(store: Store, rw: Rewrite) -> None:
     if rw.op == "redaction":
         store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
         store.index.apply_rewrite(rw.scope, rw.old_tip, rw.new_tip, rw.commit_map, rw.blob_map)
-    else:
-        store.index.apply_rewrite(rw.scope, rw.old_tip, rw.new_tip, {}, {})
+    else:  # compaction: versions leave history; the scope is re-derived from git
+        store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
     fault("index")
     purge(store, rw.retired)
     fault("purged")

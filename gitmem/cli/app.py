@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 
 # Each module defines ``register(app)``; one line per command group.
-COMMAND_MODULES = ("stores", "memories", "versions", "transfer", "search", "hooks", "mcp", "sessions")
+COMMAND_MODULES = ("stores", "memories", "versions", "transfer", "search", "hooks", "mcp", "sessions", "audit")
 
 
 @app.callback()

@@ -1,0 +1,94 @@
+"""``gitmem audit``: one timeline of versions and ledger events (DESIGN section 6)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem import ledger
+from gitmem.errors import InvalidInputError
+from gitmem.store import Store
+from gitmem.versions import OPERATIONS
+
+TYPES = OPERATIONS + ledger.KINDS
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One event: a version (``type`` is its operation) or a ledger entry (``type`` is its kind)."""
+
+    at: dt.datetime
+    type: str
+    actor: str
+    session: str | None
+    scope: str | None
+    subject: str  # the version id, or the ledger entry's id (redaction/compaction) or kind
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=dt.UTC)
+
+
+def audit(
+    store: Store,
+    *,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    actor: str | None = None,
+    session: str | None = None,
+    type: str | None = None,
+    scope: str | None = None,
+) -> list[AuditEvent]:
+    """Versions and ledger events, oldest first, filtered by time, actor, session, type and scope.
+
+    Ledger events carry no session, so a ``session`` filter shows versions only."""
+    if type is not None and type not in TYPES:
+        raise InvalidInputError(f"invalid type {type!r}: use one of {', '.join(TYPES)}")
+    since, until = _utc(since), _utc(until)
+    events: list[AuditEvent] = []
+    if type is None or type in OPERATIONS:
+        for v in reversed(
+            store.versions(
+                scope=scope, session=session, actor=actor, operation=type, since=since, until=until
+            )
+        ):
+            detail: dict[str, Any] = {"memory": v.memory_id, "path": v.path, "commit": v.commit}
+            if v.previous_path and v.previous_path != v.path:
+                detail["previous_path"] = v.previous_path
+            if v.redaction is not None:
+                detail["redaction"] = v.redaction.id
+            events.append(AuditEvent(v.created_at, v.operation, v.actor, v.session, v.scope, v.id, detail))
+    if session is None and (type is None or type in ledger.KINDS):
+        for e in ledger.entries(store, kind=type):
+            at = dt.datetime.fromisoformat(e.at.replace("Z", "+00:00"))
+            entry_scope = e.data.get("scope")
+            if (actor is not None and e.actor != actor) or (scope is not None and entry_scope != scope):
+                continue
+            if (since is not None and at < since) or (until is not None and at > until):
+                continue
+            detail = {"seq": e.seq, "ledger_commit": e.commit, **_summary(e)}
+            subject = str(e.data.get("id", e.kind))
+            events.append(AuditEvent(at, e.kind, e.actor, None, entry_scope, subject, detail))
+    # Oldest first; within one second (the clocks' resolution) the store's creation comes first and
+    # the other ledger events after the versions they follow. The sort is stable: each source keeps
+    # its own order.
+    events.sort(key=lambda ev: (ev.at, _RANK.get(ev.type, 2)))
+    return events
+
+
+_RANK = {"store_created": 0, **{op: 1 for op in OPERATIONS}}
+
+
+def _summary(e: ledger.LedgerEntry) -> dict[str, Any]:
+    """The parts of an entry a timeline shows (the full entry stays in the ledger)."""
+    data = e.data
+    if e.kind in ("redaction", "compaction"):
+        keys = ("reason", "target", "rewritten_commits", "new_tip")
+        out = {k: data[k] for k in keys if k in data}
+        out["versions"] = [v.get("version") for v in data.get("versions", []) if isinstance(v, dict)]
+        return out
+    return dict(data)

@@ -1,0 +1,202 @@
+"""Retention: compact versions past ``retention.max_days`` into a new root (DESIGN section 7).
+
+A scope's history ``c0 .. cN`` becomes ``root, c'B .. c'N``: the first B commits are squashed into one
+root commit whose tree is ``c(B-1)``'s tree, and the later commits are re-parented (trees, authors,
+times and messages unchanged). B is the largest cut that drops only droppable versions:
+
+- a version is *droppable* when it is older than ``max(max_days, min_days)`` and is not one of its
+  live memory's ``keep_recent`` newest versions;
+- versions before the cut that are still the memory's state at the cut are *kept* in the root: the
+  root's message lists them (``Gitmem-Snapshot: <version> <memory> <operation> <time> <actor>
+  <session|-> <path>``), so their ids, memories, actors and times survive; every other version
+  before the cut (superseded or deleted) is dropped.
+
+The rewrite runs with the same lock, journal, CAS, ledger entry (``compaction``), deny-list (retired
+commits) and purge as a redaction (:mod:`gitmem.redact`). Scopes with merge commits are skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pygit2
+
+from gitmem import ledger
+from gitmem.index import VersionRow
+from gitmem.redact import Rewrite, Rewriter, run_rewrite
+from gitmem.store import Store
+from gitmem.versions import resolve_actor
+
+DAY = 86400
+SNAPSHOT = "Gitmem-Snapshot"
+COMPACTION = "Gitmem-Compaction"
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What ``prune`` did to one scope."""
+
+    id: str
+    scope: str
+    dropped: list[str]  # version ids removed from history
+    kept_in_root: int  # versions before the cut that survive as the root's state
+    rewritten_commits: int
+    new_tip: str
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    compactions: list[Compaction] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # scope -> why nothing was compacted
+
+
+def snapshot_line(r: VersionRow) -> str:
+    return (
+        f"{SNAPSHOT}: {r.id} {r.memory_id} {r.operation} {r.created_at} {r.actor} {r.session or '-'} {r.path}"
+    )
+
+
+def parse_snapshot(message: str) -> list[tuple[str, str, str, int, str, str | None, str]] | None:
+    """The kept versions a compaction root lists (None: not a compaction root)."""
+    if f"\n{COMPACTION}: " not in message:
+        return None
+    out = []
+    for line in message.splitlines():
+        if line.startswith(SNAPSHOT + ": "):
+            vid, mid, op, when, actor, session, path = line[len(SNAPSHOT) + 2 :].split(" ", 6)
+            out.append((vid, mid, op, int(when), actor, None if session == "-" else session, path))
+    return out
+
+
+def plan_cut(rows_by_commit: list[list[VersionRow]], live: set[str], keep_recent: int, cutoff: int) -> int:
+    """How many leading commits may be squashed (see the module docstring)."""
+    by_memory: dict[str, list[tuple[int, VersionRow]]] = {}
+    for i, rows in enumerate(rows_by_commit):
+        for r in rows:
+            by_memory.setdefault(r.memory_id, []).append((i, r))
+    cut = len(rows_by_commit)
+    for memory, versions in by_memory.items():
+        keep = {r.id for _, r in versions[-keep_recent:]} if memory in live and keep_recent else set()
+        for n, (i, r) in enumerate(versions):
+            if r.created_at < cutoff and r.id not in keep:
+                continue  # droppable
+            if r.operation == "deleted":
+                cut = min(cut, i)
+            elif n + 1 < len(versions):
+                cut = min(cut, versions[n + 1][0])  # its successor must stay after the cut
+    return cut
+
+
+def prune(store: Store, *, actor: str | None = None, now: int | None = None) -> PruneResult:
+    """Compact every scope per the store's retention settings; nothing to do without ``max_days``."""
+    store.check_writable()
+    actor = resolve_actor(actor, None)
+    retention = store.settings.retention
+    result = PruneResult()
+    if retention.max_days is None:
+        return PruneResult(skipped={s: "retention.max_days is not set" for s in store.scopes()})
+    cutoff = (int(time.time()) if now is None else now) - max(retention.max_days, retention.min_days) * DAY
+    for scope in store.scopes():
+        done = _prune_scope(store, scope, actor, retention.keep_recent, cutoff)
+        if isinstance(done, str):
+            result.skipped[scope] = done
+        else:
+            result.compactions.append(done)
+    return result
+
+
+def _prune_scope(store: Store, scope: str, actor: str, keep_recent: int, cutoff: int) -> Compaction | str:
+    state: dict[str, Any] = {}
+
+    def build(tip: pygit2.Oid) -> Rewrite:
+        commits = list(store.walk(tip))
+        if any(len(c.parent_ids) > 1 for c in commits):
+            raise _Skip("the scope has merge commits")
+        store.index.ensure(scope, tip, known_tip=True)
+        rows = store.index.version_rows("scope=?", (scope,))
+        by_commit: dict[str, list[VersionRow]] = {}
+        for r in sorted(rows, key=lambda r: r.created_at):
+            by_commit.setdefault(r.commit_id, []).append(r)
+        rows_by_commit = [by_commit.get(str(c.id), []) for c in commits]
+        live = {h.memory_id for h in store.index.heads(scope)}
+        cut = plan_cut(rows_by_commit, live, keep_recent, cutoff)
+        before = [r for rs in rows_by_commit[:cut] for r in rs]
+        last: dict[str, VersionRow] = {}
+        for r in before:
+            last[r.memory_id] = r
+        kept = [r for r in last.values() if r.operation != "deleted"]
+        kept_ids = {r.id for r in kept}
+        dropped = [r for r in before if r.id not in kept_ids]
+        if cut < 2 or not dropped:
+            raise _Skip("no version is old enough to drop")
+        rid = state.setdefault("id", ledger_id())
+        root = _root_commit(store, commits[cut - 1], kept, rid, actor, len(dropped))
+        rewriter = Rewriter(store, {})
+        new_tip = root
+        for i, commit in enumerate(commits[cut:]):
+            new_tip = rewriter.commit(commit, [root] if i == 0 else None)
+        commit_map = {str(c.id): str(rewriter.commits.get(c.id, root)) for c in commits}
+        remaining = {r.blob for r in rows if r.blob and r.id not in {d.id for d in dropped}}
+        gone_blobs = sorted({r.blob for r in dropped if r.blob and r.blob not in remaining})
+        gone_blobs = [b for b in gone_blobs if not _blob_elsewhere(store, scope, b)]
+        return Rewrite(
+            op="compaction",
+            id=rid,
+            scope=scope,
+            actor=actor,
+            reason="retention",
+            at=int(time.time()),
+            old_tip=str(tip),
+            new_tip=str(new_tip),
+            commit_map=commit_map,
+            blob_map={b: [] for b in gone_blobs},
+            versions=[r.id for r in dropped],
+            ledger={
+                "id": rid,
+                "scope": scope,
+                "reason": "retention",
+                "cutoff": dt.datetime.fromtimestamp(cutoff, dt.UTC).isoformat().replace("+00:00", "Z"),
+                "dropped": [r.id for r in dropped],
+                "kept_in_root": sorted(kept_ids),
+                "rewritten_commits": len(commit_map),
+                "new_tip": str(new_tip),
+                "retired_commit_digests": sorted(ledger.digest(store, c) for c in commit_map),
+            },
+        )
+
+    try:
+        rw = run_rewrite(store, scope, build)
+    except _Skip as skip:
+        return str(skip)
+    return Compaction(
+        rw.id, scope, rw.versions, len(rw.ledger["kept_in_root"]), len(rw.commit_map), rw.new_tip
+    )
+
+
+class _Skip(Exception):
+    pass
+
+
+def ledger_id() -> str:
+    from gitmem.ids import new_id
+
+    return new_id("compact")
+
+
+def _blob_elsewhere(store: Store, scope: str, blob: str) -> bool:
+    found = store.index.db.execute(
+        "SELECT 1 FROM versions WHERE blob=? AND scope != ? LIMIT 1", (blob, scope)
+    ).fetchone()
+    return found is not None
+
+
+def _root_commit(
+    store: Store, last: pygit2.Commit, kept: list[VersionRow], rid: str, actor: str, dropped: int
+) -> pygit2.Oid:
+    lines = [f"compacted {dropped} versions", "", f"{COMPACTION}: {rid}", f"Gitmem-Actor: {actor}"]
+    lines += [snapshot_line(r) for r in sorted(kept, key=lambda r: r.path)]
+    sig = pygit2.Signature("gitmem", "gitmem", last.committer.time, 0)
+    return store.repo.create_commit(None, sig, sig, "\n".join(lines) + "\n", last.tree_id, [])
