@@ -227,3 +227,20 @@ def test_packed_history_and_plain_git_commits(store: Store) -> None:
     assert commit.raw_message == b"raw message, no newline"
     assert SECRET not in git(store.path, "log", "-p", "--all").stdout
     verify(store)
+
+
+def test_stale_clone_cannot_push_redacted_history_back(
+    leaky: tuple[Store, list[gitmem.Version]], tmp_path: Path
+) -> None:
+    store, vs = leaky
+    clone = tmp_path / "stale"
+    git(tmp_path, "clone", "-q", str(store.path), str(clone))
+    redact.redact(store, vs[1].id, reason="leaked key")
+    (clone / "notes" / "c.md").write_text("new from a stale clone\n")
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "stale edit")
+    git(clone, "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")  # merges the old history in
+    res = git(clone, "push", "origin", "HEAD:main", check=False)
+    assert res.returncode != 0
+    assert "redacted" in res.stderr or "retired" in res.stderr, res.stderr
+    assert SECRET not in git(store.path, "log", "-p", "--all").stdout
