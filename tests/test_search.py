@@ -304,3 +304,28 @@ def test_dropping_a_scope_keeps_other_scopes_searchable(store: Store) -> None:
     store.index.ensure_all()
     assert store.search("shared", scope="one") == []
     assert paths(store.search("shared", scope="two")) == ["/a.md"]
+
+
+def test_corrupt_index_is_rebuilt(store: Store, workspace: Path) -> None:
+    write(store, "/a.md", "sturdy memory")
+    store.close()
+    (store.gitmem_dir / "index.sqlite").write_bytes(b"not a database at all" * 100)
+    with gitmem.open_store("notes", home=workspace) as again:
+        assert paths(again.search("sturdy")) == ["/a.md"]
+
+
+def test_pushed_commit_is_found(store: Store, tmp_path: Path) -> None:
+    write(store, "/a.md", "written by gitmem")
+    store.search("gitmem")
+    clone = tmp_path / "clone"
+
+    def git(*args: str, cwd: Path = clone) -> None:
+        subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+
+    git("clone", "-q", str(store.path), str(clone), cwd=tmp_path)
+    (clone / "pushed.md").write_text("arrived by git push\n")
+    git("add", "pushed.md")
+    git("-c", "user.name=Bob", "-c", "user.email=bob@example.com", "commit", "-q", "-m", "add pushed.md")
+    git("push", "-q", "origin", "HEAD:main")
+    [hit] = store.search("arrived")
+    assert hit.path == "/pushed.md" and hit.version_id.startswith("memver_")
