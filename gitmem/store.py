@@ -208,9 +208,9 @@ class Store:
             return True
         except pygit2.AlreadyExistsError:
             return False
-        except pygit2.GitError as exc:
+        except (pygit2.GitError, OSError) as exc:
             # "old reference value does not match" (moved) or "failed to lock file" (a writer
-            # holds the ref lock): both are lost races, retried by the caller.
+            # holds the ref lock; libgit2 reports it as an OS error): lost races, retried by the caller.
             text = str(exc).lower()
             if "lock" in text or "does not match" in text or "exists" in text:
                 return False

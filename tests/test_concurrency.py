@@ -7,8 +7,12 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 import gitmem
 from gitmem import Memory
+from gitmem.errors import ConflictError
+from gitmem.store import Store
 from tests.helpers import commit_count, concurrent_writer, git
 
 WORKERS = 4
@@ -49,3 +53,16 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         import shutil
 
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_held_ref_lock_is_a_lost_race_not_a_crash(store: Store) -> None:
+    # Regression: libgit2 reports "failed to lock file" as OSError, which escaped the CAS.
+    store.write("/a", "1")
+    tip = store.tip("main")
+    lock = store.path / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    with pytest.raises(ConflictError):
+        store.write("/b", "2")
+    assert store.tip("main") == tip
+    lock.unlink()
+    assert store.write("/b", "2") is not None
