@@ -135,3 +135,17 @@ def test_index_heads_prefix_range_includes_every_codepoint(store: Store) -> None
     store.write("/notes/a", "a")
     store.write("/notes0", "after")
     assert [m.path for m in store.list("/notes/")] == ["/notes/a", "/notes/\U0010ffffx"]
+
+
+def test_index_ahead_of_a_stale_tip_is_not_rebuilt(store: Store, workspace: Path) -> None:
+    # Regression: a writer that read the tip just before a racing writer recorded a newer commit
+    # dropped and re-derived the whole scope (a full history walk per lost race).
+    store.write("/a", "1")
+    stale = store.tip("main")
+    store.write("/b", "2")
+    seqs = store.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall()
+    other = gitmem.open_store("notes", home=workspace)
+    other.index.ensure("main", stale, known_tip=True)
+    assert other.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall() == seqs
+    assert [m.path for m in other.list()] == ["/a", "/b"]
+    other.close()
