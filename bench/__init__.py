@@ -1,0 +1,1 @@
+"""gitmem benchmarks (DESIGN section 11); run ``python bench/run.py``."""

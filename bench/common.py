@@ -1,0 +1,342 @@
+"""Shared pieces of the benchmark: deterministic stores built with ``git fast-import``, the on-disk
+cache under ``bench/.cache/``, timing helpers and the result table.
+
+Stores are generated, not recorded: the same :class:`Spec` always gives the same commits (fixed
+timestamps, ids derived from the version number, seeded content), so a cached store can be reused
+by any later run with the same parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gitmem
+from gitmem.config import Limits
+from gitmem.ids import derived_ulid
+from gitmem.index import SCHEMA_VERSION
+from gitmem.versions import format_message
+
+BUILD_VERSION = "1"  # bump when the generated layout or content changes: invalidates the cache
+T0 = 1_700_000_000  # commit time of version 0; version k is committed at T0 + k
+ACTOR = "service:bench"
+COMMITTER = "gitmem <gitmem>"
+FILES_PER_DIR = 25
+# Bench stores hold more than the default limits allow (100k memories, > 100 MB).
+BENCH_LIMITS = Limits(max_memories=10_000_000, max_store_bytes=1 << 40)
+BENCH_DIR = Path(__file__).resolve().parent
+CACHE_DIR = BENCH_DIR / ".cache"
+
+
+# ---------------------------------------------------------------------- deterministic content
+@dataclass(frozen=True)
+class Spec:
+    """A generated store: ``memories`` created one per commit, then modifications of seeded random
+    memories until there are ``versions`` commits (one version each) on ``main``."""
+
+    memories: int
+    versions: int
+
+    def __post_init__(self) -> None:
+        if self.memories < 1 or self.versions < self.memories:
+            raise ValueError(f"need 1 <= memories <= versions, got {self.memories}/{self.versions}")
+
+    @property
+    def key(self) -> str:
+        return f"m{self.memories}-v{self.versions}-b{BUILD_VERSION}"
+
+    @property
+    def label(self) -> str:
+        return f"{human(self.memories)} mem / {human(self.versions)} ver"
+
+
+def human(n: int) -> str:
+    if n >= 1000 and n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+def memory_path(i: int, total: int) -> str:
+    """Memory ``i`` of ``total`` at ``/topic-NN/sub-NN/memory-NNNNNN.md``: ~25 files per directory,
+    topics and sub-directories fanning out evenly (so tree sizes stay realistic at every scale)."""
+    leaves = max(1, math.ceil(total / FILES_PER_DIR))
+    per_topic = max(1, math.ceil(math.sqrt(leaves)))
+    leaf = i // FILES_PER_DIR
+    return f"/topic-{leaf // per_topic:02d}/sub-{leaf % per_topic:02d}/memory-{i:06d}.md"
+
+
+_WORDS = (  # noqa: SIM905
+    "agent user prefers concise answers project deadline meeting notes database schema migration "
+    "python test failing flaky retry config token budget memory store session scope branch commit "
+    "review deploy staging production rollback incident customer ticket priority summary todo done "
+    "follow up email calendar weekly report metric latency error rate cache index search query"
+).split()
+
+
+class Content:
+    """Seeded text of 200-2000 bytes: slices of one pool of words behind a unique header line."""
+
+    def __init__(self, seed: int = 7) -> None:
+        rng = random.Random(seed)
+        self.pool = " ".join(rng.choice(_WORDS) for _ in range(60_000))
+        self.rng = random.Random(seed + 1)
+
+    def make(self, memory: int, version: int) -> bytes:
+        size = self.rng.randint(200, 2000)
+        start = self.rng.randrange(0, len(self.pool) - size)
+        body = self.pool[start : start + size]
+        head = f"# memory {memory}, version {version}\n\n"
+        if memory % 4 == 0:  # a quarter of the memories carry a description (front matter)
+            head = f"---\ndescription: notes about topic {memory % 97}\n---\n" + head
+        return (head + body + "\n").encode("ascii")
+
+
+def commit_ids(k: int, memory: int) -> tuple[str, str, int]:
+    """Version id, memory id and commit time of version ``k`` (of memory ``memory``)."""
+    when = T0 + k
+    return (
+        "memver_" + derived_ulid(when * 1000, "bench-version", str(k)),
+        "mem_" + derived_ulid(T0 * 1000, "bench-memory", str(memory)),
+        when,
+    )
+
+
+def fast_import_stream(
+    ops: list[tuple[str, int, bytes]],
+    total_memories: int,
+    *,
+    first_version: int = 0,
+    ref: str = "refs/heads/main",
+) -> Iterator[bytes]:
+    """A ``git fast-import`` stream: one commit per (operation, memory, content), with gitmem's
+    message and trailers, author = actor and committer = gitmem, exactly like a library write."""
+    for n, (operation, memory, data) in enumerate(ops):
+        k = first_version + n
+        version_id, memory_id, when = commit_ids(k, memory)
+        path = memory_path(memory, total_memories)
+        message = format_message(operation, path, version_id, memory_id, ACTOR, None).encode()
+        yield b"".join(
+            (
+                f"commit {ref}\n".encode(),
+                f"author {ACTOR} <{ACTOR}> {when} +0000\n".encode(),
+                f"committer {COMMITTER} {when} +0000\n".encode(),
+                f"data {len(message)}\n".encode(),
+                message,
+                f"M 100644 inline {path[1:]}\ndata {len(data)}\n".encode(),
+                data,
+                b"\n",
+            )
+        )
+    yield b"done\n"
+
+
+def spec_ops(spec: Spec, content: Content | None = None) -> list[tuple[str, int, bytes]]:
+    """The versions of a spec, in order: (operation, memory number, content)."""
+    content = content or Content()
+    rng = random.Random(spec.memories * 1_000_003 + spec.versions)
+    ops = []
+    for k in range(spec.versions):
+        if k < spec.memories:
+            ops.append(("created", k, content.make(k, k)))
+        else:
+            m = rng.randrange(spec.memories)
+            ops.append(("modified", m, content.make(m, k)))
+    return ops
+
+
+def fast_import(repo: Path, stream: Iterator[bytes]) -> None:
+    """Feed ``stream`` to ``git fast-import`` in ``repo``, in ~1 MB writes."""
+    proc = subprocess.Popen(
+        ["git", "-C", str(repo), "fast-import", "--quiet", "--done"], stdin=subprocess.PIPE
+    )
+    assert proc.stdin is not None
+    chunk: list[bytes] = []
+    size = 0
+    for piece in stream:
+        chunk.append(piece)
+        size += len(piece)
+        if size > 1 << 20:
+            proc.stdin.write(b"".join(chunk))
+            chunk, size = [], 0
+    proc.stdin.write(b"".join(chunk))
+    proc.stdin.close()
+    if proc.wait() != 0:
+        raise RuntimeError(f"git fast-import failed in {repo}")
+
+
+# ---------------------------------------------------------------------- building and caching
+@dataclass(frozen=True)
+class Built:
+    """A cached store: where it is and what building it cost."""
+
+    spec: Spec
+    path: Path
+    fast_import_s: float
+    index_rebuild_s: float
+    cached: bool
+
+
+def build_store(spec: Spec, dest: Path, log: Callable[[str], None] = print) -> Built:
+    """Create a store with gitmem, fill ``main`` with ``git fast-import``, then let the library
+    index catch up. ``dest`` is the bare repository to create (its parent must exist)."""
+    home = dest.parent / f".home-{os.getpid()}"
+    store = gitmem.create_store("bench", description="gitmem benchmark store", limits=BENCH_LIMITS, home=home)
+    path = store.path
+    store.close()
+    log(f"  building {spec.label}: fast-import of {spec.versions} commits ...")
+    ops = spec_ops(spec)
+    t = time.perf_counter()
+    fast_import(path, fast_import_stream(ops, spec.memories))
+    fi = time.perf_counter() - t
+    del ops
+    log(f"  building {spec.label}: fast-import {fi:.1f} s; index catch-up ...")
+    idx = _rebuild_index(path, spec)
+    log(f"  building {spec.label}: index {idx:.1f} s")
+    os.rename(path, dest)
+    shutil.rmtree(home, ignore_errors=True)
+    return Built(spec, dest, fi, idx, cached=False)
+
+
+def _rebuild_index(path: Path, spec: Spec) -> float:
+    """Rebuild a store's derived index from git; returns the seconds it took."""
+    store = gitmem.open_store(path)
+    t = time.perf_counter()
+    indexed = store.index.rebuild()
+    seconds = time.perf_counter() - t
+    store.close()
+    if indexed != spec.versions:
+        raise RuntimeError(f"index holds {indexed} versions, expected {spec.versions}")
+    return seconds
+
+
+def cached_store(spec: Spec, cache: Path = CACHE_DIR, log: Callable[[str], None] = print) -> Built:
+    """The store for ``spec`` from the cache, built first when missing. Never measure on it
+    directly: measurements write, so take a :func:`work_copy`."""
+    entry = cache / spec.key
+    meta = entry / "meta.json"
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        if info.get("index_schema") != SCHEMA_VERSION:  # the library's index changed: rebuild it
+            log(f"  {spec.label}: index schema changed, rebuilding the cached index ...")
+            info["index_rebuild_s"] = _rebuild_index(entry / "bench.git", spec)
+            info["index_schema"] = SCHEMA_VERSION
+            meta.write_text(json.dumps(info))
+        return Built(spec, entry / "bench.git", info["fast_import_s"], info["index_rebuild_s"], cached=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".{spec.key}.building-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    built = build_store(spec, tmp / "bench.git", log)
+    info = {
+        "fast_import_s": built.fast_import_s,
+        "index_rebuild_s": built.index_rebuild_s,
+        "index_schema": SCHEMA_VERSION,
+    }
+    (tmp / "meta.json").write_text(json.dumps(info))
+    shutil.rmtree(entry, ignore_errors=True)
+    os.rename(tmp, entry)
+    return Built(spec, entry / "bench.git", built.fast_import_s, built.index_rebuild_s, cached=False)
+
+
+def work_copy(built: Built, workdir: Path) -> Path:
+    """A private copy of a cached store (with its index) on the same file system, to write into."""
+    dest = workdir / built.spec.key / "bench.git"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(built.path, dest)
+    return dest
+
+
+# ---------------------------------------------------------------------- timing
+def clock(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def interleaved(a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[float, float]:
+    """Median seconds of ``a`` and of ``b``, run alternately so drift hits both alike."""
+    ta, tb = [], []
+    for i in range(rounds):
+        if i % 2:
+            tb.append(clock(b))
+            ta.append(clock(a))
+        else:
+            ta.append(clock(a))
+            tb.append(clock(b))
+    return statistics.median(ta), statistics.median(tb)
+
+
+# ---------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class Result:
+    """One line of the table: ``ratio = gitmem_s / floor_s``; ``limit`` is the DESIGN target
+    (pass when ratio <= limit; None: informative only)."""
+
+    name: str
+    gitmem_s: float
+    floor_s: float
+    floor: str
+    limit: float | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.gitmem_s / self.floor_s if self.floor_s > 0 else float("inf")
+
+    @property
+    def passed(self) -> bool | None:
+        return None if self.limit is None else self.ratio <= self.limit
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d.update(ratio=round(self.ratio, 4), passed=self.passed)
+        return d
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.0f} us"
+
+
+def fmt_ratio(ratio: float) -> str:
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio * 100:.3g}%"
+
+
+def fmt_target(limit: float | None) -> str:
+    if limit is None:
+        return "-"
+    return f"<= {limit * 100:.0f}%" if limit < 0.5 else f"<= {limit:g}x"
+
+
+def table(results: list[Result]) -> str:
+    """The results as a Markdown table."""
+    rows = [("measurement", "gitmem", "floor", "ratio", "target", "result")]
+    for r in results:
+        verdict = {True: "pass", False: "FAIL", None: "info"}[r.passed]
+        rows.append(
+            (
+                r.name,
+                fmt_time(r.gitmem_s),
+                f"{fmt_time(r.floor_s)} ({r.floor})",
+                fmt_ratio(r.ratio),
+                fmt_target(r.limit),
+                verdict + (f" ({r.note})" if r.note else ""),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)

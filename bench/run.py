@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""gitmem benchmark: the DESIGN section 11 targets, each as a ratio against a floor measured in the
+same run on the same machine and the same store.
+
+    python bench/run.py [--quick] [--sizes 1000,10000,100000] [--versions 100000] [--json out.json]
+
+Stores are generated deterministically with ``git fast-import`` and cached under ``bench/.cache/``;
+every measurement runs on a private copy, so the cache is never written to. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gitmem  # noqa: E402
+from bench.common import (  # noqa: E402
+    ACTOR,
+    BENCH_LIMITS,
+    CACHE_DIR,
+    Built,
+    Content,
+    Result,
+    Spec,
+    cached_store,
+    clock,
+    fast_import,
+    fast_import_stream,
+    human,
+    interleaved,
+    memory_path,
+    table,
+    work_copy,
+)
+from gitmem.batch import BatchOp, apply_batch  # noqa: E402
+from gitmem.versions import format_message  # noqa: E402
+
+FLOOR_REF = "refs/bench/floor"  # outside refs/heads: not a scope, so gitmem never indexes it
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------- write
+def _spine(repo: pygit2.Repository, tree: pygit2.Tree, segments: list[str], blob: pygit2.Oid) -> pygit2.Oid:
+    tb = repo.TreeBuilder(tree)
+    if len(segments) == 1:
+        tb.insert(segments[0], blob, pygit2.enums.FileMode.BLOB)
+    else:
+        sub = tree[segments[0]]
+        assert isinstance(sub, pygit2.Tree)
+        tb.insert(segments[0], _spine(repo, sub, segments[1:], blob), pygit2.enums.FileMode.TREE)
+    return tb.write()
+
+
+def raw_write(repo: pygit2.Repository, ref_name: str, path: str, data: bytes, message: str) -> pygit2.Oid:
+    """The floor of a write: blob, spine trees (TreeBuilder), commit, ref compare-and-swap."""
+    ref = repo.references[ref_name]
+    tip = ref.target
+    commit = repo[tip]
+    assert isinstance(commit, pygit2.Commit)
+    blob = repo.create_blob(data)
+    tree = _spine(repo, commit.tree, path[1:].split("/"), blob)
+    now = int(time.time())
+    author = pygit2.Signature(ACTOR, ACTOR, now, 0)
+    committer = pygit2.Signature("gitmem", "gitmem", now, 0)
+    new = repo.create_commit(None, author, committer, message, tree, [tip])
+    ref.set_target(new, "bench floor")  # fails if the ref moved since it was read: a CAS
+    return new
+
+
+def measure_write(store_path: Path, label: str, rounds: int, memory: int, memories: int) -> Result:
+    """Store.write of a modified memory vs :func:`raw_write` of the same bytes, both durable: the
+    floor with libgit2's own fsync of objects and refs (``enable_fsync_gitdir``), the library with
+    that process-wide option off, as in production (it fsyncs exactly what it wrote itself)."""
+    path = memory_path(memory, memories)
+    store = gitmem.open_store(store_path)
+    repo = pygit2.Repository(str(store_path))
+    main = repo.references["refs/heads/main"].target
+    repo.references.create(FLOOR_REF, main, force=True)
+    content = Content(seed=memory)
+    texts = [content.make(memory, n) for n in range(2 * rounds + 8)]
+    message = format_message("modified", path, "memver_" + "0" * 26, "mem_" + "0" * 26, ACTOR, None)
+    counter = itertools.count()
+
+    def lib() -> None:
+        pygit2.settings.enable_fsync_gitdir(False)
+        store.write(path, texts[next(counter) % len(texts)], actor=ACTOR)
+
+    def floor() -> None:
+        pygit2.settings.enable_fsync_gitdir(True)
+        raw_write(repo, FLOOR_REF, path, texts[next(counter) % len(texts)], message)
+        pygit2.settings.enable_fsync_gitdir(False)
+
+    for _ in range(3):  # warm up: open the index, load the packs
+        lib()
+        floor()
+    g, f = interleaved(lib, floor, rounds)
+    store.close()
+    return Result(f"write, {label}", g, f, "raw pygit2", 1.5)
+
+
+def measure_history_length(short: Path, long: Path, rounds: int) -> Result:
+    """Store.write on a store with a long history vs the same write on one with a short history
+    (same memories, same layout), run alternately: the cost must not grow with history length."""
+    stores = {p: gitmem.open_store(p) for p in (short, long)}
+    memories = min(len(s.list("/")) for s in stores.values())
+    versions = {p: len(s.versions(scope="main")) for p, s in stores.items()}
+    path = memory_path(1, memories)
+    content = Content(seed=1)
+    texts = [content.make(1, n) for n in range(rounds + 4)]
+    counters = {p: itertools.count() for p in stores}
+
+    def write(p: Path) -> None:
+        stores[p].write(path, texts[next(counters[p]) % len(texts)], actor=ACTOR)
+
+    pygit2.settings.enable_fsync_gitdir(False)  # the library makes its writes durable itself
+    for p in stores:
+        write(p)
+        write(p)
+    g, f = interleaved(lambda: write(long), lambda: write(short), rounds)
+    for s in stores.values():
+        s.close()
+    name = f"write, {human(memories)} mem: {human(versions[long])} vs {human(versions[short])} versions"
+    return Result(name, g, f, "gitmem, short history", 1.5, "cost independent of history")
+
+
+# ---------------------------------------------------------------------- read
+def measure_read(store_path: Path, label: str, rounds: int, memories: int, per_round: int = 200) -> Result:
+    """Store.read by path in-process vs ``ref.peel(Commit).tree[path]`` + blob data."""
+    store = gitmem.open_store(store_path)
+    repo = pygit2.Repository(str(store_path))
+    step = max(1, memories // per_round)
+    paths = [memory_path(i, memories) for i in range(0, memories, step)][:per_round]
+
+    def lib() -> None:
+        for p in paths:
+            store.read(p)
+
+    def floor() -> None:
+        for p in paths:
+            obj = repo.references["refs/heads/main"].peel(pygit2.Commit).tree[p[1:]]
+            assert isinstance(obj, pygit2.Blob)
+            obj.data  # noqa: B018
+
+    lib()
+    floor()
+    g, f = interleaved(lib, floor, rounds)
+    store.close()
+    n = len(paths)
+    return Result(f"read, {label}", g / n, f / n, "raw tree[path]", 2.0)
+
+
+# ---------------------------------------------------------------------- history
+def measure_history(
+    store_path: Path, label: str, rounds: int, git_rounds: int, memory: int, memories: int
+) -> Result:
+    """Store.versions(path) vs ``git log --format=%H -- PATH`` (a process) on the same store."""
+    path = memory_path(memory, memories)
+    store = gitmem.open_store(store_path)
+    found = len(store.versions(path))  # warm: open the index, check it is current
+    times = [clock(lambda: store.versions(path)) for _ in range(rounds)]
+    store.close()
+    cmd = ["git", "-C", str(store_path), "log", "--format=%H", "refs/heads/main", "--", path[1:]]
+    commits = subprocess.run(cmd, capture_output=True, check=True).stdout.split()
+    git_times = [
+        clock(lambda: subprocess.run(cmd, capture_output=True, check=True)) for _ in range(git_rounds)
+    ]
+    note = f"{found} versions" if found == len(commits) else f"MISMATCH: {found} versions, git {len(commits)}"
+    return Result(
+        f"history of one memory, {label}",
+        statistics.median(times),
+        statistics.median(git_times),
+        "git log -- PATH",
+        0.05,
+        note,
+    )
+
+
+# ---------------------------------------------------------------------- process start
+def gitmem_command() -> list[str]:
+    """The installed console script beside this interpreter, else ``python -m gitmem``."""
+    script = Path(sys.executable).parent / "gitmem"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "gitmem"]
+
+
+def measure_process(store_path: Path, label: str, rounds: int, memory: int, memories: int) -> Result:
+    """``gitmem read STORE PATH`` as a process vs ``python -c "import pygit2"``."""
+    path = memory_path(memory, memories)
+    cmd = [*gitmem_command(), "read", str(store_path), path]
+    floor_cmd = [sys.executable, "-c", "import pygit2"]
+    out = subprocess.run(cmd, capture_output=True, check=True).stdout
+    if not out.startswith(b"# memory") and not out.startswith(b"---"):
+        raise RuntimeError(f"gitmem read printed {out[:80]!r}")
+    subprocess.run(floor_cmd, check=True)
+    g, f = interleaved(
+        lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True),
+        lambda: subprocess.run(floor_cmd, check=True),
+        rounds,
+    )
+    return Result(f"`gitmem read` process, {label}", g, f, "python -c 'import pygit2'", 1.5)
+
+
+# ---------------------------------------------------------------------- batch
+def measure_batch(workdir: Path, n: int, rounds: int) -> Result:
+    """apply_batch of ``n`` new memories into an empty store vs ``git fast-import`` writing the
+    same ``n`` commits (one per memory, same messages) into an empty bare repository. Both are
+    durable: git fsyncs the pack it writes (core.fsync default), the library syncs what it wrote."""
+    pygit2.settings.enable_fsync_gitdir(False)
+    content = Content(seed=n)
+    data = [content.make(i, i) for i in range(n)]
+    ops = [BatchOp("write", memory_path(i, n), data[i]) for i in range(n)]
+    stream = list(fast_import_stream([("created", i, data[i]) for i in range(n)], n))
+    home = workdir / "batch-home"
+    lib_times, floor_times = [], []
+    for r in range(rounds):
+        store = gitmem.create_store(f"batch-{r}", limits=BENCH_LIMITS, home=home)
+        lib_times.append(clock(lambda s=store: apply_batch(s, ops, actor=ACTOR)))  # type: ignore[misc]
+        assert len(store.versions(scope="main")) == n
+        store.close()
+        repo = workdir / f"floor-{r}.git"
+        pygit2.init_repository(str(repo), bare=True).free()
+        floor_times.append(clock(lambda repo=repo: fast_import(repo, iter(stream))))  # type: ignore[misc]
+    g, f = statistics.median(lib_times), statistics.median(floor_times)
+    note = f"{n / g:,.0f} vs {n / f:,.0f} commits/s"
+    return Result(f"batch write of {human(n)} memories", g, f, "git fast-import", 2.0, note)
+
+
+# ---------------------------------------------------------------------- index rebuild
+def measure_reindex(store_path: Path, label: str, versions: int) -> Result:
+    """Index.rebuild() (drop and re-derive from git) vs ``git log --raw`` over the same history,
+    the least a rebuild has to read. Informative: DESIGN has no target for it."""
+    store = gitmem.open_store(store_path)
+    g = clock(store.index.rebuild)
+    store.close()
+    cmd = ["git", "-C", str(store_path), "log", "--raw", "--no-abbrev", "--format=%H%n%B", "refs/heads/main"]
+    f = clock(lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True))
+    return Result(f"index rebuild, {label}", g, f, "git log --raw", None, f"{versions / g:,.0f} versions/s")
+
+
+# ---------------------------------------------------------------------- the run
+@dataclass(frozen=True)
+class Plan:
+    """What to build and how hard to measure."""
+
+    sizes: list[int]
+    main: Spec  # DESIGN's write and history store: 10k memories, 100k versions
+    short: Spec  # the history-length pair: few memories, short and long history
+    long: Spec
+    write_rounds: int
+    read_rounds: int
+    hist_rounds: int
+    git_rounds: int
+    proc_rounds: int
+    batch: int
+    batch_rounds: int
+
+    @property
+    def specs(self) -> list[Spec]:
+        return list(dict.fromkeys([*(Spec(n, n) for n in self.sizes), self.main, self.short, self.long]))
+
+
+def make_plan(quick: bool, sizes: list[int] | None = None, versions: int | None = None) -> Plan:
+    """The plan of a full run, or of a ``--quick`` one (small stores, few rounds)."""
+    if quick:
+        v = versions or 5000
+        return Plan(sizes or [1000], Spec(1000, v), Spec(100, 100), Spec(100, v), 20, 5, 7, 3, 7, 200, 1)
+    v = versions or 100_000
+    return Plan(
+        sizes or [1000, 10_000, 100_000],
+        Spec(10_000, v),
+        Spec(100, 100),
+        Spec(100, v),
+        60,
+        9,
+        15,
+        5,
+        15,
+        1000,
+        3,
+    )
+
+
+class Runner:
+    """Runs a plan: builds (or finds) the stores, measures on private copies, collects results."""
+
+    def __init__(self, plan: Plan, cache: Path, quick: bool) -> None:
+        self.plan = plan
+        self.quick = quick
+        self.cache = cache
+        self.workdir = cache / f"work-{os.getpid()}"
+        self.results: list[Result] = []
+        self.builds: dict[Spec, Built] = {}
+
+    def step(self, what: str, fn: Callable[..., Result], *args: object, **kw: object) -> Result:
+        t = time.perf_counter()
+        result = fn(*args, **kw)
+        self.results.append(result)
+        _log(f"  {what}: {time.perf_counter() - t:.1f} s")
+        return result
+
+    def copy(self, spec: Spec) -> Path:
+        return work_copy(self.builds[spec], self.workdir)
+
+    def run(self) -> list[Result]:
+        plan = self.plan
+        _log(f"stores ({'quick' if self.quick else 'full'} run): " + ", ".join(s.label for s in plan.specs))
+        self.builds = {s: cached_store(s, self.cache, _log) for s in plan.specs}
+        try:
+            self._measure()
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return self.results
+
+    def _measure(self) -> None:
+        plan, main = self.plan, self.plan.main
+        for spec in [*(Spec(n, n) for n in plan.sizes), main]:
+            path = self.copy(spec)
+            m = spec.memories // 2 + 1
+            self.step(
+                f"write {spec.label}", measure_write, path, spec.label, plan.write_rounds, m, spec.memories
+            )
+            self.step(f"read {spec.label}", measure_read, path, spec.label, plan.read_rounds, spec.memories)
+        path = self.copy(main)
+        m = main.memories // 3 + 1
+        self.step(
+            "history", measure_history, path, main.label, plan.hist_rounds, plan.git_rounds, m, main.memories
+        )
+        self.step("process", measure_process, path, main.label, plan.proc_rounds, m, main.memories)
+        short, long = self.copy(plan.short), self.copy(plan.long)
+        self.step("history length", measure_history_length, short, long, plan.write_rounds)
+        self.step("batch", measure_batch, self.workdir, plan.batch, plan.batch_rounds)
+        reindex = Spec(plan.sizes[0], plan.sizes[0]) if self.quick else main
+        self.step("index rebuild", measure_reindex, self.copy(reindex), reindex.label, reindex.versions)
+
+    def build_info(self) -> list[dict[str, object]]:
+        return [
+            {
+                "store": b.spec.label,
+                "key": b.spec.key,
+                "fast_import_s": round(b.fast_import_s, 2),
+                "index_rebuild_s": round(b.index_rebuild_s, 2),
+                "cached": b.cached,
+            }
+            for b in self.builds.values()
+        ]
+
+
+def environment() -> dict[str, object]:
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    return {
+        "python": platform.python_version(),
+        "pygit2": getattr(pygit2, "__version__", "?"),
+        "libgit2": pygit2.LIBGIT2_VERSION,
+        "git": git,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "gitmem": gitmem.__version__,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true", help="small stores and few rounds (under a minute)")
+    ap.add_argument(
+        "--sizes",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        help="memory counts of the size stores (default 1000,10000,100000; quick: 1000)",
+    )
+    ap.add_argument("--versions", type=int, help="history length of the long stores (default 100000)")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where built stores are cached")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t = time.perf_counter()
+    runner = Runner(make_plan(args.quick, args.sizes, args.versions), args.cache, args.quick)
+    results = runner.run()
+    builds = runner.build_info()
+    elapsed = time.perf_counter() - t
+    print(table(results))
+    print(
+        f"\n{len(results)} measurements in {elapsed:.0f} s; "
+        f"{sum(r.passed is False for r in results)} below target"
+    )
+    for b in builds:
+        state = "cached" if b["cached"] else "built now"
+        print(
+            f"store {b['store']}: fast-import {b['fast_import_s']} s, index catch-up {b['index_rebuild_s']} s ({state})"
+        )
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "quick": args.quick,
+                    "elapsed_s": round(elapsed, 1),
+                    "environment": environment(),
+                    "results": [r.to_dict() for r in results],
+                    "builds": builds,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The benchmark's pieces work on a tiny store: they build it, measure, and produce numbers.
+
+No timing is asserted (timings belong to ``bench/run.py``); what is asserted is that the generated
+store is what gitmem would have written, and that each measurement returns finite, positive figures.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gitmem
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import common, run  # noqa: E402
+
+TINY = common.Spec(memories=12, versions=30)
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    built = common.cached_store(TINY, cache=tmp_path / "cache", log=lambda _msg: None)
+    return common.work_copy(built, tmp_path / "work")
+
+
+def _numbers(result: common.Result) -> None:
+    assert result.gitmem_s > 0 and result.floor_s > 0
+    assert math.isfinite(result.ratio)
+
+
+def test_generated_store_is_a_valid_gitmem_store(tiny: Path) -> None:
+    store = gitmem.open_store(tiny)
+    assert len(store.versions(scope="main")) == TINY.versions
+    assert len(store.list("/")) == TINY.memories
+    path = common.memory_path(3, TINY.memories)
+    assert store.read(path).content.startswith("# memory 3, version ")  # type: ignore[union-attr]
+    store.close()
+    fsck = subprocess.run(["git", "-C", str(tiny), "fsck", "--strict"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def test_generation_is_deterministic() -> None:
+    a = list(common.fast_import_stream(common.spec_ops(TINY), TINY.memories))
+    b = list(common.fast_import_stream(common.spec_ops(TINY), TINY.memories))
+    assert a == b
+
+
+def test_write_measurement_produces_numbers(tiny: Path) -> None:
+    result = run.measure_write(tiny, "tiny", rounds=2, memory=1, memories=TINY.memories)
+    _numbers(result)
+    assert result.limit == 1.5
+    assert "| write, tiny " in common.table([result])
+
+
+def test_read_and_history_measurements_produce_numbers(tiny: Path) -> None:
+    _numbers(run.measure_read(tiny, "tiny", rounds=1, memories=TINY.memories, per_round=5))
+    history = run.measure_history(tiny, "tiny", rounds=1, git_rounds=1, memory=2, memories=TINY.memories)
+    _numbers(history)
+    assert "MISMATCH" not in history.note
+
+
+def test_history_length_measurement_compares_two_stores(tmp_path: Path, tiny: Path) -> None:
+    longer = common.cached_store(common.Spec(12, 60), cache=tmp_path / "cache", log=lambda _msg: None)
+    result = run.measure_history_length(tiny, common.work_copy(longer, tmp_path / "work"), rounds=2)
+    _numbers(result)
+    assert result.name == "write, 12 mem: 60 vs 30 versions"
