@@ -121,8 +121,14 @@ def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
     root.mkdir(parents=True, exist_ok=False)
     tip = store.tip(mount.scope)
     files = tree_files(store, tip)
-    for path, blob in files.items():
-        put_file(root, path, store.blob_data(pygit2.Oid(hex=blob)))
+    made: set[Path] = {root}
+    for path, blob in files.items():  # a new directory: plain writes, no temp files needed
+        full = root / path[1:]
+        if full.parent not in made:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            made.add(full.parent)
+        with open(full, "wb") as fh:
+            fh.write(store.blob_data(pygit2.Oid(hex=blob)))
     marker = Marker(
         mount.store,
         mount.store_path,

@@ -1,0 +1,87 @@
+"""Session sync benchmark (DESIGN section 11, issue 5): ``session sync`` of N changed files in a
+mount of a 10k-memory store, against ``apply_batch`` writing the same N memories in one batch.
+
+Two private copies of the same generated store: one is mounted in a session (its sync scans and
+hashes every file of the mount, plans 3-way against the tip, applies one batch, refreshes and moves
+the marker), the other takes the same writes through ``apply_batch`` directly (the floor). Rounds
+alternate between them; each round rewrites the same N memories with new content.
+
+Usage: ``python bench/sync_bench.py [--memories 10000] [--changes 1000] [--rounds 3] [--json F]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gitmem  # noqa: E402
+from bench.common import Spec, cached_store, memory_path  # noqa: E402
+from gitmem import sessions  # noqa: E402
+from gitmem.batch import BatchOp, apply_batch  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--memories", type=int, default=10_000)
+    ap.add_argument("--changes", type=int, default=1_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = ap.parse_args()
+    built = cached_store(Spec(args.memories, args.memories), log=lambda m: print(m, file=sys.stderr))
+    step = max(1, args.memories // args.changes)
+    paths = [memory_path(i, args.memories) for i in range(0, args.memories, step)][: args.changes]
+    with tempfile.TemporaryDirectory(prefix="gitmem-sync-bench-") as tmp:
+        home = Path(tmp)
+        for name in ("mounted", "floor"):
+            shutil.copytree(built.path, home / "stores" / f"{name}.git")
+        t = time.perf_counter()
+        s = sessions.start_session(["mounted"], root=home / "mnt", home=home, actor="service:bench")
+        start_s = time.perf_counter() - t
+        mount = Path(s.mounts[0].path)
+        floor = gitmem.open_store("floor", home=home)
+        sync_t: list[float] = []
+        batch_t: list[float] = []
+        versions = 0
+        for r in range(args.rounds):
+            content = {p: f"round {r} of {p}\n".encode() * 8 for p in paths}
+            for p, data in content.items():
+                (mount / p[1:]).write_bytes(data)
+            t = time.perf_counter()
+            report = sessions.sync_session(s.id, home=home)
+            sync_t.append(time.perf_counter() - t)
+            versions = report.versions
+            ops = [BatchOp("write", p, content=data) for p, data in content.items()]
+            t = time.perf_counter()
+            result = apply_batch(floor, ops, actor="service:bench", session=s.id)
+            batch_t.append(time.perf_counter() - t)
+            if versions != len(paths) or len(result.versions) != len(paths):
+                raise RuntimeError(f"expected {len(paths)} versions, got {versions} / {len(result.versions)}")
+        floor.close()
+        sync_s, batch_s = statistics.median(sync_t), statistics.median(batch_t)
+        figures = {
+            "memories": args.memories,
+            "changes": len(paths),
+            "rounds": args.rounds,
+            "session_start_s": round(start_s, 3),
+            "sync_s": round(sync_s, 3),
+            "apply_batch_s": round(batch_s, 3),
+            "ratio": round(sync_s / batch_s, 2),
+        }
+    print(f"session start (materialise {args.memories} files): {start_s:.2f} s")
+    print(f"sync of {len(paths)} changed files: {sync_s:.3f} s (median of {args.rounds})")
+    print(f"apply_batch of the same {len(paths)} writes: {batch_s:.3f} s")
+    print(f"ratio sync / apply_batch: {figures['ratio']:.2f}x")
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
