@@ -244,3 +244,34 @@ def test_watch_syncs_changes_made_while_watching(
     )
     assert wrote.is_set() and syncs >= 2
     assert contents(two[0])["/watched.md"] == "seen\n"
+
+
+def test_a_local_directory_in_the_way_is_never_removed(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
+    notes = two[0]
+    notes.write("/a.md", "alpha by bob\n", actor="user:bob")
+    os.remove(mnt(tmp_path, "notes/a.md"))
+    mnt(tmp_path, "notes/a.md").mkdir()
+    mnt(tmp_path, "notes/a.md/inner.md").write_text("mine\n")
+    report = sessions.sync_session(sess.id).mounts[0]
+    assert [i.path for i in report.refused] == ["/a.md/inner.md"]
+    assert mnt(tmp_path, "notes/a.md/inner.md").read_text() == "mine\n"
+    assert sessions.sync_session(sess.id).versions == 0
+    assert contents(notes)["/a.md"] == "alpha by bob\n"
+
+
+def test_a_symlinked_directory_neither_deletes_nor_receives_files(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
+    notes = two[0]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.rename(mnt(tmp_path, "notes/dir"), tmp_path / "moved-away")
+    os.symlink(outside, mnt(tmp_path, "notes/dir"))
+    notes.write("/dir/new.md", "from bob\n", actor="user:bob")
+    report = sessions.sync_session(sess.id).mounts[0]
+    assert report.versions == [] and [i.path for i in report.refused] == ["/dir"]
+    assert contents(notes)["/dir/b.md"] == "beta\n"
+    assert list(outside.iterdir()) == []
+    assert sessions.sync_session(sess.id).versions == 0

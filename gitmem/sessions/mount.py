@@ -12,6 +12,7 @@ owner so the marker can be updated without unlocking the mount.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ MARKER_DIR = ".gitmem"
 MARKER_FILE = "mount.json"
 FILE_RO, DIR_RO = 0o444, 0o555
 FILE_RW, DIR_RW = 0o644, 0o755
+_counter = itertools.count()
 
 
 @dataclass
@@ -211,15 +213,24 @@ def snapshot(root: Path) -> frozenset[tuple[str, int, int]]:
 
 # ---------------------------------------------------------------------- file operations
 def put_file(root: Path, path: str, data: bytes, *, readonly: bool = False) -> None:
-    """Write ``data`` at the api ``path`` under ``root``, creating directories (atomically)."""
+    """Write ``data`` at the api ``path`` under ``root`` atomically, creating directories.
+
+    Never removes anything in the way (a directory at ``path``, a file where a directory is
+    needed, a symbolic link among the parents): it raises OSError instead, and the caller leaves
+    that path alone. The temp file lives in the marker directory, so a crash leaves no stray file
+    that a later sync would take for a memory.
+    """
     full = root / path[1:]
     parent = full.parent
-    if parent.exists() and not parent.is_dir():
-        parent.unlink()  # a file where the store now has a directory (it was synced or saved)
-    parent.mkdir(parents=True, exist_ok=True)
-    if full.is_dir() and not full.is_symlink():
-        shutil.rmtree(full)
-    tmp = full.with_name(f".{full.name}.gitmem-tmp")
+    while parent != root:
+        if parent.is_symlink():
+            raise NotADirectoryError(f"{parent} is a symbolic link")
+        parent = parent.parent
+    full.parent.mkdir(parents=True, exist_ok=True)
+    if full.is_symlink() or full.is_dir():
+        raise IsADirectoryError(f"{full} is in the way")
+    (root / MARKER_DIR).mkdir(mode=DIR_RW, exist_ok=True)
+    tmp = root / MARKER_DIR / f"put-{os.getpid()}-{next(_counter)}"
     with open(tmp, "wb") as fh:
         fh.write(data)
     os.chmod(tmp, FILE_RO if readonly else FILE_RW)
@@ -232,7 +243,7 @@ def remove_file(root: Path, path: str) -> None:
     try:
         full.unlink()
     except FileNotFoundError:
-        return
+        return  # IsADirectoryError and the like reach the caller
     parent = full.parent
     while parent != root and parent.is_dir():
         try:

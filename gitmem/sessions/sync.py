@@ -106,9 +106,10 @@ def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -
     local = scan(root, marker.files)
     refused = [FileIssue(p, why) for p, why in sorted(local.unusable.items())]
     protected = set(local.unusable)
-    for path in local.unusable:
-        if path in marker.files:
-            local.files[path] = marker.files[path]  # an unusable entry is not a deletion
+    for path in local.unusable:  # an unusable entry (a link, say) deletes nothing, nor what was under it
+        for known in [p for p in marker.files if p == path or p.startswith(path + "/")]:
+            local.files[known] = marker.files[known]
+            protected.add(known)
     changed = sorted(
         p for p in set(marker.files) | set(local.files) if marker.files.get(p) != local.files.get(p)
     )
@@ -263,16 +264,23 @@ def _refresh(
     todo = [p for p in sorted(touched) if p not in protected and local.files.get(p) != new_files.get(p)]
     if todo and readonly:
         unlock_tree(root)
-    for path in todo:
-        if path not in new_files:
-            remove_file(root, path)
-    for path in todo:
-        if path in new_files:
-            put_file(root, path, store.blob_data(pygit2.Oid(hex=new_files[path])), readonly=readonly)
+    done = []
+    for path in [p for p in todo if p not in new_files] + [p for p in todo if p in new_files]:
+        try:
+            if path in new_files:
+                put_file(root, path, store.blob_data(pygit2.Oid(hex=new_files[path])), readonly=readonly)
+            else:
+                remove_file(root, path)
+        except OSError:
+            # Something local is in the way (a directory, a link): leave it. The mount then has no
+            # file at ``path``, and the marker says so, so nothing is deleted in the store for it.
+            new_files.pop(path, None)
+            continue
+        done.append(path)
     if todo and readonly:
         lock_tree(root)
     config.fault("sync-after-refresh")
     marker.base = str(tip) if tip is not None else None
     marker.files = new_files
     write_marker(mount, marker)
-    return todo
+    return sorted(done)
