@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,7 +115,11 @@ def sync(
         )
         return
 
+    syncs = 0
+
     def on_sync(report: sessions.SyncReport) -> None:
+        nonlocal syncs
+        syncs += 1
         if common.want_json(json):
             import json as json_mod
 
@@ -123,16 +128,18 @@ def sync(
             _render_sync(report)
 
     def call() -> dict[str, int]:
-        n = sessions.watch_session(
-            sid,
-            home=common.home(home),
-            actor=common.actor(actor),
-            debounce=debounce,
-            poll=poll,
-            max_seconds=max_seconds,
-            on_sync=on_sync,
-        )
-        return {"syncs": n}
+        # Ctrl-C is the usual way to stop watching; a sync it cuts short is finished by the next one.
+        with contextlib.suppress(KeyboardInterrupt):
+            sessions.watch_session(
+                sid,
+                home=common.home(home),
+                actor=common.actor(actor),
+                debounce=debounce,
+                poll=poll,
+                max_seconds=max_seconds,
+                on_sync=on_sync,
+            )
+        return {"syncs": syncs}
 
     common.run(json, call)
 
