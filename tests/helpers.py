@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pygit2
 
@@ -90,3 +94,24 @@ def concurrent_writer(args: tuple[str, int, int]) -> list[str]:
             assert e is not None
             acked.append(e.id)
     return acked
+
+
+def fast_workspace(tmp_path: Path, monkeypatch: Any) -> Iterator[Path]:
+    """A workspace on tmpfs when there is one (for a module-level ``workspace`` fixture override).
+
+    The library fsyncs every write; on a loaded disk that dominates a test run, and durability is
+    not what these tests check. Falls back to ``tmp_path``.
+    """
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    if base is None:
+        ws = tmp_path / "workspace"
+        monkeypatch.setenv("GITMEM_HOME", str(ws))
+        yield ws
+        return
+    root = Path(tempfile.mkdtemp(prefix="gitmem-test-", dir=base))
+    ws = root / "workspace"
+    monkeypatch.setenv("GITMEM_HOME", str(ws))
+    try:
+        yield ws
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,12 @@ from gitmem.batch import BatchOp, apply_batch
 from gitmem.config import Limits
 from gitmem.errors import LimitExceededError, NotFoundError, PathConflictError
 from gitmem.store import Store
-from tests.helpers import commit_count, snapshot, tip_hex
+from tests.helpers import commit_count, fast_workspace, snapshot, tip_hex
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from fast_workspace(tmp_path, monkeypatch)
 
 
 def test_batch_makes_one_version_per_op_and_moves_branch_to_last(store: Store) -> None:

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gitmem.errors import InvalidInputError, NotFoundError, PathConflictError
 from gitmem.history import diff
 from gitmem.store import Store
-from tests.helpers import git, plain_commit
+from tests.helpers import fast_workspace, git, plain_commit
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from fast_workspace(tmp_path, monkeypatch)
 
 
 def test_each_change_is_one_commit_touching_one_path(store: Store) -> None:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 import gitmem
 from gitmem.index import INDEX_FILE
 from gitmem.store import Store
-from tests.helpers import git, plain_commit, version_keys
+from tests.helpers import fast_workspace, git, plain_commit, version_keys
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from fast_workspace(tmp_path, monkeypatch)
 
 
 def _answers(store: Store) -> tuple[object, ...]:

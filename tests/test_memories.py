@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,12 @@ from gitmem.errors import (
     PreconditionFailedError,
 )
 from gitmem.store import Store
-from tests.helpers import SHA_A, commit_count, snapshot
+from tests.helpers import SHA_A, commit_count, fast_workspace, snapshot
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from fast_workspace(tmp_path, monkeypatch)
 
 
 def sha(text: str) -> str:

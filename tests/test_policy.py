@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,12 @@ from gitmem import policy
 from gitmem.config import Limits, now_rfc3339
 from gitmem.errors import ForbiddenError, InvalidInputError, LimitExceededError
 from gitmem.store import Store
-from tests.helpers import snapshot
+from tests.helpers import fast_workspace, snapshot
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    yield from fast_workspace(tmp_path, monkeypatch)
 
 
 def test_memory_of_exactly_102400_bytes_is_accepted(store: Store) -> None:
