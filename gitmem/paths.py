@@ -25,6 +25,13 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
+def _is_git_dir_name(segment: str) -> bool:
+    # The names git and libgit2 refuse in trees (".git" in any case, with NTFS's trailing dots and
+    # spaces, alternate streams and short name "git~1"); tested against libgit2's own check.
+    base = segment.split("\\", 1)[0].split(":", 1)[0].rstrip(" .").lower()
+    return base in (".git", "git~1")
+
+
 @functools.lru_cache(maxsize=8192)
 def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
     """Check a memory path (``/notes/todo.md``) and return it unchanged.
@@ -52,6 +59,8 @@ def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
             raise InvalidInputError(f"invalid path {path!r}: empty path segment")
         if seg in (".", ".."):
             raise InvalidInputError(f"invalid path {path!r}: '{seg}' segments are not allowed")
+        if _is_git_dir_name(seg):
+            raise InvalidInputError(f"invalid path {path!r}: '{seg}' names git's own directory")
     if (path + "/").startswith(RESERVED_PREFIX):
         raise InvalidInputError(f"invalid path {path!r}: paths under {RESERVED_PREFIX} are reserved")
     return path

@@ -21,7 +21,11 @@ _seg_chars = st.characters(
     whitelist_categories=("Lu", "Ll", "Lo", "Nd"), whitelist_characters="._-~ ", max_codepoint=0x2FFF
 )
 segments = st.text(_seg_chars, min_size=1, max_size=12).filter(
-    lambda s: s not in (".", "..") and unicodedata.normalize("NFC", s) == s
+    lambda s: (
+        s not in (".", "..")
+        and unicodedata.normalize("NFC", s) == s
+        and s.rstrip(" .").lower() not in (".git", "git~1")
+    )
 )
 valid_paths = (
     st.lists(segments, min_size=1, max_size=6)
@@ -150,3 +154,38 @@ def test_store_names_follow_the_regex(name: str) -> None:
 def test_generated_store_names_are_valid(name: str) -> None:
     assume(not name.endswith(".git"))
     assert validate_store_name(name) == name
+
+
+@pytest.mark.parametrize(
+    "path", ["/.git", "/.git/x", "/a/.GIT", "/.Git./x", "/git~1", "/a/GIT~1 ", "/.git::$DATA", "/.git\\x"]
+)
+def test_git_directory_names_are_refused(path: str) -> None:
+    # Regression: libgit2 refused these deep in the write path with a raw pygit2 error.
+    with pytest.raises(InvalidInputError, match="git's own directory"):
+        validate_path(path)
+
+
+@given(st.text(alphabet=".gitGIT~1 :\\a", min_size=1, max_size=8))
+def test_path_rules_accept_only_names_libgit2_can_store(name: str) -> None:
+    import tempfile
+
+    import pygit2
+
+    global _REPO
+    if _REPO is None:
+        _REPO = pygit2.init_repository(tempfile.mkdtemp(prefix="gitmem-names-"), bare=True)
+    tb = _REPO.TreeBuilder()
+    try:
+        tb.insert(name, _REPO.create_blob(b"x"), pygit2.enums.FileMode.BLOB)
+        stored = True
+    except pygit2.GitError:
+        stored = False
+    try:
+        validate_path("/" + name)
+        accepted = True
+    except InvalidInputError:
+        accepted = False
+    assert accepted == stored
+
+
+_REPO = None

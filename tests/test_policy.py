@@ -61,7 +61,17 @@ def test_invalid_utf8_is_refused(store: Store) -> None:
 
 def test_bad_path_writes_nothing(store: Store) -> None:
     before = snapshot(store)
-    for path in ("../x", "/a/./b", "/a//b", "/a\x01b", "/e\u0301", "/.gitmem/x", "/" + "a" * 1024):
+    for path in (
+        "../x",
+        "/a/./b",
+        "/a//b",
+        "/a\x01b",
+        "/e\u0301",
+        "/.gitmem/x",
+        "/" + "a" * 1024,
+        "/.git/x",
+        "/a/GIT~1",
+    ):
         with pytest.raises(InvalidInputError):
             store.write(path, "x")
     assert snapshot(store) == before
