@@ -67,6 +67,10 @@ def test_sync_turns_each_change_into_one_tagged_version(
     out = git(
         notes.path, "log", "-4", "--format=%s|%(trailers:key=Gitmem-Session,valueonly,separator=)"
     ).stdout
+    renamed = git(
+        notes.path, "log", "-1", "--format=%(trailers:key=Gitmem-Memory,valueonly)", "--", "b-moved.md"
+    )
+    assert renamed.stdout.strip() == b_id
     assert sorted(out.split("\n")[:4]) == sorted(
         [
             f"{s}|{sess.id}"
