@@ -103,6 +103,7 @@ class Index:
         self.path = store.gitmem_dir / INDEX_FILE
         self._db: sqlite3.Connection | None = None
         self._known_tips: dict[str, str | None] = {}
+        self._fresh_blobs: dict[str, bytes] = {}  # blobs rows_for_commit just read, for the FTS rows
 
     # ------------------------------------------------------------------ connection
     @property
@@ -325,7 +326,7 @@ class Index:
 
     def _index_text(self, db: sqlite3.Connection, scope: str, r: VersionRow) -> None:
         if r.blob is not None:
-            data = self.store.blob_data(pygit2.Oid(hex=r.blob))
+            data = self._fresh_blobs.get(r.blob) or self.store.blob_data(pygit2.Oid(hex=r.blob))
             search.index_text(db, scope, r.path, r.id, r.description, data)
 
     def purge_search(self) -> bool:
@@ -346,6 +347,7 @@ class Index:
         memory, with deterministic ids derived from the commit, and actor ``git:<author email>``.
         """
         repo = self.store.repo
+        self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
         parent_tree = commit.parents[0].tree if commit.parents else None
         changes = diff_trees(repo, parent_tree, commit.tree)
         when = commit.author.time
@@ -360,6 +362,7 @@ class Index:
             obj = repo[oid] if oid is not None else None
             assert isinstance(obj, pygit2.Blob)
             data = obj.data
+            self._fresh_blobs[str(oid)] = data
             desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
             return hashlib.sha256(data).hexdigest(), len(data), desc
 
