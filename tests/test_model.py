@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 import gitmem
 from gitmem import Memory
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError, PathConflictError
+from gitmem.frontmatter import parse_description, set_description
 from gitmem.versions import Version
 
 # tmpfs when there is one: the library fsyncs every write, and this test makes hundreds.
@@ -142,6 +143,38 @@ class StoreMachine(RuleBasedStateMachine):
         self._record(scope, v, None if result == m.live[path].content else "modified")
         m.live[path].content = result
 
+    @rule(scope=scopes, path=paths, line=st.integers(-1, 4), text=texts)
+    def insert(self, scope: str, path: str, line: int, text: str) -> None:
+        m = self.models[scope]
+        if path not in m.live:
+            with pytest.raises(NotFoundError):
+                self.store.insert(path, line, text, scope=scope)
+            return
+        lines = m.live[path].content.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        if not 0 <= line <= len(lines):
+            with pytest.raises(InvalidInputError):
+                self.store.insert(path, line, text, scope=scope)
+            return
+        new_lines = [*lines[:line], text[:-1] if text.endswith("\n") else text, *lines[line:]]
+        result = "\n".join(new_lines)
+        if line == len(lines) or m.live[path].content.endswith("\n"):
+            result += "\n"
+        v = self.store.insert(path, line, text, scope=scope)
+        self._record(scope, v, None if result == m.live[path].content else "modified")
+        m.live[path].content = result
+
+    @rule(scope=scopes, path=paths, description=st.sampled_from(["", "d1", "two words", 'q"uote']))
+    def describe(self, scope: str, path: str, description: str) -> None:
+        m = self.models[scope]
+        if path not in m.live:
+            return
+        result = set_description(m.live[path].content, description)
+        v = self.store.write(path, m.live[path].content, scope=scope, description=description)
+        self._record(scope, v, None if result == m.live[path].content else "modified")
+        m.live[path].content = result
+
     # ------------------------------------------------------------------ checks after every step
     @invariant()
     def reads_and_listings_match_the_model(self) -> None:
@@ -152,6 +185,7 @@ class StoreMachine(RuleBasedStateMachine):
                 assert isinstance(item, Memory)
                 mem = m.live[item.path]
                 assert item.memory_id == mem.memory_id
+                assert item.description == parse_description(mem.content)
                 got = self.store.read(item.path, scope=scope)
                 assert (got.content, got.memory_id) == (mem.content, mem.memory_id)
             for p in set(PATHS) - set(m.live):
