@@ -329,3 +329,16 @@ def test_pushed_commit_is_found(store: Store, tmp_path: Path) -> None:
     git("push", "-q", "origin", "HEAD:main")
     [hit] = store.search("arrived")
     assert hit.path == "/pushed.md" and hit.version_id.startswith("memver_")
+
+
+def test_redaction_leaves_no_redacted_text_in_the_index(store: Store) -> None:
+    from gitmem.redact import redact
+
+    leaked = store.write("/a.md", "token zqxredactme", description="zqxdescsecret", actor=ACTOR)
+    assert leaked is not None
+    write(store, "/a.md", "token rotated", description="clean")
+    assert store.search("zqxredactme") == []
+    redact(store, leaked.id, reason="leaked token")
+    assert paths(store.search("rotated")) == ["/a.md"]
+    data = index_bytes(store)
+    assert b"zqxredactme" not in data and b"zqxdescsecret" not in data
