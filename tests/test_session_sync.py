@@ -279,3 +279,13 @@ def test_a_symlinked_directory_neither_deletes_nor_receives_files(
     assert contents(notes)["/dir/b.md"] == "beta\n"
     assert list(outside.iterdir()) == []
     assert sessions.sync_session(sess.id).versions == 0
+
+
+def test_a_mount_that_cannot_sync_does_not_stop_the_others(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
+    os.remove(mnt(tmp_path, "ref/.gitmem/mount.json"))
+    mnt(tmp_path, "notes/x.md").write_text("x\n")
+    report = sessions.sync_session(sess.id)
+    assert [v.path for v in report.mounts[0].versions] == ["/x.md"]
+    assert report.mounts[1].error is not None and "mount.json is missing" in report.mounts[1].error

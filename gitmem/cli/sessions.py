@@ -41,6 +41,9 @@ def _instructions(pairs: list[str]) -> dict[str, str]:
 
 def _render_sync(report: sessions.SyncReport) -> None:
     for m in report.mounts:
+        if m.error is not None:
+            typer.echo(f"{m.slug} ({m.access}): not synced: {m.error}")
+            continue
         bits = [f"{len(m.versions)} version(s)"]
         if m.conflicts:
             bits.append(f"{len(m.conflicts)} conflict(s)")

@@ -126,8 +126,12 @@ def sync_session(session_id: str | None = None, *, home: Home = None, actor: str
 
 
 def _sync_one(mount: Mount, session: Session, actor: str | None) -> MountSync:
-    with open_store(mount.store_path) as store:
-        return sync_mount(store, mount, session.id, actor or session.actor)
+    """One mount; a mount that cannot be synced (store gone, marker lost) does not stop the others."""
+    try:
+        with open_store(mount.store_path) as store:
+            return sync_mount(store, mount, session.id, actor or session.actor)
+    except GitmemError as exc:
+        return MountSync(mount.store, mount.scope, mount.slug, mount.access, None, None, error=exc.message)
 
 
 def end_session(
@@ -138,6 +142,7 @@ def end_session(
     report = sync_session(session_id, home=home, actor=actor)
     session = state.load(report.session, home)
     unsaved = [f"{m.slug}{i.path}" for m in report.mounts if m.access == "rw" for i in m.refused]
+    unsaved += [f"{m.slug} ({m.error})" for m in report.mounts if m.error is not None and m.access == "rw"]
     if unsaved and not force:
         raise ConflictError(
             f"session {session.id} was not ended: {len(unsaved)} changed file(s) could not be saved "

@@ -72,6 +72,7 @@ class MountSync:
     refused: list[FileIssue] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     refreshed: list[str] = field(default_factory=list)
+    error: str | None = None  # the mount could not be synced at all (nothing was written for it)
 
 
 @dataclass(frozen=True)
