@@ -14,8 +14,8 @@ from gitmem.errors import InvalidInputError
 MAX_PATH_BYTES = 1024
 RESERVED_PREFIX = "/.gitmem/"
 
-_STORE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+_STORE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")
+_SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
 
 
 def _bad_char(text: str) -> str | None:

@@ -16,8 +16,8 @@ TRAILER_KEYS = (
     "Gitmem-Session",
     "Gitmem-Actor",
 )
-_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-_ACTOR_RE = re.compile(r"^(session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200}$")
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
+_ACTOR_RE = re.compile(r"^(session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200}\Z")
 _TRAILER_RE = re.compile(r"^(Gitmem-[A-Za-z-]+): ?(.*)$")
 
 

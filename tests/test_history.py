@@ -93,6 +93,21 @@ def test_actor_defaults(store: Store) -> None:
         store.write("/a", "3", session="bad session")
 
 
+@pytest.mark.parametrize("attribution", [{"session": "s1\n"}, {"actor": "user:x\n"}])
+def test_trailing_newline_in_session_or_actor_is_refused(store: Store, attribution: dict[str, str]) -> None:
+    # Regression: "$" matched before a final newline; "s1\n" split the trailer block, so the
+    # version lost its id and attribution when the index was rebuilt.
+    with pytest.raises(InvalidInputError):
+        store.write("/a", "x", **attribution)  # type: ignore[arg-type]
+    assert store.tip("main") is None
+
+
+def test_version_id_with_trailing_newline_is_invalid(store: Store) -> None:
+    v = store.write("/a", "x")
+    with pytest.raises(InvalidInputError):
+        store.version(v.id + "\n")  # type: ignore[union-attr]
+
+
 @pytest.fixture
 def populated(store: Store) -> Store:
     store.write("/a", "1", actor="user:alice", session="s1")

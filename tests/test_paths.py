@@ -131,7 +131,8 @@ def test_valid_scopes_are_accepted(scope: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "scope", ["", "-a", ".a", "a..b", "a.lock", "a.", "a/b", "a b", "a~", "a^", "a:b", "x" * 129, "é"]
+    "scope",
+    ["", "-a", ".a", "a..b", "a.lock", "a.", "a/b", "a b", "a~", "a^", "a:b", "x" * 129, "é", "main\n"],
 )
 def test_invalid_scopes_are_refused(scope: str) -> None:
     with pytest.raises(InvalidInputError):
@@ -189,3 +190,10 @@ def test_path_rules_accept_only_names_libgit2_can_store(name: str) -> None:
 
 
 _REPO = None
+
+
+@pytest.mark.parametrize("name", ["notes\n", "a\n"])
+def test_trailing_newline_is_not_a_valid_store_name(name: str) -> None:
+    # Regression: the regexes ended in "$", which also matches before a final newline.
+    with pytest.raises(InvalidInputError):
+        validate_store_name(name)
