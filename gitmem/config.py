@@ -196,6 +196,32 @@ def load_settings(path: Path) -> StoreSettings:
     return settings_from_dict(data, str(path))
 
 
+def load_settings_cached(path: Path, cache: Path) -> StoreSettings:
+    """:func:`load_settings` through a JSON copy at ``cache``, keyed by the file's inode, size and
+    mtime: the pre-receive hook starts without importing yaml. Validated on every load all the same."""
+    import json
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: settings file is missing") from None
+    key = [st.st_ino, st.st_size, st.st_mtime_ns]
+    try:
+        cached = json.loads(cache.read_text(encoding="utf-8"))
+        if cached.get("key") == key:
+            return settings_from_dict(cached["settings"], str(path))
+    except (OSError, ValueError, KeyError, AttributeError, ConfigError):
+        pass
+    settings = load_settings(path)
+    try:
+        tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"key": key, "settings": settings.to_dict()}), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # only a cache
+    return settings
+
+
 def save_settings(path: Path, settings: StoreSettings) -> None:
     """Write settings atomically (temp file, fsync, rename)."""
     import yaml

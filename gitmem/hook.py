@@ -9,10 +9,7 @@ was kept as ``<name>.legacy`` runs after gitmem's own work, with the same input.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +23,8 @@ if TYPE_CHECKING:
     from gitmem.store import Store
 
 PUSH_LOG = "pushes.jsonl"
+INDEX_FILE = "index.sqlite"  # gitmem.index.INDEX_FILE (not imported: the fast path skips that module)
+SETTINGS_CACHE = "settings.json"  # $GIT_DIR/gitmem/settings.json: see config.load_settings_cached
 MAX_LINES = 100
 _ACTOR_ENV = (("GITMEM_ACTOR", ""), ("REMOTE_USER", "user:"), ("GL_USERNAME", "user:"))
 
@@ -73,33 +72,67 @@ def pre_receive(
     """Check a push; returns the ``gitmem: ...`` lines (empty: accept)."""
     from gitmem import pushcheck
 
-    store = _store(repo)
-    settings = store.settings
+    git_dir = Path(repo.path).resolve()
+    settings = config.load_settings_cached(
+        git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
+    )
     updates = pushcheck.parse_updates(text)
     options = push_options(env)
     ctx = pushcheck.PushContext(
         settings=settings,
         pusher=pusher(env, options, bool(settings.acl.get("trust_push_actor"))),
-        denylist=pushcheck.read_denylist(store.path),
-        now=int(time.time()) if now is None else now,
+        denylist=pushcheck.read_denylist(git_dir),
+        now=now,
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
     )
     stats: dict[str, tuple[int, int]] = {}
     store_bytes = 0
     scopes = {u.scope for u in updates if u.scope and not u.is_delete}
     if scopes:
-        index = store.index
-        index.ensure_all()
-        stats = {s: index.scope_stats(s) for s in scopes}
-        store_bytes = index.store_bytes()
+        stats, store_bytes = scope_stats(repo, git_dir, scopes)
     violations = pushcheck.check_push(repo, updates, ctx, stats, store_bytes)
     lines = [pushcheck.format_violation(v) for v in violations[:MAX_LINES]]
     if len(violations) > MAX_LINES:
         lines.append(f"gitmem: ... and {len(violations) - MAX_LINES} more")
     if lines:
         lines.append(f"gitmem: push rejected ({len(violations)} problem(s)); nothing was changed")
-    store.index.close()  # the repository belongs to the caller
     return lines
+
+
+def scope_stats(
+    repo: pygit2.Repository, git_dir: Path, scopes: set[str]
+) -> tuple[dict[str, tuple[int, int]], int]:
+    """(memories, bytes) of each scope at its current tip, and the store's total bytes, from the
+    derived index. Fast path: when the index is current for every scope, one query answers (no
+    catch-up machinery imported); otherwise the index catches up first."""
+    import sqlite3
+
+    path = git_dir / "gitmem" / INDEX_FILE
+    try:
+        if path.exists():
+            db = sqlite3.connect(str(path), timeout=5.0)
+            try:
+                rows = db.execute("SELECT scope, tip, memories, bytes FROM scopes").fetchall()
+            finally:
+                db.close()
+            indexed = {r[0]: (r[1], int(r[2]), int(r[3])) for r in rows}
+            tips = {}
+            for name in repo.references:
+                if name.startswith("refs/heads/"):
+                    target = repo.references[name].target
+                    tips[name[len("refs/heads/") :]] = str(target)
+            if all(indexed.get(s, (None,))[0] == t for s, t in tips.items()) and set(indexed) <= set(tips):
+                return {s: indexed[s][1:] for s in scopes if s in indexed}, sum(
+                    v[2] for v in indexed.values()
+                )
+    except sqlite3.Error:
+        pass
+    store = _store(repo)
+    try:
+        store.index.ensure_all()
+        return {s: store.index.scope_stats(s) for s in scopes}, store.index.store_bytes()
+    finally:
+        store.index.close()
 
 
 def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> list[str]:
@@ -145,6 +178,8 @@ def record_push(
 ) -> None:
     """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (server-side, never
     cloned: it keeps the raw commit ids that the public ledger only holds as keyed digests)."""
+    import json
+
     when = config.now_rfc3339()
     store.gitmem_dir.mkdir(exist_ok=True)
     with open(store.gitmem_dir / PUSH_LOG, "a", encoding="utf-8") as fh:
@@ -182,6 +217,8 @@ def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:
     legacy = Path(shim).with_name(f"{name}.legacy")
     if not legacy.is_file():
         return 0
+    import subprocess
+
     return subprocess.run([str(legacy)], input=stdin, check=False).returncode
 
 

@@ -23,7 +23,6 @@ from gitmem.config import StoreSettings
 from gitmem.errors import InvalidInputError
 from gitmem.paths import validate_scope
 from gitmem.policy import Violation
-from gitmem.versions import parse_trailers, trailer_problems
 
 ZERO = "0" * 40
 HEADS = "refs/heads/"
@@ -217,6 +216,8 @@ def check_commit(
         if isinstance(blob, pygit2.Blob):
             out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
     if ctx.settings.require_trailers:
+        from gitmem.versions import parse_trailers, trailer_problems
+
         problems = trailer_problems(parse_trailers(commit.message))
         rename = sorted(kinds) == sorted([pygit2.enums.DeltaStatus.ADDED, pygit2.enums.DeltaStatus.DELETED])
         if not problems and len(kinds) > 1 and not rename:

@@ -244,3 +244,25 @@ def test_install_is_idempotent_and_keeps_a_foreign_hook(store: Store) -> None:
     (hooks / "post-receive").write_text("#!/bin/sh\necho another\n")
     with pytest.raises(ConflictError, match="post-receive.legacy exists too"):
         hookinstall.install_hooks(store.path)
+
+
+def test_hook_reads_settings_through_a_cache_that_follows_the_file(seeded: Store) -> None:
+    from gitmem.index import INDEX_FILE
+
+    assert hook.INDEX_FILE == INDEX_FILE
+    new = commit(seeded.repo, seeded.tip("main"), {"n.md": b"n"})
+    text = f"{tip(seeded)} {new} refs/heads/main\n"
+    assert check(seeded, text) == []
+    assert (seeded.gitmem_dir / hook.SETTINGS_CACHE).exists()
+    seeded.update_settings(archived_at="2026-01-01T00:00:00Z")
+    assert "archived" in check(seeded, text)[0]
+
+
+def test_stale_index_is_caught_up_before_counting(seeded: Store) -> None:
+    seeded.update_settings(limits=config.Limits(max_memories=2))
+    plain = commit(seeded.repo, seeded.tip("main"), {"b.md": b"b"})
+    seeded.repo.references["refs/heads/main"].set_target(plain)  # moved behind the index's back
+    new = commit(seeded.repo, pygit2.Oid(hex=plain), {"c.md": b"c"})
+    assert check(seeded, f"{plain} {new} refs/heads/main\n")[0] == (
+        f"gitmem: refs/heads/main {new[:12]}: scope 'main' would hold 3 memories; the limit is 2"
+    )
