@@ -41,9 +41,15 @@ def parse_description(content: str) -> str | None:
     return str(value)[:MAX_DESCRIPTION_CHARS]
 
 
+# Characters YAML does not read back as themselves inside a double-quoted scalar (C1 controls incl.
+# NEL, DEL, U+FFFE/U+FFFF, line/paragraph separators): written as \uXXXX escapes instead.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufffe\uffff]")
+
+
 def _render(description: str) -> str:
     # JSON strings are valid YAML scalars, and keep every character on one line.
-    return "description: " + json.dumps(description, ensure_ascii=False)
+    text = json.dumps(description, ensure_ascii=False)
+    return "description: " + _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def set_description(content: str, description: str) -> str:

@@ -345,6 +345,7 @@ def _with_description(data: bytes, description: str | None) -> bytes:
         return data
     if len(description) > MAX_DESCRIPTION_CHARS:
         raise InvalidInputError(f"description is over {MAX_DESCRIPTION_CHARS} characters")
+    _encode(description)  # lone surrogates: InvalidInputError, not a UnicodeEncodeError later
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

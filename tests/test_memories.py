@@ -381,3 +381,10 @@ def test_insert_counts_lines_by_newline_only(store: Store) -> None:
     assert store.read("/a").content == "a\u2028b\x0cc\nnew\nd"
     with pytest.raises(InvalidInputError, match=r"\[0, 3\]"):
         store.insert("/a", 4, "x")
+
+
+def test_description_with_lone_surrogate_is_invalid_input(store: Store) -> None:
+    # Regression: it raised UnicodeEncodeError (not a gitmem error) after validation.
+    with pytest.raises(InvalidInputError):
+        store.write("/a.md", "x", description="bad \ud800")
+    assert store.tip("main") is None
