@@ -36,8 +36,8 @@ def parse_description(content: str) -> str | None:
     if not isinstance(data, dict):
         return None
     value = data.get("description")
-    if value is None:
-        return None
+    if value is None or isinstance(value, (list, dict)):
+        return None  # not text; and str() of a YAML alias bomb would take forever
     return str(value)[:MAX_DESCRIPTION_CHARS]
 
 

@@ -95,3 +95,17 @@ def test_characters_yaml_cannot_carry_raw_still_round_trip(description: str) -> 
     out = set_description("body\n", description)
     assert parse_description(out) == description
     assert out.endswith("\n---\nbody\n") and out.count("\n") == 4
+
+
+def test_alias_bomb_description_is_not_expanded() -> None:
+    # Regression: str() of a nested alias structure is exponential (9**9 items at 9 levels).
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 5)]
+    content = "---\n" + "\n".join(levels) + "\ndescription: *a4\n---\nbody\n"
+    assert parse_description(content) is None
+
+
+def test_non_text_descriptions_are_none_and_scalars_are_text() -> None:
+    assert parse_description("---\ndescription: {a: 1}\n---\n") is None
+    assert parse_description("---\ndescription: [1, 2]\n---\n") is None
+    assert parse_description("---\ndescription: 42\n---\n") == "42"
