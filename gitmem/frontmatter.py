@@ -31,7 +31,8 @@ def parse_description(content: str) -> str | None:
 
     try:
         data = yaml.safe_load(m.group(1))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+        # ValueError: "date: 2024-02-30" and other bad typed scalars; RecursionError: deep nesting.
         return None
     if not isinstance(data, dict):
         return None

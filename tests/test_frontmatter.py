@@ -109,3 +109,17 @@ def test_non_text_descriptions_are_none_and_scalars_are_text() -> None:
     assert parse_description("---\ndescription: {a: 1}\n---\n") is None
     assert parse_description("---\ndescription: [1, 2]\n---\n") is None
     assert parse_description("---\ndescription: 42\n---\n") == "42"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "date: 2024-02-30",
+        "n: !!float abc",
+        "t: 2001-12-14t21:59:43.10-99:00",
+        "deep: " + "[" * 2000 + "]" * 2000,
+    ],
+)
+def test_front_matter_yaml_that_fails_to_construct_has_no_description(other: str) -> None:
+    # Regression: ValueError / RecursionError escaped from parsing, failing writes and indexing.
+    assert parse_description(f"---\n{other}\ndescription: d\n---\nbody") is None
