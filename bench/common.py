@@ -8,6 +8,7 @@ by any later run with the same parameters.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -220,8 +221,15 @@ def _rebuild_index(path: Path, spec: Spec) -> float:
 
 def cached_store(spec: Spec, cache: Path = CACHE_DIR, log: Callable[[str], None] = print) -> Built:
     """The store for ``spec`` from the cache, built first when missing. Never measure on it
-    directly: measurements write, so take a :func:`work_copy`."""
-    entry = cache / spec.key
+    directly: measurements write, so take a :func:`work_copy`. Several benchmark processes may
+    ask for the same store at once: a lock file per key makes one build it and the others wait."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f".{spec.key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _cached_store(spec, cache / spec.key, log)
+
+
+def _cached_store(spec: Spec, entry: Path, log: Callable[[str], None]) -> Built:
     meta = entry / "meta.json"
     if meta.exists():
         info = json.loads(meta.read_text())
@@ -231,8 +239,7 @@ def cached_store(spec: Spec, cache: Path = CACHE_DIR, log: Callable[[str], None]
             info["index_schema"] = SCHEMA_VERSION
             meta.write_text(json.dumps(info))
         return Built(spec, entry / "bench.git", info["fast_import_s"], info["index_rebuild_s"], cached=True)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = cache / f".{spec.key}.building-{os.getpid()}"
+    tmp = entry.parent / f".{spec.key}.building-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     built = build_store(spec, tmp / "bench.git", log)
@@ -252,7 +259,10 @@ def work_copy(built: Built, workdir: Path) -> Path:
     dest = workdir / built.spec.key / "bench.git"
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(built.path, dest)
+    cache = built.path.parent.parent
+    with open(cache / f".{built.spec.key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # not while another process rebuilds the cached index
+        shutil.copytree(built.path, dest)
     return dest
 
 
