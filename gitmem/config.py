@@ -193,6 +193,8 @@ def load_settings(path: Path) -> StoreSettings:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError(f"{path}: not valid YAML{where}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. "archived_at: 2026-02-30"
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     return settings_from_dict(data, str(path))
 
 

@@ -160,3 +160,22 @@ def test_env_reads_only_non_empty_values(monkeypatch: pytest.MonkeyPatch) -> Non
     assert config.env("GITMEM_ACTOR") is None
     monkeypatch.setenv("GITMEM_ACTOR", "user:x")
     assert config.env("GITMEM_ACTOR") == "user:x"
+
+
+@pytest.mark.parametrize(
+    "line", ["archived_at: 2026-02-30", "created_at: !!float x", "limits: " + "[" * 2000]
+)
+def test_yaml_that_fails_to_construct_is_a_config_error(tmp_path: Path, line: str) -> None:
+    # Regression: ValueError / RecursionError escaped instead of naming the file.
+    p = tmp_path / "gitmem.yaml"
+    p.write_text(f"id: x\nname: n\n{line}\n")
+    with pytest.raises(ConfigError, match=str(p)):
+        load_settings(p)
+
+
+def test_timestamp_like_values_survive_a_save_and_load(tmp_path: Path) -> None:
+    s = settings_from_dict(
+        {"id": "x", "name": "n", "archived_at": "2026-01-01", "description": "2026-01-01"}, "s"
+    )
+    save_settings(tmp_path / "g.yaml", s)
+    assert load_settings(tmp_path / "g.yaml") == s
