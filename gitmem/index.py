@@ -590,6 +590,9 @@ _KINDS = {
 }
 
 
+_GITLINK = pygit2.enums.FileMode.COMMIT
+
+
 def diff_trees(
     repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None
 ) -> list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]]:
@@ -608,6 +611,15 @@ def diff_trees(
         kind = _KINDS.get(delta.status)
         if kind is None:
             continue
+        # Submodule entries (gitlinks) are not memories: their ids name commits of another repository.
+        if delta.old_file.mode == _GITLINK:
+            if kind == "deleted" or delta.new_file.mode == _GITLINK:
+                continue
+            kind = "added"
+        elif delta.new_file.mode == _GITLINK:
+            if kind == "added":
+                continue
+            kind = "deleted"
         o = delta.old_file.id if kind != "added" else None
         n = delta.new_file.id if kind != "deleted" else None
         path = delta.new_file.path if n is not None else delta.old_file.path
