@@ -157,3 +157,20 @@ def test_index_ahead_of_a_stale_tip_is_not_rebuilt(store: Store, workspace: Path
     assert other.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall() == seqs
     assert [m.path for m in other.list()] == ["/a", "/b"]
     other.close()
+
+
+def test_submodule_entry_committed_behind_gitmems_back_is_ignored(store: Store) -> None:
+    # Regression: indexing looked up the gitlink's commit id as a blob (KeyError), and every
+    # list/write/versions call on the store failed from then on.
+    import pygit2
+
+    store.write("/a", "x")
+    tip = store.tip("main")
+    assert tip is not None
+    tb = store.repo.TreeBuilder(store.commit(tip).tree)
+    tb.insert("sub", pygit2.Oid(hex="1" * 40), pygit2.enums.FileMode.COMMIT)
+    sig = pygit2.Signature("B", "b@example.com", 1_700_000_000, 0)
+    store.repo.create_commit("refs/heads/main", sig, sig, "add a submodule\n", tb.write(), [tip])
+    assert [m.path for m in store.list()] == ["/a"]
+    assert store.write("/b", "y") is not None
+    assert len(store.versions()) == 2
