@@ -12,6 +12,7 @@ import pytest
 
 import gitmem
 from gitmem import sessions
+from gitmem.config import now_rfc3339
 from gitmem.sessions import Session
 from gitmem.store import Store
 from tests.helpers import commit_count, git
@@ -289,3 +290,15 @@ def test_a_mount_that_cannot_sync_does_not_stop_the_others(
     report = sessions.sync_session(sess.id)
     assert [v.path for v in report.mounts[0].versions] == ["/x.md"]
     assert report.mounts[1].error is not None and "mount.json is missing" in report.mounts[1].error
+
+
+def test_store_archived_after_start_refuses_every_change_and_keeps_files(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
+    notes = two[0]
+    notes.update_settings(archived_at=now_rfc3339())
+    tip = notes.tip("main")
+    mnt(tmp_path, "notes/a.md").write_text("alpha 2\n")
+    report = sessions.sync_session(sess.id).mounts[0]
+    assert [i.path for i in report.refused] == ["/a.md"] and "archived" in report.refused[0].reason
+    assert notes.tip("main") == tip and mnt(tmp_path, "notes/a.md").read_text() == "alpha 2\n"

@@ -232,7 +232,12 @@ def _push(
                 store, plan.ops, scope=mount.scope, actor=actor, session=session_id, skip_refused=True
             )
         except GitmemError as exc:  # the whole store refused (archived, say): nothing was written
-            return versions, plan.conflicts, [FileIssue(p, exc.message) for p in changed]
+            kept = [c for c in plan.conflicts if c.kept_as is None]  # none of the copies was saved
+            return (
+                versions,
+                kept,
+                [FileIssue(p, exc.message) for op in plan.ops for p in plan.secures[id(op)]],
+            )
         versions += result.versions
         config.fault("sync-after-batch")
         raced = any(isinstance(r.error, (ConflictError, NotFoundError)) for r in result.refused)
