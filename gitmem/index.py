@@ -623,5 +623,9 @@ def diff_trees(
         o = delta.old_file.id if kind != "added" else None
         n = delta.new_file.id if kind != "deleted" else None
         path = delta.new_file.path if n is not None else delta.old_file.path
+        try:
+            path.encode("utf-8")
+        except UnicodeEncodeError:  # a non-UTF-8 name committed with plain git: not a memory path
+            continue
         out.append((kind, "/" + path, o, n))
     return out
