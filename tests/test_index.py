@@ -174,3 +174,25 @@ def test_submodule_entry_committed_behind_gitmems_back_is_ignored(store: Store) 
     assert [m.path for m in store.list()] == ["/a"]
     assert store.write("/b", "y") is not None
     assert len(store.versions()) == 2
+
+
+def test_non_utf8_file_name_committed_with_git_is_ignored(store: Store) -> None:
+    # Regression: the name came back from libgit2 with surrogate escapes and SQLite refused it,
+    # so every list/write/versions call on the store failed from then on.
+    import subprocess
+
+    import pygit2
+
+    store.write("/a", "x")
+    tip = store.tip("main")
+    assert tip is not None
+    a = store.commit(tip).tree["a"].id
+    blob = store.repo.create_blob(b"z")
+    listing = f"100644 blob {a}\ta\n".encode() + f"100644 blob {blob}\t".encode() + b"caf\xe9\n"
+    tree = subprocess.run(["git", "mktree"], input=listing, cwd=store.path, capture_output=True, check=True)
+    sig = pygit2.Signature("B", "b@example.com", 1_700_000_000, 0)
+    store.repo.create_commit(
+        "refs/heads/main", sig, sig, "latin-1 name\n", pygit2.Oid(hex=tree.stdout.decode().strip()), [tip]
+    )
+    assert [m.path for m in store.list()] == ["/a"]
+    assert store.write("/b", "y") is not None
