@@ -97,10 +97,17 @@ def _flock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+_secrets: dict[Path, bytes] = {}
+
+
 def _secret(store: Store) -> bytes:
+    cached = _secrets.get(store.path)
+    if cached is not None:
+        return cached
     path = _dir(store) / SECRET_FILE
     try:
-        return bytes.fromhex(path.read_text().strip())
+        _secrets[store.path] = bytes.fromhex(path.read_text().strip())
+        return _secrets[store.path]
     except FileNotFoundError:
         pass
     tmp = path.with_name(f"{SECRET_FILE}.tmp{os.getpid()}")

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -120,7 +121,7 @@ def fault(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _journal_path(store: Store) -> Any:
+def _journal_path(store: Store) -> Path:
     return store.gitmem_dir / JOURNAL_FILE
 
 
@@ -307,10 +308,13 @@ def purge(store: Store, oids: list[str]) -> None:
     objects = store.path / "objects"
     for o in oids:
         (objects / o[:2] / o[2:]).unlink(missing_ok=True)
-    if len(missing_objects(store, oids)) < len(oids):
-        # Some are packed: rewrite the packs with only what is reachable. (Geometric maintenance
-        # keeps recent objects loose or in small packs, so this is the rarer, slower case.)
-        res = _git(store, "repack", "-a", "-d", "-q")
+    still = set(oids) - missing_objects(store, oids)
+    if still:
+        # Some are packed: rewrite the packs holding them with only what is reachable, keeping every
+        # other pack as it is. (Geometric maintenance keeps recent objects loose or in small packs,
+        # so a recent redaction rewrites little.)
+        keep = [f"--keep-pack={p.with_suffix('.pack').name}" for p in packs_without(store, still)]
+        res = _git(store, "repack", "-a", "-d", "-q", *keep)
         if res.returncode != 0:
             raise IntegrityError(f"the purge failed: git repack: {res.stderr.strip()}")
     left = set(oids) - missing_objects(store, oids)
@@ -319,6 +323,36 @@ def purge(store: Store, oids: list[str]) -> None:
             f"the purge failed: {len(left)} retired objects are still readable in {store.path} "
             "(are they reachable from another ref?); run gitmem verify"
         )
+
+
+def packs_without(store: Store, oids: set[str]) -> list[Path]:
+    """The ``.idx`` files of packs holding none of ``oids`` (read directly: version 2 indexes)."""
+    wanted = sorted(bytes.fromhex(o) for o in oids)
+    out = []
+    for idx in sorted((store.path / "objects" / "pack").glob("pack-*.idx")):
+        data = idx.read_bytes()
+        if data[:8] != b"\377tOc\x00\x00\x00\x02" or any(_idx_has(data, w) for w in wanted):
+            continue  # unknown format: not kept, so it is repacked (safe)
+        out.append(idx)
+    return out
+
+
+def _idx_has(data: bytes, oid: bytes) -> bool:
+    fan = 8
+    first = oid[0]
+    lo = int.from_bytes(data[fan + 4 * (first - 1) : fan + 4 * first], "big") if first else 0
+    hi = int.from_bytes(data[fan + 4 * first : fan + 4 * first + 4], "big")
+    base = fan + 1024
+    while lo < hi:
+        mid = (lo + hi) // 2
+        here = data[base + 20 * mid : base + 20 * mid + 20]
+        if here == oid:
+            return True
+        if here < oid:
+            lo = mid + 1
+        else:
+            hi = mid
+    return False
 
 
 # ---------------------------------------------------------------------- redaction

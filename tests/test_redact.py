@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from pathlib import Path
 
@@ -244,3 +245,24 @@ def test_stale_clone_cannot_push_redacted_history_back(
     assert res.returncode != 0
     assert "redacted" in res.stderr or "retired" in res.stderr, res.stderr
     assert SECRET not in git(store.path, "log", "-p", "--all").stdout
+
+
+def test_only_packs_holding_retired_objects_are_rewritten(store: Store) -> None:
+    store.write("/old.md", "packed long ago\n")
+    git(store.path, "repack", "-d", "-q")  # pack 1: everything so far
+    v = store.write("/a.md", f"{SECRET}\n")
+    store.write("/a.md", "clean\n")
+    assert v is not None
+    git(store.path, "repack", "-d", "-q")  # pack 2: the secret and what came with it
+    packs = sorted((store.path / "objects" / "pack").glob("*.idx"))
+    assert len(packs) == 2
+    blob = store.index.version_rows("id=?", (v.id,))[0].blob
+    assert blob is not None
+    kept = redact.packs_without(store, {blob})
+    assert len(kept) == 1 and kept[0] in packs
+    with open(kept[0], "rb") as fh:  # plain git agrees that the kept pack lacks the blob
+        listed = subprocess.run(["git", "show-index"], stdin=fh, capture_output=True, text=True).stdout
+    assert blob not in listed
+    redact.redact(store, v.id, reason="x")
+    assert kept[0].exists()  # the untouched pack was kept as it was
+    assert git(store.path, "cat-file", "-e", blob, check=False).returncode != 0

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Redaction time against ``git filter-repo`` doing the same replacement on a copy of the same store.
+
+    python bench/redact_bench.py [--versions 100000] [--memories 10000] [--json out.json]
+
+Two cases on the cached generated store (bench/common.py): a superseded version near the start of
+history (nearly every commit is rewritten) and one near the end (a few commits). gitmem's time is the
+whole ``redact()``: rewrite, ledger, index, purge and the ``git cat-file`` proof. filter-repo's time is
+``git filter-repo --blob-callback`` replacing the same blob, including its own cleanup (reflog expire,
+gc); afterwards the blob must be gone there too. Target (DESIGN section 11): gitmem <= 0.5x.
+
+git-filter-repo is needed in the bench environment only: ``pip install git-filter-repo`` (or point
+``--filter-repo`` at a directory holding ``git_filter_repo.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gitmem  # noqa: E402
+from bench.common import CACHE_DIR, Result, Spec, cached_store, table, work_copy  # noqa: E402
+from gitmem import redact  # noqa: E402
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def filter_repo_cmd(where: str | None) -> list[str]:
+    """How to run git-filter-repo: on PATH, importable, or from ``where``."""
+    env_path = os.pathsep.join(p for p in (where, os.environ.get("PYTHONPATH")) if p)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import git_filter_repo"],
+        env=dict(os.environ, PYTHONPATH=env_path),
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode == 0:
+        os.environ["PYTHONPATH"] = env_path
+        return [sys.executable, "-m", "git_filter_repo"]
+    if shutil.which("git-filter-repo"):
+        return ["git-filter-repo"]
+    sys.exit("git-filter-repo is not installed: pip install git-filter-repo (bench environment only)")
+
+
+def pick_versions(path: Path) -> dict[str, tuple[str, str]]:
+    """(version id, blob) of a superseded version near the start and one near the end."""
+    with gitmem.open_store(path) as store:
+        store.index.ensure_all()
+        db = store.index.db
+        heads = "SELECT blob FROM heads"
+        early = db.execute(
+            f"SELECT id, blob FROM versions WHERE blob NOT IN ({heads}) ORDER BY seq LIMIT 1"
+        ).fetchone()
+        late = db.execute(
+            f"SELECT id, blob FROM versions WHERE blob NOT IN ({heads}) ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+    return {"early": (early[0], early[1]), "recent": (late[0], late[1])}
+
+
+def gone(path: Path, oid: str) -> bool:
+    res = subprocess.run(
+        ["git", f"--git-dir={path}", "cat-file", "-e", oid], capture_output=True, check=False
+    )
+    return res.returncode != 0
+
+
+def run_gitmem(path: Path, version: str) -> float:
+    with gitmem.open_store(path) as store:
+        t = time.perf_counter()
+        redact.redact(store, version, reason="bench")
+        return time.perf_counter() - t
+
+
+def run_filter_repo(cmd: list[str], path: Path, blob: str) -> float:
+    callback = f"if blob.original_id == b'{blob}':\n  blob.data = b'[redacted]'"
+    t = time.perf_counter()
+    subprocess.run(
+        [*cmd, "--force", "--quiet", "--blob-callback", callback], cwd=path, check=True, capture_output=True
+    )
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--versions", type=int, default=100_000)
+    ap.add_argument("--memories", type=int, default=10_000)
+    ap.add_argument("--filter-repo", default=None, help="directory holding git_filter_repo.py")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    cmd = filter_repo_cmd(args.filter_repo)
+    built = cached_store(Spec(args.memories, args.versions), log=_log)
+    targets = pick_versions(built.path)
+    results = []
+    with tempfile.TemporaryDirectory(dir=CACHE_DIR) as tmp:
+        for case, (version, blob) in targets.items():
+            ours = work_copy(built, Path(tmp) / "gitmem")
+            _log(f"{case}: gitmem redact {version} ...")
+            g = run_gitmem(ours, version)
+            assert gone(ours, blob)
+            theirs = work_copy(built, Path(tmp) / "filter-repo")
+            _log(f"{case}: git filter-repo ...")
+            f = run_filter_repo(cmd, theirs, blob)
+            assert gone(theirs, blob), "filter-repo left the blob in the store"
+            label = f"redact, {case} blob, {args.versions // 1000}k commits"
+            results.append(Result(label, g, f, "git filter-repo", 0.5))
+            shutil.rmtree(ours)
+            shutil.rmtree(theirs)
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2))
+
+
+if __name__ == "__main__":
+    main()
