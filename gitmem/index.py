@@ -340,6 +340,16 @@ class Index:
         return not busy or busy[0] == 0
 
     # ------------------------------------------------------------------ deriving versions from git
+    @staticmethod
+    def _reused_version_id(db: sqlite3.Connection, trailers: dict[str, str], commit_id: str) -> bool:
+        # A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers:
+        # it is indexed as a plain git commit, so that version ids stay unique.
+        row = db.execute(
+            "SELECT 1 FROM versions WHERE id=? AND commit_id!=? LIMIT 1",
+            (trailers.get("Gitmem-Version"), commit_id),
+        ).fetchone()
+        return row is not None
+
     def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
         """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
 
@@ -383,7 +393,7 @@ class Index:
         added = [c for c in changes if c[0] == "added"]
         modified = [c for c in changes if c[0] == "modified"]
         single = len(changes) == 1 or (len(deleted) == 1 and len(added) == 1 and len(changes) == 2)
-        if single and not trailer_problems(trailers):
+        if single and not trailer_problems(trailers) and not self._reused_version_id(db, trailers, cid):
             session = trailers.get("Gitmem-Session")
             actor = trailers["Gitmem-Actor"]
             vid, mid, op = trailers["Gitmem-Version"], trailers["Gitmem-Memory"], trailers["Gitmem-Operation"]
