@@ -196,3 +196,19 @@ def test_non_utf8_file_name_committed_with_git_is_ignored(store: Store) -> None:
     )
     assert [m.path for m in store.list()] == ["/a"]
     assert store.write("/b", "y") is not None
+
+
+def test_cherry_picked_gitmem_commit_gets_its_own_version_id(store: Store, tmp_path: Path) -> None:
+    # Regression: a copy of a gitmem commit's trailers reused its version id; the copy's version
+    # was silently dropped (one commit, no version) and the id pointed at two commits.
+    store.write("/a", "one\n")
+    v2 = store.write("/a", "two\n")
+    store.write("/a", "one\n")
+    work = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(store.path), str(work))
+    git(work, "cherry-pick", v2.commit)  # type: ignore[union-attr]
+    git(work, "push", "-q", "origin", "HEAD:main")
+    versions = store.versions("/a")
+    assert len(versions) == 4 == len({v.id for v in versions})
+    assert versions[0].actor == "git:user:local" and store.version(v2.id).commit == v2.commit  # type: ignore[union-attr]
+    assert store.read("/a").content == "two\n"
