@@ -27,6 +27,7 @@ from gitmem.paths import validate_scope, validate_store_name
 if TYPE_CHECKING:
     from gitmem.index import Index
     from gitmem.memories import Memory, Prefix
+    from gitmem.redact import Redaction
     from gitmem.search import SearchHit
     from gitmem.versions import Version
 
@@ -454,6 +455,12 @@ class Store:
         from gitmem import history
 
         return history.restore(self, version_id, **kw)
+
+    def redact(self, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
+        """Erase a version's content from the scope's history (see :func:`gitmem.redact.redact`)."""
+        from gitmem import redact
+
+        return redact.redact(self, version_id, reason=reason, actor=actor)
 
     def search(
         self,
