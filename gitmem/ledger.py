@@ -132,6 +132,11 @@ def digest(store: Store, value: str) -> str:
     return f"hmac-sha256:{mac}"
 
 
+def set_digest(store: Store, oids: Iterable[str]) -> str:
+    """One keyed digest of a set of object ids (a rewrite may retire 100k commits)."""
+    return digest(store, "\n".join(sorted(oids)))
+
+
 def deny(store: Store, oids: Iterable[str], comment: str) -> int:
     """Add object ids to the deny-list (idempotent); returns how many were new."""
     path = _dir(store) / DENYLIST_FILE
@@ -148,6 +153,22 @@ def deny(store: Store, oids: Iterable[str], comment: str) -> int:
             fh.flush()
             os.fsync(fh.fileno())
     return len(new)
+
+
+def denied_by(store: Store) -> dict[str, set[str]]:
+    """The deny-list grouped by the comment above each block (``redaction <id>``, ...)."""
+    try:
+        text = (store.gitmem_dir / DENYLIST_FILE).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return {}
+    out: dict[str, set[str]] = {}
+    current = out.setdefault("", set())
+    for line in text.splitlines():
+        if line.startswith("#"):
+            current = out.setdefault(line[1:].strip(), set())
+        elif _HEX40.match(line.strip()):
+            current.add(line.strip())
+    return out
 
 
 def denied(store: Store) -> set[str]:

@@ -163,7 +163,8 @@ def _prune_scope(store: Store, scope: str, actor: str, keep_recent: int, cutoff:
                 "kept_in_root": sorted(kept_ids),
                 "rewritten_commits": len(commit_map),
                 "new_tip": str(new_tip),
-                "retired_commit_digests": sorted(ledger.digest(store, c) for c in commit_map),
+                "retired_commits": len(commit_map),
+                "retired_commits_digest": ledger.set_digest(store, commit_map),
             },
         )
 

@@ -92,15 +92,16 @@ def check_purged(store: Store) -> list[str]:
     if not events or store.is_clone:
         return []  # a clone has neither the secret nor the deny-list: nothing more to match
     denied = sorted(ledger.denied(store))
-    by_digest = {ledger.digest(store, o): o for o in denied}
+    blocks = ledger.denied_by(store)
     problems = []
     for e in events:
-        wanted = list(e.data.get("blob_digests", [])) + list(e.data.get("retired_commit_digests", []))
-        lost = [d for d in wanted if d not in by_digest]
-        if lost:
-            problems.append(
-                f"{e.kind} {e.data.get('id')}: {len(lost)} retired objects are not on the deny-list"
-            )
+        block = blocks.get(f"{e.kind} {e.data.get('id')}", set())
+        blob_digests = set(e.data.get("blob_digests", []))
+        digests = {o: ledger.digest(store, o) for o in block}
+        commits = {o for o, d in digests.items() if d not in blob_digests}
+        complete = blob_digests <= set(digests.values())
+        if not complete or ledger.set_digest(store, commits) != e.data.get("retired_commits_digest"):
+            problems.append(f"{e.kind} {e.data.get('id')}: its retired objects are not all on the deny-list")
     readable = set(denied) - missing_objects(store, denied)
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")

@@ -104,3 +104,14 @@ def test_cli_verify_exits_7_naming_the_check(store: Store, workspace: Path) -> N
     plain_commit(store, {"b.md": b"y\n"}, message="edit\n\nGitmem-Operation: exploded\n")
     r = cli(workspace, "verify", "notes")
     assert r.exit_code == 7 and "trailers" in r.stderr  # type: ignore[attr-defined]
+
+
+def test_verify_catches_a_deny_list_that_lost_entries(store: Store) -> None:
+    v = store.write("/a.md", "secret-yy\n")
+    store.write("/a.md", "clean\n")
+    assert v is not None
+    redact.redact(store, v.id, reason="x")
+    denylist = store.gitmem_dir / "denylist"
+    denylist.write_text("\n".join(denylist.read_text().splitlines()[:-1]) + "\n")
+    with pytest.raises(IntegrityError, match="not all on the deny-list"):
+        verify(store)
