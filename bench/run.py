@@ -274,7 +274,12 @@ class Plan:
 
     @property
     def specs(self) -> list[Spec]:
-        return list(dict.fromkeys([*(Spec(n, n) for n in self.sizes), self.main, self.short, self.long]))
+        return list(dict.fromkeys([*self.size_specs, self.main, self.short, self.long]))
+
+    @property
+    def size_specs(self) -> list[Spec]:
+        """One store per size, N memories and N versions; above 10k seeded 1,000 per commit (see Spec)."""
+        return [Spec(n, n, seed_chunk=1000 if n > 10_000 else 1) for n in self.sizes]
 
 
 def make_plan(quick: bool, sizes: list[int] | None = None, versions: int | None = None) -> Plan:
@@ -331,7 +336,7 @@ class Runner:
 
     def _measure(self) -> None:
         plan, main = self.plan, self.plan.main
-        for spec in [*(Spec(n, n) for n in plan.sizes), main]:
+        for spec in [*plan.size_specs, main]:
             path = self.copy(spec)
             m = spec.memories // 2 + 1
             self.step(

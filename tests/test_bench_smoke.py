@@ -70,3 +70,16 @@ def test_history_length_measurement_compares_two_stores(tmp_path: Path, tiny: Pa
     result = run.measure_history_length(tiny, common.work_copy(longer, tmp_path / "work"), rounds=2)
     _numbers(result)
     assert result.name == "write, 12 mem: 60 vs 30 versions"
+
+
+def test_seeded_store_has_one_version_per_memory_plus_modifications(tmp_path: Path) -> None:
+    spec = common.Spec(memories=30, versions=40, seed_chunk=10)
+    built = common.cached_store(spec, cache=tmp_path / "cache", log=lambda _msg: None)
+    store = gitmem.open_store(built.path)
+    assert len(store.list("/")) == 30
+    assert len(store.versions(scope="main")) == 40
+    store.close()
+    log = subprocess.run(
+        ["git", "-C", str(built.path), "rev-list", "--count", "main"], capture_output=True, text=True
+    )
+    assert log.stdout.strip() == "13"  # 3 seed commits + 10 single-memory modifications
