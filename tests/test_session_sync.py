@@ -302,3 +302,25 @@ def test_store_archived_after_start_refuses_every_change_and_keeps_files(
     report = sessions.sync_session(sess.id).mounts[0]
     assert [i.path for i in report.refused] == ["/a.md"] and "archived" in report.refused[0].reason
     assert notes.tip("main") == tip and mnt(tmp_path, "notes/a.md").read_text() == "alpha 2\n"
+
+
+def test_watch_brings_others_changes_into_the_mount(
+    two: tuple[Store, Store], sess: Session, tmp_path: Path
+) -> None:
+    reports: list[sessions.SyncReport] = []
+
+    def on_sync(report: sessions.SyncReport) -> None:
+        reports.append(report)
+        if len(reports) == 1:
+            two[0].write("/from-bob.md", "hello\n", actor="user:bob")
+
+    sessions.watch_session(
+        sess.id,
+        debounce=0.0,
+        poll=0.01,
+        max_seconds=30,
+        on_sync=on_sync,
+        should_stop=lambda: any(m.refreshed for r in reports for m in r.mounts),
+    )
+    assert reports[-1].mounts[0].refreshed == ["/from-bob.md"]
+    assert mnt(tmp_path, "notes/from-bob.md").read_text() == "hello\n"

@@ -6,21 +6,36 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gitmem.errors import GitmemError
 from gitmem.sessions import state
 from gitmem.sessions.lifecycle import Home, sync_session
-from gitmem.sessions.mount import snapshot
+from gitmem.sessions.mount import read_marker, snapshot
 from gitmem.sessions.state import Session
 from gitmem.sessions.sync import SyncReport
 from gitmem.store import open_store
 
 
-def _look(session: Session) -> tuple[object, ...]:
-    """What a sync would react to: every mount's files (mtime, size) and every store's tip."""
-    out: list[object] = []
+def _files(session: Session) -> tuple[frozenset[tuple[str, int, int]], ...]:
+    return tuple(snapshot(Path(m.path)) for m in session.mounts)
+
+
+def _tips(session: Session) -> tuple[str | None, ...]:
+    out = []
     for m in session.mounts:
-        out.append(snapshot(Path(m.path)))
         with open_store(m.store_path) as store:
-            out.append(store.tip(m.scope))
+            tip = store.tip(m.scope)
+        out.append(str(tip) if tip is not None else None)
+    return tuple(out)
+
+
+def _bases(session: Session, tips: tuple[str | None, ...]) -> tuple[str | None, ...]:
+    """What each mount was last synced against (a mount that cannot sync: the tip, so it stays quiet)."""
+    out = []
+    for m, tip in zip(session.mounts, tips, strict=True):
+        try:
+            out.append(read_marker(m).base)
+        except GitmemError:
+            out.append(tip)
     return tuple(out)
 
 
@@ -48,15 +63,17 @@ def watch_session(
         nonlocal syncs
         report = sync_session(session.id, home=home, actor=actor)
         syncs += 1
+        # Files as the sync left them; stores as it saw them (a write since then is a change).
+        settled = (_files(session), _bases(session, _tips(session)))
         if on_sync is not None:
             on_sync(report)
-        return _look(session)
+        return settled
 
     settled = run()
     seen, changed_at = settled, time.monotonic()
     while (deadline is None or time.monotonic() < deadline) and not (should_stop and should_stop()):
         time.sleep(poll)
-        now = _look(session)
+        now = (_files(session), _tips(session))
         if now != seen:
             seen, changed_at = now, time.monotonic()
         elif now != settled and time.monotonic() - changed_at >= debounce:
