@@ -28,8 +28,10 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +41,14 @@ from typing import Any
 import pygit2
 
 from gitmem import config, ledger
-from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError, NotFoundError
+from gitmem.errors import (
+    ConflictError,
+    ForbiddenError,
+    GitmemError,
+    IntegrityError,
+    InvalidInputError,
+    NotFoundError,
+)
 from gitmem.ids import is_id, new_id
 from gitmem.index import VersionRow
 from gitmem.paths import validate_scope
@@ -172,41 +181,111 @@ def recover(store: Store, *, blocking: bool = False) -> str | None:
 
 
 # ---------------------------------------------------------------------- the rewrite engine
+class PackWriter:
+    """New objects written as one pack (``git index-pack`` would make the same files): a rewrite
+    creates up to one commit per commit of history, and 100k loose files cost more than the rewrite."""
+
+    TYPES = {_COMMIT: 1, _TREE: 2}
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.entries: list[tuple[bytes, int, bytes]] = []  # (oid, crc32, packed bytes)
+        self.seen: set[bytes] = set()
+
+    def add(self, kind: pygit2.enums.ObjectType, data: bytes) -> pygit2.Oid:
+        name = {_COMMIT: b"commit", _TREE: b"tree"}[kind]
+        raw = hashlib.sha1(b"%s %d\0" % (name, len(data)) + data).digest()
+        if raw not in self.seen:
+            self.seen.add(raw)
+            size = len(data)
+            head = bytearray()
+            c = (self.TYPES[kind] << 4) | (size & 15)
+            size >>= 4
+            while size:
+                head.append(c | 0x80)
+                c = size & 0x7F
+                size >>= 7
+            head.append(c)
+            packed = bytes(head) + zlib.compress(data, 1)
+            self.entries.append((raw, zlib.crc32(packed), packed))
+        return pygit2.Oid(raw=raw)
+
+    def flush(self) -> None:
+        """Write ``objects/pack/pack-<sha>.pack`` and its ``.idx`` (fsynced, idx last)."""
+        if not self.entries:
+            return
+        body = bytearray(b"PACK" + struct.pack(">II", 2, len(self.entries)))
+        offsets = {}
+        for raw, _crc, packed in self.entries:
+            offsets[raw] = len(body)
+            body += packed
+        if len(body) >= 1 << 31:
+            raise GitmemError("a rewrite of this size needs large pack offsets; not supported")
+        checksum = hashlib.sha1(body).digest()
+        body += checksum
+        ordered = sorted(self.entries)
+        fanout = [0] * 256
+        for raw, _crc, _packed in ordered:
+            fanout[raw[0]] += 1
+        total = 0
+        for i in range(256):
+            total += fanout[i]
+            fanout[i] = total
+        idx = bytearray(b"\377tOc" + struct.pack(">I", 2) + struct.pack(">256I", *fanout))
+        idx += b"".join(raw for raw, _c, _p in ordered)
+        idx += b"".join(struct.pack(">I", crc) for _r, crc, _p in ordered)
+        idx += b"".join(struct.pack(">I", offsets[raw]) for raw, _c, _p in ordered)
+        idx += checksum
+        idx += hashlib.sha1(idx).digest()
+        base = self.store.path / "objects" / "pack" / f"pack-{checksum.hex()}"
+        for suffix, data in ((".pack", body), (".idx", idx)):
+            tmp = base.with_name(f"tmp_{base.name}{suffix}")
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, base.with_suffix(suffix))
+        self.entries.clear()
+
+
 class Rewriter:
-    """Rewrites commits with some blobs replaced; every other byte of each commit is kept."""
+    """Rewrites commits with some blobs replaced; every other byte of each commit is kept.
+
+    Trees are rewritten as raw bytes (only the changed entries' ids differ), commits by their raw
+    header (see :func:`rewrite_header`); both go to one new pack (:meth:`flush`)."""
 
     def __init__(self, store: Store, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
         self.store = store
         self.repo = store.repo
         self.odb = store.repo.odb
-        self.blob_map = blob_map
-        self.trees: dict[pygit2.Oid, pygit2.Oid] = {}
+        self.blobs = {k.raw: v.raw for k, v in blob_map.items()}
+        self.trees: dict[bytes, bytes] = {}
         self.commits: dict[pygit2.Oid, pygit2.Oid] = {}
+        self.pack = PackWriter(store)
 
     def tree(self, oid: pygit2.Oid) -> pygit2.Oid:
-        done = self.trees.get(oid)
+        return pygit2.Oid(raw=self._tree(oid.raw))
+
+    def _tree(self, raw_id: bytes) -> bytes:
+        done = self.trees.get(raw_id)
         if done is not None:
             return done
-        tree = self.repo[oid]
-        assert isinstance(tree, pygit2.Tree)
-        changes: list[tuple[str, pygit2.Oid, int]] = []
-        for entry in tree:
-            eid = entry.id
-            if entry.type == _BLOB:
-                new = self.blob_map.get(eid)
-                if new is not None:
-                    changes.append((entry.name or "", new, entry.filemode))
-            elif entry.type == _TREE:
-                new = self.tree(eid)
-                if new != eid:
-                    changes.append((entry.name or "", new, entry.filemode))
-        result = oid
-        if changes:
-            tb = self.repo.TreeBuilder(tree)
-            for name, new, mode in changes:
-                tb.insert(name, new, mode)
-            result = tb.write()
-        self.trees[oid] = result
+        data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
+        out: bytearray | None = None
+        pos, end = 0, len(data)
+        while pos < end:
+            nul = data.index(b"\0", pos)
+            sha = data[nul + 1 : nul + 21]
+            # "40000 ..." is a subtree; anything else a blob (a gitlink's id is never in the map)
+            new = self._tree(sha) if data[pos] == 0x34 else self.blobs.get(sha, sha)
+            if new != sha:
+                if out is None:
+                    out = bytearray(data)
+                out[nul + 1 : nul + 21] = new
+            pos = nul + 21
+        result = raw_id if out is None else self.pack.add(_TREE, bytes(out)).raw
+        self.trees[raw_id] = result
         return result
 
     def commit(self, commit: pygit2.Commit, parents: list[pygit2.Oid] | None = None) -> pygit2.Oid:
@@ -219,12 +298,15 @@ class Rewriter:
         new_tree = self.tree(commit.tree_id)
         if new_tree == commit.tree_id and new_parents == old_parents:
             return commit.id
-        oid = self.odb.write(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
+        oid = self.pack.add(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
         self.commits[commit.id] = oid
         return oid
 
+    def flush(self) -> None:
+        self.pack.flush()
+
     def retired_trees(self) -> list[str]:
-        return [str(old) for old, new in self.trees.items() if old != new]
+        return [old.hex() for old, new in self.trees.items() if old != new]
 
 
 def rewrite_header(raw: bytes, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> bytes:
@@ -407,6 +489,7 @@ def _redact(
         last = tip
         for commit in walker:
             last = rewriter.commit(commit)
+        rewriter.flush()
         originals = {str(c): store.commit(c) for c in affected_commits}
         listed = []
         for r in rows:

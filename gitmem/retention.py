@@ -138,6 +138,7 @@ def _prune_scope(store: Store, scope: str, actor: str, keep_recent: int, cutoff:
         new_tip = root
         for i, commit in enumerate(commits[cut:]):
             new_tip = rewriter.commit(commit, [root] if i == 0 else None)
+        rewriter.flush()
         commit_map = {str(c.id): str(rewriter.commits.get(c.id, root)) for c in commits}
         remaining = {r.blob for r in rows if r.blob and r.id not in {d.id for d in dropped}}
         gone_blobs = sorted({r.blob for r in dropped if r.blob and r.blob not in remaining})

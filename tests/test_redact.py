@@ -266,3 +266,14 @@ def test_only_packs_holding_retired_objects_are_rewritten(store: Store) -> None:
     redact.redact(store, v.id, reason="x")
     assert kept[0].exists()  # the untouched pack was kept as it was
     assert git(store.path, "cat-file", "-e", blob, check=False).returncode != 0
+
+
+def test_rewritten_objects_come_in_one_valid_pack(leaky: tuple[Store, list[gitmem.Version]]) -> None:
+    store, vs = leaky
+    packs = set((store.path / "objects" / "pack").glob("*.idx"))
+    redact.redact(store, vs[1].id, reason="x")
+    new = set((store.path / "objects" / "pack").glob("*.idx")) - packs
+    assert len(new) == 1
+    listed = git(store.path, "verify-pack", "-v", str(new.pop())).stdout
+    assert listed.count(" commit ") == 3  # the three rewritten commits
+    assert git(store.path, "fsck", "--full", "--strict").returncode == 0
