@@ -61,12 +61,18 @@ def set_description(content: str, description: str) -> str:
         return f"---\n{line}\n---\n{content}"
     body = m.group(1)
     start = m.start(1)
-    key = _KEY_RE.search(body)
-    if key is None:
-        return content[:start] + line + "\n" + content[start:]
-    # The value runs to the next line that starts a new key (or the end of the block).
-    value_start = start + key.start()
-    rest = body[key.end() :]
-    nxt = re.search(r"\n(?=[^ \t\r\n])", rest)
-    end = start + key.end() + (nxt.start() if nxt else len(rest.rstrip("\r\n")))
-    return content[:value_start] + line + content[end:]
+    spans = []  # each description entry: its first character to the end of its value
+    for key in _KEY_RE.finditer(body):
+        # The value runs to the next line that starts a new key (or the end of the block).
+        rest = body[key.end() :]
+        nxt = re.search(r"\r?\n(?=[^ \t\r\n])", rest)  # \r?: a CRLF block keeps its line endings
+        spans.append((key.start(), key.end() + (nxt.start() if nxt else len(rest.rstrip("\r\n")))))
+    if not spans:
+        eol = "\r\n" if content.startswith("---\r\n") else "\n"
+        return content[:start] + line + eol + content[start:]
+    # A repeated key (YAML keeps the last one) is dropped, so the value written is the one read.
+    for s, e in reversed(spans[1:]):
+        e += len(re.match(r"\r?\n?", body[e:]).group())  # type: ignore[union-attr]
+        body = body[:s] + body[e:]
+    s, e = spans[0]
+    return content[:start] + body[:s] + line + body[e:] + content[m.end(1) :]

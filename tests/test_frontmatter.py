@@ -123,3 +123,27 @@ def test_non_text_descriptions_are_none_and_scalars_are_text() -> None:
 def test_front_matter_yaml_that_fails_to_construct_has_no_description(other: str) -> None:
     # Regression: ValueError / RecursionError escaped from parsing, failing writes and indexing.
     assert parse_description(f"---\n{other}\ndescription: d\n---\nbody") is None
+
+
+@given(other_keys, descriptions, bodies, descriptions)
+def test_crlf_front_matter_keeps_its_line_endings(
+    keys: dict[str, str], first: str, body: str, second: str
+) -> None:
+    # Regression: replacing the value ate the "\r" of its line; adding the key used "\n".
+    before = _block(keys).replace("\n", "\r\n")
+    for content in (
+        f"---\r\n{before}description: x\r\nafter: 1\r\n---\r\n{body}",
+        f"---\r\n{before}---\r\n{body}",
+    ):
+        out = set_description(content, second)
+        assert parse_description(out) == second
+        assert "\n" not in out.replace("\r\n", "").replace(body, "")
+        assert out.endswith(f"---\r\n{body}")
+
+
+def test_repeated_description_keys_collapse_to_the_one_written() -> None:
+    # Regression: only the first key was replaced, and YAML reads the last one.
+    content = "---\ndescription: a\ntitle: t\ndescription: >\n  b\n  c\nz: 1\n---\nbody\n"
+    out = set_description(content, "new")
+    assert out == '---\ndescription: "new"\ntitle: t\nz: 1\n---\nbody\n'
+    assert parse_description(out) == "new"
