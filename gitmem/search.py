@@ -6,12 +6,16 @@ table changes, so the table only ever holds current head content: redacting an o
 needs to touch it. ``search_docs`` maps each FTS5 rowid to (scope, path), so an update or delete is
 one keyed row. Deleted rows leave FTS5's content table at once; their terms stay in older index
 segments until FTS5 merges them, which :meth:`gitmem.index.Index.purge_search` forces ('optimize'
-plus a WAL checkpoint) after a history rewrite; SQLite >= 3.44 also gets FTS5's 'secure-delete'.
+plus a WAL checkpoint) after every history rewrite (redaction and compaction call it, and so does a
+catch-up that finds history rewritten); SQLite >= 3.44 also gets FTS5's 'secure-delete'. The index
+runs with ``secure_delete`` on, so freed pages hold zeros rather than old text.
 
 Queries: plain words (every term must match; English stemming, case and diacritics folded),
 ``"quoted phrases"`` and ``prefix*`` terms. Everything else a user types is escaped, so FTS5 syntax
 (``-``, ``:``, ``(``, ``AND``/``OR``/``NEAR``, stray ``*`` or ``"``) never raises; ``raw=True`` passes
 FTS5 syntax through for experts. Ranking is BM25 with the description weighted above path and body.
+A prefix is matched against stemmed terms (``memo*`` finds "memory", stored as "memori"; ``runn*``
+does not find "running", stored as "run").
 """
 
 from __future__ import annotations
