@@ -13,7 +13,7 @@ import re
 MAX_DESCRIPTION_CHARS = 1024
 
 _BLOCK_RE = re.compile(r"\A---\r?\n(.*?)(?:^)---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
-_KEY_RE = re.compile(r"^description[ \t]*:", re.M)
+_KEY_RE = re.compile(r"""^(?:description|"description"|'description')[ \t]*:""", re.M)
 
 
 def _block(content: str) -> re.Match[str] | None:

@@ -147,3 +147,10 @@ def test_repeated_description_keys_collapse_to_the_one_written() -> None:
     out = set_description(content, "new")
     assert out == '---\ndescription: "new"\ntitle: t\nz: 1\n---\nbody\n'
     assert parse_description(out) == "new"
+
+
+@pytest.mark.parametrize("key", ['"description"', "'description'", "description"])
+def test_quoted_description_key_is_read_and_replaced(key: str) -> None:
+    content = f"---\n{key}: old\nt: 1\n---\nbody"
+    assert parse_description(content) == "old"
+    assert set_description(content, "new") == '---\ndescription: "new"\nt: 1\n---\nbody'
