@@ -75,6 +75,8 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
                     f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
                 )
             return Change("modified", op.path, data, state.memory_id(op.path))
+        if op.op == "write" and op.if_sha256 is not None:  # as Store.write: nothing there to match
+            raise PreconditionFailedError(f"{op.path} does not exist, so it cannot match if_sha256")
         _refuse_conflict(state, op.path)
         return Change("created", op.path, data, op.memory_id or new_id("mem"))
     if op.op == "delete":

@@ -10,7 +10,7 @@ import pytest
 import gitmem
 from gitmem.batch import BatchOp, apply_batch
 from gitmem.config import Limits
-from gitmem.errors import LimitExceededError, NotFoundError, PathConflictError
+from gitmem.errors import LimitExceededError, NotFoundError, PathConflictError, PreconditionFailedError
 from gitmem.store import Store
 from tests.helpers import commit_count, fast_workspace, snapshot, tip_hex
 
@@ -125,3 +125,21 @@ def test_batch_create_can_revive_a_memory_id(store: Store) -> None:
     result = apply_batch(store, [BatchOp("create", "/a", "1", memory_id=v.memory_id)])  # type: ignore[union-attr]
     assert result.versions[0].memory_id == v.memory_id  # type: ignore[union-attr]
     assert store.read("/a").memory_id == v.memory_id  # type: ignore[union-attr]
+
+
+def test_batch_write_with_if_sha256_of_missing_memory_conflicts(store: Store) -> None:
+    # Regression: the batch created the memory, while Store.write refuses (nothing to match).
+    with pytest.raises(PreconditionFailedError):
+        apply_batch(store, [BatchOp("write", "/a", "x", if_sha256="a" * 64)])
+    assert store.tip("main") is None
+
+
+def test_batch_if_sha256_mismatch_on_delete_and_rename(store: Store) -> None:
+    store.write("/a", "x")
+    for op in (
+        BatchOp("delete", "/a", if_sha256="a" * 64),
+        BatchOp("rename", "/a", new_path="/b", if_sha256="a" * 64),
+    ):
+        with pytest.raises(PreconditionFailedError):
+            apply_batch(store, [op])
+    assert [m.path for m in store.list()] == ["/a"]
