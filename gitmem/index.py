@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem import search
+from gitmem.errors import ConflictError
 from gitmem.frontmatter import parse_description
 from gitmem.ids import derived_ulid
 from gitmem.versions import parse_trailers, trailer_problems
@@ -95,6 +96,12 @@ class HeadRow:
     updated_at: int
 
 
+def _busy(exc: sqlite3.DatabaseError) -> bool:
+    """A lock held by another connection (SQLITE_BUSY/LOCKED), as opposed to a corrupt file."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (5, 6) or "locked" in str(exc) or "busy" in str(exc)
+
+
 class Index:
     """The derived index of one store."""
 
@@ -130,10 +137,14 @@ class Index:
                 elif row[0] != SCHEMA_VERSION:
                     raise sqlite3.DatabaseError("index schema changed")
                 return db
-            except sqlite3.DatabaseError:
+            except sqlite3.DatabaseError as exc:
                 db.close()
                 if attempt:
                     raise
+                if _busy(exc):
+                    raise ConflictError(
+                        f"the index of {self.store.path} is busy (another process is writing it); try again"
+                    ) from None
                 self._remove_files()
         raise AssertionError("unreachable")
 
@@ -181,7 +192,11 @@ class Index:
             return
         try:
             self._catch_up(scope, tip)
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as exc:
+            if _busy(exc):  # another process holds the index: deleting it would pull it from under them
+                raise ConflictError(
+                    f"the index of {self.store.path} is busy (another process is writing it); try again"
+                ) from None
             # A corrupt index file: start again from git.
             self.close()
             self._remove_files()

@@ -212,3 +212,27 @@ def test_cherry_picked_gitmem_commit_gets_its_own_version_id(store: Store, tmp_p
     assert len(versions) == 4 == len({v.id for v in versions})
     assert versions[0].actor == "git:user:local" and store.version(v2.id).commit == v2.commit  # type: ignore[union-attr]
     assert store.read("/a").content == "two\n"
+
+
+def test_index_locked_by_another_process_is_not_deleted(store: Store) -> None:
+    # Regression: "database is locked" was taken for a corrupt file, and the index was deleted
+    # from under the process holding it.
+    import sqlite3
+
+    import pytest
+
+    from gitmem.errors import ConflictError
+
+    store.write("/a", "x")
+    path = store.gitmem_dir / INDEX_FILE
+    inode = path.stat().st_ino
+    holder = sqlite3.connect(str(path), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    plain_commit(store, {"b": b"behind its back"})
+    store.index.db.execute("PRAGMA busy_timeout=20")
+    with pytest.raises(ConflictError, match="busy"):
+        store.list()
+    assert path.stat().st_ino == inode
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert [m.path for m in store.list()] == ["/a", "/b"]
