@@ -288,14 +288,17 @@ class Rewriter:
         self.trees[raw_id] = result
         return result
 
-    def commit(self, commit: pygit2.Commit, parents: list[pygit2.Oid] | None = None) -> pygit2.Oid:
-        """``commit`` with its tree rewritten and its parents mapped (or ``parents``)."""
+    def commit(
+        self, commit: pygit2.Commit, parents: list[pygit2.Oid] | None = None, *, same_tree: bool = False
+    ) -> pygit2.Oid:
+        """``commit`` with its tree rewritten (kept when ``same_tree``: the caller knows no replaced
+        blob is in it) and its parents mapped (or ``parents``)."""
         done = self.commits.get(commit.id)
         if done is not None and parents is None:
             return done
         old_parents = list(commit.parent_ids)
         new_parents = [self.commits.get(p, p) for p in old_parents] if parents is None else parents
-        new_tree = self.tree(commit.tree_id)
+        new_tree = commit.tree_id if same_tree else self.tree(commit.tree_id)
         if new_tree == commit.tree_id and new_parents == old_parents:
             return commit.id
         oid = self.pack.add(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
@@ -486,9 +489,11 @@ def _redact(
         walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
         for parent in store.commit(first).parent_ids:
             walker.hide(parent)
+        commits = list(walker)
+        quiet = _quiet(store, commits, rows)
         last = tip
-        for commit in walker:
-            last = rewriter.commit(commit)
+        for commit in commits:
+            last = rewriter.commit(commit, same_tree=commit.id in quiet)
         rewriter.flush()
         originals = {str(c): store.commit(c) for c in affected_commits}
         listed = []
@@ -548,6 +553,27 @@ def _redact(
         new_tip=rw.new_tip,
         purged=True,
     )
+
+
+def _quiet(store: Store, commits: list[pygit2.Commit], rows: list[VersionRow]) -> set[pygit2.Oid]:
+    """Commits whose tree cannot hold a replaced blob, so their trees need no walk: in a linear
+    history a blob is in the tree from the version that wrote it until that memory's next version."""
+    if any(len(c.parent_ids) > 1 for c in commits):
+        return set()
+    pos = {str(c.id): i for i, c in enumerate(commits)}
+    active = bytearray(len(commits))
+    for r in rows:
+        start = pos.get(r.commit_id)
+        if start is None:
+            return set()  # the index and the walk disagree: walk every tree
+        nxt = store.index.db.execute(
+            "SELECT commit_id FROM versions WHERE scope=? AND memory_id=? AND seq > "
+            "(SELECT seq FROM versions WHERE scope=? AND id=?) ORDER BY seq LIMIT 1",
+            (r.scope, r.memory_id, r.scope, r.id),
+        ).fetchone()
+        end = pos.get(nxt[0], len(commits)) if nxt else len(commits)
+        active[start:end] = b"\x01" * max(0, end - start)
+    return {c.id for c, a in zip(commits, active, strict=True) if not a}
 
 
 def _seq(store: Store, row: VersionRow) -> int:
