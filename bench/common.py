@@ -236,7 +236,7 @@ def build_store(spec: Spec, dest: Path, log: Callable[[str], None] = print) -> B
     store = gitmem.create_store("bench", description="gitmem benchmark store", limits=BENCH_LIMITS, home=home)
     path = store.path
     store.close()
-    log(f"  building {spec.label}: fast-import of {spec.versions} commits ...")
+    log(f"  building {spec.label}: fast-import of {spec.versions} versions ...")
     t = time.perf_counter()
     fast_import(path, spec_stream(spec))
     fi = time.perf_counter() - t
