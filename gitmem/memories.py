@@ -610,16 +610,21 @@ def read(store: Store, path: str, *, scope: str = "main", version: str | None = 
         from gitmem import history
 
         return history.read_version(store, version, path=path, scope=scope)
-    tip, obj = store.head_blob(scope, path)
-    data = obj.data
-    store.index.ensure(scope, tip, known_tip=True)
-    head = store.index.head(scope, path)
+    for _attempt in range(MAX_ATTEMPTS):
+        tip, obj = store.head_blob(scope, path)
+        data = obj.data
+        sha = _sha(data)
+        store.index.ensure(scope, tip, known_tip=True)
+        head = store.index.head(scope, path)
+        if head is not None and head.sha256 == sha:
+            break
+        # Racing writers moved the index past ``tip``: read again at the current tip.
     text = _decode(data)
     return Memory(
         path=path,
         scope=scope,
         content=text,
-        content_sha256=_sha(data),
+        content_sha256=sha,
         size=len(data),
         description=parse_description(text) if data.startswith(b"---") else None,
         memory_id=head.memory_id if head else "",

@@ -93,6 +93,8 @@ def concurrent_writer(args: tuple[str, int, int]) -> list[str]:
             )
             assert e is not None
             acked.append(e.id)
+            m = store.read("/shared")  # others keep writing it: content and version must still agree
+            assert store.version(m.version_id).content_sha256 == m.content_sha256
     return acked
 
 
