@@ -562,6 +562,8 @@ def create_store(
             limits=limits or config.Limits(),
             retention=retention or config.Retention(),
         )
+        # The checks a later open applies: bad limits refuse the store now, not brick it then.
+        config.settings_from_dict(settings.to_dict(), f"settings of new store {name!r}")
         config.save_settings(tmp / config.SETTINGS_FILE, settings)
         (tmp / GITMEM_DIR).mkdir(exist_ok=True)
         cfg = repo.config

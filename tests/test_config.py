@@ -179,3 +179,19 @@ def test_timestamp_like_values_survive_a_save_and_load(tmp_path: Path) -> None:
     )
     save_settings(tmp_path / "g.yaml", s)
     assert load_settings(tmp_path / "g.yaml") == s
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"limits": Limits(max_memories=0)},
+        {"retention": Retention(min_days=-1)},
+        {"limits": Limits(max_memory_bytes=-1)},
+    ],
+)
+def test_create_store_with_invalid_limits_creates_nothing(workspace: Path, kw: dict[str, object]) -> None:
+    # Regression: the store was created, and every later open failed on its settings file.
+    with pytest.raises(ConfigError):
+        gitmem.create_store("bad", home=workspace, **kw)  # type: ignore[arg-type]
+    assert not (workspace / "stores" / "bad.git").exists()
+    assert [p.name for p in (workspace / "stores").iterdir()] == []
