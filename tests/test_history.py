@@ -239,3 +239,10 @@ def test_diff_lines_end_at_newline_only(store: Store) -> None:
     store.write("/a", "x\u2028y\n")
     v2 = store.write("/a", "x\u2028z\n")
     assert diff(store, v2.id) == "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\u2028y\n+x\u2028z\n"  # type: ignore[union-attr]
+
+
+def test_diff_from_a_deletion_starts_at_dev_null(store: Store) -> None:
+    store.write("/a", "x\n")
+    d = store.delete("/a")
+    v3 = store.write("/a", "y\n")
+    assert diff(store, d.id, v3.id) == "--- /dev/null\n+++ b/a\n@@ -0,0 +1 @@\n+y\n"  # type: ignore[union-attr]
