@@ -187,9 +187,7 @@ def diff(store: Store, old_id: str, new_id: str | None = None) -> str:
     new_text = _text(store, new_row)
     old_name = f"a{old_row.path}" if old_row is not None and old_row.blob is not None else "/dev/null"
     new_name = f"b{new_row.path}" if new_row.blob is not None else "/dev/null"
-    lines = difflib.unified_diff(
-        _lines(old_text), _lines(new_text), old_name, new_name
-    )
+    lines = difflib.unified_diff(_lines(old_text), _lines(new_text), old_name, new_name)
     return "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
     )
