@@ -171,6 +171,7 @@ def recover(store: Store, *, blocking: bool = False) -> str | None:
         rw = _read_journal(store)
         if rw is None:
             return None
+        _clear_stale_lock(store, rw.scope)
         tip = store.tip(rw.scope)
         new = pygit2.Oid(hex=rw.new_tip)
         if tip is not None and store.is_ancestor(new, tip):
@@ -331,24 +332,79 @@ def rewrite_header(raw: bytes, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> b
 def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
     """Steps 1-6 under the store lock; ``build(tip)`` plans and writes the new commits.
 
-    When a writer moves the branch between planning and the swap, planning starts again from the
-    new tip (``build`` keeps its memo, so only the new commits cost anything)."""
+    The swap holds the branch's own lock file (``refs/heads/<scope>.lock``, as git does), so a
+    writer's compare-and-swap fails meanwhile and it retries after the swap, on the new history.
+    Commits a writer added while the plan was made are rewritten under that lock (``build`` keeps
+    its memo, so only they cost anything): the rewrite cannot be starved and no write is lost."""
     with store_lock(store):
         recover(store, blocking=True)
-        for _attempt in range(MAX_ATTEMPTS):
-            tip = store.require_scope(scope)
-            rw = build(tip)
-            store.sync_all()
-            fault("objects")
-            _write_journal(store, rw)
-            fault("journal")
-            if store.cas_ref(scope, tip, pygit2.Oid(hex=rw.new_tip), f"gitmem {rw.op} {rw.id}"):
-                store.sync_ref(scope)
-                fault("ref")
-                finish(store, rw)
-                return rw
-            _journal_path(store).unlink()
-        raise ConflictError(f"scope {scope!r} kept moving during the {rw.op}; nothing was changed, try again")
+        tip = store.require_scope(scope)
+        rw = build(tip)
+        store.sync_all()
+        fault("objects")
+        _write_journal(store, rw)
+        try:
+            with _ref_lock(store, scope) as lock:
+                current = store.require_scope(scope)
+                if current != tip:
+                    rw = build(current)
+                    store.sync_all()
+                    _write_journal(store, rw)
+                fault("journal")
+                _publish(lock, rw.new_tip)
+        except BaseException:
+            _journal_path(store).unlink(missing_ok=True)  # the branch did not move
+            raise
+        store.sync_ref(scope)
+        fault("ref")
+        finish(store, rw)
+        return rw
+
+
+@contextmanager
+def _ref_lock(store: Store, scope: str) -> Iterator[tuple[int, Path]]:
+    """Hold ``refs/heads/<scope>.lock`` (waiting out a writer that holds it for its update)."""
+    path = store.path / "refs" / "heads" / f"{scope}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(2000):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            time.sleep(0.001 * min(attempt + 1, 10))
+    else:
+        raise ConflictError(f"{path} stays locked; if no git process is running, remove it")
+    try:
+        os.write(fd, LOCK_MARK)
+        yield fd, path
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+LOCK_MARK = b"gitmem-rewrite\n"
+
+
+def _publish(lock: tuple[int, Path], new_tip: str) -> None:
+    """Write the new tip into the held lock file and rename it over the ref (git's protocol)."""
+    fd, path = lock
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, new_tip.encode() + b"\n")
+    os.fsync(fd)
+    os.rename(path, path.with_suffix(""))
+
+
+def _clear_stale_lock(store: Store, scope: str) -> None:
+    """A rewrite killed while holding the branch lock left it behind: remove it (recovery holds
+    the store lock, so no rewrite is running; a writer's own lock never carries the mark)."""
+    path = store.path / "refs" / "heads" / f"{scope}.lock"
+    try:
+        data = path.read_bytes()
+        if data == LOCK_MARK or (data == b"" and time.time() - path.stat().st_mtime > 5):
+            path.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def finish(store: Store, rw: Rewrite) -> None:
@@ -490,6 +546,9 @@ def _redact(
         for parent in store.commit(first).parent_ids:
             walker.hide(parent)
         commits = list(walker)
+        head = store.commit(tip)
+        if rewriter.tree(head.tree_id) != head.tree_id:  # a writer just wrote the content back
+            raise ForbiddenError(f"cannot redact: the content is again a current memory in scope {scope!r}")
         quiet = _quiet(store, commits, rows)
         last = tip
         for commit in commits:

@@ -61,6 +61,7 @@ def test_kill_at_each_step_then_verify(workspace: Path, step: str) -> None:
             assert SECRET not in log
             assert git(path, "cat-file", "-e", old_commit, check=False).returncode != 0
         assert store.read("/a.md").content == "three\n"
+        assert store.write("/a.md", "four\n") is not None  # no lock was left behind
 
 
 def test_verify_alone_completes_an_interrupted_redaction(workspace: Path) -> None:
