@@ -17,6 +17,7 @@ import gitmem
 from gitmem import Memory
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError, PathConflictError
 from gitmem.frontmatter import parse_description, set_description
+from gitmem.store import Store
 from gitmem.versions import Version
 
 # tmpfs when there is one: the library fsyncs every write, and this test makes hundreds.
@@ -50,12 +51,20 @@ class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.home = Path(tempfile.mkdtemp(prefix="gitmem-model-", dir=FAST_TMP))
-        self.store = gitmem.create_store("model", home=self.home)
+        first = gitmem.create_store("model", home=self.home)
+        # Two handles on one store, as two processes would have: each keeps its own index caches.
+        self.handles = [first, gitmem.open_store(str(first.path))]
+        self.current = 0
         self.models = {s: Model() for s in SCOPES}
 
     def teardown(self) -> None:
-        self.store.close()
+        for handle in self.handles:
+            handle.close()
         shutil.rmtree(self.home, ignore_errors=True)
+
+    @property
+    def store(self) -> Store:
+        return self.handles[self.current]
 
     # ------------------------------------------------------------------ helpers
     def _record(self, scope: str, v: Version | None, expect: str | None) -> None:
@@ -66,6 +75,10 @@ class StoreMachine(RuleBasedStateMachine):
         self.models[scope].versions.append((v.memory_id, v.operation, v.path))
 
     # ------------------------------------------------------------------ rules
+    @rule()
+    def switch_handle(self) -> None:
+        self.current = 1 - self.current
+
     @rule(scope=scopes, path=paths, text=texts)
     def write(self, scope: str, path: str, text: str) -> None:
         m = self.models[scope]
@@ -206,8 +219,8 @@ def test_store_behaves_like_the_dict_model() -> None:
     run_state_machine_as_test(
         StoreMachine,
         settings=settings(
-            max_examples=20,
-            stateful_step_count=15,
+            max_examples=40,
+            stateful_step_count=40,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow],
         ),
