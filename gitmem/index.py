@@ -591,10 +591,16 @@ class Index:
             if row is None or row[0] != old_tip:
                 self._drop_scope(db, scope)
             else:
-                db.executemany(
-                    "UPDATE versions SET commit_id=? WHERE scope=? AND commit_id=?",
-                    [(new, scope, old) for old, new in commit_map.items()],
+                # One pass over the scope (a rewrite may map 100k commits).
+                db.execute("CREATE TEMP TABLE IF NOT EXISTS rewrite_map(old TEXT PRIMARY KEY, new TEXT)")
+                db.execute("DELETE FROM rewrite_map")
+                db.executemany("INSERT INTO rewrite_map VALUES(?,?)", commit_map.items())
+                db.execute(
+                    "UPDATE versions SET commit_id=(SELECT new FROM rewrite_map WHERE old=versions.commit_id) "
+                    "WHERE scope=? AND commit_id IN (SELECT old FROM rewrite_map)",
+                    (scope,),
                 )
+                db.execute("DELETE FROM rewrite_map")
                 db.executemany(
                     "UPDATE versions SET blob=?, sha256=?, size=? WHERE scope=? AND blob=?",
                     [(n[0], n[1], n[2], scope, old) for old, n in blob_map.items()],

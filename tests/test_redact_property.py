@@ -15,7 +15,7 @@ from gitmem import redact
 from gitmem.errors import ForbiddenError, NotFoundError
 
 CONTENTS = ["alpha\n", "beta\n", "secret-1\n", "secret-2\n", "gamma\n"]
-PATHS = ["/a.md", "/b.md"]
+PATHS = ["/a.md", "/d/b.md", "/d/e/c.md"]
 _names = itertools.count()
 
 ops = st.lists(
