@@ -12,6 +12,7 @@ import unicodedata
 from gitmem.errors import InvalidInputError
 
 MAX_PATH_BYTES = 1024
+MAX_SEGMENT_BYTES = 255  # NAME_MAX: a checkout (git clone, session mount) fails on longer names
 RESERVED_PREFIX = "/.gitmem/"
 
 _STORE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")
@@ -61,6 +62,11 @@ def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
             raise InvalidInputError(f"invalid path {path!r}: '{seg}' segments are not allowed")
         if _is_git_dir_name(seg):
             raise InvalidInputError(f"invalid path {path!r}: '{seg}' names git's own directory")
+        if len(seg.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
+            raise InvalidInputError(
+                f"invalid path: a segment of {len(seg.encode('utf-8', 'surrogatepass'))} bytes; file names "
+                f"are at most {MAX_SEGMENT_BYTES} bytes (longer ones cannot be cloned or mounted)"
+            )
     if (path + "/").startswith(RESERVED_PREFIX):
         raise InvalidInputError(f"invalid path {path!r}: paths under {RESERVED_PREFIX} are reserved")
     return path

@@ -91,11 +91,18 @@ def test_non_nfc_paths_are_refused(path: str) -> None:
 
 
 def test_path_length_limit_is_1024_utf8_bytes() -> None:
-    ok = "/" + "é" * 511 + "a"  # 1 + 1022 + 1 = 1024 bytes
+    ok = "/" + "/".join(["é" * 127] * 4) + "/abc"  # 4 segments of 254 bytes, 5 slashes, 3 bytes
     assert len(ok.encode()) == 1024
     assert validate_path(ok) == ok
     with pytest.raises(InvalidInputError, match="1025 bytes"):
         validate_path(ok + "b")
+
+
+def test_segment_limit_is_255_utf8_bytes() -> None:
+    # Regression: longer names were stored, and then no clone or mount could check them out.
+    assert validate_path("/" + "é" * 127 + "a") == "/" + "é" * 127 + "a"
+    with pytest.raises(InvalidInputError, match="256 bytes"):
+        validate_path("/dir/" + "é" * 128)
 
 
 @pytest.mark.parametrize("path", ["/.gitmem", "/.gitmem/x", "/.gitmem/a/b.md"])
