@@ -46,7 +46,7 @@ class Spec:
 
     With ``seed_chunk`` > 1 the memories are created ``seed_chunk`` per commit instead, as a plain
     git import would (no gitmem trailers: the index derives the ids): the library's index catch-up
-    diffs whole trees per commit, which makes one-memory commits into a 100k-file tree take hours.
+    diffs whole trees per commit, so 100k one-memory commits into a 100k-file tree take far too long.
     """
 
     memories: int
