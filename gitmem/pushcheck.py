@@ -215,6 +215,8 @@ def check_commit(
         blob = repo.get(f.id)
         if isinstance(blob, pygit2.Blob):
             out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
+    changed = [d.new_file.raw_path for d in diff.deltas if d.status in _DELTA_KINDS]
+    out += [_at(v, ref, cid) for v in overlaps(commit.tree, changed, seen)]
     if ctx.settings.require_trailers:
         from gitmem.versions import parse_trailers, trailer_problems
 
@@ -224,6 +226,31 @@ def check_commit(
             problems = [f"a gitmem version changes one memory; this commit changes {len(kinds)} files"]
         for p in problems:
             out.append(_v("trailers", f"missing or bad gitmem trailers: {p}", ref, cid))
+    return out
+
+
+def overlaps(tree: pygit2.Tree, paths: Sequence[bytes], seen: set[pygit2.Oid]) -> list[Violation]:
+    """Names listed twice in one tree (a file and a directory at one path, which git's fsck calls
+    duplicateEntries) in the trees along ``paths``; each tree is read once per push."""
+    out: list[Violation] = []
+    for raw in paths:
+        node: pygit2.Tree | None = tree
+        prefix = b"/"
+        for name in raw.split(b"/"):
+            if node is None:
+                break
+            if node.id not in seen:
+                seen.add(node.id)
+                names = [e.raw_name or b"" for e in node]
+                for dup in sorted({n for n in names if names.count(n) > 1}):
+                    path = (prefix + dup).decode("utf-8", "surrogateescape")
+                    out.append(Violation("overlap", f"{path} is both a file and a directory", path))
+            try:
+                child = node[name.decode("utf-8")]
+            except (KeyError, UnicodeDecodeError):
+                child = None
+            node = child if isinstance(child, pygit2.Tree) else None
+            prefix += name + b"/"
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -265,4 +266,20 @@ def test_stale_index_is_caught_up_before_counting(seeded: Store) -> None:
     new = commit(seeded.repo, pygit2.Oid(hex=plain), {"c.md": b"c"})
     assert check(seeded, f"{plain} {new} refs/heads/main\n")[0] == (
         f"gitmem: refs/heads/main {new[:12]}: scope 'main' would hold 3 memories; the limit is 2"
+    )
+
+
+def test_a_file_and_a_directory_at_one_path_is_refused(seeded: Store) -> None:
+    # libgit2 cannot build such a tree; git mktree can, and receive.fsckObjects may be off on a server.
+    def mktree(lines: str) -> str:
+        run = subprocess.run(["git", "mktree"], cwd=seeded.path, input=lines, capture_output=True, text=True)
+        return run.stdout.strip()
+
+    blob = str(seeded.repo.create_blob(b"x"))
+    sub = mktree(f"100644 blob {blob}\tx\n")
+    tree = mktree(f"100644 blob {blob}\ta\n040000 tree {sub}\ta\n100644 blob {blob}\tm.md\n")
+    sig = pygit2.Signature("Dev", "dev@example.com", NOW, 0)
+    new = str(seeded.repo.create_commit(None, sig, sig, "dup\n", pygit2.Oid(hex=tree), [seeded.tip("main")]))
+    assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")[0] == (
+        f"gitmem: refs/heads/main {new[:12]}: /a is both a file and a directory"
     )
