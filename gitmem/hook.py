@@ -147,7 +147,10 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
     options = push_options(env)
     warnings: list[str] = []
     try:
-        trust = bool(store.settings.acl.get("trust_push_actor"))
+        settings = config.load_settings_cached(
+            store.path / config.SETTINGS_FILE, store.gitmem_dir / SETTINGS_CACHE
+        )
+        trust = bool(settings.acl.get("trust_push_actor"))
     except Exception:
         trust = False
     actor = pusher(env, options, trust)
