@@ -283,3 +283,22 @@ def test_a_file_and_a_directory_at_one_path_is_refused(seeded: Store) -> None:
     assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")[0] == (
         f"gitmem: refs/heads/main {new[:12]}: /a is both a file and a directory"
     )
+
+
+def test_hooks_install_cli(store: Store, workspace: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+    from gitmem.clone import clone
+
+    runner = CliRunner()
+    (store.path / "hooks" / "pre-receive").unlink()
+    result = runner.invoke(app, ["hooks", "install", "--all", "--home", str(workspace)])
+    assert (result.exit_code, result.stdout) == (
+        0,
+        "notes\tpre-receive\tinstalled\nnotes\tpost-receive\tunchanged\n",
+    )
+    assert runner.invoke(app, ["hooks", "install", "--home", str(workspace)]).exit_code == 2
+    clone("notes", tmp_path / "c", home=workspace)
+    refused = runner.invoke(app, ["hooks", "install", str(tmp_path / "c")])
+    assert refused.exit_code == 6 and "is a clone" in refused.stderr
