@@ -12,6 +12,7 @@ import hashlib
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -247,6 +248,8 @@ class Index:
             for commit in self.store.walk(tip, hide):
                 rows = self.rows_for_commit(db, scope, commit)
                 self._apply(db, scope, rows)
+                if len(commit.parent_ids) > 1:
+                    self._reconcile_heads(db, scope, commit)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
         if rewritten:  # content that left history must leave the file too
@@ -365,6 +368,26 @@ class Index:
         ).fetchone()
         return row is not None
 
+    def _reconcile_heads(self, db: sqlite3.Connection, scope: str, merge: pygit2.Commit) -> None:
+        """Make the heads match a merge's tree: its parents' lines were replayed one after the
+        other, so a path both lines touched may hold the wrong line's state (merges are rare)."""
+        files = {path: str(new) for _kind, path, _old, new in diff_trees(self.store.repo, None, merge.tree)}
+        heads = dict(db.execute("SELECT path, blob FROM heads WHERE scope=?", (scope,)).fetchall())
+        for path in heads.keys() - files.keys():
+            self._apply(db, scope, [VersionRow("", "", scope, path, None, "deleted", "", None, 0, None, None, None, "")])
+        for path, blob in files.items():
+            if heads.get(path) == blob:
+                continue
+            row = db.execute(
+                f"SELECT {VERSION_COLUMNS} FROM versions WHERE scope=? AND path=? AND blob=? ORDER BY seq DESC LIMIT 1",
+                (scope, path, blob),
+            ).fetchone()
+            if row is None:
+                continue
+            data = self.store.blob_data(pygit2.Oid(hex=blob))
+            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+            self._apply(db, scope, [dataclasses.replace(VersionRow(*row), prev_path=None, description=desc)])
+
     def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
         """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
 
@@ -375,6 +398,8 @@ class Index:
         self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
         parent_tree = commit.parents[0].tree if commit.parents else None
         changes = diff_trees(repo, parent_tree, commit.tree)
+        if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
+            changes = _merge_own_changes(commit, changes)
         when = commit.author.time
         trailers = parse_trailers(commit.message)
         cid = str(commit.id)
@@ -595,11 +620,16 @@ class Index:
                 db.execute("CREATE TEMP TABLE IF NOT EXISTS rewrite_map(old TEXT PRIMARY KEY, new TEXT)")
                 db.execute("DELETE FROM rewrite_map")
                 db.executemany("INSERT INTO rewrite_map VALUES(?,?)", commit_map.items())
+                big = len(commit_map) > 5000  # rebuilding the commit index beats updating it row by row
+                if big:
+                    db.execute("DROP INDEX IF EXISTS versions_commit")
                 db.execute(
                     "UPDATE versions SET commit_id=(SELECT new FROM rewrite_map WHERE old=versions.commit_id) "
                     "WHERE scope=? AND commit_id IN (SELECT old FROM rewrite_map)",
                     (scope,),
                 )
+                if big:
+                    db.execute("CREATE INDEX IF NOT EXISTS versions_commit ON versions(commit_id)")
                 db.execute("DELETE FROM rewrite_map")
                 db.executemany(
                     "UPDATE versions SET blob=?, sha256=?, size=? WHERE scope=? AND blob=?",
@@ -622,6 +652,21 @@ _KINDS = {
 
 
 _GITLINK = pygit2.enums.FileMode.COMMIT
+
+
+def _merge_own_changes(
+    merge: pygit2.Commit, changes: list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]]
+) -> list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]]:
+    """Of a merge's changes against its first parent, those no other parent already has."""
+
+    def entry(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
+        try:
+            return tree[path[1:]].id
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+
+    others = [p.tree for p in merge.parents[1:]]
+    return [c for c in changes if all(entry(t, c[1]) != c[3] for t in others)]
 
 
 def diff_trees(
