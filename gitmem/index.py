@@ -8,11 +8,11 @@ directly (no diff) when the index was current at their parent; everyone else cat
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -374,7 +374,10 @@ class Index:
         files = {path: str(new) for _kind, path, _old, new in diff_trees(self.store.repo, None, merge.tree)}
         heads = dict(db.execute("SELECT path, blob FROM heads WHERE scope=?", (scope,)).fetchall())
         for path in heads.keys() - files.keys():
-            self._apply(db, scope, [VersionRow("", "", scope, path, None, "deleted", "", None, 0, None, None, None, "")])
+            (size,) = db.execute("SELECT size FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
+            db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, path))
+            db.execute("UPDATE scopes SET memories=memories-1, bytes=bytes-? WHERE scope=?", (size, scope))
+            search.unindex_text(db, scope, path)
         for path, blob in files.items():
             if heads.get(path) == blob:
                 continue

@@ -236,3 +236,77 @@ def test_index_locked_by_another_process_is_not_deleted(store: Store) -> None:
     holder.execute("ROLLBACK")
     holder.close()
     assert [m.path for m in store.list()] == ["/a", "/b"]
+
+
+def test_merge_pushed_with_git_counts_each_change_once(store: Store, tmp_path: Path) -> None:
+    # Regression: the index walked both parents of a merge and then diffed the merge against its
+    # first parent too: side-branch changes became two versions (two memory ids for one file).
+    store.write("/a", "1\n")
+    store.write("/b", "b\n")
+    b_id = store.read("/b").memory_id
+    work = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(store.path), str(work))
+    git(work, "checkout", "-q", "-b", "side")
+    (work / "c").write_text("side\n")
+    git(work, "add", "c")
+    git(work, "commit", "-q", "-m", "side adds c")
+    git(work, "rm", "-q", "b")
+    git(work, "commit", "-q", "-m", "side deletes b")
+    git(work, "checkout", "-q", "main")
+    (work / "a").write_text("2\n")
+    git(work, "commit", "-q", "-am", "main edits a")
+    git(work, "merge", "-q", "--no-edit", "side")
+    git(work, "push", "-q", "origin", "main")
+    assert [(v.operation, v.path) for v in store.versions("/c")] == [("created", "/c")]
+    assert [(v.operation, v.memory_id) for v in store.versions(operation="deleted")] == [("deleted", b_id)]
+    assert [m.path for m in store.list()] == ["/a", "/c"]
+    assert store.index.rebuild() == 5
+
+
+def _clone(store: Store, tmp_path: Path) -> Path:
+    work = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(store.path), str(work))
+    git(work, "config", "pull.rebase", "false")
+    return work
+
+
+def _tree_paths(store: Store) -> list[str]:
+    return ["/" + p for p in git(store.path, "ls-tree", "-r", "--name-only", "main").stdout.split()]
+
+
+def test_merge_resolving_a_conflict_leaves_the_heads_of_its_tree(store: Store, tmp_path: Path) -> None:
+    store.write("/b", "b\n")
+    work = _clone(store, tmp_path)
+    git(work, "checkout", "-q", "-b", "side")
+    git(work, "rm", "-q", "b")
+    git(work, "commit", "-q", "-m", "side deletes b")
+    git(work, "checkout", "-q", "main")
+    (work / "b").write_text("kept\n")
+    git(work, "commit", "-q", "-am", "main edits b")
+    git(work, "merge", "-q", "-s", "ours", "--no-edit", "side")  # resolution: keep main's b
+    git(work, "push", "-q", "origin", "main")
+    assert [m.path for m in store.list()] == _tree_paths(store) == ["/b"]
+    m = store.read("/b")
+    assert (m.content, store.version(m.version_id).content_sha256) == ("kept\n", m.content_sha256)
+    store.index.rebuild()
+    assert [m.path for m in store.list()] == ["/b"]
+
+
+def test_pull_merge_pushed_over_agent_writes_keeps_every_version_once(store: Store, tmp_path: Path) -> None:
+    store.write("/a", "1\n")
+    work = _clone(store, tmp_path)
+    agent = store.write("/agent", "written meanwhile\n")  # the clone does not have it yet
+    assert [m.path for m in store.list()] == ["/a", "/agent"]  # the index is at the agent's commit
+    (work / "mine").write_text("local\n")
+    git(work, "add", "mine")
+    git(work, "commit", "-q", "-m", "local work")
+    git(work, "pull", "-q", "--no-edit", "origin", "main")
+    git(work, "push", "-q", "origin", "main")
+    versions = store.versions()
+    assert sorted(v.path for v in versions) == ["/a", "/agent", "/mine"]
+    assert store.version(agent.id).path == "/agent"  # type: ignore[union-attr]
+    assert [m.path for m in store.list()] == _tree_paths(store) == ["/a", "/agent", "/mine"]
+    assert store.read("/agent").memory_id == agent.memory_id  # type: ignore[union-attr]
+    keys = sorted(version_keys(versions))
+    store.index.rebuild()
+    assert sorted(version_keys(store.versions())) == keys
