@@ -163,7 +163,7 @@ def test_env_reads_only_non_empty_values(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 @pytest.mark.parametrize(
-    "line", ["archived_at: 2026-02-30", "created_at: !!float x", "limits: " + "[" * 2000]
+    "line", ["archived_at: 2026-02-30", "created_at: !!float x", "limits: " + "[" * 600 + "]" * 600]
 )
 def test_yaml_that_fails_to_construct_is_a_config_error(tmp_path: Path, line: str) -> None:
     # Regression: ValueError / RecursionError escaped instead of naming the file.
