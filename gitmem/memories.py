@@ -613,11 +613,12 @@ def read(store: Store, path: str, *, scope: str = "main", version: str | None = 
     for _attempt in range(MAX_ATTEMPTS):
         tip, obj = store.head_blob(scope, path)
         data = obj.data
-        sha = _sha(data)
         store.index.ensure(scope, tip, known_tip=True)
         head = store.index.head(scope, path)
-        if head is not None and head.sha256 == sha:
+        if head is not None and head.blob == str(obj.id):
+            sha = head.sha256  # the index hashed this very blob
             break
+        sha = _sha(data)
         # Racing writers moved the index past ``tip``: read again at the current tip.
     text = _decode(data)
     return Memory(
@@ -626,7 +627,8 @@ def read(store: Store, path: str, *, scope: str = "main", version: str | None = 
         content=text,
         content_sha256=sha,
         size=len(data),
-        description=parse_description(text) if data.startswith(b"---") else None,
+        # The index parsed the front matter when it recorded this content; YAML is not parsed again.
+        description=head.description if head is not None and sha == head.sha256 else parse_description(text),
         memory_id=head.memory_id if head else "",
         version_id=head.version_id if head else "",
         created_at=timestamp(head.created_at) if head else None,
