@@ -185,3 +185,28 @@ def test_push_over_git_daemon(seeded: Store, daemon: str, tmp_path: Path) -> Non
         "remote: gitmem: push rejected (1 problem(s)); nothing was changed",
     ]
     assert snapshot(seeded) == before
+
+
+def test_a_stale_clone_cannot_push_redacted_history_back(seeded: Store, tmp_path: Path) -> None:
+    from gitmem.redact import redact
+
+    secret = seeded.write("/a.md", "password: hunter2", actor="user:alice")
+    assert secret is not None
+    seeded.write("/a.md", "alpha again", actor="user:alice")
+    work = tmp_path / "work"
+    git("clone", "-q", str(seeded.path), str(work))
+    stale = git("rev-parse", "HEAD~1", "HEAD", cwd=work).stdout.split()
+    blob = git("rev-parse", "HEAD~1:a.md", cwd=work).stdout.strip()
+    redact(seeded, secret.id, reason="leaked password")
+    before = snapshot(seeded)
+    proc = git("push", "--force", "origin", "main", cwd=work, check=False)
+    lines = remote_lines(proc.stderr)
+    for commit in stale:
+        retired = f"commit {commit} was retired by a redaction or compaction; fetch again"
+        assert f"remote: gitmem: refs/heads/main {commit[:12]}: {retired}" in lines
+    assert (
+        f"remote: gitmem: refs/heads/main {stale[0][:12]}: /a.md is content that was redacted from this store"
+        in lines
+    )
+    assert snapshot(seeded) == before
+    assert subprocess.run(["git", "cat-file", "-e", blob], cwd=seeded.path).returncode != 0
