@@ -9,6 +9,7 @@ store are never copied.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -77,7 +78,18 @@ def clone(
         raise GitmemError(f"cannot finish the clone at {target}: {exc}") from None
     finally:
         repo.free()
+    _anchor_ledger(target)
     return CloneResult(url, target, scopes, gitmem_refs)
+
+
+def _anchor_ledger(target: Path) -> None:
+    """Remember the ledger entry the clone starts from, so ``verify`` on the clone later detects a
+    ledger rewritten since (a broken ledger is left for ``verify`` to report)."""
+    from gitmem import ledger
+    from gitmem.errors import IntegrityError
+
+    with open_store(str(target)) as store, contextlib.suppress(IntegrityError):
+        ledger.remember_seen(store)
 
 
 class _Progress(pygit2.RemoteCallbacks):

@@ -39,6 +39,7 @@ def test_clone_fetches_scopes_ledger_and_a_read_only_settings_copy(seeded: Store
     assert copy.read_bytes() == seeded.settings_path.read_bytes()
     assert not os.stat(copy).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     assert not (tmp_path / "c" / ".git" / "gitmem" / "denylist").exists()
+    assert (tmp_path / "c" / ".git" / "gitmem" / "ledger_seen").exists()  # anchors the ledger it saw
     assert (tmp_path / "c" / "notes" / "todo.md").read_text() == "buy milk"
     with pytest.raises(ConflictError, match="not an empty directory"):
         clone("notes", tmp_path / "c")
