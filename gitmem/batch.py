@@ -7,12 +7,15 @@ whole batch or none of it; a lost race re-plans the whole batch against the new 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pygit2
 
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
+from gitmem.fastimport import Pending, write_commits
 from gitmem.ids import new_id
 from gitmem.index import VersionRow
 from gitmem.memories import (
@@ -28,10 +31,11 @@ from gitmem.memories import (
     check_limits,
     commit_change,
     current_size,
+    make_row,
 )
 from gitmem.paths import validate_path, validate_scope
 from gitmem.store import Store
-from gitmem.versions import Version, resolve_actor, validate_session
+from gitmem.versions import Version, format_message, resolve_actor, validate_session
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,90 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
     raise InvalidInputError(f"unknown batch operation {op.op!r}")
 
 
+class _Pending:
+    """Content a batch has planned but not written yet (quacks like a pygit2.Blob)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+class BatchState(ScopeState):
+    """A scope state that sees the batch's planned changes on top of the base tree."""
+
+    def __init__(self, store: Store, scope: str, tip: pygit2.Oid | None) -> None:
+        super().__init__(store, scope, tip)
+        self.base_tree = self.tree
+        self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
+        self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
+
+    def blob(self, path: str) -> Any:
+        if path in self.pending:
+            data = self.pending[path]
+            return _Pending(data) if data is not None else None
+        return self._base_blob(path)
+
+    def _base_blob(self, path: str) -> pygit2.Blob | None:
+        if self.base_tree is None:
+            return None
+        try:
+            obj = self.base_tree[path[1:]]
+        except KeyError:
+            return None
+        return obj if isinstance(obj, pygit2.Blob) else None
+
+    def _set(self, path: str, data: bytes | None) -> None:
+        self.pending[path] = data
+        parts = path.split("/")
+        for i in range(2, len(parts)):
+            files = self.pending_dirs.setdefault("/".join(parts[:i]), set())
+            if data is None:
+                files.discard(path)
+            else:
+                files.add(path)
+
+    def applied(self, change: Change, old_size: int) -> None:
+        super().applied(change, old_size)
+        if change.previous_path is not None and change.previous_path != change.path:
+            self._set(change.previous_path, None)
+        self._set(change.path, change.data)
+
+    def conflict(self, path: str, ignore: str | None = None) -> str | None:
+        segments = path[1:].split("/")
+        for i in range(1, len(segments) + 1):
+            here = "/" + "/".join(segments[:i])
+            if here != ignore and self.blob(here) is not None:
+                return here
+        for planned in self.pending_dirs.get(path, ()):
+            if planned != ignore:
+                return planned
+        base = None
+        if self.base_tree is not None:
+            try:
+                base = self.base_tree[path[1:]]
+            except KeyError:
+                base = None
+        if isinstance(base, pygit2.Tree):
+            for found in _files_under(base, path):
+                if found != ignore and self.pending.get(found, b"") is not None:
+                    return found
+        return None
+
+
+def _files_under(tree: pygit2.Tree, base: str) -> Iterator[str]:
+    for entry in tree:
+        p = f"{base}/{entry.name}"
+        if isinstance(entry, pygit2.Tree):
+            yield from _files_under(entry, p)
+        else:
+            yield p
+
+
 def apply_batch(
     store: Store,
     ops: Sequence[BatchOp],
@@ -113,7 +201,12 @@ def apply_batch(
     skip_refused: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> BatchResult:
-    """Apply ``ops`` in order as one version each (no-ops skipped), moving the branch once."""
+    """Apply ``ops`` in order as one version each (no-ops skipped), moving the branch once.
+
+    Every operation is planned (preconditions, conflicts, limits) against the tip plus the
+    batch's earlier operations; then the commits are written, with pygit2 for small batches and
+    ``git fast-import`` for large ones, and published by one compare-and-swap of the branch.
+    """
     validate_scope(scope)
     session = validate_session(session)
     actor = resolve_actor(actor, session)
@@ -121,9 +214,8 @@ def apply_batch(
     limits = store.settings.limits
     for attempt in range(MAX_ATTEMPTS):
         tip = store.tip(scope)
-        state = ScopeState(store, scope, tip)
-        parent = tip
-        rows: list[VersionRow] = []
+        state = BatchState(store, scope, tip)
+        changes: list[Change] = []
         refused: list[Refused] = []
         for n, op in enumerate(ops):
             try:
@@ -135,22 +227,82 @@ def apply_batch(
                     raise
                 refused.append(Refused(op, exc))
                 continue
-            if change is None:
-                continue
-            old_size = current_size(state, change)
-            parent_commit, row = commit_change(store, state, change, parent, actor, session)
-            parent = parent_commit
-            state.applied(change, old_size)
-            rows.append(row)
+            if change is not None:
+                state.applied(change, current_size(state, change))
+                changes.append(change)
             if progress is not None:
                 progress(n + 1, len(ops))
-        if parent == tip:
+        if not changes:
             return BatchResult([], refused, str(tip) if tip is not None else None)
-        assert isinstance(parent, pygit2.Oid)
+        now = int(time.time())
+        if len(changes) >= FAST_IMPORT_MIN:
+            head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now)
+        else:
+            head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now)
         store.sync_all()
-        if store.cas_ref(scope, tip, parent):
+        if store.cas_ref(scope, tip, head):
             store.sync_ref(scope)
-            store.index.record(scope, tip, parent, rows)
-            return BatchResult([_version(r) for r in rows], refused, str(parent))
+            store.index.record(scope, tip, head, rows)
+            return BatchResult([_version(r) for r in rows], refused, str(head))
         backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")
+
+
+# Below this many versions, spawning git costs more than writing loose objects with pygit2.
+FAST_IMPORT_MIN = 32
+
+
+def _write_pygit2(
+    store: Store,
+    scope: str,
+    tip: pygit2.Oid | None,
+    changes: list[Change],
+    actor: str,
+    session: str | None,
+    now: int,
+) -> tuple[pygit2.Oid, list[VersionRow]]:
+    state = ScopeState(store, scope, tip)
+    parent = tip
+    rows = []
+    for change in changes:
+        parent, row = commit_change(store, state, change, parent, actor, session, now)
+        rows.append(row)
+    assert parent is not None
+    return parent, rows
+
+
+def _write_fast_import(
+    store: Store,
+    scope: str,
+    tip: pygit2.Oid | None,
+    changes: list[Change],
+    actor: str,
+    session: str | None,
+    now: int,
+) -> tuple[pygit2.Oid, list[VersionRow]]:
+    version_ids = [new_id("memver") for _ in changes]
+    pending = []
+    for change, vid in zip(changes, version_ids, strict=True):
+        files: list[tuple[str, bytes | None]] = []
+        if change.previous_path is not None and change.previous_path != change.path:
+            files.append((change.previous_path[1:], None))
+        files.append((change.path[1:], change.data))
+        message = format_message(
+            change.operation, change.path, vid, change.memory_id, actor, session, change.previous_path
+        )
+        pending.append(Pending(message, actor, now, files))
+    commits = write_commits(store, pending, tip)
+    rows = [
+        make_row(
+            scope,
+            change,
+            vid,
+            actor,
+            session,
+            now,
+            pygit2.hash(change.data) if change.data is not None else None,
+            commit,
+        )
+        for change, vid, commit in zip(changes, version_ids, commits, strict=True)
+    ]
+    return commits[-1], rows

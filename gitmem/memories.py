@@ -86,6 +86,7 @@ class ScopeState:
         self.overlay: dict[str, str | None] = {}  # path -> memory id (None: deleted)
         self.delta_memories = 0
         self.delta_bytes = 0
+        self._store_bytes: int | None = None
 
     def _index(self) -> None:
         if not self._indexed:
@@ -155,6 +156,13 @@ class ScopeState:
             if found != ignore:
                 return found
         return None
+
+    def store_bytes(self) -> int:
+        """Bytes of current content over every scope (as of this state's first look)."""
+        if self._store_bytes is None:
+            self.store.index.ensure_all()
+            self._store_bytes = self.store.index.store_bytes()
+        return self._store_bytes
 
     def stats(self) -> tuple[int, int]:
         self._index()
@@ -271,26 +279,41 @@ def commit_change(
     if written is not None:
         written.append(commit)
     state.tree = store.repo[tree_oid]  # type: ignore[assignment]
+    row = make_row(state.scope, change, version_id, actor, session, now, blob, commit)
+    return commit, row
+
+
+def make_row(
+    scope: str,
+    change: Change,
+    version_id: str,
+    actor: str,
+    session: str | None,
+    when: int,
+    blob: pygit2.Oid | None,
+    commit: pygit2.Oid,
+) -> VersionRow:
+    """The index record of a version the library just wrote."""
+    data = change.data
     description = None
     if data is not None and data.startswith(b"---"):
         description = parse_description(_decode(data))
-    row = VersionRow(
+    return VersionRow(
         version_id,
         change.memory_id,
-        state.scope,
+        scope,
         change.path,
         change.previous_path,
         change.operation,
         actor,
         session,
-        now,
+        when,
         _sha(data) if data is not None else None,
         len(data) if data is not None else None,
         str(blob) if blob is not None else None,
         str(commit),
         description=description,
     )
-    return commit, row
 
 
 def check_limits(store: Store, state: ScopeState, change: Change, limits: object) -> None:
@@ -309,9 +332,7 @@ def check_limits(store: Store, state: ScopeState, change: Change, limits: object
         policy.raise_first(policy.check_memory_count(state.scope, count + 1, limits))
     growth = len(change.data) - old_size
     if growth > 0:
-        index = store.index
-        index.ensure_all()
-        total = index.store_bytes() + state.delta_bytes + growth
+        total = state.store_bytes() + state.delta_bytes + growth
         policy.raise_first(policy.check_store_bytes(total, limits))
 
 
