@@ -26,7 +26,8 @@ import pygit2
 
 from gitmem import ledger
 from gitmem.index import VersionRow
-from gitmem.redact import Rewrite, Rewriter, run_rewrite
+from gitmem.journal import Rewrite, run_rewrite
+from gitmem.rewrite import Rewriter
 from gitmem.store import Store
 from gitmem.versions import resolve_actor
 

@@ -516,7 +516,7 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
 def _recovered(store: Store) -> Store:
     """A history rewrite (redaction, compaction) killed half-way is finished or rolled back."""
     if (store.gitmem_dir / "journal.json").exists():
-        from gitmem.redact import recover
+        from gitmem.journal import recover
 
         recover(store)
     return store

@@ -40,7 +40,7 @@ class VerifyReport:
 
 def verify(store: Store, *, raise_on_failure: bool = True) -> VerifyReport:
     """Run every check; raise IntegrityError naming the failures (unless ``raise_on_failure`` is off)."""
-    from gitmem.redact import recover
+    from gitmem.journal import recover
 
     recovered = recover(store, blocking=True)
     checks = [
@@ -86,7 +86,7 @@ def check_fsck(store: Store) -> list[str]:
 
 def check_purged(store: Store) -> list[str]:
     """Each rewrite in the ledger: its digests match deny-listed ids, none of which git can read."""
-    from gitmem.redact import missing_objects
+    from gitmem.rewrite import missing_objects
 
     events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
     if not events or store.is_clone:

@@ -10,7 +10,7 @@ import pygit2
 import pytest
 
 import gitmem
-from gitmem import ledger, redact
+from gitmem import ledger, redact, rewrite
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.store import Store
 from gitmem.verify import verify
@@ -258,7 +258,7 @@ def test_only_packs_holding_retired_objects_are_rewritten(store: Store) -> None:
     assert len(packs) == 2
     blob = store.index.version_rows("id=?", (v.id,))[0].blob
     assert blob is not None
-    kept = redact.packs_without(store, {blob})
+    kept = rewrite.packs_without(store, {blob})
     assert len(kept) == 1 and kept[0] in packs
     with open(kept[0], "rb") as fh:  # plain git agrees that the kept pack lacks the blob
         listed = subprocess.run(["git", "show-index"], stdin=fh, capture_output=True, text=True).stdout

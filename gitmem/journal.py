@@ -1,0 +1,240 @@
+"""History rewrites as transactions: store lock, journal, branch swap, recovery (DESIGN section 6).
+
+A history rewrite (redaction in :mod:`gitmem.redact`, compaction in :mod:`gitmem.retention`) runs in
+steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
+
+1. plan: the new commits and trees are written into a new pack (nothing refers to them yet);
+2. journal: ``$GIT_DIR/gitmem/journal.json`` records the plan (raw ids: it is server-side only);
+3. swap: holding the branch's lock file ``refs/heads/<scope>.lock`` (git's protocol), commits a
+   writer added since the plan are rewritten too, then the lock file is renamed over the ref;
+   writers' compare-and-swap fails meanwhile and they retry on the new history;
+4. deny-list, ledger entry, derived index (each idempotent);
+5. purge: reflogs expired, the loose copies of the retired objects deleted, the packs holding them
+   repacked (``git repack -a -d``, every other pack kept), then plain git must not list any of them
+   (``git cat-file --batch-all-objects``);
+6. the journal is removed.
+
+A process killed anywhere leaves the store before (journal, branch not moved: rolled back) or after
+(branch moved: steps 4-6 are completed) the rewrite, by :func:`recover`, which ``verify`` and
+``open_store`` run. Unreachable objects are deleted by id, never by ``git prune --expire=now``:
+that would also delete the fresh objects of a concurrent writer whose branch update is in flight.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem import config, ledger
+from gitmem.errors import ConflictError
+from gitmem.rewrite import purge
+from gitmem.store import Store
+
+JOURNAL_FILE = "journal.json"
+LOCK_FILE = "lock"
+FAULT_ENV = "GITMEM_FAULT"  # test hook: the name of a step at which the process SIGKILLs itself
+
+
+@dataclass
+class Rewrite:
+    """A planned history rewrite of one scope; also the journal's content."""
+
+    op: str  # redaction | compaction
+    id: str
+    scope: str
+    actor: str
+    reason: str
+    at: int
+    old_tip: str
+    new_tip: str = ""
+    commit_map: dict[str, str] = field(default_factory=dict)
+    blob_map: dict[str, list[Any]] = field(default_factory=dict)  # old blob -> [new blob, sha256, size]
+    retired_trees: list[str] = field(default_factory=list)
+    versions: list[str] = field(default_factory=list)
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def retired(self) -> list[str]:
+        """Objects that must be gone after the purge: redacted blobs, retired commits and trees."""
+        return [*self.blob_map, *self.commit_map, *self.retired_trees]
+
+
+# ---------------------------------------------------------------------- lock, journal, faults
+@contextmanager
+def store_lock(store: Store, *, blocking: bool = True) -> Iterator[bool]:
+    """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy."""
+    store.gitmem_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.gitmem_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def fault(step: str) -> None:
+    """Crash tests: die here, like a power cut, when ``$GITMEM_FAULT`` names this step."""
+    if config.env(FAULT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _journal_path(store: Store) -> Path:
+    return store.gitmem_dir / JOURNAL_FILE
+
+
+def _write_journal(store: Store, rw: Rewrite) -> None:
+    path = _journal_path(store)
+    tmp = path.with_name(JOURNAL_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(vars(rw), fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_journal(store: Store) -> Rewrite | None:
+    try:
+        data = json.loads(_journal_path(store).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        # A torn journal was never complete, so the branch never moved: nothing to finish.
+        _journal_path(store).unlink()
+        return None
+    return Rewrite(**data)
+
+
+def recover(store: Store, *, blocking: bool = False) -> str | None:
+    """Finish or roll back an interrupted rewrite; returns "completed", "rolled back" or None."""
+    if store.is_clone or not _journal_path(store).exists():
+        return None
+    with store_lock(store, blocking=blocking) as held:
+        if not held:
+            return None  # a live process is rewriting right now
+        rw = _read_journal(store)
+        if rw is None:
+            return None
+        _clear_stale_lock(store, rw.scope)
+        tip = store.tip(rw.scope)
+        new = pygit2.Oid(hex=rw.new_tip)
+        if tip is not None and store.is_ancestor(new, tip):
+            finish(store, rw)
+            return "completed"
+        _journal_path(store).unlink()
+        return "rolled back"
+
+
+def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
+    """Steps 1-6 under the store lock; ``build(tip)`` plans and writes the new commits.
+
+    The swap holds the branch's own lock file (``refs/heads/<scope>.lock``, as git does), so a
+    writer's compare-and-swap fails meanwhile and it retries after the swap, on the new history.
+    Commits a writer added while the plan was made are rewritten under that lock (``build`` keeps
+    its memo, so only they cost anything): the rewrite cannot be starved and no write is lost."""
+    with store_lock(store):
+        recover(store, blocking=True)
+        tip = store.require_scope(scope)
+        rw = build(tip)
+        store.sync_all()
+        fault("objects")
+        _write_journal(store, rw)
+        try:
+            with _ref_lock(store, scope) as lock:
+                current = store.require_scope(scope)
+                if current != tip:
+                    rw = build(current)
+                    store.sync_all()
+                    _write_journal(store, rw)
+                fault("journal")
+                _publish(lock, rw.new_tip)
+        except BaseException:
+            _journal_path(store).unlink(missing_ok=True)  # the branch did not move
+            raise
+        store.sync_ref(scope)
+        fault("ref")
+        finish(store, rw)
+        return rw
+
+
+@contextmanager
+def _ref_lock(store: Store, scope: str) -> Iterator[tuple[int, Path]]:
+    """Hold ``refs/heads/<scope>.lock`` (waiting out a writer that holds it for its update)."""
+    path = store.path / "refs" / "heads" / f"{scope}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(2000):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            break
+        except FileExistsError:
+            time.sleep(0.001 * min(attempt + 1, 10))
+    else:
+        raise ConflictError(f"{path} stays locked; if no git process is running, remove it")
+    try:
+        os.write(fd, LOCK_MARK)
+        yield fd, path
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
+LOCK_MARK = b"gitmem-rewrite\n"
+
+
+def _publish(lock: tuple[int, Path], new_tip: str) -> None:
+    """Write the new tip into the held lock file and rename it over the ref (git's protocol)."""
+    fd, path = lock
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, new_tip.encode() + b"\n")
+    os.fsync(fd)
+    os.rename(path, path.with_suffix(""))
+
+
+def _clear_stale_lock(store: Store, scope: str) -> None:
+    """A rewrite killed while holding the branch lock left it behind: remove it (recovery holds
+    the store lock, so no rewrite is running; a writer's own lock never carries the mark)."""
+    path = store.path / "refs" / "heads" / f"{scope}.lock"
+    try:
+        data = path.read_bytes()
+        if data == LOCK_MARK or (data == b"" and time.time() - path.stat().st_mtime > 5):
+            path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def finish(store: Store, rw: Rewrite) -> None:
+    """Steps 4-6; every one may run twice (recovery after a crash)."""
+    denied = [*rw.blob_map, *rw.commit_map] if rw.op == "redaction" else list(rw.commit_map)
+    ledger.deny(store, denied, f"{rw.op} {rw.id}")
+    fault("denylist")
+    if ledger.find(store, rw.op, "id", rw.id) is None:
+        ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
+    fault("ledger")
+    if rw.op == "redaction":
+        store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
+        store.index.apply_rewrite(rw.scope, rw.old_tip, rw.new_tip, rw.commit_map, rw.blob_map)
+    else:  # compaction: versions leave history; the scope is re-derived from git
+        store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
+    fault("index")
+    purge(store, rw.retired)
+    fault("purged")
+    _journal_path(store).unlink(missing_ok=True)

@@ -1,0 +1,327 @@
+"""The history rewrite engine: commits and trees rewritten as raw bytes into one new pack, and the
+purge of retired objects with its proof (used by :mod:`gitmem.journal` for redaction and compaction).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pygit2
+
+from gitmem.errors import GitmemError, IntegrityError
+from gitmem.store import Store
+
+_BLOB = pygit2.enums.ObjectType.BLOB
+_TREE = pygit2.enums.ObjectType.TREE
+_COMMIT = pygit2.enums.ObjectType.COMMIT
+
+
+class PackWriter:
+    """New objects written as one pack (``git index-pack`` would make the same files): a rewrite
+    creates up to one commit per commit of history, and 100k loose files cost more than the rewrite."""
+
+    TYPES = {_COMMIT: 1, _TREE: 2}
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.pending: list[tuple[bytes, bytes, bytes]] = []  # (oid, pack entry header, data)
+        self.seen: set[bytes] = set()
+
+    def add(self, kind: pygit2.enums.ObjectType, data: bytes) -> pygit2.Oid:
+        name = {_COMMIT: b"commit", _TREE: b"tree"}[kind]
+        raw = hashlib.sha1(b"%s %d\0" % (name, len(data)) + data).digest()
+        if raw not in self.seen:
+            self.seen.add(raw)
+            size = len(data)
+            head = bytearray()
+            c = (self.TYPES[kind] << 4) | (size & 15)
+            size >>= 4
+            while size:
+                head.append(c | 0x80)
+                c = size & 0x7F
+                size >>= 7
+            head.append(c)
+            self.pending.append((raw, bytes(head), data))
+        return pygit2.Oid(raw=raw)
+
+    def _entries(self) -> list[tuple[bytes, int, bytes]]:
+        """(oid, crc32, packed bytes) of the pending objects; zlib runs on every core (it drops the GIL)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def pack(part: list[tuple[bytes, bytes, bytes]]) -> list[tuple[bytes, int, bytes]]:
+            out = []
+            for raw, head, data in part:
+                packed = head + zlib.compress(data, 1)
+                out.append((raw, zlib.crc32(packed), packed))
+            return out
+
+        workers = max(1, min(os.cpu_count() or 1, 4))
+        step = -(-len(self.pending) // workers)
+        parts = [self.pending[i : i + step] for i in range(0, len(self.pending), step)]
+        with ThreadPoolExecutor(workers) as pool:
+            return [e for done in pool.map(pack, parts) for e in done]
+
+    def flush(self) -> None:
+        """Write ``objects/pack/pack-<sha>.pack`` and its ``.idx`` (fsynced, idx last)."""
+        if not self.pending:
+            return
+        entries = self._entries()
+        body = bytearray(b"PACK" + struct.pack(">II", 2, len(entries)))
+        offsets = {}
+        for raw, _crc, packed in entries:
+            offsets[raw] = len(body)
+            body += packed
+        if len(body) >= 1 << 31:
+            raise GitmemError("a rewrite of this size needs large pack offsets; not supported")
+        checksum = hashlib.sha1(body).digest()
+        body += checksum
+        ordered = sorted(entries)
+        fanout = [0] * 256
+        for raw, _crc, _packed in ordered:
+            fanout[raw[0]] += 1
+        total = 0
+        for i in range(256):
+            total += fanout[i]
+            fanout[i] = total
+        idx = bytearray(b"\377tOc" + struct.pack(">I", 2) + struct.pack(">256I", *fanout))
+        idx += b"".join(raw for raw, _c, _p in ordered)
+        idx += b"".join(struct.pack(">I", crc) for _r, crc, _p in ordered)
+        idx += b"".join(struct.pack(">I", offsets[raw]) for raw, _c, _p in ordered)
+        idx += checksum
+        idx += hashlib.sha1(idx).digest()
+        base = self.store.path / "objects" / "pack" / f"pack-{checksum.hex()}"
+        for suffix, data in ((".pack", body), (".idx", idx)):
+            tmp = base.with_name(f"tmp_{base.name}{suffix}")
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, base.with_suffix(suffix))
+        self.pending.clear()
+
+
+class Rewriter:
+    """Rewrites commits with some blobs replaced; every other byte of each commit is kept.
+
+    Trees are rewritten as raw bytes (only the changed entries' ids differ), commits by their raw
+    header (see :func:`rewrite_header`); both go to one new pack (:meth:`flush`)."""
+
+    def __init__(self, store: Store, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
+        self.store = store
+        self.repo = store.repo
+        self.odb = store.repo.odb
+        self.blobs = {k.raw: v.raw for k, v in blob_map.items()}
+        self.trees: dict[bytes, bytes] = {}
+        self.commits: dict[pygit2.Oid, pygit2.Oid] = {}
+        self.pack = PackWriter(store)
+
+    def tree(self, oid: pygit2.Oid) -> pygit2.Oid:
+        return pygit2.Oid(raw=self._tree(oid.raw))
+
+    def _tree(self, raw_id: bytes) -> bytes:
+        done = self.trees.get(raw_id)
+        if done is not None:
+            return done
+        data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
+        out: bytearray | None = None
+        pos, end = 0, len(data)
+        while pos < end:
+            nul = data.index(b"\0", pos)
+            sha = data[nul + 1 : nul + 21]
+            # "40000 ..." is a subtree; anything else a blob (a gitlink's id is never in the map)
+            new = self._tree(sha) if data[pos] == 0x34 else self.blobs.get(sha, sha)
+            if new != sha:
+                if out is None:
+                    out = bytearray(data)
+                out[nul + 1 : nul + 21] = new
+            pos = nul + 21
+        result = raw_id if out is None else self.pack.add(_TREE, bytes(out)).raw
+        self.trees[raw_id] = result
+        return result
+
+    def tree_at(self, oid: pygit2.Oid, paths: list[list[bytes]]) -> pygit2.Oid:
+        """Like :meth:`tree` when the caller knows every replaced blob in it is at one of ``paths``
+        (tree path segments): only the trees along them are read."""
+        return pygit2.Oid(raw=self._tree_at(oid.raw, paths))
+
+    def _tree_at(self, raw_id: bytes, paths: list[list[bytes]]) -> bytes:
+        done = self.trees.get(raw_id)
+        if done is not None:
+            return done
+        data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
+        groups: dict[bytes, list[list[bytes]]] = {}
+        for p in paths:
+            groups.setdefault(p[0], []).append(p[1:])
+        out: bytearray | None = None
+        found = 0
+        pos, end = 0, len(data)
+        while pos < end and found < len(groups):
+            nul = data.index(b"\0", pos)
+            name = data[data.index(b" ", pos) + 1 : nul]
+            rest = groups.get(name)
+            if rest is not None:
+                found += 1
+                deeper = [r for r in rest if r]
+                sha = data[nul + 1 : nul + 21]
+                if deeper and data[pos] != 0x34:  # not a directory, though the index says so
+                    return self._tree(raw_id)
+                new = self._tree_at(sha, deeper) if deeper else self.blobs.get(sha, sha)
+                if new != sha:
+                    if out is None:
+                        out = bytearray(data)
+                    out[nul + 1 : nul + 21] = new
+            pos = nul + 21
+        if found < len(groups):
+            return self._tree(raw_id)  # not where the index said: walk the whole tree
+        result = raw_id if out is None else self.pack.add(_TREE, bytes(out)).raw
+        self.trees[raw_id] = result
+        return result
+
+    def commit(
+        self,
+        commit: pygit2.Commit,
+        parents: list[pygit2.Oid] | None = None,
+        *,
+        paths: list[list[bytes]] | None = None,
+        same_tree: bool = False,
+    ) -> pygit2.Oid:
+        """``commit`` with its tree rewritten (only along ``paths`` when given; kept when
+        ``same_tree``: no replaced blob is in it) and its parents mapped (or ``parents``)."""
+        done = self.commits.get(commit.id)
+        if done is not None and parents is None:
+            return done
+        old_parents = list(commit.parent_ids)
+        new_parents = [self.commits.get(p, p) for p in old_parents] if parents is None else parents
+        if same_tree:
+            new_tree = commit.tree_id
+        elif paths is not None:
+            new_tree = self.tree_at(commit.tree_id, paths)
+        else:
+            new_tree = self.tree(commit.tree_id)
+        if new_tree == commit.tree_id and new_parents == old_parents:
+            return commit.id
+        oid = self.pack.add(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
+        self.commits[commit.id] = oid
+        return oid
+
+    def flush(self) -> None:
+        self.pack.flush()
+
+    def retired_trees(self) -> list[str]:
+        return [old.hex() for old, new in self.trees.items() if old != new]
+
+
+def rewrite_header(raw: bytes, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> bytes:
+    """A raw commit with new ``tree`` and ``parent`` lines; author, committer, encoding and the
+    message stay byte for byte. A signature (``gpgsig``) would no longer verify, so it is dropped."""
+    header, sep, message = raw.partition(b"\n\n")
+    out = [b"tree " + str(tree).encode()] + [b"parent " + str(p).encode() for p in parents]
+    skipping = False
+    for line in header.split(b"\n"):
+        if line.startswith(b" ") and skipping:
+            continue
+        skipping = line.startswith((b"gpgsig", b"gpgsig-sha256"))
+        if skipping or line.startswith((b"tree ", b"parent ")):
+            continue
+        out.append(line)
+    return b"\n".join(out) + sep + message
+
+
+# ---------------------------------------------------------------------- purge and proof
+def _git(store: Store, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", f"--git-dir={store.path}", *args], input=stdin, capture_output=True, text=True, check=False
+    )
+
+
+def existing_objects(store: Store) -> set[str]:
+    """Every object plain git can read in the store (``git cat-file --batch-all-objects``: one
+    pass over the pack indexes and loose objects, far faster than looking up 100k missing ids)."""
+    out = _git(store, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
+    if out.returncode != 0:
+        raise IntegrityError(f"git cat-file failed in {store.path}: {out.stderr.strip()}")
+    return set(out.stdout.split())
+
+
+def missing_objects(store: Store, oids: list[str]) -> set[str]:
+    """Which of ``oids`` plain git cannot find."""
+    if not oids:
+        return set()
+    return set(oids) - existing_objects(store)
+
+
+def purge(store: Store, oids: list[str]) -> None:
+    """Make ``oids`` (unreachable now) unreadable, then prove it; IntegrityError when it cannot."""
+    if not oids:
+        return
+    retired = set(oids)
+    _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    _unlink_loose(store, retired)
+    still = retired & existing_objects(store)
+    if still:
+        # Some are packed: rewrite the packs holding them with only what is reachable, keeping every
+        # other pack as it is. (Geometric maintenance keeps recent objects loose or in small packs,
+        # so a recent redaction rewrites little.)
+        keep = [f"--keep-pack={p.with_suffix('.pack').name}" for p in packs_without(store, still)]
+        res = _git(store, "-c", "repack.writeBitmaps=false", "repack", "-a", "-d", "-q", *keep)
+        if res.returncode != 0:
+            raise IntegrityError(f"the purge failed: git repack: {res.stderr.strip()}")
+    left = retired & existing_objects(store)
+    if left:
+        raise IntegrityError(
+            f"the purge failed: {len(left)} retired objects are still readable in {store.path} "
+            "(are they reachable from another ref?); run gitmem verify"
+        )
+
+
+def _unlink_loose(store: Store, retired: set[str]) -> None:
+    objects = str(store.path / "objects")
+    for entry in os.scandir(objects):
+        if len(entry.name) != 2 or not entry.is_dir():
+            continue
+        for name in os.listdir(entry.path):
+            if entry.name + name in retired:
+                os.unlink(os.path.join(entry.path, name))
+
+
+def packs_without(store: Store, oids: set[str]) -> list[Path]:
+    """The ``.idx`` files of packs holding none of ``oids`` (read directly: version 2 indexes)."""
+    wanted = {bytes.fromhex(o) for o in oids}
+    out = []
+    for idx in sorted((store.path / "objects" / "pack").glob("pack-*.idx")):
+        data = idx.read_bytes()
+        if data[:8] != b"\377tOc\x00\x00\x00\x02":
+            continue  # unknown format: not kept, so it is repacked (safe)
+        count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
+        if len(wanted) * 32 < count:  # few ids: binary searches; else one set of the pack's ids
+            holds = any(_idx_has(data, w) for w in wanted)
+        else:
+            base = 8 + 1024
+            holds = not wanted.isdisjoint(data[base + 20 * i : base + 20 * i + 20] for i in range(count))
+        if not holds:
+            out.append(idx)
+    return out
+
+
+def _idx_has(data: bytes, oid: bytes) -> bool:
+    fan = 8
+    first = oid[0]
+    lo = int.from_bytes(data[fan + 4 * (first - 1) : fan + 4 * first], "big") if first else 0
+    hi = int.from_bytes(data[fan + 4 * first : fan + 4 * first + 4], "big")
+    base = fan + 1024
+    while lo < hi:
+        mid = (lo + hi) // 2
+        here = data[base + 20 * mid : base + 20 * mid + 20]
+        if here == oid:
+            return True
+        if here < oid:
+            lo = mid + 1
+        else:
+            hi = mid
+    return False
