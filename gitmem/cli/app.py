@@ -20,7 +20,17 @@ app = typer.Typer(
 )
 
 # Each module defines ``register(app)``; one line per command group.
-COMMAND_MODULES = ("stores", "memories", "versions", "transfer", "search", "hooks", "mcp", "sessions", "audit")
+COMMAND_MODULES = (
+    "stores",
+    "memories",
+    "versions",
+    "transfer",
+    "search",
+    "hooks",
+    "mcp",
+    "sessions",
+    "audit",
+)
 
 
 @app.callback()
