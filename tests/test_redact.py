@@ -277,3 +277,12 @@ def test_rewritten_objects_come_in_one_valid_pack(leaky: tuple[Store, list[gitme
     listed = git(store.path, "verify-pack", "-v", str(new.pop())).stdout
     assert listed.count(" commit ") == 3  # the three rewritten commits
     assert git(store.path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_index_keeps_no_redacted_content(leaky: tuple[Store, list[gitmem.Version]]) -> None:
+    store, vs = leaky
+    store.search("token")  # the search index saw the secret while it was the head
+    redact.redact(store, vs[1].id, reason="x")
+    store.close()
+    files = list(store.gitmem_dir.glob("index.sqlite*"))
+    assert files and all(SECRET.encode() not in f.read_bytes() for f in files)
