@@ -137,7 +137,7 @@ def recover(store: Store, *, blocking: bool = False) -> str | None:
         tip = store.tip(rw.scope)
         new = pygit2.Oid(hex=rw.new_tip)
         if tip is not None and store.is_ancestor(new, tip):
-            finish(store, rw)
+            finish(store, rw, recovering=True)
             return "completed"
         _journal_path(store).unlink()
         return "rolled back"
@@ -221,12 +221,13 @@ def _clear_stale_lock(store: Store, scope: str) -> None:
         pass
 
 
-def finish(store: Store, rw: Rewrite) -> None:
+def finish(store: Store, rw: Rewrite, *, recovering: bool = False) -> None:
     """Steps 4-6; every one may run twice (recovery after a crash)."""
     denied = [*rw.blob_map, *rw.commit_map] if rw.op == "redaction" else list(rw.commit_map)
     ledger.deny(store, denied, f"{rw.op} {rw.id}")
     fault("denylist")
-    if ledger.find(store, rw.op, "id", rw.id) is None:
+    # Only a recovery can find its entry already there (reading the whole ledger costs O(entries)).
+    if not recovering or ledger.find(store, rw.op, "id", rw.id) is None:
         ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
     fault("ledger")
     if rw.op == "redaction":
