@@ -14,7 +14,7 @@ from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.frontmatter import parse_description
 from gitmem.ids import is_id
 from gitmem.index import VersionRow
-from gitmem.memories import Memory, _sha, create, write
+from gitmem.memories import Memory, _sha, _version, create, write
 from gitmem.paths import validate_path, validate_scope
 from gitmem.store import Store
 from gitmem.versions import OPERATIONS, RedactionInfo, Version, timestamp
@@ -28,21 +28,7 @@ def _to_version(store: Store, row: VersionRow) -> Version:
         ).fetchone()
         if r is not None:
             redaction = RedactionInfo(r[0], r[1], timestamp(r[2]), r[3])
-    return Version(
-        id=row.id,
-        memory_id=row.memory_id,
-        scope=row.scope,
-        path=row.path,
-        operation=row.operation,
-        actor=row.actor,
-        session=row.session,
-        created_at=timestamp(row.created_at),
-        commit=row.commit_id,
-        content_sha256=None if redaction else row.sha256,
-        size=None if redaction else row.size,
-        previous_path=row.prev_path,
-        redaction=redaction,
-    )
+    return _version(row, redaction)
 
 
 def _epoch(value: dt.datetime | None) -> int | None:

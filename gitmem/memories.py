@@ -30,7 +30,7 @@ from gitmem.ids import new_id
 from gitmem.index import HeadRow, VersionRow
 from gitmem.paths import validate_path, validate_prefix, validate_scope
 from gitmem.store import Store
-from gitmem.versions import Version, format_message, resolve_actor, timestamp, validate_session
+from gitmem.versions import RedactionInfo, Version, format_message, resolve_actor, timestamp, validate_session
 
 MAX_ATTEMPTS = 64
 
@@ -344,7 +344,8 @@ def current_size(state: ScopeState, change: Change) -> int:
     return old.size if old is not None else 0
 
 
-def _version(row: VersionRow) -> Version:
+def _version(row: VersionRow, redaction: RedactionInfo | None = None) -> Version:
+    """The public record of an index row; a redacted version carries no content hash or size."""
     return Version(
         id=row.id,
         memory_id=row.memory_id,
@@ -355,9 +356,10 @@ def _version(row: VersionRow) -> Version:
         session=row.session,
         created_at=timestamp(row.created_at),
         commit=row.commit_id,
-        content_sha256=row.sha256,
-        size=row.size,
+        content_sha256=None if redaction else row.sha256,
+        size=None if redaction else row.size,
         previous_path=row.prev_path,
+        redaction=redaction,
     )
 
 
