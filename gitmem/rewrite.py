@@ -265,13 +265,15 @@ def purge(store: Store, oids: list[str]) -> None:
     _unlink_loose(store, retired)
     still = retired & existing_objects(store)
     if still:
-        # Some are packed: rewrite the packs holding them with only what is reachable, keeping every
-        # other pack as it is. (Geometric maintenance keeps recent objects loose or in small packs,
-        # so a recent redaction rewrites little.)
-        keep = [f"--keep-pack={p.with_suffix('.pack').name}" for p in packs_without(store, still)]
-        res = _git(store, "-c", "repack.writeBitmaps=false", "repack", "-a", "-d", "-q", *keep)
-        if res.returncode != 0:
-            raise IntegrityError(f"the purge failed: git repack: {res.stderr.strip()}")
+        # Some are packed: each pack holding one is copied without the retired objects (git
+        # pack-objects, reusing the stored deltas), then removed; every other pack stays as it is.
+        # Geometric maintenance keeps recent objects loose or in small packs, so a recent redaction
+        # copies little. Unlike ``git repack -a -d`` this drops nothing but the retired objects: an
+        # unreachable object a concurrent writer is about to reference is never lost.
+        keep = set(packs_without(store, still))
+        for idx in sorted((store.path / "objects" / "pack").glob("pack-*.idx")):
+            if idx not in keep:
+                _copy_pack_without(store, idx, retired)
     left = retired & existing_objects(store)
     if left:
         raise IntegrityError(
@@ -288,6 +290,22 @@ def _unlink_loose(store: Store, retired: set[str]) -> None:
         for name in os.listdir(entry.path):
             if entry.name + name in retired:
                 os.unlink(os.path.join(entry.path, name))
+
+
+def _copy_pack_without(store: Store, idx: Path, retired: set[str]) -> None:
+    data = idx.read_bytes()
+    count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
+    base = 8 + 1024
+    ids = (data[base + 20 * i : base + 20 * i + 20].hex() for i in range(count))
+    kept = "".join(f"{o}\n" for o in ids if o not in retired)
+    prefix = str(store.path / "objects" / "pack" / "pack")
+    res = _git(store, "pack-objects", "-q", "--delta-base-offset", prefix, stdin=kept)
+    if res.returncode != 0:
+        raise IntegrityError(f"the purge failed: git pack-objects: {res.stderr.strip()}")
+    if res.stdout.strip() == idx.stem[len("pack-") :]:
+        return  # nothing of it was retired after all
+    for suffix in (".idx", ".bitmap", ".rev", ".mtimes", ".keep", ".pack"):  # idx first: as git does
+        idx.with_suffix(suffix).unlink(missing_ok=True)
 
 
 def packs_without(store: Store, oids: set[str]) -> list[Path]:
