@@ -9,8 +9,8 @@ steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
    writer added since the plan are rewritten too, then the lock file is renamed over the ref;
    writers' compare-and-swap fails meanwhile and they retry on the new history;
 4. deny-list, ledger entry, derived index (each idempotent);
-5. purge: reflogs expired, the loose copies of the retired objects deleted, the packs holding them
-   repacked (``git repack -a -d``, every other pack kept), then plain git must not list any of them
+5. purge (:func:`gitmem.rewrite.purge`): reflogs expired, the loose copies of the retired objects
+   deleted, each pack holding one copied without them, then plain git must not list any of them
    (``git cat-file --batch-all-objects``);
 6. the journal is removed.
 
