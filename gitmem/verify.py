@@ -9,7 +9,6 @@ IntegrityError (exit 7) naming each failed check.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 
 import pygit2
@@ -72,12 +71,9 @@ def _run(name: str, fn: object) -> Check:
 
 
 def check_fsck(store: Store) -> list[str]:
-    res = subprocess.run(
-        ["git", f"--git-dir={store.path}", "fsck", "--no-progress", "--no-dangling"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    from gitmem.rewrite import _git
+
+    res = _git(store, "fsck", "--no-progress", "--no-dangling")
     if res.returncode == 0:
         return []
     lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip()]
