@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import gitmem
 from gitmem import ledger, retention
 from gitmem.config import Retention
 from gitmem.ids import new_id
@@ -95,3 +96,26 @@ def test_plan_cut_stops_at_a_kept_superseded_version() -> None:
     assert retention.plan_cut(commits, {"m"}, 2, cutoff=40) == 3  # v3 kept: it is the root's state
     assert retention.plan_cut(commits, {"m"}, 10, cutoff=100) == 1  # v1 kept: v2 must stay after the cut
     assert retention.plan_cut(commits, set(), 10, cutoff=100) == 4  # deleted memory: nothing kept
+
+
+@pytest.mark.parametrize("step", ["journal", "index"])
+def test_compaction_killed_then_recovered(aged: tuple[Store, dict[str, str]], step: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store, v = aged
+    script = "import sys, gitmem\nfrom gitmem.retention import prune\nprune(gitmem.open_store(sys.argv[1]), now=int(sys.argv[2]))\n"
+    env = dict(os.environ, GITMEM_FAULT=step)
+    res = subprocess.run([sys.executable, "-c", script, str(store.path), str(NOW)], env=env, check=False)
+    assert res.returncode == -signal.SIGKILL
+    with gitmem.open_store(str(store.path)) as again:
+        verify(again)
+        ids = {x.id for x in again.versions()}
+        if step == "journal":
+            assert ids == set(v.values())
+        else:
+            assert ids == {v["a3"], v["a4"], v["c1"]}
+            assert len(ledger.entries(again, kind="compaction")) == 1
+        assert again.read("/a.md").content == "a four\n"

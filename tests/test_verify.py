@@ -115,3 +115,15 @@ def test_verify_catches_a_deny_list_that_lost_entries(store: Store) -> None:
     denylist.write_text("\n".join(denylist.read_text().splitlines()[:-1]) + "\n")
     with pytest.raises(IntegrityError, match="not all on the deny-list"):
         verify(store)
+
+
+def test_cli_show_and_pattern(store: Store, workspace: Path) -> None:
+    v = store.write("/a.md", "key sk-99 here\n", actor="user:alice")
+    store.write("/a.md", "clean\n")
+    assert v is not None
+    r = cli(workspace, "redact", "notes", "--pattern", r"sk-\d+", "--reason", "keys", "--actor", "user:admin")
+    assert r.exit_code == 0, r.stderr  # type: ignore[attr-defined]
+    assert v.id in r.stdout  # type: ignore[attr-defined]
+    r = cli(workspace, "show", "notes", v.id)
+    assert r.exit_code == 0 and "redacted:" in r.stdout and "by user:admin" in r.stdout  # type: ignore[attr-defined]
+    assert "sk-99" not in r.stdout  # type: ignore[attr-defined]
