@@ -173,6 +173,8 @@ def test_ledger_and_denylist_hold_digests_not_raw_ids(leaky: tuple[Store, list[g
     text = git(store.path, "log", "refs/gitmem/ledger").stdout
     assert old_commit not in text and SECRET not in text
     assert old_commit in ledger.denied(store)
+    full = git(store.path, "log", "-p", "--format=%B", "refs/gitmem/ledger").stdout
+    assert not [o for o in ledger.denied(store) if o in full]  # no raw retired id anywhere in it
     assert (store.gitmem_dir / "secret").stat().st_mode & 0o777 == 0o600
     verify(store)
 
