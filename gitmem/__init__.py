@@ -10,6 +10,8 @@ The public, typed API (DESIGN section 12)::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from gitmem.errors import (
     ConfigError,
     ConflictError,
@@ -22,10 +24,10 @@ from gitmem.errors import (
     PathConflictError,
     PreconditionFailedError,
 )
-from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gitmem.memories import Memory, Prefix
+    from gitmem.redact import Redaction
     from gitmem.search import SearchHit
     from gitmem.store import Store, create_store, delete_store, list_stores, open_store
     from gitmem.versions import RedactionInfo, Version
@@ -42,6 +44,7 @@ _LAZY = {
     "delete_store": "gitmem.store",
     "list_stores": "gitmem.store",
     "open_store": "gitmem.store",
+    "Redaction": "gitmem.redact",
     "RedactionInfo": "gitmem.versions",
     "SearchHit": "gitmem.search",
     "Version": "gitmem.versions",
@@ -58,6 +61,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "ConfigError",
     "ConflictError",
@@ -71,6 +75,7 @@ __all__ = [
     "PathConflictError",
     "PreconditionFailedError",
     "Prefix",
+    "Redaction",
     "RedactionInfo",
     "SearchHit",
     "Store",

@@ -25,7 +25,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "tester@example.com")
     for var in ("GITMEM_ACTOR", "GITMEM_SESSION", "XDG_DATA_HOME", "GIT_DIR", "GIT_WORK_TREE"):
         monkeypatch.delenv(var, raising=False)
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[protocol \"file\"]\n\tallow = always\n")
+    (home / ".gitconfig").write_text('[init]\n\tdefaultBranch = main\n[protocol "file"]\n\tallow = always\n')
     yield tmp_path
     os.environ.pop("GITMEM_TEST_SENTINEL", None)
 

@@ -15,5 +15,7 @@ def test_write_then_read_roundtrip(store: Store) -> None:
 
 
 def test_python_dash_m_gitmem_help_runs() -> None:
-    out = subprocess.run([sys.executable, "-m", "gitmem", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "gitmem", "--help"], capture_output=True, text=True, check=True
+    )
     assert "Memory stores for AI agents" in out.stdout

@@ -26,15 +26,20 @@ T = TypeVar("T")
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 HomeOpt = Annotated[
-    Path | None, typer.Option("--home", help="Workspace directory (default: $GITMEM_HOME or ~/.local/share/gitmem).")
+    Path | None,
+    typer.Option("--home", help="Workspace directory (default: $GITMEM_HOME or ~/.local/share/gitmem)."),
 ]
 ScopeOpt = Annotated[str, typer.Option("--scope", "-s", help="Scope (branch) to work in.")]
 ActorOpt = Annotated[
-    str | None, typer.Option("--actor", help="Who writes: user:<id>, api:<key>, service:<id> ($GITMEM_ACTOR).")
+    str | None,
+    typer.Option("--actor", help="Who writes: user:<id>, api:<key>, service:<id> ($GITMEM_ACTOR)."),
 ]
-SessionOpt = Annotated[str | None, typer.Option("--session", help="Session id to tag writes with ($GITMEM_SESSION).")]
+SessionOpt = Annotated[
+    str | None, typer.Option("--session", help="Session id to tag writes with ($GITMEM_SESSION).")
+]
 IfShaOpt = Annotated[
-    str | None, typer.Option("--if-sha256", help="Only if the memory's current SHA-256 is this (else exit 4).")
+    str | None,
+    typer.Option("--if-sha256", help="Only if the memory's current SHA-256 is this (else exit 4)."),
 ]
 
 
@@ -75,7 +80,7 @@ def to_jsonable(value: Any) -> Any:
         kind = type(value).__name__.lower()
         return {"type": kind, **out} if kind in ("memory", "prefix", "version") else out
     if isinstance(value, dt.datetime):
-        return value.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, enum.Enum):
