@@ -99,3 +99,65 @@ class _Progress(pygit2.RemoteCallbacks):
 
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
         self._report(stats.received_objects, stats.total_objects)
+
+
+@dataclass(frozen=True)
+class RewrittenScope:
+    """A scope whose history the store rewrote (redaction or compaction) since the last fetch."""
+
+    scope: str
+    old: str
+    new: str
+    local_branches: list[str]  # local branches still built on the old history
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    path: Path
+    updated: list[str]
+    rewritten: list[RewrittenScope]
+
+
+_ORIGIN = "refs/remotes/origin/"
+
+
+def fetch(clone_path: str | os.PathLike[str]) -> FetchResult:
+    """Bring a clone up to date with its store, and say which scopes' history was rewritten.
+
+    A redaction or compaction rewrites a scope's commits: the clone's remote-tracking branch is
+    replaced (the old history holds content the store has purged), and any local branch built on
+    the old history must be reset or rebased before its commits can be pushed (the hook refuses
+    redacted content and retired commits).
+
+    Raises:
+        InvalidInputError: ``clone_path`` is not a clone of a store.
+    """
+    with open_store(os.fspath(clone_path)) as store:
+        if not store.is_clone:
+            raise InvalidInputError(f"{store.path} is a store, not a clone; fetch works on clones")
+        repo = store.repo
+        before = {n: repo.references[n].target for n in repo.references if n.startswith(_ORIGIN)}
+        try:
+            repo.remotes["origin"].fetch(
+                refspecs=[f"+refs/heads/*:{_ORIGIN}*", GITMEM_REFSPEC], prune=pygit2.enums.FetchPrune.PRUNE
+            )
+        except (KeyError, pygit2.GitError) as exc:
+            raise GitmemError(f"cannot fetch into {store.path}: {exc}") from None
+        updated, rewritten = [], []
+        for name in sorted(repo.references):
+            if not name.startswith(_ORIGIN) or name == _ORIGIN + "HEAD":
+                continue
+            new = repo.references[name].target
+            old = before.get(name)
+            if old == new:
+                continue
+            scope = name[len(_ORIGIN) :]
+            updated.append(scope)
+            if old is not None and not store.is_ancestor(old, new):  # type: ignore[arg-type]
+                stale = [
+                    b
+                    for b in repo.branches.local
+                    if store.is_ancestor(old, repo.branches.local[b].target)  # type: ignore[arg-type]
+                ]
+                rewritten.append(RewrittenScope(scope, str(old), str(new), stale))
+    return FetchResult(Path(os.fspath(clone_path)), updated, rewritten)

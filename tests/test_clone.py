@@ -69,3 +69,34 @@ def test_commit_in_a_clone_and_push_back(seeded: Store, tmp_path: Path) -> None:
     with gitmem.open_store(str(dest)) as c:
         assert c.is_clone
         assert [v.actor for v in c.versions("/notes/todo.md")][0] == "git:tester@example.com"
+
+
+def test_fetch_after_a_redaction_names_the_rewritten_scope_and_the_resync(
+    seeded: Store, tmp_path: Path
+) -> None:
+    from gitmem.redact import redact
+
+    secret = seeded.write("/secret.md", "token: abc123", actor="user:alice")
+    assert secret is not None
+    seeded.write("/secret.md", "rotated", actor="user:alice")
+    dest = tmp_path / "clone"
+    clone(str(seeded.path), dest)
+    old_head = git("rev-parse", "HEAD", cwd=dest).strip()
+    redact(seeded, secret.id, reason="leaked token")
+
+    result = CliRunner().invoke(app, ["fetch", str(dest)])
+
+    assert result.exit_code == 0, result.output
+    assert (
+        f"main: history was rewritten on the store (a redaction or compaction; see: gitmem audit {dest})"
+        in (result.output)
+    )
+    assert f"git rebase --onto origin/main {old_head[:12]} main" in result.output
+    # Following the advice, the clone can push again.
+    git("reset", "-q", "--hard", "origin/main", cwd=dest)
+    (dest / "new.md").write_text("after resync\n")
+    git("add", "new.md", cwd=dest)
+    git("commit", "-qm", "add new.md", cwd=dest)
+    git("push", "-q", "origin", "main", cwd=dest)
+    assert seeded.read("/new.md").content == "after resync\n"
+    assert CliRunner().invoke(app, ["fetch", str(dest)]).output == "up to date\n"  # the push moved origin/main

@@ -1,4 +1,4 @@
-"""``gitmem hooks install STORE|--all`` and ``gitmem clone STORE DEST``."""
+"""``gitmem hooks install STORE|--all``, ``gitmem clone STORE DEST`` and ``gitmem fetch CLONE``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ hooks_app = typer.Typer(help="Server-side hooks that guard pushes into stores.",
 def register(app: typer.Typer) -> None:
     app.add_typer(hooks_app, name="hooks")
     app.command("clone")(clone)
+    app.command("fetch")(fetch)
 
 
 @hooks_app.command("install")
@@ -54,3 +55,32 @@ def clone(
         typer.echo(f"read it with: gitmem ls {r.path}; write with git commit + git push")
 
     common.run(json, lambda: do_clone(store, dest, home=common.home(home)), render)
+
+
+def fetch(
+    clone_path: Annotated[str, typer.Argument(help="Path of a clone made with gitmem clone.")],
+    json: common.JsonOpt = False,
+) -> None:
+    """Update a clone from its store; says which scopes were rewritten (redaction) and how to resync."""
+    from gitmem.clone import FetchResult
+    from gitmem.clone import fetch as do_fetch
+
+    def render(r: FetchResult) -> None:
+        if not r.updated:
+            typer.echo("up to date")
+        for scope in r.updated:
+            if not any(w.scope == scope for w in r.rewritten):
+                typer.echo(f"{scope}: updated")
+        for w in r.rewritten:
+            typer.echo(
+                f"{w.scope}: history was rewritten on the store (a redaction or compaction; "
+                f"see: gitmem audit {r.path})"
+            )
+            for branch in w.local_branches:
+                typer.echo(
+                    f"  local branch {branch} is built on the old history; resync it with "
+                    f"'git reset --hard origin/{w.scope}' (no local work) or "
+                    f"'git rebase --onto origin/{w.scope} {w.old[:12]} {branch}' (keeps your commits)"
+                )
+
+    common.run(json, lambda: do_fetch(clone_path), render)
