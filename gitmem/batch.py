@@ -14,6 +14,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem import policy
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
 from gitmem.fastimport import Pending, write_commits
 from gitmem.ids import new_id
@@ -211,6 +212,8 @@ def apply_batch(
     session = validate_session(session)
     actor = resolve_actor(actor, session)
     store.check_writable()
+    # The same acl the pre-receive hook applies to pushes.
+    policy.raise_first(policy.check_acl(store.settings.acl, scope, actor))
     limits = store.settings.limits
     for attempt in range(MAX_ATTEMPTS):
         tip = store.tip(scope)

@@ -219,6 +219,8 @@ def mutate(
     session = validate_session(session)
     actor = resolve_actor(actor, session)
     store.check_writable()
+    # The same acl the pre-receive hook applies to pushes.
+    policy.raise_first(policy.check_acl(store.settings.acl, scope, actor))
     limits = store.settings.limits
     for attempt in range(MAX_ATTEMPTS):
         tip = store.tip(scope)
