@@ -17,7 +17,7 @@ import pygit2
 from gitmem import policy
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
 from gitmem.fastimport import Pending, write_commits
-from gitmem.ids import new_id
+from gitmem.ids import is_id, new_id
 from gitmem.index import VersionRow
 from gitmem.memories import (
     MAX_ATTEMPTS,
@@ -49,7 +49,7 @@ class BatchOp:
     new_path: str | None = None
     description: str | None = None
     if_sha256: str | None = None
-    memory_id: str | None = None  # for ``create``: revive this memory id
+    memory_id: str | None = None  # a new memory takes this id unless a live memory has it
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,19 @@ class BatchResult:
     versions: list[Version] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
     commit: str | None = None
+
+
+def _revived_id(state: ScopeState, memory_id: str | None) -> str | None:
+    """``memory_id`` when a create may take it: well-formed and not the id of a live memory."""
+    if memory_id is None or not is_id(memory_id, "mem"):
+        return None
+    if state.has_live_memory(memory_id):
+        return None
+    if isinstance(state, BatchState):
+        if memory_id in state.taken_ids:
+            return None
+        state.taken_ids.add(memory_id)
+    return memory_id
 
 
 def _plan(state: ScopeState, op: BatchOp) -> Change | None:
@@ -83,7 +96,7 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
         if op.op == "write" and op.if_sha256 is not None:  # as Store.write: nothing there to match
             raise PreconditionFailedError(f"{op.path} does not exist, so it cannot match if_sha256")
         _refuse_conflict(state, op.path)
-        return Change("created", op.path, data, op.memory_id or new_id("mem"))
+        return Change("created", op.path, data, _revived_id(state, op.memory_id) or new_id("mem"))
     if op.op == "delete":
         blob = state.require(op.path)
         if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
@@ -129,6 +142,7 @@ class BatchState(ScopeState):
         self.base_tree = self.tree
         self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
         self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
+        self.taken_ids: set[str] = set()  # memory ids revived by this batch
 
     def blob(self, path: str) -> Any:
         if path in self.pending:

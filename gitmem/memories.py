@@ -113,6 +113,11 @@ class ScopeState:
         self._index()
         return self.store.index.head(self.scope, path)
 
+    def has_live_memory(self, memory_id: str) -> bool:
+        """Whether a memory with this id is at the head of the scope (before any batch changes)."""
+        self._index()
+        return self.store.index.head_by_memory(self.scope, memory_id) is not None
+
     def memory_id_at(self, path: str) -> str | None:
         if path in self.overlay:
             return self.overlay[path]

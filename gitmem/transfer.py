@@ -184,7 +184,10 @@ def import_jsonl(
         if description is not None and parse_description(content) == description:
             description = None  # already in the file's front matter: keep the bytes as they are
         target = scope or rec.get("scope") or "main"
-        op = BatchOp("write", _join(prefix, rec["path"]), content, description=description)
+        memory_id = rec.get("memory_id") if isinstance(rec.get("memory_id"), str) else None
+        op = BatchOp(
+            "write", _join(prefix, rec["path"]), content, description=description, memory_id=memory_id
+        )
         by_scope.setdefault(target, []).append(op)
     return _apply(store, by_scope, actor, session, progress)
 

@@ -64,6 +64,16 @@ def test_jsonl_round_trip_keeps_content_descriptions_scopes(store: Store, worksp
         again = transfer.import_jsonl(copy, io.StringIO(buf.getvalue()))
         assert (again.versions, again.unchanged) == ([], 3)
         assert copy.versions("/notes/a.md")[0].actor == "user:importer"
+        assert copy.read("/notes/a.md").memory_id == store.read("/notes/a.md").memory_id
+
+
+def test_import_never_gives_a_live_memory_id_to_a_second_memory(store: Store) -> None:
+    live = store.write("/a.md", "a")
+    assert live is not None
+    line = json.dumps({"path": "/b.md", "content": "b", "memory_id": live.memory_id}) + "\n"
+    transfer.import_jsonl(store, io.StringIO(line + line.replace("/b.md", "/c.md")))
+    ids = {store.read(p).memory_id for p in ("/a.md", "/b.md", "/c.md")}
+    assert len(ids) == 3
 
 
 def test_import_is_one_branch_move_per_scope(store: Store) -> None:
