@@ -43,10 +43,11 @@ def redact(
         if (version is None) == (pattern is None):
             raise InvalidInputError("give either a VERSION or --pattern REGEX")
         who = common.actor(actor)
-        if pattern is not None:
-            return redact_mod.redact_pattern(s, pattern, reason=reason, scope=scope, actor=who)
-        assert version is not None
-        return redact_mod.redact(s, version, reason=reason, actor=who)
+        with common.busy("rewriting history and purging...", json):
+            if pattern is not None:
+                return redact_mod.redact_pattern(s, pattern, reason=reason, scope=scope, actor=who)
+            assert version is not None
+            return redact_mod.redact(s, version, reason=reason, actor=who)
 
     def render(r: Any) -> None:
         typer.echo(
@@ -144,7 +145,8 @@ def prune(
     def fn(s: Store) -> Any:
         from gitmem.retention import prune as prune_fn
 
-        return prune_fn(s, actor=common.actor(actor))
+        with common.busy("compacting...", json):
+            return prune_fn(s, actor=common.actor(actor))
 
     def render(result: Any) -> None:
         for c in result.compactions:

@@ -7,6 +7,7 @@ Each command: parse, call one library function inside :func:`run`, render the va
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import enum
@@ -177,3 +178,10 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
     for row in rows:
         table.add_row(*row)
     console().print(table)
+
+
+def busy(label: str, as_json: bool = False) -> contextlib.AbstractContextManager[Any]:
+    """A spinner on stderr for a long operation, on a terminal only (quiet in pipes and with --json)."""
+    if not is_tty() or want_json(as_json):
+        return contextlib.nullcontext()
+    return err_console().status(label)  # type: ignore[no-any-return]

@@ -54,7 +54,11 @@ def clone(
         typer.echo(f"cloned {r.source} to {r.path} (scopes: {', '.join(r.scopes) or 'none'})")
         typer.echo(f"read it with: gitmem ls {r.path}; write with git commit + git push")
 
-    common.run(json, lambda: do_clone(store, dest, home=common.home(home)), render)
+    def call() -> CloneResult:
+        with common.busy("cloning...", json):
+            return do_clone(store, dest, home=common.home(home))
+
+    common.run(json, call, render)
 
 
 def fetch(

@@ -169,9 +169,7 @@ def reindex(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt =
     """Rebuild the derived index (versions, heads, search) from git."""
 
     def fn(s: Store) -> dict[str, int]:
-        if not common.is_tty() or common.want_json(json):
-            return {"versions": s.index.rebuild()}
-        with common.err_console().status("reindexing..."):
+        with common.busy("reindexing...", json):
             return {"versions": s.index.rebuild()}
 
     common.run(
