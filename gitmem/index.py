@@ -636,9 +636,7 @@ class Index:
                 db.execute("UPDATE scopes SET tip=? WHERE scope=?", (new_tip, scope))
         self._known_tips.pop(scope, None)
         self.ensure(scope)
-        purge = getattr(self, "purge_search", None)
-        if purge is not None:
-            purge()
+        self.purge_search()
 
 
 _KINDS = {

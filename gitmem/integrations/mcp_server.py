@@ -209,20 +209,18 @@ def build_server(
     server.add_tool(read_memory, annotations=_READ_ONLY, structured_output=False)
     server.add_tool(memory_history, annotations=_READ_ONLY, structured_output=False)
 
-    if hasattr(Store, "search"):
+    def search_memories(store: StoreArg, query: str, limit: int = 10, prefix: str | None = None) -> str:
+        """Full-text search over paths, descriptions and contents; best matches first."""
+        s = readable(store)
+        hits = call(lambda: s.search(query, scope=scope, limit=limit, path_prefix=prefix))
+        return _text(
+            [
+                {"path": h.path, "description": h.description, "score": h.score, "snippet": h.snippet}
+                for h in hits
+            ]
+        )
 
-        def search_memories(store: StoreArg, query: str, limit: int = 10, prefix: str | None = None) -> str:
-            """Full-text search over paths, descriptions and contents; best matches first."""
-            s = readable(store)
-            hits = call(lambda: s.search(query, scope=scope, limit=limit, path_prefix=prefix))
-            return _text(
-                [
-                    {"path": h.path, "description": h.description, "score": h.score, "snippet": h.snippet}
-                    for h in hits
-                ]
-            )
-
-        server.add_tool(search_memories, annotations=_READ_ONLY, structured_output=False)
+    server.add_tool(search_memories, annotations=_READ_ONLY, structured_output=False)
 
     # ---------------------------------------------------------------- write tools (read-write stores only)
     if writable:
