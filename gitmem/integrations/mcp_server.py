@@ -1,7 +1,7 @@
 """An MCP server for gitmem stores, over stdio (``gitmem mcp``), built on the ``mcp`` package (2.x).
 
-Tools: ``list_memories``, ``read_memory``, ``memory_history`` and, when ``Store.search`` exists,
-``search_memories``, for every served store; ``write_memory``, ``create_memory``, ``edit_memory``
+Tools: ``list_memories``, ``read_memory``, ``memory_history`` and ``search_memories`` for every
+served store; ``write_memory``, ``create_memory``, ``edit_memory``
 (str_replace or insert), ``delete_memory`` and ``rename_memory`` only when at least one store is
 served read-write, and then only for those stores (a server of read-only stores has no write tools).
 Resources: every memory as ``gitmem://STORE/PATH`` (``gitmem://notes/prefs/editor.md``), listed live.
