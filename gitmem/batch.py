@@ -19,24 +19,23 @@ from gitmem.errors import ConflictError, GitmemError, InvalidInputError, Precond
 from gitmem.fastimport import Pending, write_commits
 from gitmem.ids import is_id, new_id
 from gitmem.index import VersionRow
-from gitmem.memories import (
+from gitmem.memories import refuse_conflict, with_description
+from gitmem.paths import validate_path, validate_scope
+from gitmem.store import Store
+from gitmem.versions import Version, format_message, resolve_actor, validate_session
+from gitmem.writer import (
     MAX_ATTEMPTS,
     Change,
     ScopeState,
-    _encode,
-    _refuse_conflict,
-    _sha,
-    _version,
-    _with_description,
     backoff,
     check_limits,
     commit_change,
     current_size,
+    encode_content,
     make_row,
+    sha256_hex,
+    version_from_row,
 )
-from gitmem.paths import validate_path, validate_scope
-from gitmem.store import Store
-from gitmem.versions import Version, format_message, resolve_actor, validate_session
 
 
 @dataclass(frozen=True)
@@ -83,25 +82,25 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
     if op.op in ("write", "create"):
         if op.content is None:
             raise InvalidInputError(f"{op.op} of {op.path} needs content")
-        data = _with_description(_encode(op.content), op.description)
+        data = with_description(encode_content(op.content), op.description)
         blob = state.blob(op.path)
         if op.op == "write" and blob is not None:
             if blob.data == data:
                 return None
-            if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
+            if op.if_sha256 is not None and sha256_hex(blob.data) != op.if_sha256:
                 raise PreconditionFailedError(
-                    f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
+                    f"{op.path} changed: its sha256 is {sha256_hex(blob.data)}, not {op.if_sha256}"
                 )
             return Change("modified", op.path, data, state.memory_id(op.path))
         if op.op == "write" and op.if_sha256 is not None:  # as Store.write: nothing there to match
             raise PreconditionFailedError(f"{op.path} does not exist, so it cannot match if_sha256")
-        _refuse_conflict(state, op.path)
+        refuse_conflict(state, op.path)
         return Change("created", op.path, data, _revived_id(state, op.memory_id) or new_id("mem"))
     if op.op == "delete":
         blob = state.require(op.path)
-        if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
+        if op.if_sha256 is not None and sha256_hex(blob.data) != op.if_sha256:
             raise PreconditionFailedError(
-                f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
+                f"{op.path} changed: its sha256 is {sha256_hex(blob.data)}, not {op.if_sha256}"
             )
         return Change("deleted", op.path, None, state.memory_id(op.path))
     if op.op == "rename":
@@ -109,14 +108,14 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
             raise InvalidInputError(f"rename of {op.path} needs new_path")
         validate_path(op.new_path)
         blob = state.require(op.path)
-        if op.if_sha256 is not None and _sha(blob.data) != op.if_sha256:
+        if op.if_sha256 is not None and sha256_hex(blob.data) != op.if_sha256:
             raise PreconditionFailedError(
-                f"{op.path} changed: its sha256 is {_sha(blob.data)}, not {op.if_sha256}"
+                f"{op.path} changed: its sha256 is {sha256_hex(blob.data)}, not {op.if_sha256}"
             )
-        data = blob.data if op.content is None else _encode(op.content)
+        data = blob.data if op.content is None else encode_content(op.content)
         if op.new_path == op.path:
             return None if data == blob.data else Change("modified", op.path, data, state.memory_id(op.path))
-        _refuse_conflict(state, op.new_path, ignore=op.path)
+        refuse_conflict(state, op.new_path, ignore=op.path)
         return Change("modified", op.new_path, data, state.memory_id(op.path), previous_path=op.path)
     raise InvalidInputError(f"unknown batch operation {op.op!r}")
 
@@ -260,7 +259,7 @@ def apply_batch(
         if store.cas_ref(scope, tip, head):
             store.sync_ref(scope)
             store.index.record(scope, tip, head, rows)
-            return BatchResult([_version(r) for r in rows], refused, str(head))
+            return BatchResult([version_from_row(r) for r in rows], refused, str(head))
         backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")
 

@@ -14,10 +14,11 @@ from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.frontmatter import parse_description
 from gitmem.ids import is_id
 from gitmem.index import VersionRow
-from gitmem.memories import Memory, _sha, _version, create, write
+from gitmem.memories import Memory, create, write
 from gitmem.paths import validate_path, validate_scope
 from gitmem.store import Store
 from gitmem.versions import OPERATIONS, RedactionInfo, Version, timestamp
+from gitmem.writer import sha256_hex, version_from_row
 
 
 def _to_version(store: Store, row: VersionRow) -> Version:
@@ -28,7 +29,7 @@ def _to_version(store: Store, row: VersionRow) -> Version:
         ).fetchone()
         if r is not None:
             redaction = RedactionInfo(r[0], r[1], timestamp(r[2]), r[3])
-    return _version(row, redaction)
+    return version_from_row(row, redaction)
 
 
 def _epoch(value: dt.datetime | None) -> int | None:
@@ -140,7 +141,7 @@ def read_version(
         path=row.path,
         scope=row.scope,
         content=text,
-        content_sha256=_sha(data),
+        content_sha256=sha256_hex(data),
         size=len(data),
         description=parse_description(text) if data.startswith(b"---") else None,
         memory_id=row.memory_id,

@@ -99,4 +99,6 @@ def test_fetch_after_a_redaction_names_the_rewritten_scope_and_the_resync(
     git("commit", "-qm", "add new.md", cwd=dest)
     git("push", "-q", "origin", "main", cwd=dest)
     assert seeded.read("/new.md").content == "after resync\n"
-    assert CliRunner().invoke(app, ["fetch", str(dest)]).output == "up to date\n"  # the push moved origin/main
+    assert (
+        CliRunner().invoke(app, ["fetch", str(dest)]).output == "up to date\n"
+    )  # the push moved origin/main

@@ -8,10 +8,10 @@ import gitmem
 from gitmem import ledger, retention
 from gitmem.config import Retention
 from gitmem.ids import new_id
-from gitmem.memories import Change, ScopeState, commit_change
 from gitmem.retention import DAY
 from gitmem.store import Store
 from gitmem.verify import verify
+from gitmem.writer import Change, ScopeState, commit_change
 from tests.helpers import git
 
 NOW = 1_800_000_000

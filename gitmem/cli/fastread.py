@@ -34,11 +34,7 @@ def try_fast_read(args: list[str]) -> int | None:
 
     try:
         store = open_store(positional[0], opts.get("home"))
-        if "version" in opts:
-            memory = store.read(positional[1], scope=opts.get("scope", "main"), version=opts["version"])
-            data = (memory.content or "").encode("utf-8")
-        else:
-            data = _head_bytes(store, positional[1], opts.get("scope", "main"))
+        data = content_bytes(store, positional[1], opts.get("scope", "main"), opts.get("version"))
     except GitmemError as exc:
         sys.stderr.write(f"Error: {exc.message}\n")
         return exc.exit_code
@@ -47,8 +43,11 @@ def try_fast_read(args: list[str]) -> int | None:
     return 0
 
 
-def _head_bytes(store: Store, path: str, scope: str) -> bytes:
-    """The memory's exact bytes straight from the tree: no index, no settings file."""
+def content_bytes(store: Store, path: str, scope: str, version: str | None) -> bytes:
+    """A memory's exact bytes: at the head straight from the tree (no index, no settings file),
+    or at ``version``. The typer ``read`` command prints the same."""
+    if version is not None:
+        return (store.read(path, scope=scope, version=version).content or "").encode("utf-8")
     from gitmem.paths import validate_path, validate_scope
 
     validate_path(path)

@@ -133,15 +133,10 @@ def read(
         return
 
     def fn(s: Store) -> bytes:
-        # The same bytes as the fast path in gitmem.cli.fastread (used when typer is not needed).
-        if version is not None:
-            return (s.read(path, scope=scope, version=version).content or "").encode("utf-8")
-        from gitmem.memories import head_blob
-        from gitmem.paths import validate_path, validate_scope
+        # The same function as the fast path (gitmem.cli.fastread, used when typer is not needed).
+        from gitmem.cli.fastread import content_bytes
 
-        validate_path(path)
-        validate_scope(scope)
-        return bytes(head_blob(s, path, scope)[1].data)
+        return content_bytes(s, path, scope, version)
 
     def render(data: bytes) -> None:
         sys.stdout.buffer.write(data)
