@@ -20,7 +20,6 @@ import pygit2
 from gitmem import config
 from gitmem.batch import BatchOp, apply_batch
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
-from gitmem.index import diff_trees
 from gitmem.sessions.mount import (
     Marker,
     Scan,
@@ -36,6 +35,7 @@ from gitmem.sessions.mount import (
 )
 from gitmem.sessions.state import Mount
 from gitmem.store import Store
+from gitmem.treediff import diff_trees
 from gitmem.versions import Version
 
 ATTEMPTS = 3
