@@ -32,6 +32,7 @@ from gitmem.writer import (
     commit_change,
     current_size,
     encode_content,
+    maintain_quietly,
     make_row,
     sha256_hex,
     version_from_row,
@@ -259,6 +260,7 @@ def apply_batch(
         if store.cas_ref(scope, tip, head):
             store.sync_ref(scope)
             store.index.record(scope, tip, head, rows)
+            maintain_quietly(store)
             return BatchResult([version_from_row(r) for r in rows], refused, str(head))
         backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")

@@ -283,6 +283,44 @@ class Store:
         """Make every object written so far durable at once (for batches)."""
         _syncfs(os.path.join(self._repo.path, "objects"))
 
+    # Maintenance. Every single write leaves ~5 loose objects and every push a small pack; reads
+    # slow down as they pile up. A geometric repack soaks loose objects into a new pack and merges
+    # small packs only as far as needed to keep pack sizes a geometric series, so its cost follows
+    # what was added, and a later redaction rewrites only the small packs holding recent content.
+    # It never deletes unreachable loose objects, so it is safe beside concurrent writers.
+    LOOSE_SAMPLE_LIMIT = 27  # objects in objects/17/: ~6,900 loose objects, git's gc.auto
+    MAX_PACKS = 32
+
+    def needs_maintenance(self) -> bool:
+        """Cheap estimate (one directory listing): too many loose objects or packs?"""
+        objects = os.path.join(self._repo.path, "objects")
+        try:
+            if len(os.listdir(os.path.join(objects, "17"))) > self.LOOSE_SAMPLE_LIMIT:
+                return True
+        except FileNotFoundError:
+            pass
+        try:
+            packs = sum(1 for n in os.listdir(os.path.join(objects, "pack")) if n.endswith(".pack"))
+        except FileNotFoundError:
+            return False
+        return packs > self.MAX_PACKS
+
+    def maintain(self, *, force: bool = False) -> bool:
+        """Pack loose objects and keep packs geometric when needed (or always, with ``force``)."""
+        if self.is_clone or not (force or self.needs_maintenance()):
+            return False
+        import subprocess
+
+        proc = subprocess.run(
+            ["git", f"--git-dir={self._repo.path}", "repack", "-d", "-q", "--geometric=2"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise GitmemError(f"git repack failed in {self.path}: {proc.stderr.strip()[:300]}")
+        return True
+
     def sync_ref(self, scope: str) -> None:
         """fsync a branch's loose ref file and its directory (after it moved)."""
         path = os.path.join(self._repo.path, self.ref_name(scope))

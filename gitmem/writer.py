@@ -8,6 +8,7 @@ and a precondition is never checked against a stale state. Batches (gitmem.batch
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 import time
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem import policy
-from gitmem.errors import ConflictError, InvalidInputError, NotFoundError
+from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.frontmatter import parse_description
 from gitmem.ids import new_id
 from gitmem.index import HeadRow, VersionRow
@@ -200,6 +201,7 @@ def mutate(
         if store.cas_ref(scope, tip, commit):
             store.sync_ref(scope)
             store.index.record(scope, tip, commit, [row])
+            maintain_quietly(store)
             return version_from_row(row)
         backoff(attempt)
     raise ConflictError(
@@ -328,3 +330,11 @@ def version_from_row(row: VersionRow, redaction: RedactionInfo | None = None) ->
         previous_path=row.prev_path,
         redaction=redaction,
     )
+
+
+def maintain_quietly(store: Store) -> None:
+    """Repack when loose objects or packs pile up. The write it follows is already durable and
+    published, so a failed repack must not fail it: the next write tries again, and
+    ``gitmem maintain`` reports the error."""
+    with contextlib.suppress(GitmemError):
+        store.maintain()

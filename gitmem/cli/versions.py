@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         ("diff", diff),
         ("restore", restore),
         ("reindex", reindex),
+        ("maintain", maintain),
     ):
         app.command(name)(fn)
 
@@ -175,3 +176,13 @@ def reindex(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt =
     common.run(
         json, common.with_store(store, home, fn), lambda d: typer.echo(f"indexed {d['versions']} versions")
     )
+
+
+def maintain(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:
+    """Pack loose objects and keep packs geometric (writes do this by themselves when needed)."""
+
+    def fn(s: Store) -> dict[str, bool]:
+        with common.busy("repacking...", json):
+            return {"repacked": s.maintain(force=True)}
+
+    common.run(json, common.with_store(store, home, fn), lambda d: typer.echo("repacked"))
