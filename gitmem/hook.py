@@ -158,6 +158,7 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
         ("index", lambda: update_index(store, updates)),
         ("push log", lambda: record_push(store, updates, actor, options)),
         ("ledger", lambda: record_push_in_ledger(store, updates, actor, options)),
+        ("packs", lambda: store.maintain()),  # every push adds a pack: keep them geometric
     ]
     for what, step in steps:
         try:
