@@ -154,7 +154,7 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
     except Exception:
         trust = False
     actor = pusher(env, options, trust)
-    steps: list[tuple[str, Callable[[], None]]] = [
+    steps: list[tuple[str, Callable[[], object]]] = [
         ("index", lambda: update_index(store, updates)),
         ("push log", lambda: record_push(store, updates, actor, options)),
         ("ledger", lambda: record_push_in_ledger(store, updates, actor, options)),
