@@ -23,16 +23,12 @@ from gitmem.config import StoreSettings
 from gitmem.errors import InvalidInputError
 from gitmem.paths import validate_scope
 from gitmem.policy import Violation
+from gitmem.treediff import tree_deltas
 
 ZERO = "0" * 40
 HEADS = "refs/heads/"
 DENYLIST = "denylist"  # $GIT_DIR/gitmem/denylist: one 40-hex object id per line, '#' comments
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_DELTA_KINDS = {
-    pygit2.enums.DeltaStatus.ADDED,
-    pygit2.enums.DeltaStatus.MODIFIED,
-    pygit2.enums.DeltaStatus.TYPECHANGE,
-}
 
 
 @dataclass(frozen=True)
@@ -197,31 +193,29 @@ def check_commit(
             _v("denylist", f"commit {cid} was retired by a redaction or compaction; fetch again", ref, cid)
         )
     parent = commit.parents[0].tree if commit.parents else None
-    diff = parent.diff_to_tree(commit.tree) if parent is not None else commit.tree.diff_to_tree(swap=True)
-    kinds = [d.status for d in diff.deltas]
-    for delta in diff.deltas:
-        if delta.status not in _DELTA_KINDS:
-            continue
-        f = delta.new_file
-        path = "/" + f.raw_path.decode("utf-8", "surrogateescape")
+    deltas = tree_deltas(parent, commit.tree)
+    kinds = [d.kind for d in deltas]
+    changed = [d for d in deltas if d.kind != "deleted"]
+    for d in changed:
+        assert d.new_id is not None
+        path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
         out += [_at(v, ref, cid) for v in policy.check_path(path, limits)]
-        out += [_at(v, ref, cid) for v in policy.check_mode(path, int(f.mode))]
-        if f.id in seen or int(f.mode) == 0o160000:
+        out += [_at(v, ref, cid) for v in policy.check_mode(path, d.new_mode)]
+        if d.new_id in seen or d.new_mode == 0o160000:
             continue
-        seen.add(f.id)
-        if str(f.id) in ctx.denylist:
+        seen.add(d.new_id)
+        if str(d.new_id) in ctx.denylist:
             out.append(_v("denylist", f"{path} is content that was redacted from this store", ref, cid, path))
             continue
-        blob = repo.get(f.id)
+        blob = repo.get(d.new_id)
         if isinstance(blob, pygit2.Blob):
             out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
-    changed = [d.new_file.raw_path for d in diff.deltas if d.status in _DELTA_KINDS]
-    out += [_at(v, ref, cid) for v in overlaps(commit.tree, changed, seen)]
+    out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
     if ctx.settings.require_trailers:
         from gitmem.versions import parse_trailers, trailer_problems
 
         problems = trailer_problems(parse_trailers(commit.message))
-        rename = sorted(kinds) == sorted([pygit2.enums.DeltaStatus.ADDED, pygit2.enums.DeltaStatus.DELETED])
+        rename = sorted(kinds) == ["added", "deleted"]
         if not problems and len(kinds) > 1 and not rename:
             problems = [f"a gitmem version changes one memory; this commit changes {len(kinds)} files"]
         for p in problems:
@@ -257,17 +251,16 @@ def overlaps(tree: pygit2.Tree, paths: Sequence[bytes], seen: set[pygit2.Oid]) -
 # ---------------------------------------------------------------------- limits after the push
 def _tree_stats(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> tuple[int, int]:
     """(memories, bytes) that the push adds to a scope, from the tree diff old -> new."""
-    diff = old.diff_to_tree(new) if old is not None else new.diff_to_tree(swap=True)
     count = size = 0
-    for delta in diff.deltas:
-        if delta.status == pygit2.enums.DeltaStatus.ADDED:
+    for d in tree_deltas(old, new):
+        if d.kind == "added":
             count += 1
-        elif delta.status == pygit2.enums.DeltaStatus.DELETED:
+        elif d.kind == "deleted":
             count -= 1
-        if delta.status != pygit2.enums.DeltaStatus.ADDED:
-            size -= _blob_size(repo, delta.old_file.id)
-        if delta.status != pygit2.enums.DeltaStatus.DELETED:
-            size += _blob_size(repo, delta.new_file.id)
+        if d.old_id is not None:
+            size -= _blob_size(repo, d.old_id)
+        if d.new_id is not None:
+            size += _blob_size(repo, d.new_id)
     return count, size
 
 
