@@ -14,19 +14,19 @@ from typing import Any
 
 import pygit2
 
-from gitmem import policy
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
 from gitmem.fastimport import Pending, write_commits
 from gitmem.ids import is_id, new_id
 from gitmem.index import VersionRow
 from gitmem.memories import refuse_conflict, with_description
-from gitmem.paths import validate_path, validate_scope
+from gitmem.paths import validate_path
 from gitmem.store import Store
-from gitmem.versions import Version, format_message, resolve_actor, validate_session
+from gitmem.versions import Version, format_message
 from gitmem.writer import (
     MAX_ATTEMPTS,
     Change,
     ScopeState,
+    authorize,
     backoff,
     check_limits,
     commit_change,
@@ -222,13 +222,7 @@ def apply_batch(
     batch's earlier operations; then the commits are written, with pygit2 for small batches and
     ``git fast-import`` for large ones, and published by one compare-and-swap of the branch.
     """
-    validate_scope(scope)
-    session = validate_session(session)
-    actor = resolve_actor(actor, session)
-    store.check_writable()
-    # The same acl the pre-receive hook applies to pushes.
-    policy.raise_first(policy.check_acl(store.settings.acl, scope, actor))
-    limits = store.settings.limits
+    actor, session, limits = authorize(store, scope, actor, session)
     for attempt in range(MAX_ATTEMPTS):
         tip = store.tip(scope)
         state = BatchState(store, scope, tip)

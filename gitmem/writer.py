@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem import policy
+from gitmem.config import Limits
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.frontmatter import parse_description
 from gitmem.ids import new_id
@@ -172,6 +173,20 @@ def decode_content(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def authorize(
+    store: Store, scope: str, actor: str | None, session: str | None
+) -> tuple[str, str | None, Limits]:
+    """Check who writes where before any write: scope and session syntax, the actor recorded, a
+    writable store (not archived, not a clone) and the store's acl (the same one pushes obey).
+    Returns the actor, the session and the store's limits."""
+    validate_scope(scope)
+    session = validate_session(session)
+    actor = resolve_actor(actor, session)
+    store.check_writable()
+    policy.raise_first(policy.check_acl(store.settings.acl, scope, actor))
+    return actor, session, store.settings.limits
+
+
 def mutate(
     store: Store,
     scope: str,
@@ -181,13 +196,7 @@ def mutate(
     session: str | None,
 ) -> Version | None:
     """Plan and commit one change to one memory, with compare-and-swap and retry."""
-    validate_scope(scope)
-    session = validate_session(session)
-    actor = resolve_actor(actor, session)
-    store.check_writable()
-    # The same acl the pre-receive hook applies to pushes.
-    policy.raise_first(policy.check_acl(store.settings.acl, scope, actor))
-    limits = store.settings.limits
+    actor, session, limits = authorize(store, scope, actor, session)
     for attempt in range(MAX_ATTEMPTS):
         tip = store.tip(scope)
         state = ScopeState(store, scope, tip)
@@ -285,10 +294,8 @@ def make_row(
     )
 
 
-def check_limits(store: Store, state: ScopeState, change: Change, limits: object) -> None:
-    from gitmem.config import Limits
-
-    assert isinstance(limits, Limits)
+def check_limits(store: Store, state: ScopeState, change: Change, limits: Limits) -> None:
+    """Path, content, memory-count and store-size limits for one planned change."""
     violations = policy.check_path(change.path, limits)
     if change.data is None:
         policy.raise_first(violations)
