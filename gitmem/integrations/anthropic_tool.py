@@ -415,8 +415,10 @@ class MemoryBackend:
         return "All memory cleared"
 
 
-class GitmemMemoryTool(BetaAbstractMemoryTool):
-    """Claude's memory tool on a gitmem store: ``tools=[GitmemMemoryTool(store, session=...)]``."""
+class _Backed:
+    """What both tool classes share: a :class:`MemoryBackend` on one store, scope and session."""
+
+    backend: MemoryBackend
 
     def __init__(
         self,
@@ -427,7 +429,7 @@ class GitmemMemoryTool(BetaAbstractMemoryTool):
         *,
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
-        super().__init__(cache_control=cache_control)
+        super().__init__(cache_control=cache_control)  # type: ignore[call-arg]
         self.backend = MemoryBackend(store, scope, session, actor)
 
     @property
@@ -438,6 +440,10 @@ class GitmemMemoryTool(BetaAbstractMemoryTool):
     def versions(self) -> list[Version]:
         """The versions this tool wrote, oldest first."""
         return self.backend.versions
+
+
+class GitmemMemoryTool(_Backed, BetaAbstractMemoryTool):
+    """Claude's memory tool on a gitmem store: ``tools=[GitmemMemoryTool(store, session=...)]``."""
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self.backend.locked(lambda: self.backend.view(command.path, command.view_range))
@@ -463,28 +469,8 @@ class GitmemMemoryTool(BetaAbstractMemoryTool):
         return self.backend.locked(self.backend.clear_all_memory)
 
 
-class GitmemAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+class GitmemAsyncMemoryTool(_Backed, BetaAsyncAbstractMemoryTool):
     """The async variant: each command runs in a worker thread, one at a time per tool."""
-
-    def __init__(
-        self,
-        store: Store,
-        scope: str = "main",
-        session: str | None = None,
-        actor: str | None = None,
-        *,
-        cache_control: BetaCacheControlEphemeralParam | None = None,
-    ) -> None:
-        super().__init__(cache_control=cache_control)
-        self.backend = MemoryBackend(store, scope, session, actor)
-
-    @property
-    def session(self) -> str:
-        return self.backend.session
-
-    @property
-    def versions(self) -> list[Version]:
-        return self.backend.versions
 
     async def _run(self, fn: Callable[[], str]) -> str:
         return await run_sync(self.backend.locked, fn)
