@@ -1,0 +1,43 @@
+"""A session sync big enough to go through git fast-import behaves like a small one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gitmem
+from gitmem import batch, sessions
+
+
+def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(workspace: Path) -> None:
+    with gitmem.create_store("big", home=workspace) as store:
+        batch.apply_batch(store, [batch.BatchOp("write", f"/d/m{i}.md", f"memory {i}\n") for i in range(60)])
+        ids = {f"/d/m{i}.md": store.read(f"/d/m{i}.md").memory_id for i in range(60)}
+    s = sessions.start_session(["big"], root=workspace / "mnt", home=workspace, session_id="sesn_big")
+    mount = Path(s.root) / "big" / "d"
+    for i in range(0, 20):
+        (mount / f"m{i}.md").write_text(f"memory {i}, edited\n")
+    for i in range(20, 30):
+        (mount / f"m{i}.md").rename(mount / f"moved{i}.md")
+    for i in range(30, 35):
+        (mount / f"m{i}.md").unlink()
+    for i in range(10):
+        (mount / f"new{i}.md").write_text(f"new {i}\n")
+    with gitmem.open_store("big", home=workspace) as other:  # another writer, meanwhile
+        other.write("/d/m50.md", "changed by someone else\n", actor="user:bob")
+
+    report = sessions.sync_session("sesn_big", home=workspace)
+
+    versions = report.mounts[0].versions
+    assert len(versions) == 20 + 10 + 5 + 10 > batch.FAST_IMPORT_MIN
+    assert {v.session for v in versions} == {"sesn_big"}
+    with gitmem.open_store("big", home=workspace) as store:
+        assert store.read("/d/m3.md").content == "memory 3, edited\n"
+        assert store.read("/d/moved25.md").memory_id == ids["/d/m25.md"]
+        assert store.read("/d/m50.md").content == "changed by someone else\n"
+        assert (mount / "m50.md").read_text() == "changed by someone else\n"  # refreshed
+        live = {m.path for m in store.list() if isinstance(m, gitmem.Memory)}
+        assert len(live) == 60 - 5 + 10 and "/d/m31.md" not in live
+        again = sessions.sync_session("sesn_big", home=workspace)
+        assert again.mounts[0].versions == []
+        store.index.rebuild()
+        assert {v.id for v in store.versions(session="sesn_big")} == {v.id for v in versions}
