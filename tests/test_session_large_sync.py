@@ -41,3 +41,32 @@ def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(workspace:
         assert again.mounts[0].versions == []
         store.index.rebuild()
         assert {v.id for v in store.versions(session="sesn_big")} == {v.id for v in versions}
+
+
+def test_a_rename_with_an_edit_keeps_the_memory_id(workspace: Path) -> None:
+    text = "".join(f"line {i}: something the agent learned\n" for i in range(20))
+    with gitmem.create_store("notes", home=workspace) as store:
+        first = store.write("/drafts/plan.md", text)
+        store.write("/other.md", "The deploy window is Tuesday 10:00-12:00 UTC, never on Fridays.\n")
+    assert first is not None
+    s = sessions.start_session(["notes"], root=workspace / "mnt", home=workspace, session_id="sesn_mv")
+    root = Path(s.root) / "notes"
+    (root / "drafts" / "plan.md").rename(root / "plan-final.md")
+    (root / "plan-final.md").write_text(text.replace("line 3", "line three"))
+    (root / "other.md").unlink()
+    (root / "brand-new.md").write_text("Alice prefers short answers, and metric units in every reply.\n")
+
+    report = sessions.sync_session("sesn_mv", home=workspace)
+
+    by_path = {v.path: v for v in report.mounts[0].versions}
+    moved = by_path["/plan-final.md"]
+    assert (moved.operation, moved.previous_path, moved.memory_id) == (
+        "modified",
+        "/drafts/plan.md",
+        first.memory_id,
+    )
+    assert by_path["/other.md"].operation == "deleted"
+    assert by_path["/brand-new.md"].operation == "created"
+    with gitmem.open_store("notes", home=workspace) as store:
+        assert store.read("/plan-final.md").content == text.replace("line 3", "line three")
+        assert [v.operation for v in store.versions("/plan-final.md")] == ["modified", "created"]

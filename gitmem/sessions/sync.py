@@ -11,6 +11,7 @@ the marker moved to the new tip, so a sync killed at any step is finished by the
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,10 +151,13 @@ def _plan(
     base, files = marker.files, local.files
     plan = _Plan()
     renames, singles = _pair_renames(base, files, changed)
-    for old, new in renames:
+    similar, singles = _pair_similar(store, base, local, singles)
+    for old, new in renames + similar:
         r_old, r_new = remote_blob(tree, old), remote_blob(tree, new)
         if r_old == base[old] and r_new is None:
-            plan.add(BatchOp("rename", old, new_path=new, if_sha256=_sha(store, base[old])), old, new)
+            content = local.data[new] if files[new] != base[old] else None  # a rename with an edit
+            op = BatchOp("rename", old, new_path=new, content=content, if_sha256=_sha(store, base[old]))
+            plan.add(op, old, new)
         elif not (r_old is None and r_new == files[new]):  # else: done by an earlier (killed) sync
             singles += [old, new]
     deletes: list[BatchOp] = []
@@ -211,6 +215,43 @@ def _pair_renames(
             pairs.append((path, new))
             paired.update((path, new))
     return pairs, [p for p in changed if p not in paired]
+
+
+# A deleted file and a new one at least this similar are one memory renamed and edited; files
+# under MIN_SIMILAR_BYTES are too short for similarity to mean anything, and pairing is skipped
+# when it would compare too many pairs.
+SIMILARITY = 0.6
+MIN_SIMILAR_BYTES = 32
+MAX_PAIRS = 10_000
+
+
+def _pair_similar(
+    store: Store, base: dict[str, str], local: Scan, singles: list[str]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Deleted path + new path with similar content => a rename with an edit (best match first)."""
+    gone = sorted(p for p in singles if p in base and p not in local.files)
+    new = sorted(p for p in singles if p not in base and p in local.files)
+    if not gone or not new or len(gone) * len(new) > MAX_PAIRS:
+        return [], singles
+    old_text = {p: store.blob_data(pygit2.Oid(hex=base[p])) for p in gone}
+    scored = []
+    for o in gone:
+        for n in new:
+            a, b = old_text[o], local.data[n]
+            if min(len(a), len(b)) < max(MIN_SIMILAR_BYTES, SIMILARITY * max(len(a), len(b))):
+                continue  # too short, or sizes alone rule it out
+            matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+            if matcher.real_quick_ratio() >= SIMILARITY and matcher.quick_ratio() >= SIMILARITY:
+                ratio = matcher.ratio()
+                if ratio >= SIMILARITY:
+                    scored.append((-ratio, o, n))
+    pairs: list[tuple[str, str]] = []
+    used: set[str] = set()
+    for _score, o, n in sorted(scored):
+        if o not in used and n not in used:
+            pairs.append((o, n))
+            used.update((o, n))
+    return pairs, [p for p in singles if p not in used]
 
 
 def _push(
