@@ -253,7 +253,10 @@ def apply_batch(
         store.sync_all()
         if store.cas_ref(scope, tip, head):
             store.sync_ref(scope)
-            store.index.record(scope, tip, head, rows)
+            contents = {
+                r.blob: c.data for r, c in zip(rows, changes, strict=True) if r.blob and c.data is not None
+            }
+            store.index.record(scope, tip, head, rows, contents)
             maintain_quietly(store)
             return BatchResult([version_from_row(r) for r in rows], refused, str(head))
         backoff(attempt)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -263,11 +263,18 @@ class Index:
         db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
 
     def record(
-        self, scope: str, parent: pygit2.Oid | None, commit: pygit2.Oid, rows: Sequence[VersionRow]
+        self,
+        scope: str,
+        parent: pygit2.Oid | None,
+        commit: pygit2.Oid,
+        rows: Sequence[VersionRow],
+        contents: Mapping[str, bytes] | None = None,
     ) -> None:
         """Record a commit the library just made; skipped (left to catch-up) when the index was not
-        current at ``parent``, so that racing writers never record out of order."""
+        current at ``parent``, so that racing writers never record out of order. ``contents`` maps
+        blob ids to the bytes the writer already has (the search rows then need no blob read)."""
         parent_hex = str(parent) if parent is not None else None
+        self._fresh_blobs = dict(contents or {})
         try:
             with self._write() as db:
                 row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
@@ -280,6 +287,8 @@ class Index:
             self._known_tips[scope] = str(commit)
         except sqlite3.DatabaseError:
             self._known_tips.pop(scope, None)  # the next read catches up from git
+        finally:
+            self._fresh_blobs = {}
 
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
         for r in rows:

@@ -209,7 +209,8 @@ def mutate(
         store.sync_objects(written)
         if store.cas_ref(scope, tip, commit):
             store.sync_ref(scope)
-            store.index.record(scope, tip, commit, [row])
+            contents = {row.blob: change.data} if row.blob is not None and change.data is not None else None
+            store.index.record(scope, tip, commit, [row], contents)
             maintain_quietly(store)
             return version_from_row(row)
         backoff(attempt)
