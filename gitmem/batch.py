@@ -7,6 +7,7 @@ whole batch or none of it; a lost race re-plans the whole batch against the new 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from gitmem.writer import (
     maintain_quietly,
     make_row,
     sha256_hex,
+    store_bytes_lock,
     version_from_row,
 )
 
@@ -223,43 +225,55 @@ def apply_batch(
     ``git fast-import`` for large ones, and published by one compare-and-swap of the branch.
     """
     actor, session, limits = authorize(store, scope, actor, session)
-    for attempt in range(MAX_ATTEMPTS):
-        tip = store.tip(scope)
-        state = BatchState(store, scope, tip)
-        changes: list[Change] = []
-        refused: list[Refused] = []
-        for n, op in enumerate(ops):
-            try:
-                change = _plan(state, op)
+    with contextlib.ExitStack() as held:
+        locked = False
+        for attempt in range(MAX_ATTEMPTS):
+            tip = store.tip(scope)
+            state = BatchState(store, scope, tip)
+            changes: list[Change] = []
+            refused: list[Refused] = []
+            for n, op in enumerate(ops):
+                try:
+                    change = _plan(state, op)
+                    if change is not None:
+                        check_limits(store, state, change, limits)
+                except GitmemError as exc:
+                    if not skip_refused:
+                        raise
+                    refused.append(Refused(op, exc))
+                    continue
                 if change is not None:
-                    check_limits(store, state, change, limits)
-            except GitmemError as exc:
-                if not skip_refused:
-                    raise
-                refused.append(Refused(op, exc))
-                continue
-            if change is not None:
-                state.applied(change, current_size(state, change))
-                changes.append(change)
-            if progress is not None:
-                progress(n + 1, len(ops))
-        if not changes:
-            return BatchResult([], refused, str(tip) if tip is not None else None)
-        now = int(time.time())
-        if len(changes) >= FAST_IMPORT_MIN:
-            head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now)
-        else:
-            head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now)
-        store.sync_all()
-        if store.cas_ref(scope, tip, head):
-            store.sync_ref(scope)
-            contents = {
-                r.blob: c.data for r, c in zip(rows, changes, strict=True) if r.blob and c.data is not None
-            }
-            store.index.record(scope, tip, head, rows, contents)
-            maintain_quietly(store)
-            return BatchResult([version_from_row(r) for r in rows], refused, str(head))
-        backoff(attempt)
+                    state.applied(change, current_size(state, change))
+                    changes.append(change)
+                if progress is not None:
+                    progress(n + 1, len(ops))
+            # A batch that grows the store by more than one memory's worth races like several
+            # writers: it always checks and publishes under the store-bytes lock.
+            if state.delta_bytes > limits.max_memory_bytes:
+                state.needs_store_lock = True
+            if state.needs_store_lock and not locked:
+                held.enter_context(store_bytes_lock(store))
+                locked = True
+                continue  # re-plan under the lock: other scopes may have grown while it waited
+            if not changes:
+                return BatchResult([], refused, str(tip) if tip is not None else None)
+            now = int(time.time())
+            if len(changes) >= FAST_IMPORT_MIN:
+                head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now)
+            else:
+                head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now)
+            store.sync_all()
+            if store.cas_ref(scope, tip, head):
+                store.sync_ref(scope)
+                contents = {
+                    r.blob: c.data
+                    for r, c in zip(rows, changes, strict=True)
+                    if r.blob and c.data is not None
+                }
+                store.index.record(scope, tip, head, rows, contents)
+                maintain_quietly(store)
+                return BatchResult([version_from_row(r) for r in rows], refused, str(head))
+            backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")
 
 

@@ -21,15 +21,13 @@ pre-receive hook reads and which is never cloned.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import hmac
 import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +36,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.errors import ConflictError, IntegrityError
+from gitmem.locks import file_lock
 
 if TYPE_CHECKING:
     from gitmem.store import Store
@@ -87,16 +86,6 @@ def _dir(store: Store) -> Path:
     return d
 
 
-@contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
 _secrets: dict[Path, bytes] = {}
 
 
@@ -140,7 +129,7 @@ def set_digest(store: Store, oids: Iterable[str]) -> str:
 def deny(store: Store, oids: Iterable[str], comment: str) -> int:
     """Add object ids to the deny-list (idempotent); returns how many were new."""
     path = _dir(store) / DENYLIST_FILE
-    with _flock(path.with_name(DENYLIST_FILE + ".lock")):
+    with file_lock(path.with_name(DENYLIST_FILE + ".lock")):
         known = denied(store)
         new = [o for o in dict.fromkeys(oids) if o not in known]
         for o in new:
@@ -299,7 +288,7 @@ def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None =
     if kind not in KINDS:
         raise ValueError(f"unknown ledger entry kind {kind!r}")
     repo = store.repo
-    with _flock(_dir(store) / "ledger.lock"):
+    with file_lock(_dir(store) / "ledger.lock"):
         for _attempt in range(20):
             ref = repo.references.get(LEDGER_REF)
             tip = ref.target if ref is not None else None

@@ -23,11 +23,17 @@ from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoun
 from gitmem.frontmatter import parse_description
 from gitmem.ids import new_id
 from gitmem.index import HeadRow, VersionRow
+from gitmem.locks import file_lock
 from gitmem.paths import validate_scope
 from gitmem.store import Store
 from gitmem.versions import RedactionInfo, Version, format_message, resolve_actor, timestamp, validate_session
 
 MAX_ATTEMPTS = 64
+STORE_BYTES_LOCK = "store-bytes.lock"
+# Writes in different scopes race on max_store_bytes (each CAS guards one branch). Writes that
+# land within this many max-size memories of the limit check and publish under one store-wide lock;
+# the others cannot overshoot unless more than this many of them race at once.
+STORE_LOCK_MARGIN = 16
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,9 @@ class ScopeState:
         self.delta_memories = 0
         self.delta_bytes = 0
         self._store_bytes: int | None = None
+        # Set by check_limits when this change could push the store past max_store_bytes
+        # together with changes in other scopes: the write then re-plans under the store-bytes lock.
+        self.needs_store_lock = False
 
     def _index(self) -> None:
         if not self._indexed:
@@ -197,26 +206,37 @@ def mutate(
 ) -> Version | None:
     """Plan and commit one change to one memory, with compare-and-swap and retry."""
     actor, session, limits = authorize(store, scope, actor, session)
-    for attempt in range(MAX_ATTEMPTS):
-        tip = store.tip(scope)
-        state = ScopeState(store, scope, tip)
-        change = plan(state)
-        if change is None:
-            return None
-        check_limits(store, state, change, limits)
-        written: list[pygit2.Oid] = []
-        commit, row = commit_change(store, state, change, tip, actor, session, written=written)
-        store.sync_objects(written)
-        if store.cas_ref(scope, tip, commit):
-            store.sync_ref(scope)
-            contents = {row.blob: change.data} if row.blob is not None and change.data is not None else None
-            store.index.record(scope, tip, commit, [row], contents)
-            maintain_quietly(store)
-            return version_from_row(row)
-        backoff(attempt)
+    with contextlib.ExitStack() as held:
+        locked = False
+        for attempt in range(MAX_ATTEMPTS):
+            tip = store.tip(scope)
+            state = ScopeState(store, scope, tip)
+            change = plan(state)
+            if change is None:
+                return None
+            check_limits(store, state, change, limits)
+            if state.needs_store_lock and not locked:
+                held.enter_context(store_bytes_lock(store))
+                locked = True
+                continue  # re-plan under the lock: other scopes may have grown while it waited
+            written: list[pygit2.Oid] = []
+            commit, row = commit_change(store, state, change, tip, actor, session, written=written)
+            store.sync_objects(written)
+            if store.cas_ref(scope, tip, commit):
+                store.sync_ref(scope)
+                data = change.data
+                store.index.record(scope, tip, commit, [row], {row.blob: data} if row.blob and data else None)
+                maintain_quietly(store)
+                return version_from_row(row)
+            backoff(attempt)
     raise ConflictError(
         f"could not write to scope {scope!r}: the branch kept moving ({MAX_ATTEMPTS} attempts); try again"
     )
+
+
+def store_bytes_lock(store: Store) -> contextlib.AbstractContextManager[None]:
+    """The store-wide lock under which writes near ``max_store_bytes`` check and publish."""
+    return file_lock(store.gitmem_dir / STORE_BYTES_LOCK)
 
 
 def backoff(attempt: int) -> None:
@@ -311,6 +331,8 @@ def check_limits(store: Store, state: ScopeState, change: Change, limits: Limits
     if growth > 0:
         total = state.store_bytes() + state.delta_bytes + growth
         policy.raise_first(policy.check_store_bytes(total, limits))
+        if total > limits.max_store_bytes - STORE_LOCK_MARGIN * limits.max_memory_bytes:
+            state.needs_store_lock = True
 
 
 def current_size(state: ScopeState, change: Change) -> int:
