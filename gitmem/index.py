@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -113,6 +114,7 @@ class Index:
         self._db: sqlite3.Connection | None = None
         self._known_tips: dict[str, str | None] = {}
         self._fresh_blobs: dict[str, bytes] = {}  # blobs rows_for_commit just read, for the FTS rows
+        self.in_memory = False  # True when the store's directory cannot hold the index file
 
     # ------------------------------------------------------------------ connection
     @property
@@ -122,7 +124,8 @@ class Index:
         return self._db
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._location_writable():
+            return self._memory_db()
         for attempt in range(2):
             db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
@@ -150,7 +153,29 @@ class Index:
                 self._remove_files()
         raise AssertionError("unreachable")
 
+    def _location_writable(self) -> bool:
+        """Whether this process may keep the index file (a reader without write access to the
+        store, e.g. another user or a read-only mount, may not)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        if not os.access(self.path.parent, os.W_OK):
+            return False
+        return not self.path.exists() or os.access(self.path, os.R_OK | os.W_OK)
+
+    def _memory_db(self) -> sqlite3.Connection:
+        """An index for this process only, caught up from git like the file one."""
+        self.in_memory = True
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.executescript(_SCHEMA + search.SCHEMA)
+        db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+        search.configure(db)
+        return db
+
     def _remove_files(self) -> None:
+        if self.in_memory:
+            return
         for suffix in ("", "-wal", "-shm"):
             p = self.path.with_name(self.path.name + suffix)
             if p.exists():
