@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-all clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# Every benchmark: DESIGN section 11 targets, hooks, search, session sync, and redaction against
+# git filter-repo (installed into the venv here only: it is no dependency of gitmem).
+bench-all: bench
+	$(PY) bench/hook_bench.py
+	$(PY) bench/search_bench.py
+	$(PY) bench/sync_bench.py
+	$(PY) -m pip install -q git-filter-repo
+	$(PY) bench/redact_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
