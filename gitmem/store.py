@@ -217,17 +217,6 @@ class Store:
                 return False
             raise GitmemError(f"cannot update {name} in {self.path}: {exc}") from None
 
-    def force_ref(self, name: str, new: pygit2.Oid, old: pygit2.Oid | None) -> None:
-        """CAS on any ref (used by history rewrites); raise ConflictError when it moved."""
-        ref = self._repo.references.get(name)
-        current = ref.target if ref is not None else None
-        if current != old:
-            raise ConflictError(f"{name} moved during the operation; nothing was changed")
-        if ref is None:
-            self._repo.references.create(name, new, force=False)
-        else:
-            ref.set_target(new, "gitmem rewrite")
-
     # ------------------------------------------------------------------ objects
     def commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
         try:
