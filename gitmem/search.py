@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,9 +108,7 @@ def search(
     try:
         rows = index.db.execute(_QUERY.format(prefix=where), params).fetchall()
     except sqlite3.OperationalError as exc:
-        if not raw:
-            raise
-        raise InvalidInputError(f"invalid FTS5 query {query!r}: {exc}") from None
+        raise InvalidInputError(f"invalid search query {query!r}: {exc}") from None
     return [SearchHit(path, desc, float(score), snip or "", vid) for path, desc, score, snip, vid in rows]
 
 
@@ -119,6 +118,8 @@ def fts_query(text: str) -> str:
     string (implicit AND), ``word*`` and ``"phrase"*`` prefix queries; terms without a single
     letter or digit are dropped. The result never has an FTS5 syntax error ("" for nothing)."""
     terms: list[str] = []
+    # Control characters (NUL ends an FTS5 string early) separate words like spaces do.
+    text = "".join(" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in text)
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
