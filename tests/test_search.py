@@ -168,7 +168,7 @@ def test_raw_passes_fts5_syntax_and_reports_errors(store: Store) -> None:
     write(store, "/b.md", "fruit salad")
     assert paths(store.search("description:fruit", raw=True)) == ["/a.md"]
     assert sorted(paths(store.search("apples OR salad", raw=True))) == ["/a.md", "/b.md"]
-    with pytest.raises(InvalidInputError, match="invalid FTS5 query"):
+    with pytest.raises(InvalidInputError, match="invalid search query"):
         store.search("apples AND (", raw=True)
 
 
