@@ -60,7 +60,7 @@ def test_raw_syntax_error_is_a_usage_error(store: Store) -> None:
     seed(store)
     r = gm("search", "notes", "owl AND (", "--raw")
     assert r.exit_code == 2
-    assert r.stderr.startswith("Error: invalid FTS5 query")
+    assert r.stderr.startswith("Error: invalid search query")
     r = gm("search", "notes", "owl NOT figurine", "--raw")
     assert r.stdout.split("\t")[0] == "/notes/owl.md"
 
