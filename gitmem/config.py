@@ -130,6 +130,14 @@ def _section(src: str, key: str, value: Any, cls: type[Any], nullable: tuple[str
     return cls(**kwargs)
 
 
+def _limits(src: str, value: Any) -> Limits:
+    limits: Limits = _section(src, "limits", value, Limits)
+    if limits.max_path_bytes > Limits.max_path_bytes:
+        # Memory paths are at most 1,024 bytes (DESIGN section 3); a store may only lower that.
+        raise ConfigError(f"{src}: key 'limits.max_path_bytes' must be at most {Limits.max_path_bytes}")
+    return limits
+
+
 def settings_from_dict(data: Any, src: str) -> StoreSettings:
     """Validate a parsed settings mapping; errors name ``src`` and the key."""
     if not isinstance(data, dict):
@@ -170,7 +178,7 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
         created_at=data.get("created_at", ""),
         updated_at=data.get("updated_at", ""),
         archived_at=archived,
-        limits=_section(src, "limits", data.get("limits"), Limits),
+        limits=_limits(src, data.get("limits")),
         retention=_section(src, "retention", data.get("retention"), Retention, ("max_days",)),
         acl=acl,
         require_trailers=require,

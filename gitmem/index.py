@@ -12,9 +12,11 @@ import dataclasses
 import hashlib
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.search); 3: body column first
 INDEX_FILE = "index.sqlite"
+PURGE_PENDING = "index-purge-pending"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -141,6 +144,9 @@ class Index:
                     search.configure(db)
                 elif row[0] != SCHEMA_VERSION:
                     raise sqlite3.DatabaseError("index schema changed")
+                self._db = db
+                if self._purge_marker().exists():  # a purge blocked by a reader: finish it now
+                    self.purge_search(wait=0.5)
                 return db
             except sqlite3.DatabaseError as exc:
                 db.close()
@@ -377,15 +383,34 @@ class Index:
             data = self._fresh_blobs.get(r.blob) or self.store.blob_data(pygit2.Oid(hex=r.blob))
             search.index_text(db, scope, r.path, r.id, r.description, data)
 
-    def purge_search(self) -> bool:
+    def purge_search(self, *, wait: float = 2.0) -> bool:
         """Make text no longer at any head leave the database file: merge the FTS5 segments
         (dropping deleted rows' terms), then checkpoint and truncate the WAL. Call it after a
-        redaction or compaction (catch-up does when it finds history rewritten). Returns False
-        when a reader kept the WAL from being fully checkpointed (run it again later)."""
+        redaction or compaction (catch-up does when it finds history rewritten).
+
+        A reader in the middle of a transaction keeps old pages in the WAL: the checkpoint is
+        retried for ``wait`` seconds; if it still cannot finish, a marker file makes the next
+        process that opens the index (and ``gitmem verify``) try again. Returns whether it finished."""
         with self._write() as db:
             search.optimize(db)
-        busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return not busy or busy[0] == 0
+        deadline = time.monotonic() + wait
+        while True:
+            busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy or busy[0] == 0:
+                self._purge_marker().unlink(missing_ok=True)
+                return True
+            if time.monotonic() >= deadline:
+                if not self.in_memory:
+                    self._purge_marker().write_text("the index WAL still holds pages of purged text\n")
+                return False
+            time.sleep(0.05)
+
+    def _purge_marker(self) -> Path:
+        return self.path.with_name(PURGE_PENDING)
+
+    def purge_pending(self) -> bool:
+        """Whether a purge of the index's WAL could not finish yet (see :meth:`purge_search`)."""
+        return not self.in_memory and self._purge_marker().exists()
 
     # ------------------------------------------------------------------ deriving versions from git
     @staticmethod

@@ -36,9 +36,10 @@ from typing import Any
 import pygit2
 
 from gitmem import config, ledger
-from gitmem.errors import ConflictError
+from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.rewrite import purge
 from gitmem.store import Store
+from gitmem.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
@@ -154,6 +155,7 @@ def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]
         recover(store, blocking=True)
         tip = store.require_scope(scope)
         rw = build(tip)
+        refuse_other_refs(store, scope, rw)
         store.sync_all()
         fault("objects")
         _write_journal(store, rw)
@@ -173,6 +175,28 @@ def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]
         fault("ref")
         finish(store, rw)
         return rw
+
+
+def refuse_other_refs(store: Store, scope: str, rw: Rewrite) -> None:
+    """Refuse (before anything moves) when a ref other than the scope's branch still reaches the
+    history being retired (a tag, a branch made from it): purging would break that ref."""
+    retired = set(rw.commit_map)
+    if not retired:
+        return
+    firsts = [c for c in retired if not any(str(p) in retired for p in store.commit(c).parent_ids)]
+    repo = store.repo
+    for name in list(repo.references):
+        if name in (f"refs/heads/{scope}", ledger.LEDGER_REF) or name.startswith("refs/gitmem-tmp/"):
+            continue
+        try:
+            target = repo.references[name].peel(pygit2.Commit).id
+        except (pygit2.GitError, ValueError, KeyError, pygit2.InvalidSpecError):
+            continue
+        if any(store.is_ancestor(pygit2.Oid(hex=first), target) for first in firsts):
+            raise ForbiddenError(
+                f"{name} still reaches the history of scope {scope!r} that this {rw.op} would retire; "
+                "delete or move that ref first (nothing was changed)"
+            )
 
 
 @contextmanager
@@ -236,6 +260,40 @@ def finish(store: Store, rw: Rewrite, *, recovering: bool = False) -> None:
     else:  # compaction: versions leave history; the scope is re-derived from git
         store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
     fault("index")
-    purge(store, rw.retired)
+    back = reintroduced(store, set(rw.retired), rw.at)
+    # A writer that raced the rewrite (writers take no store lock) may have committed these very
+    # objects again: deleting them would break its acknowledged version. Keep them (and, to be safe,
+    # every retired tree) and say so.
+    keep = back | set(rw.retired_trees) if back else set()
+    purge(store, [o for o in rw.retired if o not in keep])
     fault("purged")
     _journal_path(store).unlink(missing_ok=True)
+    if back and rw.op == "redaction":
+        raise IntegrityError(
+            f"redaction {rw.id}: a write made during the redaction stored the redacted content again "
+            "(a live memory holds it now); history was rewritten, but redact that new version too"
+        )
+
+
+# Commits of concurrent writers carry the time they were made; allow this much clock skew.
+_CLOCK_SKEW = 600
+
+
+def reintroduced(store: Store, retired: set[str], since: int) -> set[str]:
+    """Retired object ids that a commit made since ``since`` (a racing writer) uses again."""
+    found: set[str] = set()
+    repo = store.repo
+    for name in list(repo.references):
+        if not name.startswith("refs/heads/"):
+            continue
+        target = repo.references[name].target
+        if not isinstance(target, pygit2.Oid):
+            continue
+        for commit in repo.walk(target, pygit2.enums.SortMode.TIME):
+            if commit.commit_time < since - _CLOCK_SKEW:
+                break
+            parent = commit.parents[0].tree if commit.parents else None
+            for d in tree_deltas(parent, commit.tree):
+                if d.new_id is not None and str(d.new_id) in retired:
+                    found.add(str(d.new_id))
+    return found

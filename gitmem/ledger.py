@@ -293,6 +293,7 @@ def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None =
             ref = repo.references.get(LEDGER_REF)
             tip = ref.target if ref is not None else None
             last = parse_commit(store.commit(tip)) if isinstance(tip, pygit2.Oid) else None
+            _check_anchor(store, tip if isinstance(tip, pygit2.Oid) else None, last)
             seq = last.seq + 1 if last else 0
             body = _body(
                 seq, kind, config.now_rfc3339(), actor or "service:gitmem", data, last.digest if last else ""
@@ -317,6 +318,24 @@ def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None =
             _write_anchor(store.gitmem_dir / ANCHOR_FILE, seq, entry.digest)
             return entry
     raise ConflictError("could not append to the ledger: refs/gitmem/ledger kept moving")
+
+
+def _check_anchor(store: Store, tip: pygit2.Oid | None, last: LedgerEntry | None) -> None:
+    """Refuse to extend a ledger that no longer holds the entry last written here (truncated or
+    rewritten behind gitmem's back): appending would move the anchor and hide the tampering."""
+    anchor = _read_anchor(store.gitmem_dir / ANCHOR_FILE)
+    if anchor is None:
+        return
+    seq, digest = anchor
+    entry, commit = last, store.commit(tip) if tip is not None else None
+    while entry is not None and commit is not None and entry.seq > seq and commit.parents:
+        commit = commit.parents[0]  # usually none or one step: a crash between ref and anchor
+        entry = parse_commit(commit)
+    if entry is None or entry.seq != seq or entry.digest != digest:
+        raise IntegrityError(
+            f"the audit ledger of {store.path} no longer holds entry #{seq} recorded in "
+            f"$GIT_DIR/gitmem/{ANCHOR_FILE}: it was truncated or rewritten; run gitmem verify"
+        )
 
 
 def record_push(store: Store, record: Mapping[str, Any]) -> LedgerEntry:

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem.errors import (
+    ConflictError,
     InvalidInputError,
     NotFoundError,
     PathConflictError,
     PreconditionFailedError,
 )
 from gitmem.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
-from gitmem.ids import new_id
+from gitmem.ids import is_id, new_id
 from gitmem.paths import validate_path, validate_prefix, validate_scope
 from gitmem.store import Store
 from gitmem.versions import Version, timestamp
@@ -139,12 +140,17 @@ def create(
     session: str | None = None,
     memory_id: str | None = None,
 ) -> Version:
-    """Create a memory; never overwrites. ``memory_id`` revives a deleted memory (restore)."""
+    """Create a memory; never overwrites. ``memory_id`` revives a deleted memory (restore): it must
+    be a ``mem_`` id that no live memory of the scope has."""
     validate_path(path)
+    if memory_id is not None and not is_id(memory_id, "mem"):
+        raise InvalidInputError(f"invalid memory id {memory_id!r}: expected mem_<ulid>")
     data = with_description(encode_content(content), description)
 
     def plan(state: ScopeState) -> Change:
         refuse_conflict(state, path)
+        if memory_id is not None and state.has_live_memory(memory_id):
+            raise ConflictError(f"memory {memory_id} is live in scope {state.scope!r}; it cannot be revived")
         return Change("created", path, data, memory_id or new_id("mem"))
 
     version = mutate(store, scope, plan, actor=actor, session=session)

@@ -279,7 +279,8 @@ def check_totals(
     """``max_memories`` per scope and ``max_store_bytes`` after the push.
 
     ``stats`` holds (memories, bytes) of each pushed scope at its old tip and ``store_bytes`` the
-    store's total before the push, both from the derived index.
+    store's total before the push, both from the derived index. As for library writes, only growth
+    is refused: a push that shrinks a store already over a (lowered) limit is welcome.
     """
     limits = ctx.settings.limits
     out: list[Violation] = []
@@ -291,9 +292,11 @@ def check_totals(
         old = _commit(repo, u.old) if not u.is_create else None
         dcount, dbytes = _tree_stats(repo, old.tree if old is not None else None, new.tree)
         count = stats.get(u.scope, (0, 0))[0] + dcount
-        out += [_at(v, u.ref, u.new) for v in policy.check_memory_count(u.scope, count, limits)]
+        if dcount > 0:
+            out += [_at(v, u.ref, u.new) for v in policy.check_memory_count(u.scope, count, limits)]
         total += dbytes
-    out += [_at(v, updates[-1].ref) for v in policy.check_store_bytes(total, limits)] if updates else []
+    if updates and total > store_bytes:
+        out += [_at(v, updates[-1].ref) for v in policy.check_store_bytes(total, limits)]
     return out
 
 

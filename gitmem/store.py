@@ -83,6 +83,9 @@ class Store:
         #: For a clone (offline inspection), the URL of the store it was cloned from; clones are read-only.
         self.clone_of = clone_of
         self._settings: StoreSettings | None = None
+        self._settings_key: tuple[int, int, int] | None = None
+        self._denied: frozenset[str] = frozenset()
+        self._deny_key: tuple[int, int, int] | None = None
         self._index: Index | None = None
 
     # ------------------------------------------------------------------ identity and settings
@@ -107,12 +110,20 @@ class Store:
 
     @property
     def settings(self) -> StoreSettings:
-        if self._settings is None:
-            path = self.settings_path
-            if self.is_clone and not path.exists():
+        """The store's settings, re-read when the file changed (another process archived the store,
+        changed its acl or limits): a long-lived Store (an MCP server, a session) obeys at once."""
+        path = self.settings_path
+        try:
+            st = path.stat()
+            key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            key = None
+        if self._settings is None or key != self._settings_key:
+            if self.is_clone and key is None:
                 self._settings = StoreSettings(id="", name=self.path.parent.name)
             else:
                 self._settings = config.load_settings(path)
+            self._settings_key = key
         return self._settings
 
     @property
@@ -150,6 +161,22 @@ class Store:
         archived = self.settings.archived_at
         if archived is not None:
             raise ForbiddenError(f"store {self.name!r} was archived at {archived} and is read-only")
+
+    def denied_ids(self) -> frozenset[str]:
+        """Object ids a redaction or compaction removed (``$GIT_DIR/gitmem/denylist``), re-read
+        when the file changes. Writes refuse them, as the pre-receive hook does."""
+        path = self.gitmem_dir / "denylist"
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset()
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key != self._deny_key:
+            from gitmem.pushcheck import read_denylist
+
+            self._denied = read_denylist(self.path)
+            self._deny_key = key
+        return self._denied
 
     # ------------------------------------------------------------------ refs
     def ref_name(self, scope: str) -> str:

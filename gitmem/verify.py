@@ -129,6 +129,11 @@ def check_index(store: Store) -> list[str]:
     index = store.index
     scopes = index.ensure_all()
     problems = []
+    if index.purge_pending() and not index.purge_search():
+        problems.append(
+            "the index's WAL still holds pages of purged (redacted or compacted) text: a process keeps "
+            "a read transaction open; stop it and run gitmem verify again"
+        )
     for scope in scopes:
         tip = store.tip(scope)
         row = index.db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()

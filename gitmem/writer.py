@@ -19,7 +19,7 @@ import pygit2
 
 from gitmem import policy
 from gitmem.config import Limits
-from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.frontmatter import parse_description
 from gitmem.ids import new_id
 from gitmem.index import HeadRow, VersionRow
@@ -61,6 +61,7 @@ class ScopeState:
         self.delta_memories = 0
         self.delta_bytes = 0
         self._store_bytes: int | None = None
+        self._store_bytes_exact = False
         # Set by check_limits when this change could push the store past max_store_bytes
         # together with changes in other scopes: the write then re-plans under the store-bytes lock.
         self.needs_store_lock = False
@@ -139,10 +140,16 @@ class ScopeState:
                 return found
         return None
 
-    def store_bytes(self) -> int:
-        """Bytes of current content over every scope (as of this state's first look)."""
-        if self._store_bytes is None:
+    def store_bytes(self, *, exact: bool = False) -> int:
+        """Bytes of current content over every scope. By default from the index as it stands
+        (this scope caught up; the others as their writers and post-receive left them: one query,
+        whatever the number of scopes); ``exact`` first catches every scope up from git."""
+        if exact and not self._store_bytes_exact:
             self.store.index.ensure_all()
+            self._store_bytes = None
+            self._store_bytes_exact = True
+        if self._store_bytes is None:
+            self._index()
             self._store_bytes = self.store.index.store_bytes()
         return self._store_bytes
 
@@ -323,16 +330,23 @@ def check_limits(store: Store, state: ScopeState, change: Change, limits: Limits
         return
     violations += policy.check_content(change.path, change.data, limits)
     policy.raise_first(violations)
+    denied = store.denied_ids()
+    if denied and str(pygit2.hash(change.data)) in denied:
+        raise ForbiddenError(
+            f"{change.path}: this content was redacted from the store and may not be written back"
+        )
     old_size = current_size(state, change)
     count, _bytes = state.stats()
     if change.operation == "created":
         policy.raise_first(policy.check_memory_count(state.scope, count + 1, limits))
     growth = len(change.data) - old_size
     if growth > 0:
+        near = limits.max_store_bytes - STORE_LOCK_MARGIN * limits.max_memory_bytes
         total = state.store_bytes() + state.delta_bytes + growth
-        policy.raise_first(policy.check_store_bytes(total, limits))
-        if total > limits.max_store_bytes - STORE_LOCK_MARGIN * limits.max_memory_bytes:
+        if total > near:  # close to the limit: count exactly (and publish under the lock)
+            total = state.store_bytes(exact=True) + state.delta_bytes + growth
             state.needs_store_lock = True
+        policy.raise_first(policy.check_store_bytes(total, limits))
 
 
 def current_size(state: ScopeState, change: Change) -> int:
