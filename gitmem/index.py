@@ -414,6 +414,24 @@ class Index:
 
     # ------------------------------------------------------------------ deriving versions from git
     @staticmethod
+    def _claims_fit(
+        db: sqlite3.Connection, scope: str, memory_id: str, changes: list[tuple[str, str, Any, Any]]
+    ) -> bool:
+        """Whether a commit's ``Gitmem-Memory`` fits what it changes: a new memory takes an id no
+        live memory has; an edit, rename or delete names the memory that is at that path. A pushed
+        commit claiming another memory's id is indexed as a plain git commit instead."""
+        source = next((c for c in changes if c[0] != "added"), None)
+        if source is None:  # a create
+            live = db.execute(
+                "SELECT 1 FROM heads WHERE scope=? AND memory_id=?", (scope, memory_id)
+            ).fetchone()
+            return live is None
+        row = db.execute(
+            "SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, source[1])
+        ).fetchone()
+        return row is None or row[0] == memory_id
+
+    @staticmethod
     def _reused_version_id(db: sqlite3.Connection, trailers: dict[str, str], commit_id: str) -> bool:
         # A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers:
         # it is indexed as a plain git commit, so that version ids stay unique.
@@ -458,7 +476,9 @@ class Index:
         changes = diff_trees(repo, parent_tree, commit.tree)
         if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
             changes = merge_own_changes(commit, changes)
-        when = commit.author.time
+        # When the store got the version: a rebased or back-dated commit keeps an old author
+        # date, but its committer date is when it was made (the hook keeps those in order).
+        when = max(commit.author.time, commit.committer.time)
         trailers = parse_trailers(commit.message)
         cid = str(commit.id)
 
@@ -491,7 +511,12 @@ class Index:
         added = [c for c in changes if c[0] == "added"]
         modified = [c for c in changes if c[0] == "modified"]
         single = len(changes) == 1 or (len(deleted) == 1 and len(added) == 1 and len(changes) == 2)
-        if single and not trailer_problems(trailers) and not self._reused_version_id(db, trailers, cid):
+        if (
+            single
+            and not trailer_problems(trailers)
+            and not self._reused_version_id(db, trailers, cid)
+            and self._claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
+        ):
             session = trailers.get("Gitmem-Session")
             actor = trailers["Gitmem-Actor"]
             vid, mid, op = trailers["Gitmem-Version"], trailers["Gitmem-Memory"], trailers["Gitmem-Operation"]

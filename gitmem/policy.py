@@ -139,6 +139,23 @@ def check_commit_time(kind: str, when: int, now: int, skew: int = FUTURE_SKEW_SE
     ]
 
 
+def check_commit_order(when: int, parent_time: int, skew: int = FUTURE_SKEW_SECONDS) -> list[Violation]:
+    """A commit's committer date may not be earlier than its parent's (beyond clock skew): a
+    back-dated push would otherwise look old enough for retention to drop at once."""
+    if when >= parent_time - skew:
+        return []
+    return [
+        Violation(
+            "past_date",
+            f"committer date is {parent_time - when} seconds before its parent's; commits must not be "
+            f"back-dated (at most {skew} seconds of clock skew allowed)",
+            None,
+            skew,
+            parent_time - when,
+        )
+    ]
+
+
 def check_acl(acl: Mapping[str, Any], scope: str, actor: str | None) -> list[Violation]:
     """Whether ``actor`` may write ``scope`` under the store's ``acl``.
 

@@ -188,6 +188,9 @@ def check_commit(
     now = int(time.time()) if ctx.now is None else ctx.now
     for kind, sig in (("author", commit.author), ("committer", commit.committer)):
         out += [_at(v, ref, cid) for v in policy.check_commit_time(kind, sig.time, now)]
+    if commit.parents:
+        parent_time = commit.parents[0].committer.time
+        out += [_at(v, ref, cid) for v in policy.check_commit_order(commit.committer.time, parent_time)]
     if cid in ctx.denylist:
         out.append(
             _v("denylist", f"commit {cid} was retired by a redaction or compaction; fetch again", ref, cid)
