@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import os
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.search); 3: body column first
 INDEX_FILE = "index.sqlite"
 PURGE_PENDING = "index-purge-pending"
+BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -130,7 +130,9 @@ class Index:
         if not self._location_writable():
             return self._memory_db()
         for attempt in range(2):
-            db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(
+                str(self.path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
             try:
                 db.execute("PRAGMA journal_mode=WAL")
                 # Derived data: losing the last transactions on power loss only means a catch-up.
@@ -393,17 +395,18 @@ class Index:
         process that opens the index (and ``gitmem verify``) try again. Returns whether it finished."""
         with self._write() as db:
             search.optimize(db)
-        deadline = time.monotonic() + wait
-        while True:
+        # A TRUNCATE checkpoint waits for readers through the busy handler: bound that wait.
+        self.db.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+        try:
             busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if not busy or busy[0] == 0:
-                self._purge_marker().unlink(missing_ok=True)
-                return True
-            if time.monotonic() >= deadline:
-                if not self.in_memory:
-                    self._purge_marker().write_text("the index WAL still holds pages of purged text\n")
-                return False
-            time.sleep(0.05)
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
+        if not busy or busy[0] == 0:
+            self._purge_marker().unlink(missing_ok=True)
+            return True
+        if not self.in_memory:
+            self._purge_marker().write_text("the index WAL still holds pages of purged text\n")
+        return False
 
     def _purge_marker(self) -> Path:
         return self.path.with_name(PURGE_PENDING)
