@@ -85,11 +85,18 @@ def check_purged(store: Store) -> list[str]:
     from gitmem.rewrite import missing_objects
 
     events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
-    if not events or store.is_clone:
+    if store.is_clone:
         return []  # a clone has neither the secret nor the deny-list: nothing more to match
-    denied = sorted(ledger.denied(store))
     blocks = ledger.denied_by(store)
     problems = []
+    # Every deny-list block was written by a rewrite that the ledger must record: a block without
+    # its entry means audit history was lost (the ledger truncated or rewritten).
+    recorded = {f"{e.kind} {e.data.get('id')}" for e in events}
+    for label in sorted(k for k, ids in blocks.items() if k and ids and k not in recorded):
+        problems.append(f"the deny-list holds '{label}', which the ledger does not record")
+    if not events:
+        return problems
+    denied = sorted(ledger.denied(store))
     for e in events:
         block = blocks.get(f"{e.kind} {e.data.get('id')}", set())
         blob_digests = set(e.data.get("blob_digests", []))

@@ -97,3 +97,15 @@ def test_a_purge_blocked_by_a_reader_is_finished_by_verify(store: Store) -> None
     assert not store.index.purge_pending()
     for f in store.gitmem_dir.glob("index.sqlite*"):
         assert b"zqxsecret" not in f.read_bytes()
+
+
+def test_verify_names_a_redaction_the_ledger_lost(store: Store) -> None:
+    from gitmem.verify import verify
+
+    _redacted(store)
+    first = git(store, "rev-list", "--max-parents=0", ledger.LEDGER_REF).strip()
+    git(store, "update-ref", ledger.LEDGER_REF, first)
+    (store.gitmem_dir / ledger.ANCHOR_FILE).unlink()  # the tamperer covers the anchor too
+    report = verify(store, raise_on_failure=False)
+    assert not report.ok
+    assert any("which the ledger does not record" in c.detail for c in report.checks)
