@@ -489,26 +489,50 @@ class Index:
             row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
             return row[0] if row else None
 
-        def content_row(oid: pygit2.Oid | None) -> tuple[str, int, str | None]:
-            obj = repo[oid] if oid is not None else None
+        def version(
+            vid: str,
+            mid: str,
+            path: str,
+            prev: str | None,
+            op: str,
+            actor: str,
+            session: str | None,
+            blob: pygit2.Oid | None,
+            at: int = when,
+        ) -> VersionRow:
+            """A version row; the blob (None for a deletion) gives sha256, size and description."""
+            if blob is None:
+                return VersionRow(vid, mid, scope, path, prev, op, actor, session, at, None, None, None, cid)
+            obj = repo[blob]
             assert isinstance(obj, pygit2.Blob)
             data = obj.data
-            self._fresh_blobs[str(oid)] = data
+            self._fresh_blobs[str(blob)] = data
             desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
-            return hashlib.sha256(data).hexdigest(), len(data), desc
+            sha = hashlib.sha256(data).hexdigest()
+            return VersionRow(
+                vid,
+                mid,
+                scope,
+                path,
+                prev,
+                op,
+                actor,
+                session,
+                at,
+                sha,
+                len(data),
+                str(blob),
+                cid,
+                description=desc,
+            )
 
         if not commit.parent_ids and "\nGitmem-Compaction: " in commit.message:
             from gitmem.retention import parse_snapshot  # a compaction root lists its kept versions
 
-            kept: list[VersionRow] = []
-            for v, m, op, t, a, sn, p in parse_snapshot(commit.message) or []:
-                blob = commit.tree[p[1:]].id
-                sha, size, desc = content_row(blob)
-                row = VersionRow(
-                    v, m, scope, p, None, op, a, sn, t, sha, size, str(blob), cid, description=desc
-                )
-                kept.append(row)
-            return kept
+            return [
+                version(v, m, p, None, op, a, sn, commit.tree[p[1:]].id, at=t)
+                for v, m, op, t, a, sn, p in parse_snapshot(commit.message) or []
+            ]
 
         deleted = [c for c in changes if c[0] == "deleted"]
         added = [c for c in changes if c[0] == "added"]
@@ -523,100 +547,44 @@ class Index:
             session = trailers.get("Gitmem-Session")
             actor = trailers["Gitmem-Actor"]
             vid, mid, op = trailers["Gitmem-Version"], trailers["Gitmem-Memory"], trailers["Gitmem-Operation"]
-            if len(changes) == 2:
+            if len(changes) == 2:  # a rename (with or without an edit)
                 prev, new = deleted[0], added[0]
-                sha, size, desc = content_row(new[3])
-                return [
-                    VersionRow(
-                        vid,
-                        mid,
-                        scope,
-                        new[1],
-                        prev[1],
-                        "modified",
-                        actor,
-                        session,
-                        when,
-                        sha,
-                        size,
-                        str(new[3]),
-                        cid,
-                        description=desc,
-                    )
-                ]
+                return [version(vid, mid, new[1], prev[1], "modified", actor, session, new[3])]
             kind, path, _old, new_oid = changes[0]
             if kind == "deleted":
-                return [
-                    VersionRow(
-                        vid, mid, scope, path, None, "deleted", actor, session, when, None, None, None, cid
-                    )
-                ]
-            sha, size, desc = content_row(new_oid)
+                return [version(vid, mid, path, None, "deleted", actor, session, None)]
             operation = "created" if kind == "added" else "modified"
             if op in ("created", "modified"):
                 operation = op if (op == "created") == (kind == "added") else operation
-            return [
-                VersionRow(
-                    vid,
-                    mid,
-                    scope,
-                    path,
-                    None,
-                    operation,
-                    actor,
-                    session,
-                    when,
-                    sha,
-                    size,
-                    str(new_oid),
-                    cid,
-                    description=desc,
-                )
-            ]
+            return [version(vid, mid, path, None, operation, actor, session, new_oid)]
 
         # Plain git: one version per changed memory; exact-content moves count as renames.
         actor = "git:" + (commit.author.email or commit.author.name or "unknown")
         session = trailers.get("Gitmem-Session")
+
+        def derived(path: str, salt: str = "") -> str:
+            return derived_ulid(when * 1000, cid, path, *([salt] if salt else []))
+
         rows: list[VersionRow] = []
         by_blob: dict[pygit2.Oid | None, list[tuple[str, str, Any, Any]]] = {}
         for d in deleted:
             by_blob.setdefault(d[2], []).append(d)
         for kind, path, _old_oid, new_oid in modified + added:
-            sha, size, desc = content_row(new_oid)
             prev_path = None
             if kind == "added" and by_blob.get(new_oid):
                 moved = by_blob[new_oid].pop(0)
                 deleted.remove(moved)
                 prev_path = moved[1]
             memory = head_memory(prev_path or path) if kind != "added" or prev_path else None
-            memory = memory or "mem_" + derived_ulid(when * 1000, cid, path, "memory")
+            memory = memory or "mem_" + derived(path, "memory")
             op = "created" if kind == "added" and prev_path is None else "modified"
-            vid = "memver_" + derived_ulid(when * 1000, cid, path)
             rows.append(
-                VersionRow(
-                    vid,
-                    memory,
-                    scope,
-                    path,
-                    prev_path,
-                    op,
-                    actor,
-                    session,
-                    when,
-                    sha,
-                    size,
-                    str(new_oid),
-                    cid,
-                    description=desc,
-                )
+                version("memver_" + derived(path), memory, path, prev_path, op, actor, session, new_oid)
             )
         for _kind, path, _old_oid, _new in deleted:
-            memory = head_memory(path) or "mem_" + derived_ulid(when * 1000, cid, path, "memory")
-            vid = "memver_" + derived_ulid(when * 1000, cid, path)
+            memory = head_memory(path) or "mem_" + derived(path, "memory")
             rows.append(
-                VersionRow(
-                    vid, memory, scope, path, None, "deleted", actor, session, when, None, None, None, cid
-                )
+                version("memver_" + derived(path), memory, path, None, "deleted", actor, session, None)
             )
         return rows
 

@@ -162,16 +162,7 @@ def denied_by(store: Store) -> dict[str, set[str]]:
 
 def denied(store: Store) -> set[str]:
     """The raw object ids on the deny-list (empty on a clone: the list is never cloned)."""
-    try:
-        text = (store.gitmem_dir / DENYLIST_FILE).read_text(encoding="ascii")
-    except FileNotFoundError:
-        return set()
-    out = set()
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if _HEX40.match(line):
-            out.add(line)
-    return out
+    return set(store.denied_ids())
 
 
 # ---------------------------------------------------------------------- reading

@@ -199,8 +199,9 @@ def authorize(
     session = validate_session(session)
     actor = resolve_actor(actor, session)
     store.check_writable()
-    policy.raise_first(policy.check_acl(store.settings.acl, scope, actor))
-    return actor, session, store.settings.limits
+    settings = store.settings
+    policy.raise_first(policy.check_acl(settings.acl, scope, actor))
+    return actor, session, settings.limits
 
 
 def mutate(
