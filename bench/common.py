@@ -23,9 +23,9 @@ from pathlib import Path
 
 import gitmem
 from gitmem.config import Limits
+from gitmem.engine.index import SCHEMA_VERSION
 from gitmem.ids import derived_ulid
-from gitmem.index import SCHEMA_VERSION
-from gitmem.versions import format_message
+from gitmem.model.versions import format_message
 
 BUILD_VERSION = "1"  # bump when the generated layout or content changes: invalidates the cache
 T0 = 1_700_000_000  # commit time of version 0; version k is committed at T0 + k
@@ -252,7 +252,7 @@ def _rebuild_index(path: Path, spec: Spec) -> float:
     """Rebuild a store's derived index from git; returns the seconds it took."""
     store = gitmem.open_store(path)
     t = time.perf_counter()
-    indexed = store.index.rebuild()
+    indexed = store.core.index.rebuild()
     seconds = time.perf_counter() - t
     store.close()
     if indexed != spec.versions:

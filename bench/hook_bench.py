@@ -44,8 +44,8 @@ from bench.common import (  # noqa: E402
     memory_path,
     table,
 )
-from gitmem.hookinstall import HOOK_NAMES, install_hooks  # noqa: E402
-from gitmem.versions import format_message  # noqa: E402
+from gitmem.model.versions import format_message  # noqa: E402
+from gitmem.push.hookinstall import HOOK_NAMES, install_hooks  # noqa: E402
 
 PY = sys.executable
 READ_PUSHED = """

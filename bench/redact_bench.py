@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 import gitmem  # noqa: E402
 from bench.common import CACHE_DIR, Result, Spec, cached_store, table, work_copy  # noqa: E402
-from gitmem import redact  # noqa: E402
+from gitmem.audit import redact  # noqa: E402
 
 
 def _log(msg: str) -> None:
@@ -57,8 +57,8 @@ def filter_repo_cmd(where: str | None) -> list[str]:
 def pick_versions(path: Path) -> dict[str, tuple[str, str]]:
     """(version id, blob) of a superseded version near the start and one near the end."""
     with gitmem.open_store(path) as store:
-        store.index.ensure_all()
-        db = store.index.db
+        store.core.index.ensure_all()
+        db = store.core.index.db
         heads = "SELECT blob FROM heads"
         early = db.execute(
             f"SELECT id, blob FROM versions WHERE blob NOT IN ({heads}) ORDER BY seq LIMIT 1"
@@ -79,7 +79,7 @@ def gone(path: Path, oid: str) -> bool:
 def run_gitmem(path: Path, version: str) -> float:
     with gitmem.open_store(path) as store:
         t = time.perf_counter()
-        redact.redact(store, version, reason="bench")
+        redact.redact(store.core, version, reason="bench")
         return time.perf_counter() - t
 
 

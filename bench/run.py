@@ -49,8 +49,8 @@ from bench.common import (  # noqa: E402
     table,
     work_copy,
 )
-from gitmem.batch import BatchOp, apply_batch  # noqa: E402
-from gitmem.versions import format_message  # noqa: E402
+from gitmem.engine.batch import BatchOp, apply_batch  # noqa: E402
+from gitmem.model.versions import format_message  # noqa: E402
 
 FLOOR_REF = "refs/bench/floor"  # outside refs/heads: not a scope, so gitmem never indexes it
 
@@ -234,7 +234,7 @@ def measure_batch(workdir: Path, n: int, rounds: int) -> Result:
     lib_times, floor_times = [], []
     for r in range(rounds):
         store = gitmem.create_store(f"batch-{r}", limits=BENCH_LIMITS, home=home)
-        lib_times.append(clock(lambda s=store: apply_batch(s, ops, actor=ACTOR)))  # type: ignore[misc]
+        lib_times.append(clock(lambda s=store: apply_batch(s.core, ops, actor=ACTOR)))  # type: ignore[misc]
         assert len(store.versions(scope="main")) == n
         store.close()
         repo = workdir / f"floor-{r}.git"
@@ -250,7 +250,7 @@ def measure_reindex(store_path: Path, label: str, versions: int) -> Result:
     """Index.rebuild() (drop and re-derive from git) vs ``git log --raw`` over the same history,
     the least a rebuild has to read. Informative: DESIGN has no target for it."""
     store = gitmem.open_store(store_path)
-    g = clock(store.index.rebuild)
+    g = clock(store.core.index.rebuild)
     store.close()
     cmd = ["git", "-C", str(store_path), "log", "--raw", "--no-abbrev", "--format=%H%n%B", "refs/heads/main"]
     f = clock(lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True))

@@ -31,8 +31,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gitmem  # noqa: E402
-from gitmem import search as search_mod  # noqa: E402
-from gitmem.batch import BatchOp, apply_batch  # noqa: E402
+from gitmem.engine import search as search_mod  # noqa: E402
+from gitmem.engine.batch import BatchOp, apply_batch  # noqa: E402
 from gitmem.store import Store  # noqa: E402
 
 _COMMON_TEXT = (
@@ -110,7 +110,7 @@ def build_store(corpus: Corpus, home: Path) -> Store:
     store = gitmem.create_store("bench", home=home)
     ops = [BatchOp("write", p, body, description=d) for p, d, body in corpus.items]
     for start in range(0, len(ops), 2000):
-        apply_batch(store, ops[start : start + 2000], actor="service:bench")
+        apply_batch(store.core, ops[start : start + 2000], actor="service:bench")
     return store
 
 
@@ -123,11 +123,11 @@ def build_raw(store: Store, path: Path) -> sqlite3.Connection:
         "tokenize='porter unicode61 remove_diacritics 2')"
     )
     raw.execute("BEGIN")
-    for row in store.index.db.execute("SELECT rowid, body, description, path FROM search_fts"):
+    for row in store.core.index.db.execute("SELECT rowid, body, description, path FROM search_fts"):
         raw.execute("INSERT INTO t(rowid, body, description, path) VALUES(?,?,?,?)", row)
     raw.execute("COMMIT")
     raw.execute("INSERT INTO t(t) VALUES('optimize')")
-    store.index.purge_search()  # same shape (one segment) for both
+    store.core.index.purge_search()  # same shape (one segment) for both
     return raw
 
 
@@ -165,7 +165,7 @@ def bench_queries(
         got = [h.path for h in store.search(q, limit=10)]
         rowids = [r[0] for r in raw.execute(sql, (e,)).fetchall()]
         want = [
-            store.index.db.execute("SELECT path FROM search_docs WHERE docid=?", (r,)).fetchone()[0]
+            store.core.index.db.execute("SELECT path FROM search_docs WHERE docid=?", (r,)).fetchone()[0]
             for r in rowids
         ]
         assert got == want, (q, got, want)
@@ -215,10 +215,10 @@ def bench_writes(store: Store, corpus: Corpus, writes: int) -> dict[str, Any]:
                 with fts_upkeep_off():
                     without.append(timed_write(store, path, content, desc))
                 # Keep the FTS table in step with heads for the rest of the run.
-                head = store.index.head("main", path)
+                head = store.core.index.head("main", path)
                 assert head is not None
                 t0 = time.perf_counter()
-                with store.index._write() as db:  # the upkeep alone: what the FTS5 rows cost a write
+                with store.core.index._write() as db:  # the upkeep alone: what the FTS5 rows cost a write
                     search_mod.index_text(
                         db, "main", path, head.version_id, head.description, content.encode()
                     )
@@ -239,8 +239,8 @@ def bench_rebuild(store: Store, rounds: int = 2) -> dict[str, Any]:
     without: list[float] = []
     for _ in range(rounds):  # interleaved, best of each: the first rebuild also warms caches
         with fts_upkeep_off():
-            without.append(timed(store.index.rebuild))
-        with_fts.append(timed(store.index.rebuild))
+            without.append(timed(store.core.index.rebuild))
+        with_fts.append(timed(store.core.index.rebuild))
     t_with, t_without = min(with_fts), min(without)
     return {"with_fts_s": t_with, "without_fts_s": t_without, "ratio": t_with / t_without}
 
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             "memories": args.memories,
             "sqlite": sqlite3.sqlite_version,
             "build_s": build_s,
-            "index_file_mb": store.index.path.stat().st_size / 1e6,
+            "index_file_mb": store.core.index.path.stat().st_size / 1e6,
             "query": bench_queries(store, raw, corpus.queries(args.queries)),
             "write": bench_writes(store, corpus, args.writes),
             "rebuild": bench_rebuild(store),

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gitmem  # noqa: E402
 from bench.common import Spec, cached_store, memory_path  # noqa: E402
 from gitmem import sessions  # noqa: E402
-from gitmem.batch import BatchOp, apply_batch  # noqa: E402
+from gitmem.engine.batch import BatchOp, apply_batch  # noqa: E402
 
 
 def main() -> None:

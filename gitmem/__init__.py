@@ -26,28 +26,28 @@ from gitmem.errors import (
 )
 
 if TYPE_CHECKING:
-    from gitmem.memories import Memory, Prefix
-    from gitmem.redact import Redaction
-    from gitmem.search import SearchHit
+    from gitmem.audit.redact import Redaction
+    from gitmem.engine.memories import Memory, Prefix
+    from gitmem.engine.search import SearchHit
+    from gitmem.model.versions import RedactionInfo, Version
     from gitmem.store import Store, create_store, delete_store, list_stores, open_store
-    from gitmem.versions import RedactionInfo, Version
 
 __version__ = "0.1.0"
 
 # Imported on first use (PEP 562), so that `gitmem read` and the hook start without loading
 # the modules they do not need.
 _LAZY = {
-    "Memory": "gitmem.memories",
-    "Prefix": "gitmem.memories",
+    "Memory": "gitmem.engine.memories",
+    "Prefix": "gitmem.engine.memories",
     "Store": "gitmem.store",
     "create_store": "gitmem.store",
     "delete_store": "gitmem.store",
     "list_stores": "gitmem.store",
     "open_store": "gitmem.store",
-    "Redaction": "gitmem.redact",
-    "RedactionInfo": "gitmem.versions",
-    "SearchHit": "gitmem.search",
-    "Version": "gitmem.versions",
+    "Redaction": "gitmem.audit.redact",
+    "RedactionInfo": "gitmem.model.versions",
+    "SearchHit": "gitmem.engine.search",
+    "Version": "gitmem.model.versions",
 }
 
 

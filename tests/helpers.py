@@ -19,24 +19,24 @@ SHA_A = "a" * 64
 
 
 def tip_hex(store: Store, scope: str = "main") -> str | None:
-    tip = store.tip(scope)
+    tip = store.core.tip(scope)
     return str(tip) if tip is not None else None
 
 
 def object_count(store: Store) -> int:
     """Every object in the store's object database (loose and packed)."""
-    return len(list(store.repo.odb))
+    return len(list(store.core.repo.odb))
 
 
 def snapshot(store: Store) -> tuple[dict[str, str], int]:
     """All refs and the object count: equal snapshots mean nothing was written."""
-    refs = {name: str(store.repo.references[name].target) for name in store.repo.references}
+    refs = {name: str(store.core.repo.references[name].target) for name in store.core.repo.references}
     return refs, object_count(store)
 
 
 def commit_count(store: Store, scope: str = "main") -> int:
-    tip = store.tip(scope)
-    return 0 if tip is None else sum(1 for _ in store.walk(tip))
+    tip = store.core.tip(scope)
+    return 0 if tip is None else sum(1 for _ in store.core.walk(tip))
 
 
 def git(cwd: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -56,14 +56,14 @@ def plain_commit(
     when: int | None = None,
 ) -> pygit2.Oid:
     """Commit behind gitmem's back with plain pygit2: ``files`` maps tree paths to content (None: delete)."""
-    repo = store.repo
-    parent = store.tip(scope)
-    tree = store.tree_of(parent)
+    repo = store.core.repo
+    parent = store.core.tip(scope)
+    tree = store.core.tree_of(parent)
     for path, data in files.items():
         blob = repo.create_blob(data) if data is not None else None
-        oid = store.update_tree(tree, path.split("/"), blob)
+        oid = store.core.update_tree(tree, path.split("/"), blob)
         tree = repo[oid] if oid is not None else None  # type: ignore[assignment]
-    tree_oid = tree.id if tree is not None else store.empty_tree()
+    tree_oid = tree.id if tree is not None else store.core.empty_tree()
     sig = pygit2.Signature("Bob", email, int(time.time()) if when is None else when, 0)
     return repo.create_commit(
         f"refs/heads/{scope}", sig, sig, message, tree_oid, [parent] if parent is not None else []

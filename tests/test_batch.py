@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem.batch import BatchOp, apply_batch
 from gitmem.config import Limits
+from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import LimitExceededError, NotFoundError, PathConflictError, PreconditionFailedError
 from gitmem.store import Store
 from tests.helpers import commit_count, fast_workspace, snapshot, tip_hex
@@ -23,7 +23,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 def test_batch_makes_one_version_per_op_and_moves_branch_to_last(store: Store) -> None:
     store.write("/old", "x")
     result = apply_batch(
-        store,
+        store.core,
         [
             BatchOp("write", "/a", "1"),
             BatchOp("create", "/b", "2", description="bee"),
@@ -41,17 +41,17 @@ def test_batch_makes_one_version_per_op_and_moves_branch_to_last(store: Store) -
 
 
 def test_batch_versions_match_history(store: Store) -> None:
-    result = apply_batch(store, [BatchOp("write", "/a", "1"), BatchOp("write", "/a", "2")], session="s9")
+    result = apply_batch(store.core, [BatchOp("write", "/a", "1"), BatchOp("write", "/a", "2")], session="s9")
     assert [v.id for v in store.versions("/a")] == [v.id for v in reversed(result.versions)]
     assert [v.session for v in store.versions(session="s9")] == ["s9", "s9"]
 
 
 def test_batch_skips_no_ops(store: Store) -> None:
     store.write("/a", "same")
-    result = apply_batch(store, [BatchOp("write", "/a", "same"), BatchOp("write", "/b", "new")])
+    result = apply_batch(store.core, [BatchOp("write", "/a", "same"), BatchOp("write", "/b", "new")])
     assert [v.path for v in result.versions] == ["/b"]
     before = snapshot(store)
-    empty = apply_batch(store, [BatchOp("write", "/a", "same")])
+    empty = apply_batch(store.core, [BatchOp("write", "/a", "same")])
     assert empty.versions == [] and empty.commit == tip_hex(store)
     assert snapshot(store) == before
 
@@ -60,7 +60,7 @@ def test_refused_op_aborts_whole_batch_and_writes_no_ref(store: Store) -> None:
     store.write("/a", "x")
     before_tip = tip_hex(store)
     with pytest.raises(PathConflictError):
-        apply_batch(store, [BatchOp("write", "/b", "1"), BatchOp("create", "/a", "dup")])
+        apply_batch(store.core, [BatchOp("write", "/b", "1"), BatchOp("create", "/a", "dup")])
     assert tip_hex(store) == before_tip
     with pytest.raises(NotFoundError):
         store.read("/b")
@@ -69,7 +69,7 @@ def test_refused_op_aborts_whole_batch_and_writes_no_ref(store: Store) -> None:
 def test_skip_refused_reports_and_applies_the_rest(store: Store) -> None:
     store.write("/a", "x")
     result = apply_batch(
-        store,
+        store.core,
         [BatchOp("create", "/a", "dup"), BatchOp("write", "/b", "1"), BatchOp("write", "/c/../d", "bad")],
         skip_refused=True,
     )
@@ -82,7 +82,7 @@ def test_skip_refused_reports_and_applies_the_rest(store: Store) -> None:
 
 def test_later_ops_see_earlier_ones(store: Store) -> None:
     result = apply_batch(
-        store,
+        store.core,
         [BatchOp("create", "/a", "1"), BatchOp("rename", "/a", new_path="/b"), BatchOp("write", "/b", "2")],
     )
     assert len({v.memory_id for v in result.versions}) == 1
@@ -94,10 +94,10 @@ def test_batch_memory_limit_counts_ops_in_the_batch(workspace: Path) -> None:
     s.write("/a", "1")
     before = snapshot(s)
     with pytest.raises(LimitExceededError):
-        apply_batch(s, [BatchOp("write", "/b", "2"), BatchOp("write", "/c", "3")])
+        apply_batch(s.core, [BatchOp("write", "/b", "2"), BatchOp("write", "/c", "3")])
     assert snapshot(s)[0] == before[0]  # the ref did not move
     result = apply_batch(
-        s, [BatchOp("delete", "/a"), BatchOp("write", "/b", "2"), BatchOp("write", "/c", "3")]
+        s.core, [BatchOp("delete", "/a"), BatchOp("write", "/b", "2"), BatchOp("write", "/c", "3")]
     )
     assert len(result.versions) == 3
 
@@ -105,14 +105,14 @@ def test_batch_memory_limit_counts_ops_in_the_batch(workspace: Path) -> None:
 def test_batch_store_bytes_limit_counts_ops_in_the_batch(workspace: Path) -> None:
     s = gitmem.create_store("lim", limits=Limits(max_store_bytes=5), home=workspace)
     with pytest.raises(LimitExceededError):
-        apply_batch(s, [BatchOp("write", "/a", "123"), BatchOp("write", "/b", "456")])
-    assert s.tip("main") is None
+        apply_batch(s.core, [BatchOp("write", "/a", "123"), BatchOp("write", "/b", "456")])
+    assert s.core.tip("main") is None
 
 
 def test_batch_progress_callback_is_called(store: Store) -> None:
     seen: list[tuple[int, int]] = []
     apply_batch(
-        store,
+        store.core,
         [BatchOp("write", f"/m{i}", str(i)) for i in range(3)],
         progress=lambda n, t: seen.append((n, t)),
     )
@@ -122,7 +122,7 @@ def test_batch_progress_callback_is_called(store: Store) -> None:
 def test_batch_create_can_revive_a_memory_id(store: Store) -> None:
     v = store.write("/a", "1")
     store.delete("/a")
-    result = apply_batch(store, [BatchOp("create", "/a", "1", memory_id=v.memory_id)])  # type: ignore[union-attr]
+    result = apply_batch(store.core, [BatchOp("create", "/a", "1", memory_id=v.memory_id)])  # type: ignore[union-attr]
     assert result.versions[0].memory_id == v.memory_id  # type: ignore[union-attr]
     assert store.read("/a").memory_id == v.memory_id  # type: ignore[union-attr]
 
@@ -130,8 +130,8 @@ def test_batch_create_can_revive_a_memory_id(store: Store) -> None:
 def test_batch_write_with_if_sha256_of_missing_memory_conflicts(store: Store) -> None:
     # Regression: the batch created the memory, while Store.write refuses (nothing to match).
     with pytest.raises(PreconditionFailedError):
-        apply_batch(store, [BatchOp("write", "/a", "x", if_sha256="a" * 64)])
-    assert store.tip("main") is None
+        apply_batch(store.core, [BatchOp("write", "/a", "x", if_sha256="a" * 64)])
+    assert store.core.tip("main") is None
 
 
 def test_batch_if_sha256_mismatch_on_delete_and_rename(store: Store) -> None:
@@ -141,5 +141,5 @@ def test_batch_if_sha256_mismatch_on_delete_and_rename(store: Store) -> None:
         BatchOp("rename", "/a", new_path="/b", if_sha256="a" * 64),
     ):
         with pytest.raises(PreconditionFailedError):
-            apply_batch(store, [op])
+            apply_batch(store.core, [op])
     assert [m.path for m in store.list()] == ["/a"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem import batch
-from gitmem.batch import BatchOp, apply_batch
+from gitmem.engine import batch
+from gitmem.engine.batch import BatchOp, apply_batch
 
 
 def _ops() -> list[BatchOp]:
@@ -32,7 +32,7 @@ def _run(home: Path, minimum: int, monkeypatch: pytest.MonkeyPatch) -> tuple[git
     store = gitmem.create_store("s", home=home)
     store.write("/base/old.md", "o")
     store.write("/dir/x.md", "x")
-    return store, apply_batch(store, _ops(), skip_refused=True, session="sesn_1")
+    return store, apply_batch(store.core, _ops(), skip_refused=True, session="sesn_1")
 
 
 def test_fast_import_writes_the_same_trees_as_pygit2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,8 +40,8 @@ def test_fast_import_writes_the_same_trees_as_pygit2(tmp_path: Path, monkeypatch
     fast, fast_result = _run(tmp_path / "b", 1, monkeypatch)
     assert [str(r.error) for r in fast_result.refused] == [str(r.error) for r in slow_result.refused]
     assert len(fast_result.refused) == 2
-    slow_trees = [slow.commit(v.commit).tree.id for v in slow_result.versions]
-    fast_trees = [fast.commit(v.commit).tree.id for v in fast_result.versions]
+    slow_trees = [slow.core.commit(v.commit).tree.id for v in slow_result.versions]
+    fast_trees = [fast.core.commit(v.commit).tree.id for v in fast_result.versions]
     assert fast_trees == slow_trees and len(fast_trees) == 47
 
 
@@ -59,7 +59,7 @@ def test_fast_import_batch_moves_the_branch_once_and_indexes_like_git(
     recorded = {
         (v.id, v.memory_id, v.operation, v.path, v.previous_path) for v in store.versions(scope="main")
     }
-    store.index.rebuild()
+    store.core.index.rebuild()
     rebuilt = {
         (v.id, v.memory_id, v.operation, v.path, v.previous_path) for v in store.versions(scope="main")
     }

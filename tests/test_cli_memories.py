@@ -53,7 +53,7 @@ def test_write_content_arguments_are_checked(store: Store, tmp_path: Path) -> No
     f = tmp_path / "x"
     f.write_text("x")
     assert gm("write", "notes", "/a.md", "t", "--file", str(f)).exit_code == 2
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_write_same_content_creates_no_version(store: Store) -> None:
@@ -87,7 +87,7 @@ def test_write_json_shape_and_description(store: Store) -> None:
 def test_bad_paths_exit_2_and_write_nothing(store: Store, bad: str) -> None:
     r = gm("write", "notes", bad, "x")
     assert r.exit_code == 2 and r.stderr.startswith("Error: invalid path")
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_memory_size_limit_exit_5(store: Store) -> None:
@@ -101,7 +101,7 @@ def test_memory_size_limit_exit_5(store: Store) -> None:
 def test_non_text_content_refused(store: Store, data: bytes) -> None:
     r = gm("write", "notes", "/a.md", "-", input=data)
     assert r.exit_code == 2 and r.stderr.startswith("Error: ")
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_unknown_store_exit_3() -> None:

@@ -96,7 +96,7 @@ def test_archive_needs_yes(store: Store) -> None:
     r = gm("store", "archive", "notes")
     assert r.exit_code == 2
     assert r.stderr == "Error: archiving store 'notes' makes it read-only for good; pass --yes to confirm\n"
-    assert store.reload_settings().archived_at is None
+    assert store.core.reload_settings().archived_at is None
 
 
 def test_archived_store_refuses_writes_with_exit_6(store: Store) -> None:

@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner, Result
 
 from gitmem.cli.app import app
+from gitmem.model.versions import Version
 from gitmem.store import Store
-from gitmem.versions import Version
 
 
 def gm(*args: str) -> Result:
@@ -119,7 +119,7 @@ def test_reindex_rebuilds(store: Store) -> None:
     store.write("/a.md", "1")
     store.write("/a.md", "2")
     store.close()
-    for f in (store.gitmem_dir).glob("index.sqlite*"):
+    for f in (store.core.gitmem_dir).glob("index.sqlite*"):
         f.unlink()
     r = gm("reindex", "notes")
     assert r.exit_code == 0 and r.stdout == "indexed 2 versions\n"

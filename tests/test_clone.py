@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import gitmem
 from gitmem.cli.app import app
-from gitmem.clone import clone
 from gitmem.errors import ConflictError
+from gitmem.push.clone import clone
 from gitmem.store import Store
 
 runner = CliRunner()
@@ -36,7 +36,7 @@ def test_clone_fetches_scopes_ledger_and_a_read_only_settings_copy(seeded: Store
     assert result.scopes == ["main", "team"]
     assert "refs/gitmem/ledger" in result.gitmem_refs
     copy = tmp_path / "c" / ".git" / "gitmem" / "gitmem.yaml"
-    assert copy.read_bytes() == seeded.settings_path.read_bytes()
+    assert copy.read_bytes() == seeded.core.settings_path.read_bytes()
     assert not os.stat(copy).st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
     assert not (tmp_path / "c" / ".git" / "gitmem" / "denylist").exists()
     assert (tmp_path / "c" / ".git" / "gitmem" / "ledger_seen").exists()  # anchors the ledger it saw
@@ -74,7 +74,7 @@ def test_commit_in_a_clone_and_push_back(seeded: Store, tmp_path: Path) -> None:
 def test_fetch_after_a_redaction_names_the_rewritten_scope_and_the_resync(
     seeded: Store, tmp_path: Path
 ) -> None:
-    from gitmem.redact import redact
+    from gitmem.audit.redact import redact
 
     secret = seeded.write("/secret.md", "token: abc123", actor="user:alice")
     assert secret is not None
@@ -82,7 +82,7 @@ def test_fetch_after_a_redaction_names_the_rewritten_scope_and_the_resync(
     dest = tmp_path / "clone"
     clone(str(seeded.path), dest)
     old_head = git("rev-parse", "HEAD", cwd=dest).strip()
-    redact(seeded, secret.id, reason="leaked token")
+    redact(seeded.core, secret.id, reason="leaked token")
 
     result = CliRunner().invoke(app, ["fetch", str(dest)])
 

@@ -49,7 +49,7 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         assert len(store.versions("/shared")) == 1 + WORKERS * WRITES
         # the derived index written by racing processes agrees with a rebuild from git
         before = sorted((v.id, v.memory_id, v.path) for v in versions)
-        store.index.rebuild()
+        store.core.index.rebuild()
         assert sorted((v.id, v.memory_id, v.path) for v in store.versions()) == before
         fsck = git(path, "fsck", "--strict", "--no-dangling", check=False)
         assert fsck.returncode == 0, fsck.stderr
@@ -63,12 +63,12 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
 def test_a_held_ref_lock_is_a_lost_race_not_a_crash(store: Store) -> None:
     # Regression: libgit2 reports "failed to lock file" as OSError, which escaped the CAS.
     store.write("/a", "1")
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     assert tip is not None
-    new = store.create_commit(store.commit(tip).tree.id, [tip], "x\n", ("user:x", "user:x"))
+    new = store.core.create_commit(store.core.commit(tip).tree.id, [tip], "x\n", ("user:x", "user:x"))
     lock = store.path / "refs" / "heads" / "main.lock"
     lock.write_text("")
-    assert store.cas_ref("main", tip, new) is False
-    assert store.tip("main") == tip
+    assert store.core.cas_ref("main", tip, new) is False
+    assert store.core.tip("main") == tip
     lock.unlink()
     assert store.write("/b", "2") is not None

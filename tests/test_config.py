@@ -30,7 +30,7 @@ def test_create_store_writes_settings_outside_the_tree(store: Store, workspace: 
     s = load_settings(store.path / "gitmem.yaml")
     assert s.name == "notes" and s.description == "Test notes" and s.id.startswith("memstore_")
     assert s.limits == Limits() and s.retention == Retention() and s.archived_at is None
-    assert store.repo.is_bare
+    assert store.core.repo.is_bare
 
 
 def test_settings_round_trip(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_store_with_malformed_settings_refuses_writes_and_changes_nothing(
     store: Store, workspace: Path
 ) -> None:
     store.write("/a", "x")
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     store.close()
     settings = workspace / "stores" / "notes.git" / "gitmem.yaml"
     data = yaml.safe_load(settings.read_text())
@@ -100,17 +100,17 @@ def test_store_with_malformed_settings_refuses_writes_and_changes_nothing(
     s = gitmem.open_store("notes", home=workspace)
     with pytest.raises(ConfigError, match="limits.max_memory_bytes"):
         s.write("/b", "y")
-    assert s.tip("main") == tip
+    assert s.core.tip("main") == tip
     s.close()
 
 
 def test_update_settings_validates_before_saving(store: Store) -> None:
-    before = store.settings_path.read_text()
+    before = store.core.settings_path.read_text()
     with pytest.raises(ConfigError):
         store.update_settings(limits={"max_memories": 0})
-    assert store.settings_path.read_text() == before
+    assert store.core.settings_path.read_text() == before
     store.update_settings(description="new", limits=Limits(max_memories=7))
-    assert load_settings(store.settings_path).limits.max_memories == 7
+    assert load_settings(store.core.settings_path).limits.max_memories == 7
 
 
 def test_store_limits_are_read_from_settings(store: Store) -> None:

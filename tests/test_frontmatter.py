@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitmem.frontmatter import parse_description, set_description
+from gitmem.model.frontmatter import parse_description, set_description
 
 # Descriptions: any text without surrogates or characters YAML cannot carry in a JSON-style scalar.
 # Descriptions: any text without lone surrogates (those are refused before they get here).

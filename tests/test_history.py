@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.engine.history import diff
 from gitmem.errors import InvalidInputError, NotFoundError, PathConflictError
-from gitmem.history import diff
 from gitmem.store import Store
 from tests.helpers import fast_workspace, git, plain_commit
 
@@ -80,7 +80,7 @@ def test_author_is_actor_and_committer_is_gitmem(store: Store) -> None:
 
 def test_messages_never_contain_content_or_hashes(store: Store) -> None:
     v = store.write("/a", "top secret value")
-    message = store.commit(v.commit).message  # type: ignore[union-attr]
+    message = store.core.commit(v.commit).message  # type: ignore[union-attr]
     assert "secret" not in message and v.content_sha256 not in message  # type: ignore[union-attr]
 
 
@@ -99,7 +99,7 @@ def test_trailing_newline_in_session_or_actor_is_refused(store: Store, attributi
     # version lost its id and attribution when the index was rebuilt.
     with pytest.raises(InvalidInputError):
         store.write("/a", "x", **attribution)  # type: ignore[arg-type]
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_version_id_with_trailing_newline_is_invalid(store: Store) -> None:
@@ -215,22 +215,22 @@ def test_restore_a_deletion_is_refused(store: Store) -> None:
 def test_diff_against_previous_version(store: Store) -> None:
     store.write("/a", "one\ntwo\n")
     v2 = store.write("/a", "one\nthree\n")
-    assert diff(store, v2.id) == "--- a/a\n+++ b/a\n@@ -1,2 +1,2 @@\n one\n-two\n+three\n"  # type: ignore[union-attr]
+    assert diff(store.core, v2.id) == "--- a/a\n+++ b/a\n@@ -1,2 +1,2 @@\n one\n-two\n+three\n"  # type: ignore[union-attr]
 
 
 def test_diff_of_creation_and_deletion(store: Store) -> None:
     v1 = store.write("/a", "x\n")
     d = store.delete("/a")
-    assert diff(store, v1.id).startswith("--- /dev/null\n+++ b/a\n")  # type: ignore[union-attr]
-    assert diff(store, d.id).startswith("--- a/a\n+++ /dev/null\n")
-    assert "-x\n" in diff(store, d.id)
+    assert diff(store.core, v1.id).startswith("--- /dev/null\n+++ b/a\n")  # type: ignore[union-attr]
+    assert diff(store.core, d.id).startswith("--- a/a\n+++ /dev/null\n")
+    assert "-x\n" in diff(store.core, d.id)
 
 
 def test_diff_between_two_versions(store: Store) -> None:
     v1 = store.write("/a", "one")
     store.write("/a", "two")
     v3 = store.write("/a", "three")
-    out = diff(store, v1.id, v3.id)  # type: ignore[union-attr]
+    out = diff(store.core, v1.id, v3.id)  # type: ignore[union-attr]
     assert "-one\n\\ No newline at end of file\n+three\n\\ No newline at end of file\n" in out
 
 
@@ -238,11 +238,11 @@ def test_diff_lines_end_at_newline_only(store: Store) -> None:
     # Regression: splitlines() broke lines at U+2028 and marked them "No newline at end of file".
     store.write("/a", "x\u2028y\n")
     v2 = store.write("/a", "x\u2028z\n")
-    assert diff(store, v2.id) == "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\u2028y\n+x\u2028z\n"  # type: ignore[union-attr]
+    assert diff(store.core, v2.id) == "--- a/a\n+++ b/a\n@@ -1 +1 @@\n-x\u2028y\n+x\u2028z\n"  # type: ignore[union-attr]
 
 
 def test_diff_from_a_deletion_starts_at_dev_null(store: Store) -> None:
     store.write("/a", "x\n")
     d = store.delete("/a")
     v3 = store.write("/a", "y\n")
-    assert diff(store, d.id, v3.id) == "--- /dev/null\n+++ b/a\n@@ -0,0 +1 @@\n+y\n"  # type: ignore[union-attr]
+    assert diff(store.core, d.id, v3.id) == "--- /dev/null\n+++ b/a\n@@ -0,0 +1 @@\n+y\n"  # type: ignore[union-attr]

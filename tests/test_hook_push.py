@@ -56,7 +56,7 @@ def test_push_over_file_url_lands_and_bad_pushes_change_nothing(seeded: Store, t
     (work / "b.md").write_text("beta")
     good = commit_all(work)
     git("push", "-q", "origin", "main", cwd=work)
-    assert seeded.tip("main") == pygit2.Oid(hex=good)
+    assert seeded.core.tip("main") == pygit2.Oid(hex=good)
     pushed = {(v.path, v.operation, v.actor) for v in seeded.versions(scope="main") if v.commit == good}
     assert pushed == {
         ("/a.md", "modified", "git:tester@example.com"),
@@ -104,7 +104,7 @@ def test_push_option_actor_and_acl(seeded: Store, tmp_path: Path) -> None:
         "remote: gitmem: refs/heads/main: an unidentified pusher may not write scope 'main' (acl.write['main'])"
     )
     git("push", "-q", "-o", "actor=user:alice", "origin", "main", cwd=work)
-    record = json.loads((seeded.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
+    record = json.loads((seeded.core.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
     assert (record["new"], record["actor"], record["push_options"]) == (
         new,
         "user:alice",
@@ -113,7 +113,7 @@ def test_push_option_actor_and_acl(seeded: Store, tmp_path: Path) -> None:
 
 
 def test_a_foreign_hook_kept_as_legacy_still_runs(seeded: Store, tmp_path: Path) -> None:
-    from gitmem.hookinstall import install_hooks
+    from gitmem.push.hookinstall import install_hooks
 
     marker = tmp_path / "legacy-ran"
     hook = seeded.path / "hooks" / "pre-receive"
@@ -126,7 +126,7 @@ def test_a_foreign_hook_kept_as_legacy_still_runs(seeded: Store, tmp_path: Path)
     new = commit_all(work)
     proc = git("push", "origin", "main", cwd=work, check=False)
     assert proc.returncode != 0 and "remote: legacy says no" in proc.stderr
-    assert marker.read_text().split() == [str(seeded.tip("main")), new, "refs/heads/main"]
+    assert marker.read_text().split() == [str(seeded.core.tip("main")), new, "refs/heads/main"]
 
 
 def _free_port() -> int:
@@ -173,7 +173,7 @@ def test_push_over_git_daemon(seeded: Store, daemon: str, tmp_path: Path) -> Non
     good = commit_all(work)
     git("push", "-q", "origin", "main", cwd=work)
     assert seeded.read("/notes/todo.md").content == "buy milk"
-    assert seeded.tip("main") == pygit2.Oid(hex=good)
+    assert seeded.core.tip("main") == pygit2.Oid(hex=good)
 
     before = snapshot(seeded)
     (work / "big.md").write_text("x" * 65)
@@ -188,7 +188,7 @@ def test_push_over_git_daemon(seeded: Store, daemon: str, tmp_path: Path) -> Non
 
 
 def test_a_stale_clone_cannot_push_redacted_history_back(seeded: Store, tmp_path: Path) -> None:
-    from gitmem.redact import redact
+    from gitmem.audit.redact import redact
 
     secret = seeded.write("/a.md", "password: hunter2", actor="user:alice")
     assert secret is not None
@@ -197,7 +197,7 @@ def test_a_stale_clone_cannot_push_redacted_history_back(seeded: Store, tmp_path
     git("clone", "-q", str(seeded.path), str(work))
     stale = git("rev-parse", "HEAD~1", "HEAD", cwd=work).stdout.split()
     blob = git("rev-parse", "HEAD~1:a.md", cwd=work).stdout.strip()
-    redact(seeded, secret.id, reason="leaked password")
+    redact(seeded.core, secret.id, reason="leaked password")
     before = snapshot(seeded)
     proc = git("push", "--force", "origin", "main", cwd=work, check=False)
     lines = remote_lines(proc.stderr)

@@ -12,8 +12,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from gitmem import config, hook, hookinstall, ledger, pushcheck
+from gitmem import config
+from gitmem.engine import ledger
 from gitmem.errors import ConflictError, InvalidInputError
+from gitmem.push import hook, hookinstall, pushcheck
 from gitmem.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,12 +45,12 @@ def commit(
 
 
 def tip(store: Store, scope: str = "main") -> str:
-    t = store.tip(scope)
+    t = store.core.tip(scope)
     return str(t) if t is not None else Z
 
 
 def check(store: Store, text: str, **env: str) -> list[str]:
-    return hook.pre_receive(store.repo, text, env, now=NOW)
+    return hook.pre_receive(store.core.repo, text, env, now=NOW)
 
 
 @pytest.fixture
@@ -70,13 +72,13 @@ def test_parse_updates_reads_lines_and_refuses_garbage() -> None:
 
 
 def test_plain_git_commit_is_accepted(seeded: Store) -> None:
-    new = commit(seeded.repo, seeded.tip("main"), {"a.md": b"alpha 2", "notes/b.md": b"beta"})
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"a.md": b"alpha 2", "notes/b.md": b"beta"})
     assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n") == []
 
 
 def test_ref_rules_report_every_bad_ref(seeded: Store) -> None:
     old = tip(seeded)
-    other = commit(seeded.repo, None, {"x.md": b"x"})
+    other = commit(seeded.core.repo, None, {"x.md": b"x"})
     lines = check(
         seeded,
         f"{Z} {old} refs/tags/v1\n{Z} {old} refs/gitmem/ledger\n{old} {Z} refs/heads/main\n"
@@ -95,8 +97,8 @@ def test_ref_rules_report_every_bad_ref(seeded: Store) -> None:
 
 def test_blob_added_and_removed_in_one_push_is_still_refused(seeded: Store) -> None:
     seeded.update_settings(limits=config.Limits(max_memory_bytes=10))
-    c1 = commit(seeded.repo, seeded.tip("main"), {"big.md": b"x" * 11})
-    c2 = commit(seeded.repo, pygit2.Oid(hex=c1), {"big.md": None})
+    c1 = commit(seeded.core.repo, seeded.core.tip("main"), {"big.md": b"x" * 11})
+    c2 = commit(seeded.core.repo, pygit2.Oid(hex=c1), {"big.md": None})
     lines = check(seeded, f"{tip(seeded)} {c2} refs/heads/main\n")
     assert lines == [
         f"gitmem: refs/heads/main {c1[:12]}: /big.md is 11 bytes; the limit is 10 bytes per memory",
@@ -106,8 +108,8 @@ def test_blob_added_and_removed_in_one_push_is_still_refused(seeded: Store) -> N
 
 def test_content_path_and_mode_rules(seeded: Store) -> None:
     new = commit(
-        seeded.repo,
-        seeded.tip("main"),
+        seeded.core.repo,
+        seeded.core.tip("main"),
         {
             "nul.md": b"a\0b",
             "latin1.md": b"caf\xe9",
@@ -134,18 +136,20 @@ def test_count_and_store_bytes_after_the_push(seeded: Store) -> None:
     seeded.write("/b.md", "beta", scope="team", actor="user:bob")
     seeded.update_settings(limits=config.Limits(max_memories=2, max_store_bytes=20))
     # main holds 1 memory (5 bytes), team 1 (4 bytes): +2 memories and +12 bytes breaks both limits.
-    new = commit(seeded.repo, seeded.tip("main"), {"c.md": b"123456", "d.md": b"123456"})
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"c.md": b"123456", "d.md": b"123456"})
     lines = check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")
     assert lines[:2] == [
         f"gitmem: refs/heads/main {new[:12]}: scope 'main' would hold 3 memories; the limit is 2",
         "gitmem: refs/heads/main: the store would hold 21 bytes of memories; the limit is 20",
     ]
-    smaller = commit(seeded.repo, seeded.tip("main"), {"a.md": None, "c.md": b"123456", "d.md": b"1"})
+    smaller = commit(
+        seeded.core.repo, seeded.core.tip("main"), {"a.md": None, "c.md": b"123456", "d.md": b"1"}
+    )
     assert check(seeded, f"{tip(seeded)} {smaller} refs/heads/main\n") == []
 
 
 def test_future_dates_and_missing_trailers(seeded: Store) -> None:
-    new = commit(seeded.repo, seeded.tip("main"), {"f.md": b"future"}, when=NOW + 3600)
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"f.md": b"future"}, when=NOW + 3600)
     assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")[:2] == [
         f"gitmem: refs/heads/main {new[:12]}: author date is 3600 seconds in the future; "
         "at most 600 seconds of clock skew allowed",
@@ -153,7 +157,7 @@ def test_future_dates_and_missing_trailers(seeded: Store) -> None:
         "at most 600 seconds of clock skew allowed",
     ]
     seeded.update_settings(require_trailers=True)
-    plain = commit(seeded.repo, seeded.tip("main"), {"p.md": b"plain"})
+    plain = commit(seeded.core.repo, seeded.core.tip("main"), {"p.md": b"plain"})
     assert check(seeded, f"{tip(seeded)} {plain} refs/heads/main\n")[0] == (
         f"gitmem: refs/heads/main {plain[:12]}: missing or bad gitmem trailers: "
         "Gitmem-Version is missing or not a memver_ id"
@@ -168,9 +172,9 @@ def test_library_commits_pass_require_trailers(seeded: Store) -> None:
 
 
 def test_denylisted_blob_and_commit_are_refused(seeded: Store) -> None:
-    c1 = commit(seeded.repo, seeded.tip("main"), {"s.md": b"secret"})
-    blob = str(seeded.repo[c1].peel(pygit2.Commit).tree["s.md"].id)
-    (seeded.gitmem_dir / "denylist").write_text(f"# redaction red_1\n{blob}\n{c1}  # retired\n")
+    c1 = commit(seeded.core.repo, seeded.core.tip("main"), {"s.md": b"secret"})
+    blob = str(seeded.core.repo[c1].peel(pygit2.Commit).tree["s.md"].id)
+    (seeded.core.gitmem_dir / "denylist").write_text(f"# redaction red_1\n{blob}\n{c1}  # retired\n")
     lines = check(seeded, f"{tip(seeded)} {c1} refs/heads/main\n")
     assert lines == [
         f"gitmem: refs/heads/main {c1[:12]}: commit {c1} was retired by a redaction or compaction; fetch again",
@@ -180,7 +184,7 @@ def test_denylisted_blob_and_commit_are_refused(seeded: Store) -> None:
 
 
 def test_archived_store_and_acl(seeded: Store) -> None:
-    new = commit(seeded.repo, seeded.tip("main"), {"n.md": b"n"})
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"n.md": b"n"})
     text = f"{tip(seeded)} {new} refs/heads/main\n"
     seeded.update_settings(acl={"write": {"main": ["user:alice"]}, "trust_push_actor": True})
     assert check(seeded, text, REMOTE_USER="alice") == []
@@ -199,15 +203,15 @@ def test_archived_store_and_acl(seeded: Store) -> None:
 
 def test_post_receive_indexes_plain_commits_and_logs_the_push(seeded: Store) -> None:
     old = tip(seeded)
-    new = commit(seeded.repo, seeded.tip("main"), {"a.md": b"alpha 2", "b.md": b"beta"})
-    seeded.repo.references["refs/heads/main"].set_target(new)
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"a.md": b"alpha 2", "b.md": b"beta"})
+    seeded.core.repo.references["refs/heads/main"].set_target(new)
     env = {"GITMEM_ACTOR": "user:alice", "GIT_PUSH_OPTION_COUNT": "1", "GIT_PUSH_OPTION_0": "ci=1"}
-    assert hook.post_receive(seeded.repo, f"{old} {new} refs/heads/main\n", env) == []
-    rows = seeded.index.db.execute(
+    assert hook.post_receive(seeded.core.repo, f"{old} {new} refs/heads/main\n", env) == []
+    rows = seeded.core.index.db.execute(
         "SELECT path, operation, actor FROM versions WHERE commit_id=? ORDER BY path", (new,)
     ).fetchall()
     assert rows == [("/a.md", "modified", "git:dev@example.com"), ("/b.md", "created", "git:dev@example.com")]
-    record = json.loads((seeded.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
+    record = json.loads((seeded.core.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
     assert {k: record[k] for k in ("ref", "old", "new", "actor", "push_options")} == {
         "ref": "refs/heads/main",
         "old": old,
@@ -215,7 +219,7 @@ def test_post_receive_indexes_plain_commits_and_logs_the_push(seeded: Store) -> 
         "actor": "user:alice",
         "push_options": ["ci=1"],
     }
-    entry = ledger.entries(seeded, kind="push")[-1]
+    entry = ledger.entries(seeded.core, kind="push")[-1]
     assert entry.actor == "user:alice" and entry.data["push_options"] == ["ci"]
     assert new not in json.dumps(entry.data)  # the public ledger holds keyed digests of commit ids
 
@@ -223,12 +227,12 @@ def test_post_receive_indexes_plain_commits_and_logs_the_push(seeded: Store) -> 
 def test_shims_match_package_data_and_record_the_interpreter(store: Store) -> None:
     for name in hookinstall.HOOK_NAMES:
         shipped = (ROOT / "hooks" / name).read_bytes()
-        assert shipped == (ROOT / "gitmem" / "hooks" / name).read_bytes()
+        assert shipped == (ROOT / "gitmem" / "push" / "hooks" / name).read_bytes()
         installed = (store.path / "hooks" / name).read_text()
         assert hookinstall.MARKER in installed
         assert f"GITMEM_PYTHON={sys.executable} # gitmem:python" in installed
         assert os.stat(store.path / "hooks" / name).st_mode & stat.S_IXUSR
-    cfg = store.repo.config
+    cfg = store.core.repo.config
     for key in hookinstall.RECEIVE_CONFIG:
         assert cfg.get_bool(key) is True
 
@@ -248,22 +252,22 @@ def test_install_is_idempotent_and_keeps_a_foreign_hook(store: Store) -> None:
 
 
 def test_hook_reads_settings_through_a_cache_that_follows_the_file(seeded: Store) -> None:
-    from gitmem.index import INDEX_FILE
+    from gitmem.engine.index import INDEX_FILE
 
     assert hook.INDEX_FILE == INDEX_FILE
-    new = commit(seeded.repo, seeded.tip("main"), {"n.md": b"n"})
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"n.md": b"n"})
     text = f"{tip(seeded)} {new} refs/heads/main\n"
     assert check(seeded, text) == []
-    assert (seeded.gitmem_dir / hook.SETTINGS_CACHE).exists()
+    assert (seeded.core.gitmem_dir / hook.SETTINGS_CACHE).exists()
     seeded.update_settings(archived_at="2026-01-01T00:00:00Z")
     assert "archived" in check(seeded, text)[0]
 
 
 def test_stale_index_is_caught_up_before_counting(seeded: Store) -> None:
     seeded.update_settings(limits=config.Limits(max_memories=2))
-    plain = commit(seeded.repo, seeded.tip("main"), {"b.md": b"b"})
-    seeded.repo.references["refs/heads/main"].set_target(plain)  # moved behind the index's back
-    new = commit(seeded.repo, pygit2.Oid(hex=plain), {"c.md": b"c"})
+    plain = commit(seeded.core.repo, seeded.core.tip("main"), {"b.md": b"b"})
+    seeded.core.repo.references["refs/heads/main"].set_target(plain)  # moved behind the index's back
+    new = commit(seeded.core.repo, pygit2.Oid(hex=plain), {"c.md": b"c"})
     assert check(seeded, f"{plain} {new} refs/heads/main\n")[0] == (
         f"gitmem: refs/heads/main {new[:12]}: scope 'main' would hold 3 memories; the limit is 2"
     )
@@ -275,11 +279,15 @@ def test_a_file_and_a_directory_at_one_path_is_refused(seeded: Store) -> None:
         run = subprocess.run(["git", "mktree"], cwd=seeded.path, input=lines, capture_output=True, text=True)
         return run.stdout.strip()
 
-    blob = str(seeded.repo.create_blob(b"x"))
+    blob = str(seeded.core.repo.create_blob(b"x"))
     sub = mktree(f"100644 blob {blob}\tx\n")
     tree = mktree(f"100644 blob {blob}\ta\n040000 tree {sub}\ta\n100644 blob {blob}\tm.md\n")
     sig = pygit2.Signature("Dev", "dev@example.com", NOW, 0)
-    new = str(seeded.repo.create_commit(None, sig, sig, "dup\n", pygit2.Oid(hex=tree), [seeded.tip("main")]))
+    new = str(
+        seeded.core.repo.create_commit(
+            None, sig, sig, "dup\n", pygit2.Oid(hex=tree), [seeded.core.tip("main")]
+        )
+    )
     assert check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")[0] == (
         f"gitmem: refs/heads/main {new[:12]}: /a is both a file and a directory"
     )
@@ -289,7 +297,7 @@ def test_hooks_install_cli(store: Store, workspace: Path, tmp_path: Path) -> Non
     from typer.testing import CliRunner
 
     from gitmem.cli.app import app
-    from gitmem.clone import clone
+    from gitmem.push.clone import clone
 
     runner = CliRunner()
     (store.path / "hooks" / "pre-receive").unlink()

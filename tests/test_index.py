@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem.index import INDEX_FILE
+from gitmem.engine.index import INDEX_FILE
 from gitmem.store import Store
 from tests.helpers import fast_workspace, git, plain_commit, version_keys
 
@@ -42,7 +42,7 @@ def _reopen(store: Store, workspace: Path) -> Store:
 def test_deleted_index_is_rebuilt_with_same_answers(store: Store, workspace: Path) -> None:
     _populate(store)
     expected = _answers(store)
-    index_file = store.gitmem_dir / INDEX_FILE
+    index_file = store.core.gitmem_dir / INDEX_FILE
     store = _reopen(store, workspace)
     for suffix in ("", "-wal", "-shm"):
         Path(str(index_file) + suffix).unlink(missing_ok=True)
@@ -54,7 +54,7 @@ def test_deleted_index_is_rebuilt_with_same_answers(store: Store, workspace: Pat
 def test_corrupt_index_is_rebuilt_with_same_answers(store: Store, workspace: Path) -> None:
     _populate(store)
     expected = _answers(store)
-    index_file = store.gitmem_dir / INDEX_FILE
+    index_file = store.core.gitmem_dir / INDEX_FILE
     store = _reopen(store, workspace)
     for suffix in ("-wal", "-shm"):
         Path(str(index_file) + suffix).unlink(missing_ok=True)
@@ -91,7 +91,7 @@ def test_rebuild_gives_the_same_versions_as_incremental_indexing(store: Store) -
     per_scope = {s: version_keys(store.versions(scope=s)) for s in ("main", "team")}
     everything = sorted(version_keys(store.versions()))
     heads = [(m.path, m.memory_id) for m in store.list()]
-    n = store.index.rebuild()
+    n = store.core.index.rebuild()
     assert n == len(everything) == 10
     assert sorted(version_keys(store.versions())) == everything
     assert {s: version_keys(store.versions(scope=s)) for s in ("main", "team")} == per_scope
@@ -149,12 +149,12 @@ def test_index_ahead_of_a_stale_tip_is_not_rebuilt(store: Store, workspace: Path
     # Regression: a writer that read the tip just before a racing writer recorded a newer commit
     # dropped and re-derived the whole scope (a full history walk per lost race).
     store.write("/a", "1")
-    stale = store.tip("main")
+    stale = store.core.tip("main")
     store.write("/b", "2")
-    seqs = store.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall()
+    seqs = store.core.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall()
     other = gitmem.open_store("notes", home=workspace)
-    other.index.ensure("main", stale, known_tip=True)
-    assert other.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall() == seqs
+    other.core.index.ensure("main", stale, known_tip=True)
+    assert other.core.index.db.execute("SELECT seq FROM versions ORDER BY seq").fetchall() == seqs
     assert [m.path for m in other.list()] == ["/a", "/b"]
     other.close()
 
@@ -165,12 +165,12 @@ def test_submodule_entry_committed_behind_gitmems_back_is_ignored(store: Store) 
     import pygit2
 
     store.write("/a", "x")
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     assert tip is not None
-    tb = store.repo.TreeBuilder(store.commit(tip).tree)
+    tb = store.core.repo.TreeBuilder(store.core.commit(tip).tree)
     tb.insert("sub", pygit2.Oid(hex="1" * 40), pygit2.enums.FileMode.COMMIT)
     sig = pygit2.Signature("B", "b@example.com", 1_700_000_000, 0)
-    store.repo.create_commit("refs/heads/main", sig, sig, "add a submodule\n", tb.write(), [tip])
+    store.core.repo.create_commit("refs/heads/main", sig, sig, "add a submodule\n", tb.write(), [tip])
     assert [m.path for m in store.list()] == ["/a"]
     assert store.write("/b", "y") is not None
     assert len(store.versions()) == 2
@@ -184,14 +184,14 @@ def test_non_utf8_file_name_committed_with_git_is_ignored(store: Store) -> None:
     import pygit2
 
     store.write("/a", "x")
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     assert tip is not None
-    a = store.commit(tip).tree["a"].id
-    blob = store.repo.create_blob(b"z")
+    a = store.core.commit(tip).tree["a"].id
+    blob = store.core.repo.create_blob(b"z")
     listing = f"100644 blob {a}\ta\n".encode() + f"100644 blob {blob}\t".encode() + b"caf\xe9\n"
     tree = subprocess.run(["git", "mktree"], input=listing, cwd=store.path, capture_output=True, check=True)
     sig = pygit2.Signature("B", "b@example.com", 1_700_000_000, 0)
-    store.repo.create_commit(
+    store.core.repo.create_commit(
         "refs/heads/main", sig, sig, "latin-1 name\n", pygit2.Oid(hex=tree.stdout.decode().strip()), [tip]
     )
     assert [m.path for m in store.list()] == ["/a"]
@@ -224,12 +224,12 @@ def test_index_locked_by_another_process_is_not_deleted(store: Store) -> None:
     from gitmem.errors import ConflictError
 
     store.write("/a", "x")
-    path = store.gitmem_dir / INDEX_FILE
+    path = store.core.gitmem_dir / INDEX_FILE
     inode = path.stat().st_ino
     holder = sqlite3.connect(str(path), isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     plain_commit(store, {"b": b"behind its back"})
-    store.index.db.execute("PRAGMA busy_timeout=20")
+    store.core.index.db.execute("PRAGMA busy_timeout=20")
     with pytest.raises(ConflictError, match="busy"):
         store.list()
     assert path.stat().st_ino == inode
@@ -260,7 +260,7 @@ def test_merge_pushed_with_git_counts_each_change_once(store: Store, tmp_path: P
     assert [(v.operation, v.path) for v in store.versions("/c")] == [("created", "/c")]
     assert [(v.operation, v.memory_id) for v in store.versions(operation="deleted")] == [("deleted", b_id)]
     assert [m.path for m in store.list()] == ["/a", "/c"]
-    assert store.index.rebuild() == 5
+    assert store.core.index.rebuild() == 5
 
 
 def _clone(store: Store, tmp_path: Path) -> Path:
@@ -288,7 +288,7 @@ def test_merge_resolving_a_conflict_leaves_the_heads_of_its_tree(store: Store, t
     assert [m.path for m in store.list()] == _tree_paths(store) == ["/b"]
     m = store.read("/b")
     assert (m.content, store.version(m.version_id).content_sha256) == ("kept\n", m.content_sha256)
-    store.index.rebuild()
+    store.core.index.rebuild()
     assert [m.path for m in store.list()] == ["/b"]
 
 
@@ -308,5 +308,5 @@ def test_pull_merge_pushed_over_agent_writes_keeps_every_version_once(store: Sto
     assert [m.path for m in store.list()] == _tree_paths(store) == ["/a", "/agent", "/mine"]
     assert store.read("/agent").memory_id == agent.memory_id  # type: ignore[union-attr]
     keys = sorted(version_keys(versions))
-    store.index.rebuild()
+    store.core.index.rebuild()
     assert sorted(version_keys(store.versions())) == keys

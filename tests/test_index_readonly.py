@@ -24,5 +24,5 @@ def test_reads_work_when_the_index_file_cannot_be_kept(store: Store, workspace: 
         assert [v.operation for v in reader.versions("/notes/a.md")] == ["modified", "created"]
         assert [m.path for m in reader.list(scope="team")] == ["/b.md"]
         assert [h.path for h in reader.search("green")] == ["/notes/a.md"]
-        assert reader.index.in_memory
+        assert reader.core.index.in_memory
     assert (path / "gitmem").is_file()  # nothing was written where it could not be

@@ -230,9 +230,9 @@ def test_directory_delete_is_one_atomic_ref_move(store: Store) -> None:
     tool = GitmemMemoryTool(store)
     for name in ("a", "b", "c"):
         call(tool, create(f"/memories/d/{name}.md", name))
-    before = store.tip("main")
+    before = store.core.tip("main")
     assert call(tool, delete("/memories/d")) == ("ok", "Successfully deleted /memories/d")
-    commit = store.commit(store.tip("main"))
+    commit = store.core.commit(store.core.tip("main"))
     for _ in range(3):  # three deletion commits chained on the old tip, published by one ref update
         assert "Gitmem-Operation: deleted" in commit.message
         commit = commit.parents[0]
@@ -262,7 +262,7 @@ def test_traversal_and_outside_paths_are_refused(store: Store, path: str) -> Non
     for command in (create(path, "x"), v(path), delete(path), rename("/memories/ok.md", path)):
         kind, text = call(tool, command)
         assert kind == "error", (command, text)
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_scope_isolation(store: Store) -> None:
@@ -280,7 +280,7 @@ def test_limits_and_rules_become_tool_errors(store: Store) -> None:
     assert kind == "error" and text.startswith("Error: ") and "10" in text
     kind, text = call(tool, create("/memories/.gitmem/x", "x"))
     assert kind == "error" and text.startswith("Invalid path /memories/.gitmem/x: ")
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_async_variant_matches_the_async_reference(store: Store, tmp_path: Path) -> None:

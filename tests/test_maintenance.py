@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gitmem.cli.app import app
+from gitmem.engine.core import StoreCore
 from gitmem.store import Store
 
 
@@ -24,7 +25,7 @@ def _packs(store: Store) -> int:
 def test_maintain_packs_loose_objects_and_keeps_unreachable_ones(store: Store) -> None:
     for i in range(5):
         store.write(f"/m{i}.md", f"memory {i}")
-    pending = store.repo.create_blob(b"a concurrent writer's object, not yet referenced")
+    pending = store.core.repo.create_blob(b"a concurrent writer's object, not yet referenced")
     assert _loose(store) > 5 and _packs(store) == 0
     assert CliRunner().invoke(app, ["maintain", "notes"]).exit_code == 0
     assert _packs(store) == 1 and _loose(store) == 0
@@ -35,7 +36,7 @@ def test_maintain_packs_loose_objects_and_keeps_unreachable_ones(store: Store) -
 
 
 def test_a_write_repacks_when_loose_objects_pile_up(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Store, "LOOSE_SAMPLE_LIMIT", 0)  # one loose object in objects/17 is "many"
+    monkeypatch.setattr(StoreCore, "LOOSE_SAMPLE_LIMIT", 0)  # one loose object in objects/17 is "many"
     for i in range(400):  # each write adds ~5 objects: one lands in objects/17 within a few dozen
         store.write("/a.md", f"version {i}")
         if _packs(store):

@@ -387,11 +387,11 @@ def test_description_with_lone_surrogate_is_invalid_input(store: Store) -> None:
     # Regression: it raised UnicodeEncodeError (not a gitmem error) after validation.
     with pytest.raises(InvalidInputError):
         store.write("/a.md", "x", description="bad \ud800")
-    assert store.tip("main") is None
+    assert store.core.tip("main") is None
 
 
 def test_memory_with_unconstructible_front_matter_is_stored(store: Store) -> None:
     content = "---\ndate: 2024-02-30\ndescription: d\n---\nbody\n"
     assert store.write("/a.md", content) is not None
     assert store.read("/a.md").description is None
-    assert store.index.rebuild() == 1
+    assert store.core.index.rebuild() == 1

@@ -16,9 +16,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 import gitmem
 from gitmem import Memory
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError, PathConflictError
-from gitmem.frontmatter import parse_description, set_description
+from gitmem.model.frontmatter import parse_description, set_description
+from gitmem.model.versions import Version
 from gitmem.store import Store
-from gitmem.versions import Version
 
 # tmpfs when there is one: the library fsyncs every write, and this test makes hundreds.
 FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None

@@ -9,7 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from gitmem.errors import InvalidInputError
-from gitmem.paths import (
+from gitmem.model.paths import (
     validate_path,
     validate_prefix,
     validate_scope,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem import policy
 from gitmem.config import Limits, now_rfc3339
 from gitmem.errors import ForbiddenError, InvalidInputError, LimitExceededError
+from gitmem.model import policy
 from gitmem.store import Store
 from tests.helpers import fast_workspace, snapshot
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitmem.batch import BatchOp, apply_batch
+from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ForbiddenError
 from gitmem.store import Store
 
@@ -25,5 +25,5 @@ def test_acl_refuses_other_actors_and_writes_nothing(guarded: Store) -> None:
     with pytest.raises(ForbiddenError, match="user:bob may not write scope 'team'"):
         guarded.write("/plan.md", "sneaky", scope="team", actor="user:bob")
     with pytest.raises(ForbiddenError):
-        apply_batch(guarded, [BatchOp("write", "/a.md", "a")], scope="team", actor="user:bob")
-    assert guarded.tip("team") is None
+        apply_batch(guarded.core, [BatchOp("write", "/a.md", "a")], scope="team", actor="user:bob")
+    assert guarded.core.tip("team") is None

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem import ledger
-from gitmem.verify import verify
+from gitmem.audit.verify import verify
+from gitmem.engine import ledger
+from gitmem.engine.core import open_core
 from tests.helpers import git
 
 SECRET = "crash-secret-42"
@@ -21,9 +22,9 @@ AFTER = ["ref", "denylist", "ledger", "index", "purged"]
 
 SCRIPT = """
 import sys, gitmem
-from gitmem.redact import redact
+from gitmem.audit.redact import redact
 store = gitmem.open_store(sys.argv[1])
-redact(store, sys.argv[2], reason="crash test", actor="user:admin")
+redact(store.core, sys.argv[2], reason="crash test", actor="user:admin")
 """
 
 
@@ -46,10 +47,10 @@ def _killed_redaction(workspace: Path, step: str) -> tuple[Path, str, str]:
 def test_kill_at_each_step_then_verify(workspace: Path, step: str) -> None:
     path, vid, old_commit = _killed_redaction(workspace, step)
     with gitmem.open_store(str(path)) as store:  # opening finishes or rolls back
-        assert not (store.gitmem_dir / "journal.json").exists()
-        report = verify(store)
+        assert not (store.core.gitmem_dir / "journal.json").exists()
+        report = verify(store.core)
         assert report.ok
-        redactions = ledger.entries(store, kind="redaction")
+        redactions = ledger.entries(store.core, kind="redaction")
         log = git(path, "log", "-p", "--all").stdout
         if step in BEFORE:
             assert redactions == []
@@ -66,10 +67,10 @@ def test_kill_at_each_step_then_verify(workspace: Path, step: str) -> None:
 
 def test_verify_alone_completes_an_interrupted_redaction(workspace: Path) -> None:
     path, vid, _ = _killed_redaction(workspace, "ref")
-    store = gitmem.store.Store(gitmem.store._open_repo(path), path)  # no recovery on this open
+    store = gitmem.store.Store(open_core(str(path)))  # no recovery on this open
     try:
-        assert (store.gitmem_dir / "journal.json").exists()
-        assert verify(store).recovered == "completed"
+        assert (store.core.gitmem_dir / "journal.json").exists()
+        assert verify(store.core).recovered == "completed"
         assert store.version(vid).redaction is not None
     finally:
         store.close()

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gitmem
-from gitmem import redact
+from gitmem.audit import redact
 from gitmem.errors import ForbiddenError, NotFoundError
 
 CONTENTS = ["alpha\n", "beta\n", "secret-1\n", "secret-2\n", "gamma\n"]
@@ -39,7 +39,11 @@ def test_writes_and_redactions_keep_everything_else(
         meta = {}
         for op, arg, text in program:
             if op == "write":
-                v = store.write(str(arg), text, actor="user:p")
+                try:
+                    v = store.write(str(arg), text, actor="user:p")
+                except ForbiddenError:
+                    assert text in {content[r] for r in redacted}  # redacted content is never written back
+                    continue
                 if v is not None:
                     content[v.id] = text
                     meta[v.id] = (v.memory_id, v.path, v.operation, v.actor, v.created_at)
@@ -49,7 +53,7 @@ def test_writes_and_redactions_keep_everything_else(
                 continue
             target = candidates[int(arg) % len(candidates)]  # type: ignore[call-overload]
             try:
-                r = redact.redact(store, target, reason="prop")
+                r = redact.redact(store.core, target, reason="prop")
             except ForbiddenError:
                 continue  # it was (or a copy was) a head: nothing changed
             assert target in r.versions

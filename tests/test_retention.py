@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 import gitmem
-from gitmem import ledger, retention
+from gitmem.audit import retention
+from gitmem.audit.retention import DAY
+from gitmem.audit.verify import verify
 from gitmem.config import Retention
+from gitmem.engine import ledger
+from gitmem.engine.writer import Change, ScopeState, commit_change
 from gitmem.ids import new_id
-from gitmem.retention import DAY
 from gitmem.store import Store
-from gitmem.verify import verify
-from gitmem.writer import Change, ScopeState, commit_change
 from tests.helpers import git
 
 NOW = 1_800_000_000
@@ -19,16 +20,16 @@ NOW = 1_800_000_000
 
 def write_at(store: Store, path: str, content: str | None, days_ago: int, actor: str = "user:t") -> str:
     """One version written ``days_ago`` before NOW (content None: delete); returns its id."""
-    tip = store.tip("main")
-    state = ScopeState(store, "main", tip)
+    tip = store.core.tip("main")
+    state = ScopeState(store.core, "main", tip)
     exists = state.blob(path) is not None
     op = "deleted" if content is None else ("modified" if exists else "created")
     mid = state.memory_id(path) if exists else new_id("mem")
     data = None if content is None else content.encode()
     commit, row = commit_change(
-        store, state, Change(op, path, data, mid), tip, actor, None, NOW - days_ago * DAY
+        store.core, state, Change(op, path, data, mid), tip, actor, None, NOW - days_ago * DAY
     )
-    assert store.cas_ref("main", tip, commit)
+    assert store.core.cas_ref("main", tip, commit)
     return row.id
 
 
@@ -49,9 +50,9 @@ def aged(store: Store) -> tuple[Store, dict[str, str]]:
 
 def test_prune_keeps_exactly_the_promised_versions(aged: tuple[Store, dict[str, str]]) -> None:
     store, v = aged
-    a2_blob = store.index.version_rows("id=?", (v["a2"],))[0].blob
+    a2_blob = store.core.index.version_rows("id=?", (v["a2"],))[0].blob
     old_commits = git(store.path, "rev-list", "main").stdout.split()
-    result = retention.prune(store, actor="service:janitor", now=NOW)
+    result = retention.prune(store.core, actor="service:janitor", now=NOW)
     [c] = result.compactions
     assert sorted(c.dropped) == sorted([v["a1"], v["b1"], v["a2"], v["bdel"]])
     assert c.kept_in_root == 1
@@ -63,11 +64,11 @@ def test_prune_keeps_exactly_the_promised_versions(aged: tuple[Store, dict[str, 
     assert git(store.path, "rev-list", "--count", "main").stdout.strip() == "3"
     for oid in [a2_blob, *old_commits]:
         assert git(store.path, "cat-file", "-e", str(oid), check=False).returncode != 0
-    entry = ledger.find(store, "compaction", "id", c.id)
+    entry = ledger.find(store.core, "compaction", "id", c.id)
     assert entry is not None and entry.actor == "service:janitor"
-    assert set(old_commits) <= ledger.denied(store)
-    verify(store)
-    store.index.rebuild()
+    assert set(old_commits) <= ledger.denied(store.core)
+    verify(store.core)
+    store.core.index.rebuild()
     assert {x.id for x in store.versions()} == {v["a3"], v["a4"], v["c1"]}
 
 
@@ -75,19 +76,19 @@ def test_nothing_younger_than_min_days_is_dropped(aged: tuple[Store, dict[str, s
     store, _v = aged
     store.update_settings(retention=Retention(min_days=200, max_days=30, keep_recent=0))
     before = git(store.path, "rev-parse", "main").stdout
-    result = retention.prune(store, now=NOW)
+    result = retention.prune(store.core, now=NOW)
     assert result.compactions == [] and "main" in result.skipped
     assert git(store.path, "rev-parse", "main").stdout == before
 
 
 def test_without_max_days_prune_does_nothing(store: Store) -> None:
     store.write("/a.md", "x\n")
-    result = retention.prune(store)
+    result = retention.prune(store.core)
     assert result.compactions == [] and result.skipped == {"main": "retention.max_days is not set"}
 
 
 def test_plan_cut_stops_at_a_kept_superseded_version() -> None:
-    from gitmem.index import VersionRow
+    from gitmem.engine.index import VersionRow
 
     def row(vid: str, mid: str, t: int, op: str = "modified") -> list[VersionRow]:
         return [VersionRow(vid, mid, "main", "/p", None, op, "user:x", None, t, None, None, None, "c")]
@@ -106,16 +107,16 @@ def test_compaction_killed_then_recovered(aged: tuple[Store, dict[str, str]], st
     import sys
 
     store, v = aged
-    script = "import sys, gitmem\nfrom gitmem.retention import prune\nprune(gitmem.open_store(sys.argv[1]), now=int(sys.argv[2]))\n"
+    script = "import sys, gitmem\nfrom gitmem.audit.retention import prune\nprune(gitmem.open_store(sys.argv[1]).core, now=int(sys.argv[2]))\n"
     env = dict(os.environ, GITMEM_FAULT=step)
     res = subprocess.run([sys.executable, "-c", script, str(store.path), str(NOW)], env=env, check=False)
     assert res.returncode == -signal.SIGKILL
     with gitmem.open_store(str(store.path)) as again:
-        verify(again)
+        verify(again.core)
         ids = {x.id for x in again.versions()}
         if step == "journal":
             assert ids == set(v.values())
         else:
             assert ids == {v["a3"], v["a4"], v["c1"]}
-            assert len(ledger.entries(again, kind="compaction")) == 1
+            assert len(ledger.entries(again.core, kind="compaction")) == 1
         assert again.read("/a.md").content == "a four\n"

@@ -31,11 +31,11 @@ def test_a_back_dated_commit_is_refused(store: Store, work: Path) -> None:
     env = dict(os.environ, GIT_AUTHOR_DATE="2001-01-01T00:00:00Z", GIT_COMMITTER_DATE="2001-01-01T00:00:00Z")
     git("add", "c.md", cwd=work)
     git("commit", "-qm", "old", cwd=work, env=env)
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     proc = git("push", "origin", "main", cwd=work)
     assert proc.returncode != 0
     assert "commits must not be back-dated" in proc.stderr
-    assert store.tip("main") == tip
+    assert store.core.tip("main") == tip
 
 
 def test_a_push_that_shrinks_an_over_limit_store_is_accepted(store: Store, work: Path) -> None:

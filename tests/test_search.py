@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gitmem
+from gitmem.engine.search import fts_query
 from gitmem.errors import InvalidInputError
-from gitmem.search import fts_query
 from gitmem.store import Store
 
 ACTOR = "user:tester"
@@ -29,18 +29,20 @@ def write(store: Store, path: str, content: str, **kw: object) -> None:
 
 def plain_commit(store: Store, files: dict[str, bytes | None], scope: str = "main") -> None:
     """A commit made behind the library's back with plain pygit2 (no trailers, no index update)."""
-    repo, parent = store.repo, store.tip(scope)
-    tree = store.tree_of(parent)
+    repo, parent = store.core.repo, store.core.tip(scope)
+    tree = store.core.tree_of(parent)
     for path, data in files.items():
-        oid = store.update_tree(tree, path.split("/"), repo.create_blob(data) if data is not None else None)
+        oid = store.core.update_tree(
+            tree, path.split("/"), repo.create_blob(data) if data is not None else None
+        )
         tree = repo[oid] if oid is not None else None  # type: ignore[assignment]
     sig = pygit2.Signature("Bob", "bob@example.com")
-    tree_id = tree.id if tree is not None else store.empty_tree()
+    tree_id = tree.id if tree is not None else store.core.empty_tree()
     repo.create_commit(f"refs/heads/{scope}", sig, sig, "plain edit\n", tree_id, [parent] if parent else [])
 
 
 def index_bytes(store: Store) -> bytes:
-    base = store.index.path
+    base = store.core.index.path
     files = [base.with_name(base.name + suffix) for suffix in ("", "-wal", "-shm")]
     return b"".join(f.read_bytes() for f in files if f.exists())
 
@@ -244,7 +246,7 @@ def test_deleted_index_is_rebuilt(store: Store, workspace: Path) -> None:
     write(store, "/a.md", "persistent memory")
     store.close()
     for suffix in ("", "-wal", "-shm"):
-        p = store.gitmem_dir / ("index.sqlite" + suffix)
+        p = store.core.gitmem_dir / ("index.sqlite" + suffix)
         if p.exists():
             p.unlink()
     with gitmem.open_store("notes", home=workspace) as again:
@@ -254,7 +256,7 @@ def test_deleted_index_is_rebuilt(store: Store, workspace: Path) -> None:
 def test_index_of_an_older_schema_is_rebuilt(store: Store, workspace: Path) -> None:
     write(store, "/a.md", "schema change")
     store.close()
-    db = sqlite3.connect(store.gitmem_dir / "index.sqlite")
+    db = sqlite3.connect(store.core.gitmem_dir / "index.sqlite")
     db.execute("DROP TABLE search_fts")
     db.execute("UPDATE meta SET value='1' WHERE key='schema'")
     db.commit()
@@ -267,7 +269,7 @@ def test_rebuild_gives_the_same_answers(store: Store) -> None:
     write(store, "/a.md", "one fish", description="two fish")
     write(store, "/b.md", "red fish blue fish")
     before = store.search("fish")
-    store.index.rebuild()
+    store.core.index.rebuild()
     assert store.search("fish") == before
 
 
@@ -278,7 +280,7 @@ def test_purge_leaves_no_overwritten_text_in_the_file(store: Store) -> None:
         write(store, f"/filler{i}.md", f"filler text {i}")
     write(store, "/a.md", "nothing to see", description="clean")
     assert store.search("zqxsecretbody") == []
-    assert store.index.purge_search()
+    assert store.core.index.purge_search()
     data = index_bytes(store)
     assert b"zqxsecret" not in data
     assert b"filler text 7" in data  # the scan does see live content
@@ -289,11 +291,11 @@ def test_history_rewrite_purges_the_index_on_catch_up(store: Store) -> None:
     write(store, "/a.md", "key rotated")
     store.search("key")
     # A redaction-like rewrite: a new root holding only the current tree replaces history.
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     assert tip is not None
     sig = pygit2.Signature("gitmem", "gitmem")
-    root = store.repo.create_commit(None, sig, sig, "squashed\n", store.commit(tip).tree.id, [])
-    store.repo.references["refs/heads/main"].set_target(root)  # rewrite history behind the index
+    root = store.core.repo.create_commit(None, sig, sig, "squashed\n", store.core.commit(tip).tree.id, [])
+    store.core.repo.references["refs/heads/main"].set_target(root)  # rewrite history behind the index
     assert paths(store.search("rotated")) == ["/a.md"]
     assert b"zqxleaked" not in index_bytes(store)
 
@@ -302,8 +304,8 @@ def test_dropping_a_scope_keeps_other_scopes_searchable(store: Store) -> None:
     write(store, "/a.md", "shared word", scope="one")
     write(store, "/a.md", "shared word", scope="two")
     store.search("shared", scope="one")
-    store.repo.references.delete("refs/heads/one")
-    store.index.ensure_all()
+    store.core.repo.references.delete("refs/heads/one")
+    store.core.index.ensure_all()
     assert store.search("shared", scope="one") == []
     assert paths(store.search("shared", scope="two")) == ["/a.md"]
 
@@ -311,7 +313,7 @@ def test_dropping_a_scope_keeps_other_scopes_searchable(store: Store) -> None:
 def test_corrupt_index_is_rebuilt(store: Store, workspace: Path) -> None:
     write(store, "/a.md", "sturdy memory")
     store.close()
-    (store.gitmem_dir / "index.sqlite").write_bytes(b"not a database at all" * 100)
+    (store.core.gitmem_dir / "index.sqlite").write_bytes(b"not a database at all" * 100)
     with gitmem.open_store("notes", home=workspace) as again:
         assert paths(again.search("sturdy")) == ["/a.md"]
 
@@ -334,13 +336,13 @@ def test_pushed_commit_is_found(store: Store, tmp_path: Path) -> None:
 
 
 def test_redaction_leaves_no_redacted_text_in_the_index(store: Store) -> None:
-    from gitmem.redact import redact
+    from gitmem.audit.redact import redact
 
     leaked = store.write("/a.md", "token zqxredactme", description="zqxdescsecret", actor=ACTOR)
     assert leaked is not None
     write(store, "/a.md", "token rotated", description="clean")
     assert store.search("zqxredactme") == []
-    redact(store, leaked.id, reason="leaked token")
+    redact(store.core, leaked.id, reason="leaked token")
     assert paths(store.search("rotated")) == ["/a.md"]
     data = index_bytes(store)
     assert b"zqxredactme" not in data and b"zqxdescsecret" not in data

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import gitmem
-from gitmem import batch, sessions
+from gitmem import sessions
+from gitmem.engine import batch
 
 
 def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(workspace: Path) -> None:
     with gitmem.create_store("big", home=workspace) as store:
-        batch.apply_batch(store, [batch.BatchOp("write", f"/d/m{i}.md", f"memory {i}\n") for i in range(60)])
+        batch.apply_batch(
+            store.core, [batch.BatchOp("write", f"/d/m{i}.md", f"memory {i}\n") for i in range(60)]
+        )
         ids = {f"/d/m{i}.md": store.read(f"/d/m{i}.md").memory_id for i in range(60)}
     s = sessions.start_session(["big"], root=workspace / "mnt", home=workspace, session_id="sesn_big")
     mount = Path(s.root) / "big" / "d"
@@ -39,7 +42,7 @@ def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(workspace:
         assert len(live) == 60 - 5 + 10 and "/d/m31.md" not in live
         again = sessions.sync_session("sesn_big", home=workspace)
         assert again.mounts[0].versions == []
-        store.index.rebuild()
+        store.core.index.rebuild()
         assert {v.id for v in store.versions(session="sesn_big")} == {v.id for v in versions}
 
 

@@ -90,9 +90,9 @@ def test_second_sync_without_changes_writes_nothing(
 ) -> None:
     mnt(tmp_path, "notes/a.md").write_text("alpha 2\n")
     sessions.sync_session(sess.id)
-    tip = two[0].tip("main")
+    tip = two[0].core.tip("main")
     report = sessions.sync_session(sess.id)
-    assert report.versions == 0 and two[0].tip("main") == tip
+    assert report.versions == 0 and two[0].core.tip("main") == tip
 
 
 def test_concurrent_write_elsewhere_merges_and_refreshes_mount(
@@ -151,7 +151,7 @@ def test_read_only_mount_refuses_changes_whatever_the_file_modes(
     two: tuple[Store, Store], sess: Session, tmp_path: Path
 ) -> None:
     ref = two[1]
-    tip = ref.tip("main")
+    tip = ref.core.tip("main")
     guide = mnt(tmp_path, "ref/guide.md")
     os.chmod(guide.parent, 0o755)
     os.chmod(guide, 0o644)  # as root would not even need to
@@ -161,7 +161,7 @@ def test_read_only_mount_refuses_changes_whatever_the_file_modes(
     report = sessions.sync_session(sess.id).mounts[1]
     assert sorted(i.path for i in report.refused) == ["/extra.md", "/guide.md"]
     assert "read-only" in report.refused[0].reason
-    assert ref.tip("main") == tip and contents(ref) == {"/guide.md": "be brief\n"}
+    assert ref.core.tip("main") == tip and contents(ref) == {"/guide.md": "be brief\n"}
     # others' changes still reach the read-only mount; the refused edits stay visible and reported
     ref.write("/news.md", "new rule\n", actor="user:bob")
     report = sessions.sync_session(sess.id).mounts[1]
@@ -297,11 +297,11 @@ def test_store_archived_after_start_refuses_every_change_and_keeps_files(
 ) -> None:
     notes = two[0]
     notes.update_settings(archived_at=now_rfc3339())
-    tip = notes.tip("main")
+    tip = notes.core.tip("main")
     mnt(tmp_path, "notes/a.md").write_text("alpha 2\n")
     report = sessions.sync_session(sess.id).mounts[0]
     assert [i.path for i in report.refused] == ["/a.md"] and "archived" in report.refused[0].reason
-    assert notes.tip("main") == tip and mnt(tmp_path, "notes/a.md").read_text() == "alpha 2\n"
+    assert notes.core.tip("main") == tip and mnt(tmp_path, "notes/a.md").read_text() == "alpha 2\n"
 
 
 def test_watch_brings_others_changes_into_the_mount(

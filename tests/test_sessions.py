@@ -49,8 +49,10 @@ def test_start_mounts_each_store_with_marker(two: tuple[Store, Store], tmp_path:
         "ro",
         s.id,
     )
-    assert marker["base"] == str(ref.tip("main"))
-    assert marker["files"] == {"/guide/style.md": str(ref.repo[ref.tip("main")].tree["guide/style.md"].id)}
+    assert marker["base"] == str(ref.core.tip("main"))
+    assert marker["files"] == {
+        "/guide/style.md": str(ref.core.repo[ref.core.tip("main")].tree["guide/style.md"].id)
+    }
 
 
 def test_read_only_mount_has_0444_files_and_0555_dirs(two: tuple[Store, Store], tmp_path: Path) -> None:

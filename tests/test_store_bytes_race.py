@@ -6,8 +6,8 @@ import multiprocessing
 from pathlib import Path
 
 import gitmem
-from gitmem.batch import BatchOp, apply_batch
 from gitmem.config import Limits
+from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import LimitExceededError
 
 
@@ -15,7 +15,7 @@ def _fill(args: tuple[str, str, int]) -> int:
     path, scope, count = args
     with gitmem.open_store(path) as store:
         ops = [BatchOp("write", f"/{scope}/m{i}.md", "x" * 1000) for i in range(count)]
-        result = apply_batch(store, ops, scope=scope, skip_refused=True)
+        result = apply_batch(store.core, ops, scope=scope, skip_refused=True)
         assert all(isinstance(r.error, LimitExceededError) for r in result.refused)
         return len(result.versions)
 
@@ -43,7 +43,7 @@ def test_writers_in_different_scopes_never_overshoot_max_store_bytes(workspace: 
         singles = pool.map_async(_single, [(path, f"s{i}", 20) for i in range(2)])
         written = sum(batches.get(timeout=120)) + sum(singles.get(timeout=120))
     with gitmem.open_store(path) as store:
-        store.index.rebuild()
-        total = store.index.store_bytes()
+        store.core.index.rebuild()
+        total = store.core.index.store_bytes()
     assert total == written * 1000
     assert 25_000 <= total <= 30_000  # full, and never past the limit

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 import gitmem
-from gitmem import transfer
 from gitmem.cli.app import app
+from gitmem.engine import transfer
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.store import Store
 
@@ -40,7 +40,7 @@ def snapshot(store: Store) -> dict[tuple[str, str], tuple[str | None, str | None
 def test_export_jsonl_records(store: Store) -> None:
     fill(store)
     buf = io.BytesIO()
-    result = transfer.export_jsonl(store, buf)
+    result = transfer.export_jsonl(store.core, buf)
     records = [json.loads(line) for line in buf.getvalue().decode().splitlines()]
     assert result.memories == 3 and result.scopes == ["main", "team"]
     assert [(r["scope"], r["path"]) for r in records] == [
@@ -56,12 +56,12 @@ def test_export_jsonl_records(store: Store) -> None:
 def test_jsonl_round_trip_keeps_content_descriptions_scopes(store: Store, workspace: Path) -> None:
     fill(store)
     buf = io.StringIO()
-    transfer.export_jsonl(store, buf)
+    transfer.export_jsonl(store.core, buf)
     with gitmem.create_store("copy", home=workspace) as copy:
-        result = transfer.import_jsonl(copy, io.StringIO(buf.getvalue()), actor="user:importer")
+        result = transfer.import_jsonl(copy.core, io.StringIO(buf.getvalue()), actor="user:importer")
         assert len(result.versions) == 3 and result.refused == [] and result.unchanged == 0
         assert snapshot(copy) == snapshot(store)
-        again = transfer.import_jsonl(copy, io.StringIO(buf.getvalue()))
+        again = transfer.import_jsonl(copy.core, io.StringIO(buf.getvalue()))
         assert (again.versions, again.unchanged) == ([], 3)
         assert copy.versions("/notes/a.md")[0].actor == "user:importer"
         assert copy.read("/notes/a.md").memory_id == store.read("/notes/a.md").memory_id
@@ -71,7 +71,7 @@ def test_import_never_gives_a_live_memory_id_to_a_second_memory(store: Store) ->
     live = store.write("/a.md", "a")
     assert live is not None
     line = json.dumps({"path": "/b.md", "content": "b", "memory_id": live.memory_id}) + "\n"
-    transfer.import_jsonl(store, io.StringIO(line + line.replace("/b.md", "/c.md")))
+    transfer.import_jsonl(store.core, io.StringIO(line + line.replace("/b.md", "/c.md")))
     ids = {store.read(p).memory_id for p in ("/a.md", "/b.md", "/c.md")}
     assert len(ids) == 3
 
@@ -80,19 +80,19 @@ def test_import_is_one_branch_move_per_scope(store: Store) -> None:
     tips: list[str] = []
     lines = "".join(json.dumps({"path": f"/m{i}.md", "content": str(i)}) + "\n" for i in range(5))
     transfer.import_jsonl(
-        store, io.StringIO(lines), progress=lambda d, t: tips.append(str(store.tip("main")))
+        store.core, io.StringIO(lines), progress=lambda d, t: tips.append(str(store.core.tip("main")))
     )
     # The branch did not move while the batch was being built, then moved once to its last commit.
-    assert tips[:-1] == ["None"] * 5 and tips[-1] == str(store.tip("main"))
+    assert tips[:-1] == ["None"] * 5 and tips[-1] == str(store.core.tip("main"))
     assert len(store.versions(scope="main")) == 5
 
 
 def test_import_jsonl_malformed_line_writes_nothing(store: Store) -> None:
     src = io.StringIO('{"path": "/a.md", "content": "a"}\nnot json\n')
     with pytest.raises(InvalidInputError, match="line 2: not valid JSON"):
-        transfer.import_jsonl(store, src)
+        transfer.import_jsonl(store.core, src)
     with pytest.raises(InvalidInputError, match="line 1: 'content' is missing"):
-        transfer.import_jsonl(store, io.StringIO('{"path": "/a.md"}\n'))
+        transfer.import_jsonl(store.core, io.StringIO('{"path": "/a.md"}\n'))
     assert store.scopes() == []
 
 
@@ -103,7 +103,7 @@ def test_import_reports_refused_records_and_imports_the_rest(store: Store) -> No
         {"path": "/big.md", "content": "x" * 102401},
     ]
     result = transfer.import_jsonl(
-        store, io.StringIO("".join(json.dumps(x) + "\n" for x in lines)), scope="s1", prefix="/in/"
+        store.core, io.StringIO("".join(json.dumps(x) + "\n" for x in lines)), scope="s1", prefix="/in/"
     )
     assert [v.path for v in result.versions] == ["/in/ok.md"]
     assert [(r.path, r.exit_code) for r in result.refused] == [("/in/../x", 2), ("/in/big.md", 5)]
@@ -119,19 +119,19 @@ def test_import_tree_seeds_a_scope(store: Store, tmp_path: Path) -> None:
     (src / "docs" / "deep" / "x.txt").write_text("deep\n")
     (src / "bin.dat").write_bytes(b"\x00\x01")
     (src / "link.md").symlink_to(src / "readme.md")
-    result = transfer.import_tree(store, src, scope="seeded", prefix="/kb/")
+    result = transfer.import_tree(store.core, src, scope="seeded", prefix="/kb/")
     assert sorted(v.path for v in result.versions) == ["/kb/docs/deep/x.txt", "/kb/readme.md"]
     assert sorted(r.path for r in result.refused) == ["/kb/bin.dat", "/kb/link.md"]
     assert store.read("/kb/docs/deep/x.txt", scope="seeded").content == "deep\n"
     with pytest.raises(NotFoundError):
-        transfer.import_tree(store, tmp_path / "missing")
+        transfer.import_tree(store.core, tmp_path / "missing")
 
 
 def test_bundle_has_all_refs_and_clones_with_git(store: Store, tmp_path: Path) -> None:
     fill(store)
-    store.repo.references.create("refs/gitmem/test", store.tip("main"))
+    store.core.repo.references.create("refs/gitmem/test", store.core.tip("main"))
     bundle = tmp_path / "notes.bundle"
-    result = transfer.export_bundle(store, bundle)
+    result = transfer.export_bundle(store.core, bundle)
     assert result.scopes == ["main", "team"]
     heads = subprocess.run(
         ["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True
@@ -141,14 +141,14 @@ def test_bundle_has_all_refs_and_clones_with_git(store: Store, tmp_path: Path) -
     dest = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(bundle), str(dest)], check=True)
     assert (dest / "notes" / "b.md").read_text() == "beta"
-    assert pygit2.Repository(str(dest)).head.target == store.tip("main")
+    assert pygit2.Repository(str(dest)).head.target == store.core.tip("main")
 
 
 def test_bundle_of_empty_store_is_refused(store: Store, tmp_path: Path) -> None:
-    for name in list(store.repo.references):  # a store may already hold server refs (the ledger)
-        store.repo.references.delete(name)
+    for name in list(store.core.repo.references):  # a store may already hold server refs (the ledger)
+        store.core.repo.references.delete(name)
     with pytest.raises(NotFoundError, match="nothing to bundle"):
-        transfer.export_bundle(store, tmp_path / "x.bundle")
+        transfer.export_bundle(store.core, tmp_path / "x.bundle")
     assert not (tmp_path / "x.bundle").exists()
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gitmem import audit, redact
+from gitmem.audit import redact
+from gitmem.audit import timeline as audit
+from gitmem.audit.verify import verify
 from gitmem.cli.app import app
 from gitmem.errors import IntegrityError
 from gitmem.store import Store
-from gitmem.verify import verify
 from tests.helpers import plain_commit
 
 runner = CliRunner()
@@ -25,7 +26,7 @@ def cli(workspace: Path, *args: str) -> object:
 
 def test_verify_passes_on_a_fresh_store(store: Store) -> None:
     store.write("/a.md", "x\n")
-    report = verify(store)
+    report = verify(store.core)
     assert report.ok and [c.name for c in report.checks] == [
         "fsck",
         "ledger",
@@ -39,7 +40,7 @@ def test_verify_catches_a_redacted_blob_brought_back(store: Store) -> None:
     v = store.write("/a.md", "secret-zz\n")
     store.write("/a.md", "clean\n")
     assert v is not None
-    redact.redact(store, v.id, reason="x")
+    redact.redact(store.core, v.id, reason="x")
 
     subprocess.run(
         ["git", f"--git-dir={store.path}", "hash-object", "-w", "--stdin"],
@@ -48,35 +49,35 @@ def test_verify_catches_a_redacted_blob_brought_back(store: Store) -> None:
         capture_output=True,
     )
     with pytest.raises(IntegrityError, match="redactions purged: .*still in the store"):
-        verify(store)
+        verify(store.core)
 
 
 def test_verify_catches_malformed_trailers(store: Store) -> None:
     store.write("/a.md", "x\n")
     plain_commit(store, {"b.md": b"y\n"}, message="edit\n\nGitmem-Version: bogus\nGitmem-Actor: user:x\n")
     with pytest.raises(IntegrityError, match="trailers: commit .*Gitmem-Version"):
-        verify(store)
+        verify(store.core)
 
 
 def test_verify_catches_an_inconsistent_index(store: Store) -> None:
     store.write("/a.md", "x\n")
-    store.index.ensure_all()
-    store.index.db.execute("UPDATE heads SET blob=? WHERE path='/a.md'", ("0" * 40,))
+    store.core.index.ensure_all()
+    store.core.index.db.execute("UPDATE heads SET blob=? WHERE path='/a.md'", ("0" * 40,))
     with pytest.raises(IntegrityError, match="index: index heads of scope 'main' differ"):
-        verify(store)
+        verify(store.core)
 
 
 def test_audit_timeline_and_filters(store: Store) -> None:
     v = store.write("/a.md", "secret\n", actor="user:alice", session="s1")
     store.write("/a.md", "clean\n", actor="user:bob")
     assert v is not None
-    r = redact.redact(store, v.id, reason="leak", actor="user:admin")
-    events = audit.audit(store)
+    r = redact.redact(store.core, v.id, reason="leak", actor="user:admin")
+    events = audit.audit(store.core)
     assert [e.type for e in events] == ["store_created", "created", "modified", "redaction"]
     assert events[1].detail["redaction"] == r.id
-    assert [e.subject for e in audit.audit(store, type="redaction")] == [r.id]
-    assert [e.type for e in audit.audit(store, actor="user:admin")] == ["redaction"]
-    assert [e.subject for e in audit.audit(store, session="s1")] == [v.id]
+    assert [e.subject for e in audit.audit(store.core, type="redaction")] == [r.id]
+    assert [e.type for e in audit.audit(store.core, actor="user:admin")] == ["redaction"]
+    assert [e.subject for e in audit.audit(store.core, session="s1")] == [v.id]
 
 
 def test_cli_redact_audit_verify_prune(store: Store, workspace: Path) -> None:
@@ -110,11 +111,11 @@ def test_verify_catches_a_deny_list_that_lost_entries(store: Store) -> None:
     v = store.write("/a.md", "secret-yy\n")
     store.write("/a.md", "clean\n")
     assert v is not None
-    redact.redact(store, v.id, reason="x")
-    denylist = store.gitmem_dir / "denylist"
+    redact.redact(store.core, v.id, reason="x")
+    denylist = store.core.gitmem_dir / "denylist"
     denylist.write_text("\n".join(denylist.read_text().splitlines()[:-1]) + "\n")
     with pytest.raises(IntegrityError, match="not all on the deny-list"):
-        verify(store)
+        verify(store.core)
 
 
 def test_cli_show_and_pattern(store: Store, workspace: Path) -> None:

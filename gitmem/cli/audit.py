@@ -38,16 +38,16 @@ def redact(
     """
 
     def fn(s: Store) -> Any:
-        from gitmem import redact as redact_mod
+        from gitmem.audit import redact as redact_mod
 
         if (version is None) == (pattern is None):
             raise InvalidInputError("give either a VERSION or --pattern REGEX")
         who = common.actor(actor)
         with common.busy("rewriting history and purging...", json):
             if pattern is not None:
-                return redact_mod.redact_pattern(s, pattern, reason=reason, scope=scope, actor=who)
+                return redact_mod.redact_pattern(s.core, pattern, reason=reason, scope=scope, actor=who)
             assert version is not None
-            return redact_mod.redact(s, version, reason=reason, actor=who)
+            return redact_mod.redact(s.core, version, reason=reason, actor=who)
 
     def render(r: Any) -> None:
         typer.echo(
@@ -85,10 +85,10 @@ def audit(
     """One timeline, oldest first, of versions and audit-ledger events: time, type, actor, scope, subject."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import audit as audit_fn
+        from gitmem.audit.timeline import audit as audit_fn
 
         return audit_fn(
-            s,
+            s.core,
             since=parse_time(since, "--since"),
             until=parse_time(until, "--until"),
             actor=actor,
@@ -123,9 +123,9 @@ def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = 
     back) first."""
 
     def fn(s: Store) -> Any:
-        from gitmem.verify import verify as verify_fn
+        from gitmem.audit.verify import verify as verify_fn
 
-        return verify_fn(s)
+        return verify_fn(s.core)
 
     def render(report: Any) -> None:
         if report.recovered:
@@ -143,10 +143,10 @@ def prune(
     versions, and anything younger than retention.min_days), with the redaction guarantees."""
 
     def fn(s: Store) -> Any:
-        from gitmem.retention import prune as prune_fn
+        from gitmem.audit.retention import prune as prune_fn
 
         with common.busy("compacting...", json):
-            return prune_fn(s, actor=common.actor(actor))
+            return prune_fn(s.core, actor=common.actor(actor))
 
     def render(result: Any) -> None:
         for c in result.compactions:

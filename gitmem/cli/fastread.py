@@ -48,8 +48,8 @@ def content_bytes(store: Store, path: str, scope: str, version: str | None) -> b
     or at ``version``. The typer ``read`` command prints the same."""
     if version is not None:
         return (store.read(path, scope=scope, version=version).content or "").encode("utf-8")
-    from gitmem.paths import validate_path, validate_scope
+    from gitmem.model.paths import validate_path, validate_scope
 
     validate_path(path)
     validate_scope(scope)
-    return store.head_blob(scope, path)[1].data
+    return store.core.head_blob(scope, path)[1].data

@@ -27,8 +27,8 @@ def install(
     json: common.JsonOpt = False,
 ) -> None:
     """Install the pre-receive/post-receive hooks (idempotent; a foreign hook is kept as <name>.legacy)."""
-    from gitmem import hookinstall
-    from gitmem.hookinstall import InstalledHook
+    from gitmem.push import hookinstall
+    from gitmem.push.hookinstall import InstalledHook
 
     def render(hooks: list[InstalledHook]) -> None:
         for h in hooks:
@@ -47,8 +47,8 @@ def clone(
     json: common.JsonOpt = False,
 ) -> None:
     """Clone a store for offline inspection (git history, ledger refs, read-only settings); push to write."""
-    from gitmem.clone import CloneResult
-    from gitmem.clone import clone as do_clone
+    from gitmem.push.clone import CloneResult
+    from gitmem.push.clone import clone as do_clone
 
     def render(r: CloneResult) -> None:
         typer.echo(f"cloned {r.source} to {r.path} (scopes: {', '.join(r.scopes) or 'none'})")
@@ -66,8 +66,8 @@ def fetch(
     json: common.JsonOpt = False,
 ) -> None:
     """Update a clone from its store; says which scopes were rewritten (redaction) and how to resync."""
-    from gitmem.clone import FetchResult
-    from gitmem.clone import fetch as do_fetch
+    from gitmem.push.clone import FetchResult
+    from gitmem.push.clone import fetch as do_fetch
 
     def render(r: FetchResult) -> None:
         if not r.updated:

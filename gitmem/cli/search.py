@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from gitmem.cli import common
-from gitmem.search import SearchHit
+from gitmem.engine.search import SearchHit
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 QueryArg = Annotated[str, typer.Argument(help='Words (all must match), "quoted phrases" and prefix* terms.')]

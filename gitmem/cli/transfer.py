@@ -11,9 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
-from gitmem import transfer
 from gitmem.cli import common
 from gitmem.cli.memories import StoreArg
+from gitmem.engine import transfer
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.store import Store
 
@@ -68,12 +68,12 @@ def export(
                 raise InvalidInputError("--format bundle needs --output FILE")
             if scope:
                 raise InvalidInputError("a bundle holds every scope: --scope applies to jsonl only")
-            return transfer.export_bundle(s, output)
+            return transfer.export_bundle(s.core, output)
         with progress_bar("exporting", quiet=False) as progress:  # on stderr: stdout may be the data
             if output is None:
-                return transfer.export_jsonl(s, sys.stdout.buffer, scope, progress)
+                return transfer.export_jsonl(s.core, sys.stdout.buffer, scope, progress)
             with open(output, "wb") as fh:
-                return transfer.export_jsonl(s, fh, scope, progress)
+                return transfer.export_jsonl(s.core, fh, scope, progress)
 
     def render(result: transfer.ExportResult) -> None:
         if output is not None:
@@ -128,14 +128,16 @@ def import_(
         }
         with progress_bar("importing", quiet=False) as progress:
             if src == "-":
-                return _summary(transfer.import_jsonl(s, sys.stdin.buffer, scope, progress=progress, **kw))
+                return _summary(
+                    transfer.import_jsonl(s.core, sys.stdin.buffer, scope, progress=progress, **kw)
+                )
             path = Path(src)
             if path.is_dir():
-                return _summary(transfer.import_tree(s, path, scope or "main", progress=progress, **kw))
+                return _summary(transfer.import_tree(s.core, path, scope or "main", progress=progress, **kw))
             if not path.is_file():
                 raise NotFoundError(f"{src} is not a file or directory")
             with open(path, "rb") as fh:
-                return _summary(transfer.import_jsonl(s, fh, scope, progress=progress, **kw))
+                return _summary(transfer.import_jsonl(s.core, fh, scope, progress=progress, **kw))
 
     def render(summary: dict[str, Any]) -> None:
         typer.echo(f"imported {summary['imported']} memories, {summary['unchanged']} unchanged")

@@ -10,8 +10,8 @@ import typer
 from gitmem.cli import common
 from gitmem.cli.memories import StoreArg, render_version
 from gitmem.errors import InvalidInputError
+from gitmem.model.versions import Version
 from gitmem.store import Store
-from gitmem.versions import Version
 
 VersionArg = Annotated[str, typer.Argument(help="Version id (memver_...).")]
 
@@ -143,9 +143,9 @@ def diff(
     """Unified diff of a version against the one before it, or between two versions."""
 
     def fn(s: Store) -> dict[str, str]:
-        from gitmem import history
+        from gitmem.engine import history
 
-        return {"diff": history.diff(s, version, other)}
+        return {"diff": history.diff(s.core, version, other)}
 
     common.run(json, common.with_store(store, home, fn), lambda d: typer.echo(d["diff"], nl=False))
 
@@ -171,7 +171,7 @@ def reindex(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt =
 
     def fn(s: Store) -> dict[str, int]:
         with common.busy("reindexing...", json):
-            return {"versions": s.index.rebuild()}
+            return {"versions": s.core.index.rebuild()}
 
     common.run(
         json, common.with_store(store, home, fn), lambda d: typer.echo(f"indexed {d['versions']} versions")
@@ -183,6 +183,6 @@ def maintain(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt 
 
     def fn(s: Store) -> dict[str, bool]:
         with common.busy("repacking...", json):
-            return {"repacked": s.maintain(force=True)}
+            return {"repacked": s.core.maintain(force=True)}
 
     common.run(json, common.with_store(store, home, fn), lambda d: typer.echo("repacked"))

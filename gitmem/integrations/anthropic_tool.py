@@ -52,13 +52,13 @@ from anthropic.types.beta import (
 )
 from anyio.to_thread import run_sync
 
-from gitmem.batch import BatchOp, apply_batch
+from gitmem.engine.batch import BatchOp, apply_batch
+from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError, PreconditionFailedError
 from gitmem.ids import new_id
-from gitmem.memories import Memory
-from gitmem.paths import validate_path
+from gitmem.model.paths import validate_path
+from gitmem.model.versions import Version
 from gitmem.store import Store
-from gitmem.versions import Version
 
 __all__ = ["GitmemAsyncMemoryTool", "GitmemMemoryTool", "MemoryBackend"]
 
@@ -155,7 +155,7 @@ class MemoryBackend:
             return fn()
 
     def _tree(self) -> pygit2.Tree | None:
-        return self.store.tree_of(self.store.tip(self.scope))
+        return self.store.core.tree_of(self.store.core.tip(self.scope))
 
     def _kind(self, store_path: str) -> str | None:
         """``dir``, ``file``, or None when nothing is at ``store_path``."""
@@ -190,7 +190,7 @@ class MemoryBackend:
             self.versions.append(version)
 
     def _batch(self, ops: list[BatchOp]) -> None:
-        result = apply_batch(self.store, ops, scope=self.scope, actor=self.actor, session=self.session)
+        result = apply_batch(self.store.core, ops, scope=self.scope, actor=self.actor, session=self.session)
         self.versions.extend(result.versions)
 
     def _rewrite(self, path: str, store_path: str, edit: Callable[[str], tuple[str, str]]) -> str:

@@ -24,11 +24,11 @@ from mcp.types import Resource as MCPResource
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.ids import new_id
-from gitmem.memories import Memory
+from gitmem.model.versions import Version, validate_session
 from gitmem.store import Store, open_store
-from gitmem.versions import Version, validate_session
 
 __all__ = ["ServedStore", "build_server", "parse_store_spec", "serve"]
 
@@ -166,7 +166,7 @@ def build_server(
         str | None,
         Field(description="Only if the memory's current content SHA-256 is this (optimistic lock)."),
     ]
-    kw = {"actor": actor, "session": session, "scope": scope}
+    kw: dict[str, Any] = {"actor": actor, "session": session, "scope": scope}
     store_list = ", ".join(f"{s.name} ({'read-only' if s.read_only else 'read-write'})" for s in stores)
     server = GitmemMCPServer(
         by_name,
@@ -316,7 +316,7 @@ def serve(
     actor: str | None = None,
 ) -> ServeSummary:
     """Open the stores named by ``specs`` (``NAME[:ro|:rw]``) and serve them over stdio until EOF."""
-    from gitmem.paths import validate_scope
+    from gitmem.model.paths import validate_scope
 
     validate_scope(scope)
     stores = []

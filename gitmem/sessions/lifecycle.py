@@ -18,13 +18,13 @@ from gitmem.errors import (
     NotFoundError,
 )
 from gitmem.ids import new_id
+from gitmem.model.versions import Version, resolve_actor, validate_session
 from gitmem.sessions import state
 from gitmem.sessions.mount import materialise, remove_tree
 from gitmem.sessions.prompt import PROMPT_FILE, system_prompt
 from gitmem.sessions.state import MAX_STORES, Mount, Session
 from gitmem.sessions.sync import MountSync, SyncReport, sync_mount
 from gitmem.store import open_store
-from gitmem.versions import Version, resolve_actor, validate_session
 
 Home = str | os.PathLike[str] | None
 
@@ -105,7 +105,7 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
                     f"store {spec.name!r} was archived at {store.settings.archived_at} and cannot be attached"
                 )
             if spec.access == "rw":
-                store.check_writable()
+                store.core.check_writable()
             description, path = store.settings.description, str(store.path)
         slug = spec.name if names.count(spec.name) == 1 else f"{spec.name}@{spec.scope}"
         target = base / slug

@@ -90,7 +90,7 @@ def write_marker(mount: Mount, marker: Marker) -> None:
 # ---------------------------------------------------------------------- store side
 def tree_files(store: Store, tip: pygit2.Oid | None) -> dict[str, str]:
     """Every file of the tree at ``tip`` as api path -> blob id."""
-    tree = store.tree_of(tip)
+    tree = store.core.tree_of(tip)
     out: dict[str, str] = {}
     if tree is not None:
         _walk(tree, "", out)
@@ -121,7 +121,7 @@ def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
     """Write the scope's files into the (new, empty) mount directory and its marker."""
     root = Path(mount.path)
     root.mkdir(parents=True, exist_ok=False)
-    tip = store.tip(mount.scope)
+    tip = store.core.tip(mount.scope)
     files = tree_files(store, tip)
     made: set[Path] = {root}
     for path, blob in files.items():  # a new directory: plain writes, no temp files needed
@@ -130,7 +130,7 @@ def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
             full.parent.mkdir(parents=True, exist_ok=True)
             made.add(full.parent)
         with open(full, "wb") as fh:
-            fh.write(store.blob_data(pygit2.Oid(hex=blob)))
+            fh.write(store.core.blob_data(pygit2.Oid(hex=blob)))
     marker = Marker(
         mount.store,
         mount.store_path,

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitmem.batch import BatchOp, apply_batch
+from gitmem.engine.batch import BatchOp, apply_batch
+from gitmem.engine.index import VersionRow
 from gitmem.errors import NotFoundError
-from gitmem.index import VersionRow
-from gitmem.paths import validate_scope
+from gitmem.model.paths import validate_scope
+from gitmem.model.versions import Version, validate_session
 from gitmem.sessions.sync import FileIssue
 from gitmem.store import Store
-from gitmem.versions import Version, validate_session
 
 _ORDER = {"delete": 0, "rename": 1, "restore": 2, "recreate": 3}
 
@@ -60,7 +60,7 @@ def revert_session(
     if scope is not None:
         validate_scope(scope)
     if not dry_run:
-        store.check_writable()
+        store.core.check_writable()
     plans = _plan(store, session_id, scope)
     if plans is None:
         raise NotFoundError(f"session {session_id} wrote no versions in store {store.name!r}")
@@ -74,7 +74,7 @@ def revert_session(
             for item, op in sorted(plans, key=lambda p: (_ORDER[p[0].action], p[0].path))
             if item.scope == sc and op is not None
         ]
-        batch = apply_batch(store, ops, scope=sc, actor=actor, session=session, skip_refused=True)
+        batch = apply_batch(store.core, ops, scope=sc, actor=actor, session=session, skip_refused=True)
         result.versions.extend(batch.versions)
         result.refused.extend(FileIssue(r.op.path, r.error.message) for r in batch.refused)
     result.refused.extend(
@@ -87,7 +87,7 @@ def revert_session(
 
 def _plan(store: Store, session_id: str, scope: str | None) -> list[tuple[RevertItem, BatchOp | None]] | None:
     """What to undo, memory by memory (empty: all undone already); None: the session wrote nothing."""
-    index = store.index
+    index = store.core.index
     if scope is None:
         index.ensure_all()
         rows = index.version_rows("session=?", (session_id,))
@@ -115,7 +115,7 @@ _SEQ = "(SELECT seq FROM versions WHERE id=? AND scope=?)"
 def _plan_memory(
     store: Store, session_id: str, scope: str, mid: str, first: VersionRow
 ) -> tuple[RevertItem, BatchOp | None] | None:
-    index = store.index
+    index = store.core.index
     prior_rows = index.version_rows(
         _BEFORE.format(seq=_SEQ), (mid, scope, first.created_at, first.created_at, first.id, scope), 1
     )
@@ -132,7 +132,7 @@ def _plan_memory(
             scope, mid, "restore", head.path if head else prior.path, prior.path, prior.id, later
         )
         return item, None  # redacted: nothing to bring back
-    content = store.blob_data(pygit2.Oid(hex=prior.blob))
+    content = store.core.blob_data(pygit2.Oid(hex=prior.blob))
     if head is None:
         item = RevertItem(scope, mid, "recreate", prior.path, prior.path, prior.id, later)
         return item, BatchOp("create", prior.path, content=content, memory_id=mid)

@@ -17,8 +17,8 @@ from typing import Any
 
 from gitmem import config
 from gitmem.errors import InvalidInputError, NotFoundError
-from gitmem.paths import validate_scope, validate_store_name
-from gitmem.versions import validate_session
+from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.versions import validate_session
 
 MAX_STORES = 8
 ACCESS = ("rw", "ro")

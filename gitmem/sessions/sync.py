@@ -19,8 +19,10 @@ from pathlib import Path
 import pygit2
 
 from gitmem import config
-from gitmem.batch import BatchOp, apply_batch
+from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
+from gitmem.git.treediff import diff_trees
+from gitmem.model.versions import Version
 from gitmem.sessions.mount import (
     Marker,
     Scan,
@@ -36,8 +38,6 @@ from gitmem.sessions.mount import (
 )
 from gitmem.sessions.state import Mount
 from gitmem.store import Store
-from gitmem.treediff import diff_trees
-from gitmem.versions import Version
 
 ATTEMPTS = 3
 
@@ -124,7 +124,7 @@ def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -
         versions, conflicts, not_saved = _push(store, mount, marker, local, changed, session_id, actor)
         refused += not_saved
         protected.update(issue.path for issue in not_saved)
-    tip = store.tip(mount.scope)
+    tip = store.core.tip(mount.scope)
     base = marker.base
     refreshed = _refresh(store, mount, marker, tip, local, protected)
     return MountSync(
@@ -142,7 +142,7 @@ def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -
 
 
 def _sha(store: Store, blob: str) -> str:
-    return hashlib.sha256(store.blob_data(pygit2.Oid(hex=blob))).hexdigest()
+    return hashlib.sha256(store.core.blob_data(pygit2.Oid(hex=blob))).hexdigest()
 
 
 def _plan(
@@ -233,7 +233,7 @@ def _pair_similar(
     new = sorted(p for p in singles if p not in base and p in local.files)
     if not gone or not new or len(gone) * len(new) > MAX_PAIRS:
         return [], singles
-    old_text = {p: store.blob_data(pygit2.Oid(hex=base[p])) for p in gone}
+    old_text = {p: store.core.blob_data(pygit2.Oid(hex=base[p])) for p in gone}
     scored = []
     for o in gone:
         for n in new:
@@ -265,12 +265,14 @@ def _push(
 ) -> tuple[list[Version], list[Conflict], list[FileIssue]]:
     versions: list[Version] = []
     for attempt in range(ATTEMPTS):
-        plan = _plan(store, store.tree_of(store.tip(mount.scope)), marker, local, changed, session_id)
+        plan = _plan(
+            store, store.core.tree_of(store.core.tip(mount.scope)), marker, local, changed, session_id
+        )
         if not plan.ops:
             return versions, plan.conflicts, []
         try:
             result = apply_batch(
-                store, plan.ops, scope=mount.scope, actor=actor, session=session_id, skip_refused=True
+                store.core, plan.ops, scope=mount.scope, actor=actor, session=session_id, skip_refused=True
             )
         except GitmemError as exc:  # the whole store refused (archived, say): nothing was written
             kept = [c for c in plan.conflicts if c.kept_as is None]  # none of the copies was saved
@@ -295,11 +297,11 @@ def _refresh(
 ) -> list[str]:
     """Bring the mount to the tip (except protected paths), then move the marker there."""
     root, readonly = Path(mount.path), mount.access == "ro"
-    if marker.base is not None and store.has_object(marker.base):
-        old_tree = store.tree_of(pygit2.Oid(hex=marker.base))
+    if marker.base is not None and store.core.has_object(marker.base):
+        old_tree = store.core.tree_of(pygit2.Oid(hex=marker.base))
         new_files = dict(marker.files)
         touched = []
-        for _kind, path, _old, new in diff_trees(store.repo, old_tree, store.tree_of(tip)):
+        for _kind, path, _old, new in diff_trees(store.core.repo, old_tree, store.core.tree_of(tip)):
             touched.append(path)
             if new is None:
                 new_files.pop(path, None)
@@ -315,7 +317,7 @@ def _refresh(
     for path in [p for p in todo if p not in new_files] + [p for p in todo if p in new_files]:
         try:
             if path in new_files:
-                put_file(root, path, store.blob_data(pygit2.Oid(hex=new_files[path])), readonly=readonly)
+                put_file(root, path, store.core.blob_data(pygit2.Oid(hex=new_files[path])), readonly=readonly)
             else:
                 remove_file(root, path)
         except OSError:

@@ -1,5 +1,5 @@
 """The history rewrite engine: commits and trees rewritten as raw bytes into one new pack, and the
-purge of retired objects with its proof (used by :mod:`gitmem.journal` for redaction and compaction).
+purge of retired objects with its proof (used by :mod:`gitmem.audit.journal` for redaction and compaction).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.errors import GitmemError, IntegrityError
-from gitmem.store import Store
+from gitmem.git.repo import Repo
 
 _BLOB = pygit2.enums.ObjectType.BLOB
 _TREE = pygit2.enums.ObjectType.TREE
@@ -27,7 +27,7 @@ class PackWriter:
 
     TYPES = {_COMMIT: 1, _TREE: 2}
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Repo) -> None:
         self.store = store
         self.pending: list[tuple[bytes, bytes, bytes]] = []  # (oid, pack entry header, data)
         self.seen: set[bytes] = set()
@@ -112,7 +112,7 @@ class Rewriter:
     Trees are rewritten as raw bytes (only the changed entries' ids differ), commits by their raw
     header (see :func:`rewrite_header`); both go to one new pack (:meth:`flush`)."""
 
-    def __init__(self, store: Store, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
+    def __init__(self, store: Repo, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
         self.store = store
         self.repo = store.repo
         self.odb = store.repo.odb
@@ -247,7 +247,7 @@ _REPO_ENV = (
 )
 
 
-def _git(store: Store, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _git(store: Repo, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Plain git on exactly this store (no repository variables inherited)."""
     from gitmem import config
 
@@ -262,7 +262,7 @@ def _git(store: Store, *args: str, stdin: str | None = None) -> subprocess.Compl
     )
 
 
-def existing_objects(store: Store) -> set[str]:
+def existing_objects(store: Repo) -> set[str]:
     """Every object plain git can read in the store (``git cat-file --batch-all-objects``: one
     pass over the pack indexes and loose objects, far faster than looking up 100k missing ids)."""
     out = _git(store, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
@@ -271,14 +271,14 @@ def existing_objects(store: Store) -> set[str]:
     return set(out.stdout.split())
 
 
-def missing_objects(store: Store, oids: list[str]) -> set[str]:
+def missing_objects(store: Repo, oids: list[str]) -> set[str]:
     """Which of ``oids`` plain git cannot find."""
     if not oids:
         return set()
     return set(oids) - existing_objects(store)
 
 
-def purge(store: Store, oids: list[str]) -> None:
+def purge(store: Repo, oids: list[str]) -> None:
     """Make ``oids`` (unreachable now) unreadable, then prove it; IntegrityError when it cannot."""
     if not oids:
         return
@@ -304,7 +304,7 @@ def purge(store: Store, oids: list[str]) -> None:
         )
 
 
-def _unlink_loose(store: Store, retired: set[str]) -> None:
+def _unlink_loose(store: Repo, retired: set[str]) -> None:
     objects = str(store.path / "objects")
     for entry in os.scandir(objects):
         if len(entry.name) != 2 or not entry.is_dir():
@@ -314,7 +314,7 @@ def _unlink_loose(store: Store, retired: set[str]) -> None:
                 os.unlink(os.path.join(entry.path, name))
 
 
-def _copy_pack_without(store: Store, idx: Path, retired: set[str]) -> None:
+def _copy_pack_without(store: Repo, idx: Path, retired: set[str]) -> None:
     data = idx.read_bytes()
     count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
     base = 8 + 1024
@@ -330,7 +330,7 @@ def _copy_pack_without(store: Store, idx: Path, retired: set[str]) -> None:
         idx.with_suffix(suffix).unlink(missing_ok=True)
 
 
-def packs_without(store: Store, oids: set[str]) -> list[Path]:
+def packs_without(store: Repo, oids: set[str]) -> list[Path]:
     """The ``.idx`` files of packs holding none of ``oids`` (read directly: version 2 indexes)."""
     wanted = {bytes.fromhex(o) for o in oids}
     out = []

@@ -1,6 +1,6 @@
 """Export and import: JSONL of memories, git bundles, and seeding a store from a directory tree.
 
-Imports are batches (:func:`gitmem.batch.apply_batch`): each scope's branch moves once, atomically.
+Imports are batches (:func:`gitmem.engine.batch.apply_batch`): each scope's branch moves once, atomically.
 A record or file the store refuses (bad path, too large, not UTF-8, ...) is reported in the result
 with the reason, never silently dropped; the rest is imported.
 """
@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from gitmem.batch import BatchOp, apply_batch
+from gitmem.engine.batch import BatchOp, apply_batch
+from gitmem.engine.core import StoreCore
+from gitmem.engine.memories import Memory, list_memories
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
-from gitmem.frontmatter import parse_description
-from gitmem.memories import Memory
-from gitmem.paths import validate_prefix, validate_scope
-from gitmem.store import Store
-from gitmem.versions import Version
+from gitmem.model.frontmatter import parse_description
+from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.versions import Version
 
 Progress = Callable[[int, int], None]
 FIELDS = (
@@ -69,7 +69,7 @@ def memory_record(memory: Memory) -> dict[str, Any]:
 
 
 def export_jsonl(
-    store: Store,
+    store: StoreCore,
     out: IO[bytes] | IO[str],
     scopes: Iterable[str] | None = None,
     progress: Progress | None = None,
@@ -82,7 +82,7 @@ def export_jsonl(
         if scope not in known:
             raise NotFoundError(f"scope {scope!r} does not exist in store {store.name!r}")
     listings = [
-        [m for m in store.list("/", scope=scope, with_content=True) if isinstance(m, Memory)]
+        [m for m in list_memories(store, "/", scope=scope, with_content=True) if isinstance(m, Memory)]
         for scope in wanted
     ]
     total = sum(len(x) for x in listings)
@@ -106,7 +106,7 @@ def export_jsonl(
     return ExportResult(done, wanted)
 
 
-def export_bundle(store: Store, dest_path: str | os.PathLike[str]) -> ExportResult:
+def export_bundle(store: StoreCore, dest_path: str | os.PathLike[str]) -> ExportResult:
     """Write a git bundle with every ref (scopes and ``refs/gitmem/*``), clonable with ``git clone``."""
     scopes = store.scopes()
     if not list(store.repo.references):
@@ -119,7 +119,7 @@ def export_bundle(store: Store, dest_path: str | os.PathLike[str]) -> ExportResu
     )  # fmt: skip
     if proc.returncode != 0:
         raise GitmemError(f"git bundle create failed: {proc.stderr.strip()}")
-    count = sum(len(store.list("/", scope=s)) for s in scopes)
+    count = sum(len(list_memories(store, "/", scope=s)) for s in scopes)
     return ExportResult(count, scopes)
 
 
@@ -160,7 +160,7 @@ def parse_jsonl(src: IO[bytes] | IO[str], *, source: str = "input") -> list[dict
 
 
 def import_jsonl(
-    store: Store,
+    store: StoreCore,
     src: IO[bytes] | IO[str],
     scope: str | None = None,
     *,
@@ -193,7 +193,7 @@ def import_jsonl(
 
 
 def _apply(
-    store: Store,
+    store: StoreCore,
     by_scope: dict[str, list[BatchOp]],
     actor: str | None,
     session: str | None,
@@ -228,7 +228,7 @@ def _apply(
 
 
 def import_tree(
-    store: Store,
+    store: StoreCore,
     directory: str | os.PathLike[str],
     scope: str = "main",
     prefix: str = "/",

@@ -19,8 +19,9 @@ from pathlib import Path
 import pygit2
 
 from gitmem import config
+from gitmem.audit.journal import open_recovered as open_store
+from gitmem.engine.core import GITMEM_DIR
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError
-from gitmem.store import GITMEM_DIR, open_store
 
 GITMEM_REFSPEC = "refs/gitmem/*:refs/gitmem/*"  # no '+': a rewritten ledger is refused, not followed
 
@@ -85,7 +86,7 @@ def clone(
 def _anchor_ledger(target: Path) -> None:
     """Remember the ledger entry the clone starts from, so ``verify`` on the clone later detects a
     ledger rewritten since (a broken ledger is left for ``verify`` to report)."""
-    from gitmem import ledger
+    from gitmem.engine import ledger
     from gitmem.errors import IntegrityError
 
     with open_store(str(target)) as store, contextlib.suppress(IntegrityError):

@@ -1,7 +1,7 @@
 """Memory operations: create, read, list, write, str_replace, insert, delete, rename.
 
 Each operation is a planner (what the change is, checked against the scope's current state) run by
-:func:`gitmem.writer.mutate`, which commits it with compare-and-swap and retry.
+:func:`gitmem.engine.writer.mutate`, which commits it with compare-and-swap and retry.
 """
 
 from __future__ import annotations
@@ -12,19 +12,8 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmem.errors import (
-    ConflictError,
-    InvalidInputError,
-    NotFoundError,
-    PathConflictError,
-    PreconditionFailedError,
-)
-from gitmem.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
-from gitmem.ids import is_id, new_id
-from gitmem.paths import validate_path, validate_prefix, validate_scope
-from gitmem.store import Store
-from gitmem.versions import Version, timestamp
-from gitmem.writer import (
+from gitmem.engine.core import StoreCore
+from gitmem.engine.writer import (
     MAX_ATTEMPTS,
     Change,
     ScopeState,
@@ -33,6 +22,17 @@ from gitmem.writer import (
     mutate,
     sha256_hex,
 )
+from gitmem.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+)
+from gitmem.ids import is_id, new_id
+from gitmem.model.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
+from gitmem.model.paths import validate_path, validate_prefix, validate_scope
+from gitmem.model.versions import Version, timestamp
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def with_description(data: bytes, description: str | None) -> bytes:
 
 # ---------------------------------------------------------------------- operations
 def write(
-    store: Store,
+    store: StoreCore,
     path: str,
     content: str | bytes,
     *,
@@ -130,7 +130,7 @@ def refuse_conflict(state: ScopeState, path: str, ignore: str | None = None) -> 
 
 
 def create(
-    store: Store,
+    store: StoreCore,
     path: str,
     content: str | bytes,
     *,
@@ -159,7 +159,7 @@ def create(
 
 
 def _edit(
-    store: Store,
+    store: StoreCore,
     path: str,
     edit: Callable[[str], str],
     *,
@@ -202,7 +202,7 @@ def line_numbers(text: str, needle: str) -> list[int]:
 
 
 def str_replace(
-    store: Store,
+    store: StoreCore,
     path: str,
     old: str,
     new: str,
@@ -249,7 +249,7 @@ def insert_text(text: str, line: int, new: str) -> str:
 
 
 def insert(
-    store: Store,
+    store: StoreCore,
     path: str,
     line: int,
     text: str,
@@ -272,7 +272,7 @@ def insert(
 
 
 def delete(
-    store: Store,
+    store: StoreCore,
     path: str,
     *,
     scope: str = "main",
@@ -298,7 +298,7 @@ def delete(
 
 
 def rename(
-    store: Store,
+    store: StoreCore,
     old_path: str,
     new_path: str,
     *,
@@ -332,12 +332,12 @@ def rename(
 
 
 # ---------------------------------------------------------------------- reads
-def read(store: Store, path: str, *, scope: str = "main", version: str | None = None) -> Memory:
+def read(store: StoreCore, path: str, *, scope: str = "main", version: str | None = None) -> Memory:
     """The memory at ``path`` in ``scope`` (at its head, or at ``version``)."""
     validate_path(path)
     validate_scope(scope)
     if version is not None:
-        from gitmem import history
+        from gitmem.engine import history
 
         return history.read_version(store, version, path=path, scope=scope)
     for _attempt in range(MAX_ATTEMPTS):
@@ -367,7 +367,7 @@ def read(store: Store, path: str, *, scope: str = "main", version: str | None = 
 
 
 def list_memories(
-    store: Store, prefix: str = "/", *, scope: str = "main", depth: int = 0, with_content: bool = False
+    store: StoreCore, prefix: str = "/", *, scope: str = "main", depth: int = 0, with_content: bool = False
 ) -> list[Memory | Prefix]:
     """Memories under ``prefix`` in path order; ``depth=1`` rolls deeper ones up into Prefix items."""
     validate_prefix(prefix)

@@ -1,6 +1,6 @@
 """History rewrites as transactions: store lock, journal, branch swap, recovery (DESIGN section 6).
 
-A history rewrite (redaction in :mod:`gitmem.redact`, compaction in :mod:`gitmem.retention`) runs in
+A history rewrite (redaction in :mod:`gitmem.audit.redact`, compaction in :mod:`gitmem.audit.retention`) runs in
 steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
 
 1. plan: the new commits and trees are written into a new pack (nothing refers to them yet);
@@ -9,7 +9,7 @@ steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
    writer added since the plan are rewritten too, then the lock file is renamed over the ref;
    writers' compare-and-swap fails meanwhile and they retry on the new history;
 4. deny-list, ledger entry, derived index (each idempotent);
-5. purge (:func:`gitmem.rewrite.purge`): reflogs expired, the loose copies of the retired objects
+5. purge (:func:`gitmem.git.rewrite.purge`): reflogs expired, the loose copies of the retired objects
    deleted, each pack holding one copied without them, then plain git must not list any of them
    (``git cat-file --batch-all-objects``);
 6. the journal is removed.
@@ -35,11 +35,12 @@ from typing import Any
 
 import pygit2
 
-from gitmem import config, ledger
+from gitmem import config
+from gitmem.engine import ledger
+from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
-from gitmem.rewrite import purge
-from gitmem.store import Store
-from gitmem.treediff import tree_deltas
+from gitmem.git.rewrite import purge
+from gitmem.git.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
@@ -72,7 +73,7 @@ class Rewrite:
 
 # ---------------------------------------------------------------------- lock, journal, faults
 @contextmanager
-def store_lock(store: Store, *, blocking: bool = True) -> Iterator[bool]:
+def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
     """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy."""
     store.gitmem_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(store.gitmem_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
@@ -93,11 +94,11 @@ def fault(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _journal_path(store: Store) -> Path:
+def _journal_path(store: StoreCore) -> Path:
     return store.gitmem_dir / JOURNAL_FILE
 
 
-def _write_journal(store: Store, rw: Rewrite) -> None:
+def _write_journal(store: StoreCore, rw: Rewrite) -> None:
     path = _journal_path(store)
     tmp = path.with_name(JOURNAL_FILE + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -112,7 +113,7 @@ def _write_journal(store: Store, rw: Rewrite) -> None:
         os.close(fd)
 
 
-def _read_journal(store: Store) -> Rewrite | None:
+def _read_journal(store: StoreCore) -> Rewrite | None:
     try:
         data = json.loads(_journal_path(store).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -124,7 +125,7 @@ def _read_journal(store: Store) -> Rewrite | None:
     return Rewrite(**data)
 
 
-def recover(store: Store, *, blocking: bool = False) -> str | None:
+def recover(store: StoreCore, *, blocking: bool = False) -> str | None:
     """Finish or roll back an interrupted rewrite; returns "completed", "rolled back" or None."""
     if store.is_clone or not _journal_path(store).exists():
         return None
@@ -144,7 +145,7 @@ def recover(store: Store, *, blocking: bool = False) -> str | None:
         return "rolled back"
 
 
-def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
+def run_rewrite(store: StoreCore, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
     """Steps 1-6 under the store lock; ``build(tip)`` plans and writes the new commits.
 
     The swap holds the branch's own lock file (``refs/heads/<scope>.lock``, as git does), so a
@@ -177,7 +178,7 @@ def run_rewrite(store: Store, scope: str, build: Callable[[pygit2.Oid], Rewrite]
         return rw
 
 
-def refuse_other_refs(store: Store, scope: str, rw: Rewrite) -> None:
+def refuse_other_refs(store: StoreCore, scope: str, rw: Rewrite) -> None:
     """Refuse (before anything moves) when a ref other than the scope's branch still reaches the
     history being retired (a tag, a branch made from it): purging would break that ref."""
     retired = set(rw.commit_map)
@@ -200,7 +201,7 @@ def refuse_other_refs(store: Store, scope: str, rw: Rewrite) -> None:
 
 
 @contextmanager
-def _ref_lock(store: Store, scope: str) -> Iterator[tuple[int, Path]]:
+def _ref_lock(store: StoreCore, scope: str) -> Iterator[tuple[int, Path]]:
     """Hold ``refs/heads/<scope>.lock`` (waiting out a writer that holds it for its update)."""
     path = store.path / "refs" / "heads" / f"{scope}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,7 +234,7 @@ def _publish(lock: tuple[int, Path], new_tip: str) -> None:
     os.rename(path, path.with_suffix(""))
 
 
-def _clear_stale_lock(store: Store, scope: str) -> None:
+def _clear_stale_lock(store: StoreCore, scope: str) -> None:
     """A rewrite killed while holding the branch lock left it behind: remove it (recovery holds
     the store lock, so no rewrite is running; a writer's own lock never carries the mark)."""
     path = store.path / "refs" / "heads" / f"{scope}.lock"
@@ -245,7 +246,7 @@ def _clear_stale_lock(store: Store, scope: str) -> None:
         pass
 
 
-def finish(store: Store, rw: Rewrite, *, recovering: bool = False) -> None:
+def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
     """Steps 4-6; every one may run twice (recovery after a crash)."""
     denied = [*rw.blob_map, *rw.commit_map] if rw.op == "redaction" else list(rw.commit_map)
     ledger.deny(store, denied, f"{rw.op} {rw.id}")
@@ -279,7 +280,7 @@ def finish(store: Store, rw: Rewrite, *, recovering: bool = False) -> None:
 _CLOCK_SKEW = 600
 
 
-def reintroduced(store: Store, retired: set[str], since: int) -> set[str]:
+def reintroduced(store: StoreCore, retired: set[str], since: int) -> set[str]:
     """Retired object ids that a commit made since ``since`` (a racing writer) uses again."""
     found: set[str] = set()
     repo = store.repo
@@ -297,3 +298,13 @@ def reintroduced(store: Store, retired: set[str], since: int) -> set[str]:
                 if d.new_id is not None and str(d.new_id) in retired:
                     found.add(str(d.new_id))
     return found
+
+
+def open_recovered(
+    name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None
+) -> StoreCore:
+    """Open a store; a history rewrite (redaction, compaction) killed half-way is finished or rolled back."""
+    core = open_core(name_or_path, home)
+    if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
+        recover(core)
+    return core

@@ -13,7 +13,7 @@ from typing import Any
 
 from gitmem.config import Limits
 from gitmem.errors import ForbiddenError, InvalidInputError, LimitExceededError
-from gitmem.paths import validate_path
+from gitmem.model.paths import validate_path
 
 MODE_BLOB = 0o100644
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitmem import ledger
+from gitmem.engine import ledger
+from gitmem.engine.core import StoreCore
 from gitmem.errors import GitmemError, IntegrityError
-from gitmem.store import Store
-from gitmem.versions import parse_trailers, trailer_problems
+from gitmem.model.versions import parse_trailers, trailer_problems
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ class VerifyReport:
         return all(c.ok for c in self.checks)
 
 
-def verify(store: Store, *, raise_on_failure: bool = True) -> VerifyReport:
+def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
     """Run every check; raise IntegrityError naming the failures (unless ``raise_on_failure`` is off)."""
-    from gitmem.journal import recover
+    from gitmem.audit.journal import recover
 
     recovered = recover(store, blocking=True)
     checks = [
@@ -70,8 +70,8 @@ def _run(name: str, fn: object) -> Check:
     return Check(name, True)
 
 
-def check_fsck(store: Store) -> list[str]:
-    from gitmem.rewrite import _git
+def check_fsck(store: StoreCore) -> list[str]:
+    from gitmem.git.rewrite import _git
 
     res = _git(store, "fsck", "--no-progress", "--no-dangling")
     if res.returncode == 0:
@@ -80,9 +80,9 @@ def check_fsck(store: Store) -> list[str]:
     return [f"git fsck failed: {ln}" for ln in lines[:3]] or ["git fsck failed"]
 
 
-def check_purged(store: Store) -> list[str]:
+def check_purged(store: StoreCore) -> list[str]:
     """Each rewrite in the ledger: its digests match deny-listed ids, none of which git can read."""
-    from gitmem.rewrite import missing_objects
+    from gitmem.git.rewrite import missing_objects
 
     events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
     if store.is_clone:
@@ -111,7 +111,7 @@ def check_purged(store: Store) -> list[str]:
     return problems
 
 
-def check_trailers(store: Store) -> list[str]:
+def check_trailers(store: StoreCore) -> list[str]:
     problems = []
     require = store.settings.require_trailers
     for scope in store.scopes():
@@ -132,7 +132,7 @@ def check_trailers(store: Store) -> list[str]:
     return problems
 
 
-def check_index(store: Store) -> list[str]:
+def check_index(store: StoreCore) -> list[str]:
     index = store.index
     scopes = index.ensure_all()
     problems = []

@@ -2,7 +2,7 @@
 
 :func:`redact` replaces one version's blob, :func:`redact_pattern` every regex match, wherever they
 occur in the scope's history, by ``[redacted: <id>]``; the transaction (lock, journal, swap, ledger,
-deny-list, index, purge and proof) is :func:`gitmem.journal.run_rewrite`.
+deny-list, index, purge and proof) is :func:`gitmem.audit.journal.run_rewrite`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import Any
 
 import pygit2
 
-from gitmem import ledger
+from gitmem.audit.journal import Rewrite, run_rewrite
+from gitmem.engine import ledger
+from gitmem.engine.core import StoreCore
+from gitmem.engine.index import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
+from gitmem.git.rewrite import Rewriter
 from gitmem.ids import is_id, new_id
-from gitmem.index import VersionRow
-from gitmem.journal import Rewrite, run_rewrite
-from gitmem.paths import validate_scope
-from gitmem.rewrite import Rewriter
-from gitmem.store import Store
-from gitmem.versions import resolve_actor
+from gitmem.model.paths import validate_scope
+from gitmem.model.versions import resolve_actor
 
 
 def placeholder(redaction_id: str) -> bytes:
@@ -47,11 +47,11 @@ class Redaction:
 
 
 # ---------------------------------------------------------------------- redaction
-def _rows(store: Store, where: str, params: tuple[Any, ...]) -> list[VersionRow]:
+def _rows(store: StoreCore, where: str, params: tuple[Any, ...]) -> list[VersionRow]:
     return store.index.version_rows(where, params)
 
 
-def _check_blobs(store: Store, scope: str, blobs: list[str], what: str) -> list[VersionRow]:
+def _check_blobs(store: StoreCore, scope: str, blobs: list[str], what: str) -> list[VersionRow]:
     """Affected version rows of ``scope``; refusals (head, other scopes) before anything is written."""
     marks = ",".join("?" * len(blobs))
     heads = [h for h in store.index.heads(scope) if h.blob in blobs]
@@ -73,7 +73,7 @@ def _check_blobs(store: Store, scope: str, blobs: list[str], what: str) -> list[
 
 
 def _redact(
-    store: Store,
+    store: StoreCore,
     scope: str,
     contents: dict[str, bytes],
     rows: list[VersionRow],
@@ -169,7 +169,7 @@ def _redact(
 
 
 def _active_paths(
-    store: Store, commits: list[pygit2.Commit], rows: list[VersionRow]
+    store: StoreCore, commits: list[pygit2.Commit], rows: list[VersionRow]
 ) -> dict[pygit2.Oid, list[list[bytes]]] | None:
     """Where each commit's tree can hold a replaced blob: in a linear history a blob is at a
     version's path from that version until its memory's next version. Commits absent from the
@@ -196,7 +196,7 @@ def _active_paths(
     return out
 
 
-def _seq(store: Store, row: VersionRow) -> int:
+def _seq(store: StoreCore, row: VersionRow) -> int:
     found = store.index.db.execute(
         "SELECT seq FROM versions WHERE scope=? AND id=?", (row.scope, row.id)
     ).fetchone()
@@ -207,14 +207,14 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _prepare(store: Store, reason: str, actor: str | None) -> str:
+def _prepare(store: StoreCore, reason: str, actor: str | None) -> str:
     store.check_writable()
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 1024:
         raise InvalidInputError("a redaction needs a reason of 1-1024 characters")
     return resolve_actor(actor, None)
 
 
-def redact(store: Store, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
+def redact(store: StoreCore, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
     """Replace one version's content everywhere it occurs in its scope's history by
     ``[redacted: <id>]``; refused (ForbiddenError) while that content is the head of a live memory."""
     actor = _prepare(store, reason, actor)
@@ -244,7 +244,7 @@ def redact(store: Store, version_id: str, *, reason: str, actor: str | None = No
 
 
 def redact_pattern(
-    store: Store, pattern: str, *, reason: str, scope: str = "main", actor: str | None = None
+    store: StoreCore, pattern: str, *, reason: str, scope: str = "main", actor: str | None = None
 ) -> Redaction:
     """Replace every match of the regex ``pattern`` in every historical version of ``scope`` by
     ``[redacted: <id>]`` (like ``git filter-repo --replace-text``, scoped and audited); refused when a
@@ -285,7 +285,7 @@ def redact_pattern(
     )
 
 
-def restore_marks(store: Store) -> None:
+def restore_marks(store: StoreCore) -> None:
     """After the index was rebuilt from git: redactions recorded in the ledger mark their versions."""
     for entry in ledger.entries(store, kind="redaction"):
         data = entry.data

@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem import search
+from gitmem.engine import search
 from gitmem.errors import ConflictError
-from gitmem.frontmatter import parse_description
+from gitmem.git.treediff import diff_trees, merge_own_changes
 from gitmem.ids import derived_ulid
-from gitmem.treediff import diff_trees, merge_own_changes
-from gitmem.versions import parse_trailers, trailer_problems
+from gitmem.model.frontmatter import parse_description
+from gitmem.model.versions import parse_trailers, trailer_problems
 
 if TYPE_CHECKING:
-    from gitmem.store import Store
+    from gitmem.engine.core import StoreCore
 
-SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.search); 3: body column first
+SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.engine.search); 3: body column first
 INDEX_FILE = "index.sqlite"
 PURGE_PENDING = "index-purge-pending"
 BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
@@ -69,7 +69,7 @@ VERSION_COLUMNS = (
 
 @dataclass(frozen=True)
 class VersionRow:
-    """A version as the index stores it (see gitmem.versions.Version for the public type)."""
+    """A version as the index stores it (see gitmem.model.versions.Version for the public type)."""
 
     id: str
     memory_id: str
@@ -111,7 +111,7 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
 class Index:
     """The derived index of one store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreCore) -> None:
         self.store = store
         self.path = store.gitmem_dir / INDEX_FILE
         self._db: sqlite3.Connection | None = None
@@ -201,7 +201,7 @@ class Index:
         self._known_tips.clear()
         for scope in self.store.scopes():
             self.ensure(scope)
-        from gitmem.redact import restore_marks  # the ledger remembers what was redacted
+        from gitmem.audit.redact import restore_marks  # the ledger remembers what was redacted
 
         restore_marks(self.store)
         return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
@@ -527,7 +527,7 @@ class Index:
             )
 
         if not commit.parent_ids and "\nGitmem-Compaction: " in commit.message:
-            from gitmem.retention import parse_snapshot  # a compaction root lists its kept versions
+            from gitmem.audit.retention import parse_snapshot  # a compaction root lists its kept versions
 
             return [
                 version(v, m, p, None, op, a, sn, commit.tree[p[1:]].id, at=t)
@@ -629,7 +629,7 @@ class Index:
             sql += f" LIMIT {int(limit)}"
         return [VersionRow(*r) for r in self.db.execute(sql, tuple(params))]
 
-    # ------------------------------------------------------------------ history rewrites (gitmem.redact)
+    # ------------------------------------------------------------------ history rewrites (gitmem.audit.redact)
     def mark_redacted(self, redaction: tuple[str, str, int, str], version_ids: Sequence[str]) -> None:
         """Record a redaction (id, actor, time, reason) and the versions it covers."""
         with self._write() as db:

@@ -10,18 +10,18 @@ from typing import Any
 
 import pygit2
 
+from gitmem.engine.core import StoreCore
+from gitmem.engine.index import VersionRow
+from gitmem.engine.memories import Memory, create, write
+from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import InvalidInputError, NotFoundError
-from gitmem.frontmatter import parse_description
 from gitmem.ids import is_id
-from gitmem.index import VersionRow
-from gitmem.memories import Memory, create, write
-from gitmem.paths import validate_path, validate_scope
-from gitmem.store import Store
-from gitmem.versions import OPERATIONS, RedactionInfo, Version, timestamp
-from gitmem.writer import sha256_hex, version_from_row
+from gitmem.model.frontmatter import parse_description
+from gitmem.model.paths import validate_path, validate_scope
+from gitmem.model.versions import OPERATIONS, RedactionInfo, Version, timestamp
 
 
-def _to_version(store: Store, row: VersionRow) -> Version:
+def _to_version(store: StoreCore, row: VersionRow) -> Version:
     redaction = None
     if row.redaction_id is not None:
         r = store.index.db.execute(
@@ -41,7 +41,7 @@ def _epoch(value: dt.datetime | None) -> int | None:
 
 
 def versions(
-    store: Store,
+    store: StoreCore,
     path: str | None = None,
     *,
     memory_id: str | None = None,
@@ -99,7 +99,7 @@ def versions(
     return [_to_version(store, r) for r in rows]
 
 
-def _row(store: Store, version_id: str) -> VersionRow:
+def _row(store: StoreCore, version_id: str) -> VersionRow:
     if not is_id(version_id, "memver"):
         raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
     store.index.ensure_all()
@@ -109,12 +109,12 @@ def _row(store: Store, version_id: str) -> VersionRow:
     return rows[0]
 
 
-def version(store: Store, version_id: str) -> Version:
+def version(store: StoreCore, version_id: str) -> Version:
     """One version by id."""
     return _to_version(store, _row(store, version_id))
 
 
-def version_content(store: Store, version_id: str) -> bytes | None:
+def version_content(store: StoreCore, version_id: str) -> bytes | None:
     """The content bytes of a version; None for a deletion. Redacted versions raise."""
     row = _row(store, version_id)
     if row.redaction_id is not None:
@@ -125,7 +125,7 @@ def version_content(store: Store, version_id: str) -> bytes | None:
 
 
 def read_version(
-    store: Store, version_id: str, *, path: str | None = None, scope: str | None = None
+    store: StoreCore, version_id: str, *, path: str | None = None, scope: str | None = None
 ) -> Memory:
     """A memory as it was at ``version_id``."""
     row = _row(store, version_id)
@@ -150,7 +150,7 @@ def read_version(
     )
 
 
-def diff(store: Store, old_id: str, new_id: str | None = None) -> str:
+def diff(store: StoreCore, old_id: str, new_id: str | None = None) -> str:
     """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``)."""
     new_row = _row(store, new_id or old_id)
     if new_id is None:
@@ -185,7 +185,7 @@ def _lines(text: str) -> list[str]:
     return [line for line in re.split(r"(?<=\n)", text) if line]
 
 
-def _text(store: Store, row: VersionRow | None) -> str:
+def _text(store: StoreCore, row: VersionRow | None) -> str:
     if row is None or row.blob is None:
         return ""
     if row.redaction_id is not None:
@@ -194,7 +194,7 @@ def _text(store: Store, row: VersionRow | None) -> str:
 
 
 def restore(
-    store: Store, version_id: str, *, actor: str | None = None, session: str | None = None
+    store: StoreCore, version_id: str, *, actor: str | None = None, session: str | None = None
 ) -> Version | None:
     """Write an old version's content back as a new version of the same memory.
 
@@ -214,5 +214,5 @@ def restore(
     )
 
 
-def rows_for(store: Store, ids: Sequence[str]) -> list[VersionRow]:
+def rows_for(store: StoreCore, ids: Sequence[str]) -> list[VersionRow]:
     return [_row(store, i) for i in ids]

@@ -15,15 +15,10 @@ from typing import Any
 
 import pygit2
 
-from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
-from gitmem.fastimport import Pending, write_commits
-from gitmem.ids import is_id, new_id
-from gitmem.index import VersionRow
-from gitmem.memories import refuse_conflict, with_description
-from gitmem.paths import validate_path
-from gitmem.store import Store
-from gitmem.versions import Version, format_message
-from gitmem.writer import (
+from gitmem.engine.core import StoreCore
+from gitmem.engine.index import VersionRow
+from gitmem.engine.memories import refuse_conflict, with_description
+from gitmem.engine.writer import (
     MAX_ATTEMPTS,
     Change,
     ScopeState,
@@ -39,6 +34,11 @@ from gitmem.writer import (
     store_bytes_lock,
     version_from_row,
 )
+from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
+from gitmem.git.fastimport import Pending, write_commits
+from gitmem.ids import is_id, new_id
+from gitmem.model.paths import validate_path
+from gitmem.model.versions import Version, format_message
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
                     f"{op.path} changed: its sha256 is {sha256_hex(blob.data)}, not {op.if_sha256}"
                 )
             return Change("modified", op.path, data, state.memory_id(op.path))
-        if op.op == "write" and op.if_sha256 is not None:  # as Store.write: nothing there to match
+        if op.op == "write" and op.if_sha256 is not None:  # as StoreCore.write: nothing there to match
             raise PreconditionFailedError(f"{op.path} does not exist, so it cannot match if_sha256")
         refuse_conflict(state, op.path)
         return Change("created", op.path, data, _revived_id(state, op.memory_id) or new_id("mem"))
@@ -139,7 +139,7 @@ class _Pending:
 class BatchState(ScopeState):
     """A scope state that sees the batch's planned changes on top of the base tree."""
 
-    def __init__(self, store: Store, scope: str, tip: pygit2.Oid | None) -> None:
+    def __init__(self, store: StoreCore, scope: str, tip: pygit2.Oid | None) -> None:
         super().__init__(store, scope, tip)
         self.base_tree = self.tree
         self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
@@ -209,7 +209,7 @@ def _files_under(tree: pygit2.Tree, base: str) -> Iterator[str]:
 
 
 def apply_batch(
-    store: Store,
+    store: StoreCore,
     ops: Sequence[BatchOp],
     *,
     scope: str = "main",
@@ -282,7 +282,7 @@ FAST_IMPORT_MIN = 32
 
 
 def _write_pygit2(
-    store: Store,
+    store: StoreCore,
     scope: str,
     tip: pygit2.Oid | None,
     changes: list[Change],
@@ -301,7 +301,7 @@ def _write_pygit2(
 
 
 def _write_fast_import(
-    store: Store,
+    store: StoreCore,
     scope: str,
     tip: pygit2.Oid | None,
     changes: list[Change],

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem.errors import GitmemError
+from gitmem.git.repo import COMMITTER, Repo
 from gitmem.ids import new_ulid
-from gitmem.store import COMMITTER, Store
 
 TMP_REF_PREFIX = "refs/gitmem-tmp/"
 
@@ -61,7 +61,7 @@ def _stream(commits: Sequence[Pending], ref: str, parent: pygit2.Oid | None) -> 
     return bytes(out)
 
 
-def write_commits(store: Store, commits: Sequence[Pending], parent: pygit2.Oid | None) -> list[pygit2.Oid]:
+def write_commits(store: Repo, commits: Sequence[Pending], parent: pygit2.Oid | None) -> list[pygit2.Oid]:
     """Write ``commits`` as a chain on ``parent``; returns their ids in order. No branch moves."""
     ref = TMP_REF_PREFIX + new_ulid()
     git_dir = os.path.abspath(store.repo.path)

@@ -36,10 +36,10 @@ import pygit2
 
 from gitmem import config
 from gitmem.errors import ConflictError, IntegrityError
-from gitmem.locks import file_lock
+from gitmem.git.locks import file_lock
 
 if TYPE_CHECKING:
-    from gitmem.store import Store
+    from gitmem.engine.core import StoreCore
 
 LEDGER_REF = "refs/gitmem/ledger"
 CLONE_LEDGER_REFS = ("refs/remotes/origin/gitmem/ledger", "refs/gitmem/remote/ledger")
@@ -80,7 +80,7 @@ def _sha(text: str) -> str:
 
 
 # ---------------------------------------------------------------------- files in $GIT_DIR/gitmem
-def _dir(store: Store) -> Path:
+def _dir(store: StoreCore) -> Path:
     d = store.gitmem_dir
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -89,7 +89,7 @@ def _dir(store: Store) -> Path:
 _secrets: dict[Path, bytes] = {}
 
 
-def _secret(store: Store) -> bytes:
+def _secret(store: StoreCore) -> bytes:
     cached = _secrets.get(store.path)
     if cached is not None:
         return cached
@@ -115,18 +115,18 @@ def _secret(store: Store) -> bytes:
     return bytes.fromhex(path.read_text().strip())
 
 
-def digest(store: Store, value: str) -> str:
+def digest(store: StoreCore, value: str) -> str:
     """Keyed digest of an object id (or a pattern) for the public ledger: ``hmac-sha256:<hex>``."""
     mac = hmac.new(_secret(store), value.encode("utf-8"), hashlib.sha256).hexdigest()
     return f"hmac-sha256:{mac}"
 
 
-def set_digest(store: Store, oids: Iterable[str]) -> str:
+def set_digest(store: StoreCore, oids: Iterable[str]) -> str:
     """One keyed digest of a set of object ids (a rewrite may retire 100k commits)."""
     return digest(store, "\n".join(sorted(oids)))
 
 
-def deny(store: Store, oids: Iterable[str], comment: str) -> int:
+def deny(store: StoreCore, oids: Iterable[str], comment: str) -> int:
     """Add object ids to the deny-list (idempotent); returns how many were new."""
     path = _dir(store) / DENYLIST_FILE
     with file_lock(path.with_name(DENYLIST_FILE + ".lock")):
@@ -144,7 +144,7 @@ def deny(store: Store, oids: Iterable[str], comment: str) -> int:
     return len(new)
 
 
-def denied_by(store: Store) -> dict[str, set[str]]:
+def denied_by(store: StoreCore) -> dict[str, set[str]]:
     """The deny-list grouped by the comment above each block (``redaction <id>``, ...)."""
     try:
         text = (store.gitmem_dir / DENYLIST_FILE).read_text(encoding="ascii")
@@ -160,13 +160,13 @@ def denied_by(store: Store) -> dict[str, set[str]]:
     return out
 
 
-def denied(store: Store) -> set[str]:
+def denied(store: StoreCore) -> set[str]:
     """The raw object ids on the deny-list (empty on a clone: the list is never cloned)."""
     return set(store.denied_ids())
 
 
 # ---------------------------------------------------------------------- reading
-def ledger_tip(store: Store) -> pygit2.Oid | None:
+def ledger_tip(store: StoreCore) -> pygit2.Oid | None:
     names = (LEDGER_REF, *CLONE_LEDGER_REFS) if store.is_clone else (LEDGER_REF,)
     for name in names:
         ref = store.repo.references.get(name)
@@ -205,7 +205,7 @@ def parse_commit(commit: pygit2.Commit) -> LedgerEntry:
     )
 
 
-def _commits(store: Store, tip: pygit2.Oid | None) -> list[pygit2.Commit]:
+def _commits(store: StoreCore, tip: pygit2.Oid | None) -> list[pygit2.Commit]:
     out: list[pygit2.Commit] = []
     oid = tip
     while oid is not None:
@@ -216,13 +216,13 @@ def _commits(store: Store, tip: pygit2.Oid | None) -> list[pygit2.Commit]:
     return out
 
 
-def entries(store: Store, *, kind: str | None = None) -> list[LedgerEntry]:
+def entries(store: StoreCore, *, kind: str | None = None) -> list[LedgerEntry]:
     """Every entry, oldest first (``kind`` filters). Unparsable entries raise IntegrityError."""
     out = [parse_commit(c) for c in _commits(store, ledger_tip(store))]
     return [e for e in out if kind is None or e.kind == kind]
 
 
-def check_chain(store: Store) -> list[str]:
+def check_chain(store: StoreCore) -> list[str]:
     """Problems with the ledger chain (empty: intact), for ``verify``."""
     problems: list[str] = []
     prev, seq = "", 0
@@ -266,7 +266,7 @@ def _write_anchor(path: Path, seq: int, value: str) -> None:
     os.replace(tmp, path)
 
 
-def remember_seen(store: Store) -> None:
+def remember_seen(store: StoreCore) -> None:
     """On a clone: record the ledger's newest entry, so a later rewrite of it is detected."""
     chain = entries(store)
     if chain:
@@ -274,7 +274,7 @@ def remember_seen(store: Store) -> None:
 
 
 # ---------------------------------------------------------------------- writing
-def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None = None) -> LedgerEntry:
+def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | None = None) -> LedgerEntry:
     """Append one entry (serialised by ``$GIT_DIR/gitmem/ledger.lock``, the ref moved by CAS)."""
     if kind not in KINDS:
         raise ValueError(f"unknown ledger entry kind {kind!r}")
@@ -311,7 +311,7 @@ def append(store: Store, kind: str, data: Mapping[str, Any], actor: str | None =
     raise ConflictError("could not append to the ledger: refs/gitmem/ledger kept moving")
 
 
-def _check_anchor(store: Store, tip: pygit2.Oid | None, last: LedgerEntry | None) -> None:
+def _check_anchor(store: StoreCore, tip: pygit2.Oid | None, last: LedgerEntry | None) -> None:
     """Refuse to extend a ledger that no longer holds the entry last written here (truncated or
     rewritten behind gitmem's back): appending would move the anchor and hide the tampering."""
     anchor = _read_anchor(store.gitmem_dir / ANCHOR_FILE)
@@ -329,13 +329,13 @@ def _check_anchor(store: Store, tip: pygit2.Oid | None, last: LedgerEntry | None
         )
 
 
-def record_push(store: Store, record: Mapping[str, Any]) -> LedgerEntry:
+def record_push(store: StoreCore, record: Mapping[str, Any]) -> LedgerEntry:
     """A push the post-receive hook accepted (``record``: ref updates, pusher, ... without content)."""
     actor = record.get("actor")
     return append(store, "push", record, actor=actor if isinstance(actor, str) else None)
 
 
-def find(store: Store, kind: str, key: str, value: str) -> LedgerEntry | None:
+def find(store: StoreCore, kind: str, key: str, value: str) -> LedgerEntry | None:
     """The newest entry of ``kind`` whose ``data[key] == value`` (idempotent recovery uses it)."""
     for entry in reversed(entries(store, kind=kind)):
         if entry.data.get(key) == value:

@@ -1,11 +1,11 @@
 """Full-text search within one scope (DESIGN section 8), on an SQLite FTS5 table in the derived index.
 
 The index keeps one FTS5 row per live memory per scope (its path, description and body: the file
-without its front-matter block), maintained by :class:`gitmem.index.Index` wherever the ``heads``
+without its front-matter block), maintained by :class:`gitmem.engine.index.Index` wherever the ``heads``
 table changes, so the table only ever holds current head content: redacting an older version never
 needs to touch it. ``search_docs`` maps each FTS5 rowid to (scope, path), so an update or delete is
 one keyed row. Deleted rows leave FTS5's content table at once; their terms stay in older index
-segments until FTS5 merges them, which :meth:`gitmem.index.Index.purge_search` forces ('optimize'
+segments until FTS5 merges them, which :meth:`gitmem.engine.index.Index.purge_search` forces ('optimize'
 plus a WAL checkpoint) after every history rewrite (redaction and compaction call it, and so does a
 catch-up that finds history rewritten); SQLite >= 3.44 also gets FTS5's 'secure-delete'. The index
 runs with ``secure_delete`` on, so freed pages hold zeros rather than old text.
@@ -26,12 +26,12 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gitmem import frontmatter
 from gitmem.errors import InvalidInputError
-from gitmem.paths import validate_prefix, validate_scope
+from gitmem.model import frontmatter
+from gitmem.model.paths import validate_prefix, validate_scope
 
 if TYPE_CHECKING:
-    from gitmem.store import Store
+    from gitmem.engine.core import StoreCore
 
 MAX_LIMIT = 1000
 #: BM25 column weights (body, description, path): a description hit outranks a body or path hit.
@@ -68,7 +68,7 @@ class SearchHit:
 
 
 def search(
-    store: Store,
+    store: StoreCore,
     query: str,
     *,
     scope: str = "main",

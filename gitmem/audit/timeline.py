@@ -6,10 +6,10 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem import ledger
+from gitmem.engine import history, ledger
+from gitmem.engine.core import StoreCore
 from gitmem.errors import InvalidInputError
-from gitmem.store import Store
-from gitmem.versions import OPERATIONS
+from gitmem.model.versions import OPERATIONS
 
 TYPES = OPERATIONS + ledger.KINDS
 
@@ -34,7 +34,7 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
 
 
 def audit(
-    store: Store,
+    store: StoreCore,
     *,
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
@@ -52,8 +52,8 @@ def audit(
     events: list[AuditEvent] = []
     if type is None or type in OPERATIONS:
         for v in reversed(
-            store.versions(
-                scope=scope, session=session, actor=actor, operation=type, since=since, until=until
+            history.versions(
+                store, scope=scope, session=session, actor=actor, operation=type, since=since, until=until
             )
         ):
             detail: dict[str, Any] = {"memory": v.memory_id, "path": v.path, "commit": v.commit}

@@ -12,7 +12,7 @@ times and messages unchanged). B is the largest cut that drops only droppable ve
   before the cut (superseded or deleted) is dropped.
 
 The rewrite runs with the same lock, journal, CAS, ledger entry (``compaction``), deny-list (retired
-commits) and purge as a redaction (:mod:`gitmem.redact`). Scopes with merge commits are skipped.
+commits) and purge as a redaction (:mod:`gitmem.audit.redact`). Scopes with merge commits are skipped.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 
 import pygit2
 
-from gitmem import ledger
-from gitmem.index import VersionRow
-from gitmem.journal import Rewrite, run_rewrite
-from gitmem.rewrite import Rewriter
-from gitmem.store import Store
-from gitmem.versions import resolve_actor
+from gitmem.audit.journal import Rewrite, run_rewrite
+from gitmem.engine import ledger
+from gitmem.engine.core import StoreCore
+from gitmem.engine.index import VersionRow
+from gitmem.git.rewrite import Rewriter
+from gitmem.model.versions import resolve_actor
 
 DAY = 86400
 SNAPSHOT = "Gitmem-Snapshot"
@@ -91,7 +91,7 @@ def plan_cut(rows_by_commit: list[list[VersionRow]], live: set[str], keep_recent
     return cut
 
 
-def prune(store: Store, *, actor: str | None = None, now: int | None = None) -> PruneResult:
+def prune(store: StoreCore, *, actor: str | None = None, now: int | None = None) -> PruneResult:
     """Compact every scope per the store's retention settings; nothing to do without ``max_days``."""
     store.check_writable()
     actor = resolve_actor(actor, None)
@@ -109,7 +109,7 @@ def prune(store: Store, *, actor: str | None = None, now: int | None = None) -> 
     return result
 
 
-def _prune_scope(store: Store, scope: str, actor: str, keep_recent: int, cutoff: int) -> Compaction | str:
+def _prune_scope(store: StoreCore, scope: str, actor: str, keep_recent: int, cutoff: int) -> Compaction | str:
     state: dict[str, Any] = {}
 
     def build(tip: pygit2.Oid) -> Rewrite:
@@ -189,7 +189,7 @@ def ledger_id() -> str:
     return new_id("compact")
 
 
-def _blob_elsewhere(store: Store, scope: str, blob: str) -> bool:
+def _blob_elsewhere(store: StoreCore, scope: str, blob: str) -> bool:
     found = store.index.db.execute(
         "SELECT 1 FROM versions WHERE blob=? AND scope != ? LIMIT 1", (blob, scope)
     ).fetchone()
@@ -197,7 +197,7 @@ def _blob_elsewhere(store: Store, scope: str, blob: str) -> bool:
 
 
 def _root_commit(
-    store: Store, last: pygit2.Commit, kept: list[VersionRow], rid: str, actor: str, dropped: int
+    store: StoreCore, last: pygit2.Commit, kept: list[VersionRow], rid: str, actor: str, dropped: int
 ) -> pygit2.Oid:
     lines = [f"compacted {dropped} versions", "", f"{COMPACTION}: {rid}", f"Gitmem-Actor: {actor}"]
     lines += [snapshot_line(r) for r in sorted(kept, key=lambda r: r.path)]

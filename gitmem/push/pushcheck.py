@@ -4,13 +4,12 @@
 from any existing ref (plus, behind a real ``git receive-pack``, every object in the quarantine
 directory), each diffed against its first parent. Scope counts and store bytes after the push come
 from the derived index at the old tips plus the tree diff old -> new, so the cost grows with the push,
-not with the store. Every rule reuses :mod:`gitmem.policy`, the same functions the library calls.
+not with the store. Every rule reuses :mod:`gitmem.model.policy`, the same functions the library calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,17 +17,16 @@ from pathlib import Path
 
 import pygit2
 
-from gitmem import policy
 from gitmem.config import StoreSettings
+from gitmem.engine.denylist import HEX40 as _HEX40
 from gitmem.errors import InvalidInputError
-from gitmem.paths import validate_scope
-from gitmem.policy import Violation
-from gitmem.treediff import tree_deltas
+from gitmem.git.treediff import tree_deltas
+from gitmem.model import policy
+from gitmem.model.paths import validate_scope
+from gitmem.model.policy import Violation
 
 ZERO = "0" * 40
 HEADS = "refs/heads/"
-DENYLIST = "denylist"  # $GIT_DIR/gitmem/denylist: one 40-hex object id per line, '#' comments
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -80,20 +78,6 @@ def parse_updates(stdin: str | Iterable[str]) -> list[RefUpdate]:
             raise InvalidInputError(f"malformed ref update on line {n}: {line[:200]!r}")
         out.append(RefUpdate(parts[0], parts[1], parts[2]))
     return out
-
-
-def read_denylist(git_dir: Path) -> frozenset[str]:
-    """The store's deny-list (redacted blobs, retired commits); empty when there is none."""
-    try:
-        text = (git_dir / "gitmem" / DENYLIST).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return frozenset()
-    ids = set()
-    for line in text.splitlines():
-        item = line.split("#", 1)[0].strip().lower()
-        if _HEX40.match(item):
-            ids.add(item)
-    return frozenset(ids)
 
 
 def quarantine_objects(path: str | None) -> list[str]:
@@ -215,7 +199,7 @@ def check_commit(
             out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
     if ctx.settings.require_trailers:
-        from gitmem.versions import parse_trailers, trailer_problems
+        from gitmem.model.versions import parse_trailers, trailer_problems
 
         problems = trailer_problems(parse_trailers(commit.message))
         rename = sorted(kinds) == ["added", "deleted"]

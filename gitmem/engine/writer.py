@@ -3,7 +3,7 @@
 Every change runs through :func:`mutate`: read the scope's tip, plan the change against it (checking
 preconditions and limits), write blob + spine trees + commit, then move the branch by
 compare-and-swap. A lost race re-plans against the new tip, so an acknowledged write is never lost
-and a precondition is never checked against a stale state. Batches (gitmem.batch) reuse the pieces.
+and a precondition is never checked against a stale state. Batches (gitmem.engine.batch) reuse the pieces.
 """
 
 from __future__ import annotations
@@ -17,16 +17,23 @@ from dataclasses import dataclass
 
 import pygit2
 
-from gitmem import policy
 from gitmem.config import Limits
+from gitmem.engine.core import StoreCore
+from gitmem.engine.index import HeadRow, VersionRow
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
-from gitmem.frontmatter import parse_description
+from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
-from gitmem.index import HeadRow, VersionRow
-from gitmem.locks import file_lock
-from gitmem.paths import validate_scope
-from gitmem.store import Store
-from gitmem.versions import RedactionInfo, Version, format_message, resolve_actor, timestamp, validate_session
+from gitmem.model import policy
+from gitmem.model.frontmatter import parse_description
+from gitmem.model.paths import validate_scope
+from gitmem.model.versions import (
+    RedactionInfo,
+    Version,
+    format_message,
+    resolve_actor,
+    timestamp,
+    validate_session,
+)
 
 MAX_ATTEMPTS = 64
 STORE_BYTES_LOCK = "store-bytes.lock"
@@ -50,7 +57,7 @@ class Change:
 class ScopeState:
     """The state of one scope at one tip, as a planner sees it."""
 
-    def __init__(self, store: Store, scope: str, tip: pygit2.Oid | None) -> None:
+    def __init__(self, store: StoreCore, scope: str, tip: pygit2.Oid | None) -> None:
         self.store = store
         self.scope = scope
         self.tip = tip
@@ -190,7 +197,7 @@ def decode_content(data: bytes) -> str:
 
 
 def authorize(
-    store: Store, scope: str, actor: str | None, session: str | None
+    store: StoreCore, scope: str, actor: str | None, session: str | None
 ) -> tuple[str, str | None, Limits]:
     """Check who writes where before any write: scope and session syntax, the actor recorded, a
     writable store (not archived, not a clone) and the store's acl (the same one pushes obey).
@@ -205,7 +212,7 @@ def authorize(
 
 
 def mutate(
-    store: Store,
+    store: StoreCore,
     scope: str,
     plan: Callable[[ScopeState], Change | None],
     *,
@@ -242,7 +249,7 @@ def mutate(
     )
 
 
-def store_bytes_lock(store: Store) -> contextlib.AbstractContextManager[None]:
+def store_bytes_lock(store: StoreCore) -> contextlib.AbstractContextManager[None]:
     """The store-wide lock under which writes near ``max_store_bytes`` check and publish."""
     return file_lock(store.gitmem_dir / STORE_BYTES_LOCK)
 
@@ -252,7 +259,7 @@ def backoff(attempt: int) -> None:
 
 
 def commit_change(
-    store: Store,
+    store: StoreCore,
     state: ScopeState,
     change: Change,
     parent: pygit2.Oid | None,
@@ -323,7 +330,7 @@ def make_row(
     )
 
 
-def check_limits(store: Store, state: ScopeState, change: Change, limits: Limits) -> None:
+def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Limits) -> None:
     """Path, content, memory-count and store-size limits for one planned change."""
     violations = policy.check_path(change.path, limits)
     if change.data is None:
@@ -377,7 +384,7 @@ def version_from_row(row: VersionRow, redaction: RedactionInfo | None = None) ->
     )
 
 
-def maintain_quietly(store: Store) -> None:
+def maintain_quietly(store: StoreCore) -> None:
     """Repack when loose objects or packs pile up. The write it follows is already durable and
     published, so a failed repack must not fail it: the next write tries again, and
     ``gitmem maintain`` reports the error."""

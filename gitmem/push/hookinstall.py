@@ -2,7 +2,7 @@
 
 Installing is idempotent: gitmem's own shim (recognised by its marker) is rewritten in place; a
 foreign hook is kept as ``<name>.legacy`` (the shim still runs it). The interpreter that runs
-``gitmem.hook`` is recorded in the shim at install time.
+``gitmem.push.hook`` is recorded in the shim at install time.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def install(
     target: str | None, *, all_stores: bool = False, home: str | os.PathLike[str] | None = None
 ) -> list[InstalledHook]:
     """``gitmem hooks install STORE|--all``: install into one store (name or path) or every store."""
-    from gitmem.store import list_stores, open_store, store_path
+    from gitmem.audit.journal import open_recovered as open_store
+    from gitmem.engine.core import list_stores, store_path
 
     if all_stores == (target is not None):
         from gitmem.errors import InvalidInputError

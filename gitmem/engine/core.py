@@ -1,0 +1,279 @@
+"""``StoreCore``: the store handle every layer above git works with.
+
+A store is a bare git repository ``<home>/stores/<name>.git``; each scope is a branch
+``refs/heads/<scope>``; settings live in ``<store>.git/gitmem.yaml``, outside every tree; gitmem's
+private files (index, journal, deny-list, secrets) in ``<store>.git/gitmem/``, never cloned. The
+handle adds to :class:`gitmem.git.repo.Repo` what makes a repository a store: settings, scopes,
+the deny-list and the derived index. Users get the typed facade :class:`gitmem.store.Store` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem import config
+from gitmem.config import StoreSettings
+from gitmem.errors import ForbiddenError, NotFoundError
+from gitmem.git.repo import Repo, open_repository
+from gitmem.model.paths import validate_scope, validate_store_name
+
+if TYPE_CHECKING:
+    from gitmem.engine.index import Index
+
+GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
+
+
+def stores_dir(home: str | os.PathLike[str] | None = None) -> Path:
+    return config.workspace_home(home) / "stores"
+
+
+def store_path(name: str, home: str | os.PathLike[str] | None = None) -> Path:
+    return stores_dir(home) / f"{validate_store_name(name)}.git"
+
+
+class StoreCore(Repo):
+    """A memory store's repository with its settings, scopes, deny-list and index."""
+
+    def __init__(self, repo: pygit2.Repository, path: Path, *, clone_of: str | None = None) -> None:
+        super().__init__(repo, path)
+        #: For a clone (offline inspection), the URL of the store it was cloned from; clones are read-only.
+        self.clone_of = clone_of
+        self._settings: StoreSettings | None = None
+        self._settings_key: tuple[int, int, int] | None = None
+        self._denied: frozenset[str] = frozenset()
+        self._deny_key: tuple[int, int, int] | None = None
+        self._index: Index | None = None
+
+    # ------------------------------------------------------------------ identity and settings
+    @property
+    def is_clone(self) -> bool:
+        return self.clone_of is not None
+
+    @property
+    def gitmem_dir(self) -> Path:
+        return self.path / GITMEM_DIR
+
+    @property
+    def settings_path(self) -> Path:
+        if self.is_clone:
+            return self.gitmem_dir / config.SETTINGS_FILE
+        return self.path / config.SETTINGS_FILE
+
+    @property
+    def settings(self) -> StoreSettings:
+        """The store's settings, re-read when the file changed (another process archived the store,
+        changed its acl or limits): a long-lived handle (an MCP server, a session) obeys at once."""
+        path = self.settings_path
+        try:
+            st = path.stat()
+            key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            key = None
+        if self._settings is None or key != self._settings_key:
+            if self.is_clone and key is None:
+                self._settings = StoreSettings(id="", name=self.path.parent.name)
+            else:
+                self._settings = config.load_settings(path)
+            self._settings_key = key
+        return self._settings
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+    def reload_settings(self) -> StoreSettings:
+        self._settings = None
+        return self.settings
+
+    def update_settings(self, *, actor: str | None = None, **changes: Any) -> StoreSettings:
+        """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically.
+
+        Every change is a ledger entry (``archived`` when it sets ``archived_at``)."""
+        self.check_writable()
+        new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
+        # Round-trip through validation so a bad value never reaches the file.
+        new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
+        config.save_settings(self.settings_path, new)
+        self._settings = new
+        from gitmem.engine import ledger  # the ledger records through this handle
+
+        data = new.to_dict()
+        kind = "archived" if changes.get("archived_at") is not None else "settings_changed"
+        ledger.append(self, kind, {"changes": {k: data[k] for k in sorted(changes)}}, actor=actor)
+        return new
+
+    def check_writable(self) -> None:
+        """Raise ForbiddenError when this store may not be written (clone, archived)."""
+        if self.is_clone:
+            raise ForbiddenError(
+                f"{self.path} is a clone for offline inspection and is read-only: "
+                "commit with git and push to the store instead"
+            )
+        archived = self.settings.archived_at
+        if archived is not None:
+            raise ForbiddenError(f"store {self.name!r} was archived at {archived} and is read-only")
+
+    def denied_ids(self) -> frozenset[str]:
+        """Object ids a redaction or compaction removed (``$GIT_DIR/gitmem/denylist``), re-read
+        when the file changes. Writes refuse them, as the pre-receive hook does."""
+        from gitmem.engine.denylist import DENYLIST, read_denylist
+
+        path = self.gitmem_dir / DENYLIST
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset()
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key != self._deny_key:
+            self._denied = read_denylist(self.path)
+            self._deny_key = key
+        return self._denied
+
+    # ------------------------------------------------------------------ scopes (branches)
+    def ref_name(self, scope: str) -> str:
+        return f"refs/heads/{scope}"
+
+    def tip(self, scope: str) -> pygit2.Oid | None:
+        """The commit a scope's branch points at, or None for an empty (not yet written) scope."""
+        for name in self._ref_candidates(scope):
+            target = self.ref_target(name)
+            if target is not None:
+                return target
+        return None
+
+    def _ref_candidates(self, scope: str) -> tuple[str, ...]:
+        if self.is_clone:
+            return (f"refs/heads/{scope}", f"refs/remotes/origin/{scope}")
+        return (f"refs/heads/{scope}",)
+
+    def scopes(self) -> list[str]:
+        """Every scope with at least one version, sorted."""
+        found: set[str] = set()
+        prefixes = ["refs/heads/"] + (["refs/remotes/origin/"] if self.is_clone else [])
+        for name in self._repo.references:
+            for prefix in prefixes:
+                if name.startswith(prefix) and name != "refs/remotes/origin/HEAD":
+                    found.add(name[len(prefix) :])
+        return sorted(found)
+
+    def require_scope(self, scope: str) -> pygit2.Oid:
+        validate_scope(scope)
+        tip = self.tip(scope)
+        if tip is None:
+            raise NotFoundError(f"scope {scope!r} does not exist in store {self.name!r}")
+        return tip
+
+    def cas_ref(self, scope: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str = "gitmem") -> bool:
+        """Move a scope's branch from ``old`` to ``new`` only if it still points at ``old``."""
+        return self.cas(self.ref_name(scope), old, new, message)
+
+    def sync_ref(self, scope: str) -> None:
+        """fsync a branch's loose ref file and its directory (after it moved)."""
+        self.sync_ref_file(self.ref_name(scope))
+
+    def head_blob(self, scope: str, path: str) -> tuple[pygit2.Oid, pygit2.Blob]:
+        """The scope's tip and the blob of memory ``path`` in it, straight from the tree."""
+        tip = self.tip(scope)
+        if tip is None:
+            raise NotFoundError(f"memory {path} does not exist: scope {scope!r} is empty")
+        try:
+            obj = self.commit(tip).tree[path[1:]]
+        except KeyError:
+            obj = None
+        if not isinstance(obj, pygit2.Blob):
+            raise NotFoundError(f"memory {path} does not exist in scope {scope!r}")
+        return tip, obj
+
+    def maintain(self, *, force: bool = False) -> bool:
+        """Pack loose objects and keep packs geometric when needed (or always, with ``force``)."""
+        if self.is_clone or not (force or self.needs_maintenance()):
+            return False
+        self.repack()
+        return True
+
+    # ------------------------------------------------------------------ derived index
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            from gitmem.engine.index import Index  # the index reads through this handle
+
+            self._index = Index(self)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        self.free()
+
+    def __enter__(self) -> StoreCore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"StoreCore({str(self.path)!r})"
+
+
+def origin_url(repo: pygit2.Repository) -> str | None:
+    try:
+        return str(repo.remotes["origin"].url)
+    except (KeyError, ValueError):
+        return None
+
+
+def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:
+    """A store handle by name in the workspace, or by path to a bare store or a clone of one.
+
+    No journal recovery here (``gitmem.store.open_store`` adds it)."""
+    text = os.fspath(name_or_path)
+    is_pathlike = os.sep in text or text.startswith(".") or text.endswith(".git")
+    if not is_pathlike:
+        path = store_path(text, home)
+        if not path.is_dir():
+            raise NotFoundError(f"store {text!r} does not exist in {stores_dir(home)}")
+        return StoreCore(open_repository(path), path)
+    path = Path(text).expanduser().resolve()
+    if not path.exists():
+        raise NotFoundError(f"no store at {path}")
+    repo = open_repository(path)
+    if repo.is_bare:
+        if (path / config.SETTINGS_FILE).exists():
+            return StoreCore(repo, path)
+        if not (path / GITMEM_DIR / config.SETTINGS_FILE).exists():
+            raise NotFoundError(
+                f"{path} is a git repository but not a gitmem store (no {config.SETTINGS_FILE})"
+            )
+        return StoreCore(repo, path, clone_of=origin_url(repo) or str(path))
+    gitdir = Path(repo.path).resolve()
+    return StoreCore(repo, gitdir, clone_of=origin_url(repo) or str(path))
+
+
+def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:
+    """Settings of every store in the workspace, sorted by name."""
+    base = stores_dir(home)
+    if not base.is_dir():
+        return []
+    out = []
+    for entry in sorted(base.iterdir()):
+        if entry.name.endswith(".git") and (entry / config.SETTINGS_FILE).exists():
+            out.append(config.load_settings(entry / config.SETTINGS_FILE))
+    return out
+
+
+def delete_store(name: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """Delete a store and all its memories and versions, permanently."""
+    path = store_path(name, home)
+    if not path.is_dir():
+        raise NotFoundError(f"store {name!r} does not exist in {stores_dir(home)}")
+    trash = path.parent / f".{name}.deleting-{os.getpid()}"
+    os.rename(path, trash)  # atomic: the store vanishes at once, then the files go
+    shutil.rmtree(trash)
+    return path

@@ -1,0 +1,272 @@
+"""``Repo``: the one wrapper around a pygit2 repository (objects, refs by CAS, durability, maintenance).
+
+It knows branches, commits, trees and blobs, never memories. ``pygit2`` errors become gitmem errors
+here, in small try blocks. Everything above (the store handle in ``gitmem.engine.core``) builds on it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pygit2
+
+from gitmem.errors import GitmemError, NotFoundError
+
+FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
+FILEMODE_TREE = pygit2.enums.FileMode.TREE
+COMMITTER = ("gitmem", "gitmem")
+
+
+def fsync_path(path: str) -> bool:
+    """fsync one file or directory; False when it does not exist."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
+def syncfs(path: str) -> None:
+    """Flush the filesystem holding ``path`` (Linux syncfs; elsewhere a global sync)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
+def open_repository(path: Path) -> pygit2.Repository:
+    try:
+        return pygit2.Repository(str(path))
+    except pygit2.GitError:
+        raise NotFoundError(f"{path} is not a git repository") from None
+
+
+class Repo:
+    """A git repository: objects, refs by compare-and-swap, durability, maintenance."""
+
+    def __init__(self, repo: pygit2.Repository, path: Path) -> None:
+        self._repo = repo
+        self.path = path
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        """The underlying pygit2 repository."""
+        return self._repo
+
+    # ------------------------------------------------------------------ refs
+    def ref_target(self, name: str) -> pygit2.Oid | None:
+        """The commit a ref points at, or None."""
+        try:
+            ref = self._repo.references.get(name)
+        except (pygit2.GitError, ValueError):
+            return None
+        if ref is None:
+            return None
+        target = ref.target
+        return target if isinstance(target, pygit2.Oid) else None
+
+    def cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str = "gitmem") -> bool:
+        """Move ref ``name`` from ``old`` to ``new`` only if it still points at ``old``.
+
+        Returns False on a lost race (the ref moved, or another writer holds its lock).
+        """
+        try:
+            if old is None:
+                self._repo.references.create(name, new, force=False)
+                return True
+            ref = self._repo.references.get(name)
+            if ref is None or ref.target != old:
+                return False
+            # libgit2 compares the ref against the value it was loaded with under the ref lock,
+            # so this is a compare-and-swap even across processes.
+            ref.set_target(new, message)
+            return True
+        except pygit2.AlreadyExistsError:
+            return False
+        except (pygit2.GitError, OSError) as exc:
+            # "old reference value does not match" (moved) or "failed to lock file" (a writer
+            # holds the ref lock; libgit2 reports it as an OS error): lost races, retried by the caller.
+            text = str(exc).lower()
+            if "lock" in text or "does not match" in text or "exists" in text:
+                return False
+            raise GitmemError(f"cannot update {name} in {self.path}: {exc}") from None
+
+    def sync_ref_file(self, name: str) -> None:
+        """fsync a loose ref file and its directory (after it moved), else packed-refs."""
+        path = os.path.join(self._repo.path, name)
+        if fsync_path(path):
+            fsync_path(os.path.dirname(path))
+        else:
+            fsync_path(os.path.join(self._repo.path, "packed-refs"))
+
+    # ------------------------------------------------------------------ objects
+    def commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
+        try:
+            obj = self._repo[oid]
+        except (KeyError, ValueError):
+            raise NotFoundError(f"commit {oid} is not in store {self.path}") from None
+        if not isinstance(obj, pygit2.Commit):
+            raise NotFoundError(f"{oid} is not a commit")
+        return obj
+
+    def tree_of(self, tip: pygit2.Oid | None) -> pygit2.Tree | None:
+        if tip is None:
+            return None
+        return self.commit(tip).tree
+
+    def blob_data(self, oid: pygit2.Oid) -> bytes:
+        obj = self._repo[oid]
+        assert isinstance(obj, pygit2.Blob)
+        return obj.data
+
+    def write_blob(self, data: bytes) -> pygit2.Oid:
+        return self._repo.create_blob(data)
+
+    def has_object(self, oid: pygit2.Oid | str) -> bool:
+        try:
+            return oid in self._repo
+        except (ValueError, TypeError):
+            return False
+
+    def update_tree(
+        self,
+        tree: pygit2.Tree | None,
+        segments: list[str],
+        blob: pygit2.Oid | None,
+        written: list[pygit2.Oid] | None = None,
+    ) -> pygit2.Oid | None:
+        """A new tree: ``tree`` with the file at ``segments`` set to ``blob`` (None: removed).
+
+        Only the spine of trees along the path is rewritten: O(path depth). Directories left
+        empty disappear. Returns None for an empty tree.
+        """
+        repo = self._repo
+        tb = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        name = segments[0]
+        if len(segments) == 1:
+            if blob is None:
+                if tb.get(name) is not None:
+                    tb.remove(name)
+            else:
+                tb.insert(name, blob, FILEMODE_BLOB)
+        else:
+            sub = None
+            if tree is not None and name in tree:
+                obj = tree[name]
+                if isinstance(obj, pygit2.Tree):
+                    sub = obj
+            new_sub = self.update_tree(sub, segments[1:], blob, written)
+            if new_sub is None:
+                if tb.get(name) is not None:
+                    tb.remove(name)
+            else:
+                tb.insert(name, new_sub, FILEMODE_TREE)
+        if len(tb) == 0:
+            return None
+        oid = tb.write()
+        if written is not None:
+            written.append(oid)
+        return oid
+
+    def empty_tree(self) -> pygit2.Oid:
+        return self._repo.TreeBuilder().write()
+
+    def create_commit(
+        self,
+        tree: pygit2.Oid,
+        parents: list[pygit2.Oid],
+        message: str,
+        author: tuple[str, str],
+        when: int | None = None,
+    ) -> pygit2.Oid:
+        now = int(time.time()) if when is None else when
+        a = pygit2.Signature(author[0], author[1], now, 0)
+        c = pygit2.Signature(COMMITTER[0], COMMITTER[1], now, 0)
+        return self._repo.create_commit(None, a, c, message, tree, parents)
+
+    def walk(self, tip: pygit2.Oid, hide: pygit2.Oid | None = None) -> Iterator[pygit2.Commit]:
+        """Commits reachable from ``tip`` and not from ``hide``, oldest first."""
+        walker = self._repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        if hide is not None:
+            walker.hide(hide)
+        return iter(walker)
+
+    def is_ancestor(self, ancestor: pygit2.Oid, descendant: pygit2.Oid) -> bool:
+        if ancestor == descendant:
+            return True
+        try:
+            return bool(self._repo.descendant_of(descendant, ancestor))
+        except (pygit2.GitError, KeyError, ValueError):
+            return False
+
+    # Durability. libgit2 writes objects and refs without fsync unless a process-wide option is on;
+    # gitmem leaves that option off and makes exactly what it wrote durable itself, before the ref
+    # moves (objects) and before a write is acknowledged (the ref): per file for a single version,
+    # one syncfs for a batch of thousands (docs/architecture.md, "Concurrency and durability").
+    def sync_objects(self, oids: list[pygit2.Oid]) -> None:
+        """fsync the loose files of ``oids`` (objects already in packs are durable) and their dirs."""
+        base = os.path.join(self._repo.path, "objects")
+        dirs = set()
+        for oid in oids:
+            h = str(oid)
+            if fsync_path(os.path.join(base, h[:2], h[2:])):
+                dirs.add(os.path.join(base, h[:2]))
+        for d in dirs:
+            fsync_path(d)
+
+    def sync_all(self) -> None:
+        """Make every object written so far durable at once (for batches)."""
+        syncfs(os.path.join(self._repo.path, "objects"))
+
+    # Maintenance. Every single write leaves ~5 loose objects and every push a small pack; reads
+    # slow down as they pile up. A geometric repack soaks loose objects into a new pack and merges
+    # small packs only as far as needed to keep pack sizes a geometric series, so its cost follows
+    # what was added, and a later redaction rewrites only the small packs holding recent content.
+    # It never deletes unreachable loose objects, so it is safe beside concurrent writers.
+    LOOSE_SAMPLE_LIMIT = 27  # objects in objects/17/: ~6,900 loose objects, git's gc.auto
+    MAX_PACKS = 32
+
+    def needs_maintenance(self) -> bool:
+        """Cheap estimate (one directory listing): too many loose objects or packs?"""
+        objects = os.path.join(self._repo.path, "objects")
+        try:
+            if len(os.listdir(os.path.join(objects, "17"))) > self.LOOSE_SAMPLE_LIMIT:
+                return True
+        except FileNotFoundError:
+            pass
+        try:
+            packs = sum(1 for n in os.listdir(os.path.join(objects, "pack")) if n.endswith(".pack"))
+        except FileNotFoundError:
+            return False
+        return packs > self.MAX_PACKS
+
+    def repack(self) -> None:
+        """Pack loose objects and keep packs geometric (``git repack -d --geometric=2``)."""
+        proc = subprocess.run(
+            ["git", f"--git-dir={self._repo.path}", "repack", "-d", "-q", "--geometric=2"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise GitmemError(f"git repack failed in {self.path}: {proc.stderr.strip()[:300]}")
+
+    def free(self) -> None:
+        self._repo.free()
