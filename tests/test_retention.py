@@ -88,7 +88,7 @@ def test_without_max_days_prune_does_nothing(store: Store) -> None:
 
 
 def test_plan_cut_stops_at_a_kept_superseded_version() -> None:
-    from gitmem.engine.index import VersionRow
+    from gitmem.engine.rows import VersionRow
 
     def row(vid: str, mid: str, t: int, op: str = "modified") -> list[VersionRow]:
         return [VersionRow(vid, mid, "main", "/p", None, op, "user:x", None, t, None, None, None, "c")]

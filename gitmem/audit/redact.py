@@ -19,7 +19,7 @@ import pygit2
 from gitmem.audit.journal import Rewrite, run_rewrite
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
-from gitmem.engine.index import VersionRow
+from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.git.rewrite import Rewriter
 from gitmem.ids import is_id, new_id
@@ -283,14 +283,3 @@ def redact_pattern(
         actor=actor,
         extra={"pattern_digest": ledger.digest(store, pattern)},
     )
-
-
-def restore_marks(store: StoreCore) -> None:
-    """After the index was rebuilt from git: redactions recorded in the ledger mark their versions."""
-    for entry in ledger.entries(store, kind="redaction"):
-        data = entry.data
-        versions = [v["version"] for v in data.get("versions", []) if isinstance(v, dict) and "version" in v]
-        at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
-        store.index.mark_redacted(
-            (str(data.get("id")), entry.actor, at, str(data.get("reason", ""))), versions
-        )

@@ -27,13 +27,11 @@ import pygit2
 from gitmem.audit.journal import Rewrite, run_rewrite
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
-from gitmem.engine.index import VersionRow
+from gitmem.engine.rows import VersionRow
 from gitmem.git.rewrite import Rewriter
-from gitmem.model.versions import resolve_actor
+from gitmem.model.versions import COMPACTION, SNAPSHOT, resolve_actor
 
 DAY = 86400
-SNAPSHOT = "Gitmem-Snapshot"
-COMPACTION = "Gitmem-Compaction"
 
 
 @dataclass(frozen=True)
@@ -58,18 +56,6 @@ def snapshot_line(r: VersionRow) -> str:
     return (
         f"{SNAPSHOT}: {r.id} {r.memory_id} {r.operation} {r.created_at} {r.actor} {r.session or '-'} {r.path}"
     )
-
-
-def parse_snapshot(message: str) -> list[tuple[str, str, str, int, str, str | None, str]] | None:
-    """The kept versions a compaction root lists (None: not a compaction root)."""
-    if f"\n{COMPACTION}: " not in message:
-        return None
-    out = []
-    for line in message.splitlines():
-        if line.startswith(SNAPSHOT + ": "):
-            vid, mid, op, when, actor, session, path = line[len(SNAPSHOT) + 2 :].split(" ", 6)
-            out.append((vid, mid, op, int(when), actor, None if session == "-" else session, path))
-    return out
 
 
 def plan_cut(rows_by_commit: list[list[VersionRow]], live: set[str], keep_recent: int, cutoff: int) -> int:

@@ -16,8 +16,8 @@ from typing import Any
 import pygit2
 
 from gitmem.engine.core import StoreCore
-from gitmem.engine.index import VersionRow
 from gitmem.engine.memories import refuse_conflict, with_description
+from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
     MAX_ATTEMPTS,
     Change,

@@ -11,8 +11,8 @@ from typing import Any
 import pygit2
 
 from gitmem.engine.core import StoreCore
-from gitmem.engine.index import VersionRow
 from gitmem.engine.memories import Memory, create, write
+from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.ids import is_id

@@ -1,4 +1,4 @@
-"""The derived SQLite index: versions and heads of every scope (DESIGN section 8).
+"""The derived SQLite index: versions and heads of every scope (docs/architecture.md, "The index").
 
 Git is the source of truth. The index lives in ``$GIT_DIR/gitmem/index.sqlite`` (WAL) and is caught
 up incrementally from the last indexed commit of each scope; a missing, stale, corrupt or
@@ -9,23 +9,21 @@ directly (no diff) when the index was current at their parent; everyone else cat
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import datetime as dt
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.engine import search
+from gitmem.engine import derive, search
+from gitmem.engine.rows import VERSION_COLUMNS, HeadRow, VersionRow
 from gitmem.errors import ConflictError
-from gitmem.git.treediff import diff_trees, merge_own_changes
-from gitmem.ids import derived_ulid
+from gitmem.git.treediff import diff_trees
 from gitmem.model.frontmatter import parse_description
-from gitmem.model.versions import parse_trailers, trailer_problems
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
@@ -60,46 +58,6 @@ CREATE TABLE IF NOT EXISTS redactions(
     id TEXT PRIMARY KEY, actor TEXT NOT NULL, redacted_at INTEGER NOT NULL, reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TEXT NOT NULL);
 """
-
-VERSION_COLUMNS = (
-    "id, memory_id, scope, path, prev_path, operation, actor, session, created_at, sha256, size, "
-    "blob, commit_id, redaction_id"
-)
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    """A version as the index stores it (see gitmem.model.versions.Version for the public type)."""
-
-    id: str
-    memory_id: str
-    scope: str
-    path: str
-    prev_path: str | None
-    operation: str
-    actor: str
-    session: str | None
-    created_at: int
-    sha256: str | None
-    size: int | None
-    blob: str | None
-    commit_id: str
-    redaction_id: str | None = None
-    description: str | None = None  # for heads only; not stored in versions
-
-
-@dataclass(frozen=True)
-class HeadRow:
-    scope: str
-    path: str
-    memory_id: str
-    version_id: str
-    sha256: str
-    size: int
-    blob: str
-    description: str | None
-    created_at: int
-    updated_at: int
 
 
 def _busy(exc: sqlite3.DatabaseError) -> bool:
@@ -201,9 +159,7 @@ class Index:
         self._known_tips.clear()
         for scope in self.store.scopes():
             self.ensure(scope)
-        from gitmem.audit.redact import restore_marks  # the ledger remembers what was redacted
-
-        restore_marks(self.store)
+        self.restore_ledger_marks()
         return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
 
     @contextmanager
@@ -416,34 +372,6 @@ class Index:
         return not self.in_memory and self._purge_marker().exists()
 
     # ------------------------------------------------------------------ deriving versions from git
-    @staticmethod
-    def _claims_fit(
-        db: sqlite3.Connection, scope: str, memory_id: str, changes: list[tuple[str, str, Any, Any]]
-    ) -> bool:
-        """Whether a commit's ``Gitmem-Memory`` fits what it changes: a new memory takes an id no
-        live memory has; an edit, rename or delete names the memory that is at that path. A pushed
-        commit claiming another memory's id is indexed as a plain git commit instead."""
-        source = next((c for c in changes if c[0] != "added"), None)
-        if source is None:  # a create
-            live = db.execute(
-                "SELECT 1 FROM heads WHERE scope=? AND memory_id=?", (scope, memory_id)
-            ).fetchone()
-            return live is None
-        row = db.execute(
-            "SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, source[1])
-        ).fetchone()
-        return row is None or row[0] == memory_id
-
-    @staticmethod
-    def _reused_version_id(db: sqlite3.Connection, trailers: dict[str, str], commit_id: str) -> bool:
-        # A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers:
-        # it is indexed as a plain git commit, so that version ids stay unique.
-        row = db.execute(
-            "SELECT 1 FROM versions WHERE id=? AND commit_id!=? LIMIT 1",
-            (trailers.get("Gitmem-Version"), commit_id),
-        ).fetchone()
-        return row is not None
-
     def _reconcile_heads(self, db: sqlite3.Connection, scope: str, merge: pygit2.Commit) -> None:
         """Make the heads match a merge's tree: its parents' lines were replayed one after the
         other, so a path both lines touched may hold the wrong line's state (merges are rare)."""
@@ -468,125 +396,9 @@ class Index:
             self._apply(db, scope, [dataclasses.replace(VersionRow(*row), prev_path=None, description=desc)])
 
     def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
-        """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
-
-        Commits made with plain git (no trailers, or several memories) get one version per changed
-        memory, with deterministic ids derived from the commit, and actor ``git:<author email>``.
-        """
-        repo = self.store.repo
+        """The versions one commit makes (see :func:`gitmem.engine.derive.rows_for_commit`)."""
         self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
-        parent_tree = commit.parents[0].tree if commit.parents else None
-        changes = diff_trees(repo, parent_tree, commit.tree)
-        if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
-            changes = merge_own_changes(commit, changes)
-        # When the store got the version: a rebased or back-dated commit keeps an old author
-        # date, but its committer date is when it was made (the hook keeps those in order).
-        when = max(commit.author.time, commit.committer.time)
-        trailers = parse_trailers(commit.message)
-        cid = str(commit.id)
-
-        def head_memory(path: str) -> str | None:
-            row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
-            return row[0] if row else None
-
-        def version(
-            vid: str,
-            mid: str,
-            path: str,
-            prev: str | None,
-            op: str,
-            actor: str,
-            session: str | None,
-            blob: pygit2.Oid | None,
-            at: int = when,
-        ) -> VersionRow:
-            """A version row; the blob (None for a deletion) gives sha256, size and description."""
-            if blob is None:
-                return VersionRow(vid, mid, scope, path, prev, op, actor, session, at, None, None, None, cid)
-            obj = repo[blob]
-            assert isinstance(obj, pygit2.Blob)
-            data = obj.data
-            self._fresh_blobs[str(blob)] = data
-            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
-            sha = hashlib.sha256(data).hexdigest()
-            return VersionRow(
-                vid,
-                mid,
-                scope,
-                path,
-                prev,
-                op,
-                actor,
-                session,
-                at,
-                sha,
-                len(data),
-                str(blob),
-                cid,
-                description=desc,
-            )
-
-        if not commit.parent_ids and "\nGitmem-Compaction: " in commit.message:
-            from gitmem.audit.retention import parse_snapshot  # a compaction root lists its kept versions
-
-            return [
-                version(v, m, p, None, op, a, sn, commit.tree[p[1:]].id, at=t)
-                for v, m, op, t, a, sn, p in parse_snapshot(commit.message) or []
-            ]
-
-        deleted = [c for c in changes if c[0] == "deleted"]
-        added = [c for c in changes if c[0] == "added"]
-        modified = [c for c in changes if c[0] == "modified"]
-        single = len(changes) == 1 or (len(deleted) == 1 and len(added) == 1 and len(changes) == 2)
-        if (
-            single
-            and not trailer_problems(trailers)
-            and not self._reused_version_id(db, trailers, cid)
-            and self._claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
-        ):
-            session = trailers.get("Gitmem-Session")
-            actor = trailers["Gitmem-Actor"]
-            vid, mid, op = trailers["Gitmem-Version"], trailers["Gitmem-Memory"], trailers["Gitmem-Operation"]
-            if len(changes) == 2:  # a rename (with or without an edit)
-                prev, new = deleted[0], added[0]
-                return [version(vid, mid, new[1], prev[1], "modified", actor, session, new[3])]
-            kind, path, _old, new_oid = changes[0]
-            if kind == "deleted":
-                return [version(vid, mid, path, None, "deleted", actor, session, None)]
-            operation = "created" if kind == "added" else "modified"
-            if op in ("created", "modified"):
-                operation = op if (op == "created") == (kind == "added") else operation
-            return [version(vid, mid, path, None, operation, actor, session, new_oid)]
-
-        # Plain git: one version per changed memory; exact-content moves count as renames.
-        actor = "git:" + (commit.author.email or commit.author.name or "unknown")
-        session = trailers.get("Gitmem-Session")
-
-        def derived(path: str, salt: str = "") -> str:
-            return derived_ulid(when * 1000, cid, path, *([salt] if salt else []))
-
-        rows: list[VersionRow] = []
-        by_blob: dict[pygit2.Oid | None, list[tuple[str, str, Any, Any]]] = {}
-        for d in deleted:
-            by_blob.setdefault(d[2], []).append(d)
-        for kind, path, _old_oid, new_oid in modified + added:
-            prev_path = None
-            if kind == "added" and by_blob.get(new_oid):
-                moved = by_blob[new_oid].pop(0)
-                deleted.remove(moved)
-                prev_path = moved[1]
-            memory = head_memory(prev_path or path) if kind != "added" or prev_path else None
-            memory = memory or "mem_" + derived(path, "memory")
-            op = "created" if kind == "added" and prev_path is None else "modified"
-            rows.append(
-                version("memver_" + derived(path), memory, path, prev_path, op, actor, session, new_oid)
-            )
-        for _kind, path, _old_oid, _new in deleted:
-            memory = head_memory(path) or "mem_" + derived(path, "memory")
-            rows.append(
-                version("memver_" + derived(path), memory, path, None, "deleted", actor, session, None)
-            )
-        return rows
+        return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs)
 
     # ------------------------------------------------------------------ queries
     def head(self, scope: str, path: str) -> HeadRow | None:
@@ -642,6 +454,18 @@ class Index:
                 "WHERE redaction_id=?)",
                 (redaction[0], redaction[0]),
             )
+
+    def restore_ledger_marks(self) -> None:
+        """After a rebuild from git: redactions recorded in the ledger mark their versions again."""
+        from gitmem.engine import ledger  # the ledger reads the store through the handle that owns us
+
+        for entry in ledger.entries(self.store, kind="redaction"):
+            data = entry.data
+            versions = [
+                v["version"] for v in data.get("versions", []) if isinstance(v, dict) and "version" in v
+            ]
+            at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
+            self.mark_redacted((str(data.get("id")), entry.actor, at, str(data.get("reason", ""))), versions)
 
     def _restore_marks(self, scope: str) -> None:
         # Versions re-derived from git after a rewrite get their redaction back.

@@ -19,7 +19,7 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
-from gitmem.engine.index import HeadRow, VersionRow
+from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id

@@ -137,3 +137,19 @@ def trailer_problems(trailers: dict[str, str]) -> list[str]:
 
 def timestamp(seconds: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+SNAPSHOT = "Gitmem-Snapshot"
+COMPACTION = "Gitmem-Compaction"
+
+
+def parse_snapshot(message: str) -> list[tuple[str, str, str, int, str, str | None, str]] | None:
+    """The kept versions a compaction root lists (None: not a compaction root)."""
+    if f"\n{COMPACTION}: " not in message:
+        return None
+    out = []
+    for line in message.splitlines():
+        if line.startswith(SNAPSHOT + ": "):
+            vid, mid, op, when, actor, session, path = line[len(SNAPSHOT) + 2 :].split(" ", 6)
+            out.append((vid, mid, op, int(when), actor, None if session == "-" else session, path))
+    return out

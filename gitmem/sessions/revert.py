@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pygit2
 
 from gitmem.engine.batch import BatchOp, apply_batch
-from gitmem.engine.index import VersionRow
+from gitmem.engine.rows import VersionRow
 from gitmem.errors import NotFoundError
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import Version, validate_session

@@ -1,0 +1,163 @@
+"""Deriving versions from git: what one commit means as gitmem versions.
+
+Trailers give ids when they fit what the commit changes; commits made with plain git (no trailers, or
+several memories) get one version per changed memory with ids derived from the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from typing import Any
+
+import pygit2
+
+from gitmem.engine.rows import VersionRow
+from gitmem.git.treediff import diff_trees, merge_own_changes
+from gitmem.ids import derived_ulid
+from gitmem.model.frontmatter import parse_description
+from gitmem.model.versions import parse_snapshot, parse_trailers, trailer_problems
+
+
+def claims_fit(
+    db: sqlite3.Connection, scope: str, memory_id: str, changes: list[tuple[str, str, Any, Any]]
+) -> bool:
+    """Whether a commit's ``Gitmem-Memory`` fits what it changes: a new memory takes an id no
+    live memory has; an edit, rename or delete names the memory that is at that path. A pushed
+    commit claiming another memory's id is indexed as a plain git commit instead."""
+    source = next((c for c in changes if c[0] != "added"), None)
+    if source is None:  # a create
+        live = db.execute("SELECT 1 FROM heads WHERE scope=? AND memory_id=?", (scope, memory_id)).fetchone()
+        return live is None
+    row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, source[1])).fetchone()
+    return row is None or row[0] == memory_id
+
+
+def reused_version_id(db: sqlite3.Connection, trailers: dict[str, str], commit_id: str) -> bool:
+    # A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers:
+    # it is indexed as a plain git commit, so that version ids stay unique.
+    row = db.execute(
+        "SELECT 1 FROM versions WHERE id=? AND commit_id!=? LIMIT 1",
+        (trailers.get("Gitmem-Version"), commit_id),
+    ).fetchone()
+    return row is not None
+
+
+def rows_for_commit(
+    repo: pygit2.Repository,
+    db: sqlite3.Connection,
+    scope: str,
+    commit: pygit2.Commit,
+    fresh_blobs: dict[str, bytes],
+) -> list[VersionRow]:
+    """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
+
+    Commits made with plain git (no trailers, or several memories) get one version per changed
+    memory, with deterministic ids derived from the commit, and actor ``git:<author email>``.
+    """
+    parent_tree = commit.parents[0].tree if commit.parents else None
+    changes = diff_trees(repo, parent_tree, commit.tree)
+    if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
+        changes = merge_own_changes(commit, changes)
+    # When the store got the version: a rebased or back-dated commit keeps an old author
+    # date, but its committer date is when it was made (the hook keeps those in order).
+    when = max(commit.author.time, commit.committer.time)
+    trailers = parse_trailers(commit.message)
+    cid = str(commit.id)
+
+    def head_memory(path: str) -> str | None:
+        row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
+        return row[0] if row else None
+
+    def version(
+        vid: str,
+        mid: str,
+        path: str,
+        prev: str | None,
+        op: str,
+        actor: str,
+        session: str | None,
+        blob: pygit2.Oid | None,
+        at: int = when,
+    ) -> VersionRow:
+        """A version row; the blob (None for a deletion) gives sha256, size and description."""
+        if blob is None:
+            return VersionRow(vid, mid, scope, path, prev, op, actor, session, at, None, None, None, cid)
+        obj = repo[blob]
+        assert isinstance(obj, pygit2.Blob)
+        data = obj.data
+        fresh_blobs[str(blob)] = data
+        desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+        sha = hashlib.sha256(data).hexdigest()
+        return VersionRow(
+            vid,
+            mid,
+            scope,
+            path,
+            prev,
+            op,
+            actor,
+            session,
+            at,
+            sha,
+            len(data),
+            str(blob),
+            cid,
+            description=desc,
+        )
+
+    if not commit.parent_ids and "\nGitmem-Compaction: " in commit.message:
+        return [
+            version(v, m, p, None, op, a, sn, commit.tree[p[1:]].id, at=t)
+            for v, m, op, t, a, sn, p in parse_snapshot(commit.message) or []
+        ]
+
+    deleted = [c for c in changes if c[0] == "deleted"]
+    added = [c for c in changes if c[0] == "added"]
+    modified = [c for c in changes if c[0] == "modified"]
+    single = len(changes) == 1 or (len(deleted) == 1 and len(added) == 1 and len(changes) == 2)
+    if (
+        single
+        and not trailer_problems(trailers)
+        and not reused_version_id(db, trailers, cid)
+        and claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
+    ):
+        session = trailers.get("Gitmem-Session")
+        actor = trailers["Gitmem-Actor"]
+        vid, mid, op = trailers["Gitmem-Version"], trailers["Gitmem-Memory"], trailers["Gitmem-Operation"]
+        if len(changes) == 2:  # a rename (with or without an edit)
+            prev, new = deleted[0], added[0]
+            return [version(vid, mid, new[1], prev[1], "modified", actor, session, new[3])]
+        kind, path, _old, new_oid = changes[0]
+        if kind == "deleted":
+            return [version(vid, mid, path, None, "deleted", actor, session, None)]
+        operation = "created" if kind == "added" else "modified"
+        if op in ("created", "modified"):
+            operation = op if (op == "created") == (kind == "added") else operation
+        return [version(vid, mid, path, None, operation, actor, session, new_oid)]
+
+    # Plain git: one version per changed memory; exact-content moves count as renames.
+    actor = "git:" + (commit.author.email or commit.author.name or "unknown")
+    session = trailers.get("Gitmem-Session")
+
+    def derived(path: str, salt: str = "") -> str:
+        return derived_ulid(when * 1000, cid, path, *([salt] if salt else []))
+
+    rows: list[VersionRow] = []
+    by_blob: dict[pygit2.Oid | None, list[tuple[str, str, Any, Any]]] = {}
+    for d in deleted:
+        by_blob.setdefault(d[2], []).append(d)
+    for kind, path, _old_oid, new_oid in modified + added:
+        prev_path = None
+        if kind == "added" and by_blob.get(new_oid):
+            moved = by_blob[new_oid].pop(0)
+            deleted.remove(moved)
+            prev_path = moved[1]
+        memory = head_memory(prev_path or path) if kind != "added" or prev_path else None
+        memory = memory or "mem_" + derived(path, "memory")
+        op = "created" if kind == "added" and prev_path is None else "modified"
+        rows.append(version("memver_" + derived(path), memory, path, prev_path, op, actor, session, new_oid))
+    for _kind, path, _old_oid, _new in deleted:
+        memory = head_memory(path) or "mem_" + derived(path, "memory")
+        rows.append(version("memver_" + derived(path), memory, path, None, "deleted", actor, session, None))
+    return rows
