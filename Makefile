@@ -26,7 +26,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-# Every benchmark: DESIGN section 11 targets, hooks, search, session sync, and redaction against
+# Every benchmark: the targets in docs/architecture.md#performance-targets, hooks, search, session sync, and redaction against
 # git filter-repo (installed into the venv here only: it is no dependency of gitmem).
 bench-all: bench
 	$(PY) bench/hook_bench.py

@@ -1,1 +1,1 @@
-"""gitmem benchmarks (DESIGN section 11); run ``python bench/run.py``."""
+"""gitmem benchmarks (docs/architecture.md#performance-targets); run ``python bench/run.py``."""

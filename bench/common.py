@@ -330,7 +330,7 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], rounds: int) -
 # ---------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class Result:
-    """One line of the table: ``ratio = gitmem_s / floor_s``; ``limit`` is the DESIGN target
+    """One line of the table: ``ratio = gitmem_s / floor_s``; ``limit`` is the target
     (pass when ratio <= limit; None: informative only)."""
 
     name: str

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hook overhead (DESIGN section 11, pre-receive): real ``git push`` runs, as ratios in one run.
+"""Hook overhead (docs/architecture.md#performance-targets, pre-receive): real ``git push`` runs, as ratios in one run.
 
     python bench/hook_bench.py [--rounds 7] [--versions 100000] [--json out.json]
 

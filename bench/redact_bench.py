@@ -7,7 +7,7 @@ Two cases on the cached generated store (bench/common.py): a superseded version 
 history (nearly every commit is rewritten) and one near the end (a few commits). gitmem's time is the
 whole ``redact()``: rewrite, ledger, index, purge and the ``git cat-file`` proof. filter-repo's time is
 ``git filter-repo --blob-callback`` replacing the same blob, including its own cleanup (reflog expire,
-gc); afterwards the blob must be gone there too. Target (DESIGN section 11): gitmem <= 0.5x.
+gc); afterwards the blob must be gone there too. Target (docs/architecture.md#performance-targets): gitmem <= 0.5x.
 
 git-filter-repo is needed in the bench environment only: ``pip install git-filter-repo`` (or point
 ``--filter-repo`` at a directory holding ``git_filter_repo.py``).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gitmem benchmark: the DESIGN section 11 targets, each as a ratio against a floor measured in the
+"""gitmem benchmark: the targets of docs/architecture.md#performance-targets, each as a ratio against a floor measured in the
 same run on the same machine and the same store.
 
     python bench/run.py [--quick] [--sizes 1000,10000,100000] [--versions 100000] [--json out.json]
@@ -248,7 +248,7 @@ def measure_batch(workdir: Path, n: int, rounds: int) -> Result:
 # ---------------------------------------------------------------------- index rebuild
 def measure_reindex(store_path: Path, label: str, versions: int) -> Result:
     """Index.rebuild() (drop and re-derive from git) vs ``git log --raw`` over the same history,
-    the least a rebuild has to read. Informative: DESIGN has no target for it."""
+    the least a rebuild has to read. Informative: no target of its own."""
     store = gitmem.open_store(store_path)
     g = clock(store.core.index.rebuild)
     store.close()
@@ -263,7 +263,7 @@ class Plan:
     """What to build and how hard to measure."""
 
     sizes: list[int]
-    main: Spec  # DESIGN's write and history store: 10k memories, 100k versions
+    main: Spec  # the write and history store of the targets: 10k memories, 100k versions
     short: Spec  # the history-length pair: few memories, short and long history
     long: Spec
     write_rounds: int

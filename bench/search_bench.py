@@ -1,4 +1,4 @@
-"""Search benchmark (DESIGN section 11: "search over 10k memories within 2x of a raw SQLite FTS5 query").
+"""Search benchmark (docs/architecture.md#performance-targets: "search over 10k memories within 2x of a raw SQLite FTS5 query").
 
 Builds a store of N generated memories (deterministic, English-like text with Zipf word frequencies,
 descriptions on most of them), then measures:

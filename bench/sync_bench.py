@@ -1,4 +1,4 @@
-"""Session sync benchmark (DESIGN section 11, issue 5): ``session sync`` of N changed files in a
+"""Session sync benchmark (docs/architecture.md#performance-targets, issue 5): ``session sync`` of N changed files in a
 mount of a 10k-memory store, against ``apply_batch`` writing the same N memories in one batch.
 
 Two private copies of the same generated store: one is mounted in a session (its sync scans and

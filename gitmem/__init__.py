@@ -1,6 +1,6 @@
 """gitmem: memory stores for AI agents, on plain git.
 
-The public, typed API (DESIGN section 12)::
+The public, typed API (docs/architecture.md#python-api)::
 
     import gitmem
     store = gitmem.create_store("notes", description="...")

@@ -133,7 +133,7 @@ def _section(src: str, key: str, value: Any, cls: type[Any], nullable: tuple[str
 def _limits(src: str, value: Any) -> Limits:
     limits: Limits = _section(src, "limits", value, Limits)
     if limits.max_path_bytes > Limits.max_path_bytes:
-        # Memory paths are at most 1,024 bytes (DESIGN section 3); a store may only lower that.
+        # Memory paths are at most 1,024 bytes (docs/architecture.md#memories-and-paths); a store may only lower that.
         raise ConfigError(f"{src}: key 'limits.max_path_bytes' must be at most {Limits.max_path_bytes}")
     return limits
 

@@ -1,4 +1,4 @@
-"""One exception family for gitmem; each class carries the CLI exit code (DESIGN section 9)."""
+"""One exception family for gitmem; each class carries the CLI exit code (docs/architecture.md#errors-and-exit-codes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Path, scope and store-name rules (DESIGN sections 2 and 3), with hypothesis for the many cases."""
+"""Path, scope and store-name rules (docs/architecture.md#memories-and-paths), with hypothesis for the many cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's acl binds library writes as it binds pushes (DESIGN section 5)."""
+"""The store's acl binds library writes as it binds pushes (docs/architecture.md#hooks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""History rewrites as transactions: store lock, journal, branch swap, recovery (DESIGN section 6).
+"""History rewrites as transactions: store lock, journal, branch swap, recovery (docs/architecture.md#the-audit-ledger).
 
 A history rewrite (redaction in :mod:`gitmem.audit.redact`, compaction in :mod:`gitmem.audit.retention`) runs in
 steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):

@@ -1,4 +1,4 @@
-"""Redaction: erase content from a scope's history, keep the audit trail (DESIGN section 6).
+"""Redaction: erase content from a scope's history, keep the audit trail (docs/architecture.md#redaction).
 
 :func:`redact` replaces one version's blob, :func:`redact_pattern` every regex match, wherever they
 occur in the scope's history, by ``[redacted: <id>]``; the transaction (lock, journal, swap, ledger,

@@ -1,4 +1,4 @@
-"""Retention: compact versions past ``retention.max_days`` into a new root (DESIGN section 7).
+"""Retention: compact versions past ``retention.max_days`` into a new root (docs/architecture.md#retention).
 
 A scope's history ``c0 .. cN`` becomes ``root, c'B .. c'N``: the first B commits are squashed into one
 root commit whose tree is ``c(B-1)``'s tree, and the later commits are re-parented (trees, authors,

@@ -1,4 +1,4 @@
-"""``gitmem audit``: one timeline of versions and ledger events (DESIGN section 6)."""
+"""``gitmem audit``: one timeline of versions and ledger events (docs/architecture.md#the-audit-ledger)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``gitmem verify``: is the store whole? (DESIGN section 6)
+"""``gitmem verify``: is the store whole? (docs/architecture.md#the-audit-ledger)
 
 Checks, in order: an interrupted history rewrite is finished or rolled back first; ``git fsck``; the
 ledger chain (and, against the anchors, that it was not rewritten); every ledger redaction and

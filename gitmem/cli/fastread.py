@@ -1,5 +1,5 @@
 """``gitmem read STORE PATH`` without typer or rich: a process that starts about as fast as
-``python -c "import pygit2"`` (DESIGN section 11). Anything beyond the plain form (``--json``,
+``python -c "import pygit2"`` (docs/architecture.md#performance-targets). Anything beyond the plain form (``--json``,
 ``--help``, unknown options) returns None and the full CLI handles it."""
 
 from __future__ import annotations

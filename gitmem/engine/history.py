@@ -1,4 +1,4 @@
-"""History: version lookup and filtering, reading old versions, diff, restore (DESIGN section 4)."""
+"""History: version lookup and filtering, reading old versions, diff, restore (docs/architecture.md#versions-and-trailers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The append-only audit ledger on ``refs/gitmem/ledger`` (DESIGN section 6).
+"""The append-only audit ledger on ``refs/gitmem/ledger`` (docs/architecture.md#the-audit-ledger).
 
 Format (chosen here, and what ``git log refs/gitmem/ledger`` shows): one commit per entry, with the
 empty tree, the previous entry's commit as its only parent, author and committer ``gitmem``, and the

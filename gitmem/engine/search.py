@@ -1,4 +1,4 @@
-"""Full-text search within one scope (DESIGN section 8), on an SQLite FTS5 table in the derived index.
+"""Full-text search within one scope (docs/architecture.md#the-index-and-search), on an SQLite FTS5 table in the derived index.
 
 The index keeps one FTS5 row per live memory per scope (its path, description and body: the file
 without its front-matter block), maintained by :class:`gitmem.engine.index.Index` wherever the ``heads``

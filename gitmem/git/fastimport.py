@@ -1,4 +1,4 @@
-"""Write a chain of version commits with ``git fast-import`` (DESIGN section 11's accepted exception).
+"""Write a chain of version commits with ``git fast-import`` (an accepted exception to in-process git: docs/architecture.md#performance-targets).
 
 libgit2 writes every object as its own loose file; for a batch of thousands of versions creating
 those files is most of the cost. ``git fast-import`` writes the same commits into one pack. The

@@ -1,4 +1,4 @@
-"""The optional ``description:`` key in a memory's own YAML front matter (DESIGN section 3).
+"""The optional ``description:`` key in a memory's own YAML front matter (docs/architecture.md#memories-and-paths).
 
 Reading never fails: a file without valid front matter simply has no description. Writing replaces
 only the ``description`` line (or adds it, or adds a front-matter block), leaving the other keys and

@@ -1,4 +1,4 @@
-"""Rules for memory paths, scope names and store names (DESIGN sections 2 and 3).
+"""Rules for memory paths, scope names and store names (docs/architecture.md#memories-and-paths).
 
 Paths that break a rule are refused with an error naming the rule, never silently normalised.
 """

@@ -33,7 +33,7 @@ class Violation:
 
 
 def check_path(path: str, limits: Limits) -> list[Violation]:
-    """Path rules (DESIGN section 3) with the store's ``max_path_bytes``."""
+    """Path rules (docs/architecture.md#memories-and-paths) with the store's ``max_path_bytes``."""
     size = len(path.encode("utf-8", "surrogatepass"))
     if size > limits.max_path_bytes:
         return [

@@ -1,4 +1,4 @@
-"""The push checks behind the pre-receive hook (DESIGN section 5), as plain functions.
+"""The push checks behind the pre-receive hook (docs/architecture.md#hooks), as plain functions.
 
 ``check_push`` looks only at what a push brings: the commits reachable from the new tips and not
 from any existing ref (plus, behind a real ``git receive-pack``, every object in the quarantine

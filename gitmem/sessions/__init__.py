@@ -1,4 +1,4 @@
-"""Sessions: mount stores as directories, sync changes back as versions (DESIGN section 10).
+"""Sessions: mount stores as directories, sync changes back as versions (docs/architecture.md#sessions).
 
 ``start_session`` attaches up to 8 stores and materialises each at ``<root>/<slug>/``;
 ``sync_session`` turns every change in read-write mounts into versions tagged with the session

@@ -1,4 +1,4 @@
-"""Start, sync, end, list and show sessions (DESIGN section 10)."""
+"""Start, sync, end, list and show sessions (docs/architecture.md#sessions)."""
 
 from __future__ import annotations
 
