@@ -22,6 +22,7 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes.")] = 1,
     log_level: Annotated[str, typer.Option("--log-level", help="debug, info, warning or error.")] = "info",
+    json: common.JsonOpt = False,
 ) -> None:
     """Serve the workspace's stores as Anthropic's memory stores API (base_url for the SDK).
 
@@ -38,4 +39,4 @@ def serve(
             ) from None
         run(common.home(home), host=host, port=port, workers=workers, log_level=log_level)
 
-    common.run(False, call)
+    common.run(json, call)
