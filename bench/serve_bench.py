@@ -35,10 +35,10 @@ from starlette.routing import Route
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import gitmem  # noqa: E402
+from gitmem.engine.writer import sha256_hex  # noqa: E402
 from gitmem.server.app import _Front, create_app  # noqa: E402
 from gitmem.server.metrics import Metrics  # noqa: E402
 from gitmem.server.tokens import TokenStore  # noqa: E402
-from gitmem.writer import sha256_hex  # noqa: E402
 
 Ids = dict[tuple[int, int], tuple[str, str]]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from serverkit import client, running, token
 
 import gitmem
-from gitmem.verify import verify
+from gitmem.audit.verify import verify
 
 ROUNDS = 5
 
@@ -63,7 +63,7 @@ def test_eight_clients_same_and_different_scopes(workspace: Path) -> None:
         }
         for i in range(4):
             assert len(store.versions(scope=f"team{i}")) == ROUNDS
-        verify(store)
+        verify(store.core)
     fsck = subprocess.run(
         ["git", "--git-dir", str(workspace / "stores" / "notes.git"), "fsck", "--strict"],
         capture_output=True,
@@ -106,4 +106,4 @@ def test_client_killed_mid_request_leaves_no_or_one_complete_version(workspace: 
         if "/whole.md" in paths:
             assert store.read("/whole.md").content == "x" * 5000
         assert len(store.versions(scope="main")) == len(paths)
-        verify(store)
+        verify(store.core)

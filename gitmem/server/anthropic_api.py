@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gitmem import config
+from gitmem.engine.memories import Memory
 from gitmem.errors import (
     ConflictError,
     ForbiddenError,
@@ -27,14 +28,13 @@ from gitmem.errors import (
     LimitExceededError,
     NotFoundError,
 )
-from gitmem.memories import Memory
-from gitmem.paths import validate_prefix, validate_scope
+from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.versions import Version
 from gitmem.server import errors, ops, wire
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore, parse_time
 from gitmem.store import Store, create_store, delete_store
-from gitmem.versions import Version
 
 log = logging.getLogger("gitmem.server")
 Json = dict[str, Any]

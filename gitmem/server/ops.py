@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import pygit2
 
+from gitmem.engine.memories import refuse_conflict
+from gitmem.engine.rows import HeadRow
+from gitmem.engine.writer import Change, ScopeState, decode_content, encode_content, mutate, sha256_hex
 from gitmem.errors import InvalidInputError, NotFoundError, PreconditionFailedError
-from gitmem.index import HeadRow
-from gitmem.memories import refuse_conflict
-from gitmem.paths import validate_path
+from gitmem.model.paths import validate_path
+from gitmem.model.versions import Version
 from gitmem.store import Store
-from gitmem.versions import Version
-from gitmem.writer import Change, ScopeState, decode_content, encode_content, mutate, sha256_hex
 
 MARKER_PATH = "/.anthropic-memory-store"  # the SDK sync engine's marker file: never a memory
 _STALE_RETRIES = 50
@@ -58,12 +58,12 @@ def check_path(path: object, field: str = "path") -> str:
 
 
 def head(store: Store, scope: str, memory_id: str) -> HeadRow | None:
-    store.index.ensure(scope)
-    return store.index.head_by_memory(scope, memory_id)
+    store.core.index.ensure(scope)
+    return store.core.index.head_by_memory(scope, memory_id)
 
 
 def record(store: Store, row: HeadRow, *, with_content: bool) -> MemoryRecord:
-    content = decode_content(store.blob_data(pygit2.Oid(hex=row.blob))) if with_content else None
+    content = decode_content(store.core.blob_data(pygit2.Oid(hex=row.blob))) if with_content else None
     return MemoryRecord(
         row.memory_id, row.path, content, row.sha256, row.size, row.version_id, row.created_at, row.updated_at
     )
@@ -108,7 +108,7 @@ def _mutate(
 ) -> Version | None:
     for _attempt in range(_STALE_RETRIES):
         try:
-            return mutate(store, scope, plan, actor=actor, session=session)
+            return mutate(store.core, scope, plan, actor=actor, session=session)
         except _Stale:
             time.sleep(0.001)
     raise NotFoundError("the memory kept changing while it was looked up; try again")

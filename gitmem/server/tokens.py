@@ -25,10 +25,10 @@ from typing import Any
 
 from gitmem import config
 from gitmem.errors import AuthenticationError, ConfigError, InvalidInputError, NotFoundError
+from gitmem.git.locks import file_lock
 from gitmem.ids import ULID_RE, new_ulid
-from gitmem.locks import file_lock
-from gitmem.paths import validate_scope, validate_store_name
-from gitmem.versions import validate_actor, validate_session
+from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.versions import validate_actor, validate_session
 
 TOKENS_FILE = "tokens.json"
 ALL_STORES = "*"

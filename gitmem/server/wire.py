@@ -16,9 +16,9 @@ from typing import Any
 
 from gitmem.config import StoreSettings
 from gitmem.errors import InvalidInputError
+from gitmem.model.versions import Version
 from gitmem.server.ops import MemoryRecord
 from gitmem.server.tokens import parse_time
-from gitmem.versions import Version
 
 Json = dict[str, Any]
 VIEWS = ("basic", "full")
