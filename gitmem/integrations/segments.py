@@ -1,0 +1,55 @@
+"""Arbitrary strings as single gitmem path segments, and back (used by the LangGraph and Agents adapters).
+
+A LangGraph namespace label, key or an Agents SDK session id may hold any character, but a gitmem
+path segment may not contain ``/``, control or format characters, must be NFC and must not name
+git's own directory. :func:`encode_segment` percent-encodes (UTF-8, upper-case hex) exactly what
+would break those rules, plus ``%`` itself, so the mapping is injective and readable names stay
+readable: ``("users", "alice")`` is ``users/alice``, a label ``a/b`` is ``a%2Fb``.
+:func:`decode_segment` inverts it and returns None for a name that :func:`encode_segment` would
+never produce (a file someone else put there).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from urllib.parse import unquote
+
+from gitmem.errors import InvalidInputError
+from gitmem.paths import validate_path
+
+_BAD_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def _quote(ch: str) -> str:
+    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+
+
+def _needs_quoting(ch: str) -> bool:
+    return ch in "/%" or unicodedata.category(ch) in _BAD_CATEGORIES
+
+
+def encode_segment(text: str) -> str:
+    """``text`` as one path segment (may still be too long: the path check then says so)."""
+    out = "".join(_quote(ch) if _needs_quoting(ch) else ch for ch in text)
+    if unicodedata.normalize("NFC", out) != out:
+        # Not NFC (or made non-NFC by a quoted neighbour): plain ASCII always is.
+        out = "".join(_quote(ch) if _needs_quoting(ch) or ord(ch) > 127 else ch for ch in out)
+    if out in ("", ".", ".."):
+        return out  # refused by the caller's path rules, or (keys) given a suffix first
+    try:
+        validate_path("/" + out)
+    except InvalidInputError:
+        if len(out.encode("utf-8", "surrogatepass")) <= 255:
+            # git's own directory names (".git", "git~1", NTFS variants): quote the first character.
+            return _quote(out[0]) + out[1:]
+        raise
+    return out
+
+
+def decode_segment(segment: str) -> str | None:
+    """The string :func:`encode_segment` turned into ``segment``, or None if it never would."""
+    text = unquote(segment, errors="surrogatepass")
+    try:
+        return text if encode_segment(text) == segment else None
+    except InvalidInputError:
+        return None
