@@ -6,7 +6,7 @@
 
 Layout: the item ``(namespace, key)`` is the memory ``<prefix><label>/.../<label>/<key>.json``, each
 namespace label one path segment and the key the file name (characters a path may not hold, and
-``%``, are percent-encoded: :mod:`gitmem.integrations.segments`). The value is the file's content
+``%``, are percent-encoded: :mod:`gitmem.integrations.common`). The value is the file's content
 as pretty JSON (two-space indent, the dict's own key order, non-ASCII kept as is, a final newline),
 so ``gitmem read`` and ``git show`` print it readably and ``json.loads`` gives the value back.
 
@@ -45,7 +45,7 @@ from langgraph.store.base import (
 )
 
 from gitmem.errors import IntegrityError, InvalidInputError, NotFoundError
-from gitmem.integrations.segments import decode_segment, encode_segment
+from gitmem.integrations.common import decode_segment, encode_segment, valid_identity, valid_scope
 from gitmem.memories import Memory
 from gitmem.store import Store
 
@@ -233,9 +233,9 @@ class GitmemStore(BaseStore):
         session: str | None = None,
     ) -> None:
         self.store = store
-        self.scope = _valid_scope(scope)
+        self.scope = valid_scope(scope)
         self.layout = _Layout(prefix)
-        self.actor, self.session = _valid_identity(actor, session)
+        self.actor, self.session = valid_identity(actor, session)
         self._lock = threading.RLock()
 
     # -------------------------------------------------------------- batch
@@ -402,21 +402,6 @@ def _time(value: dt.datetime | None) -> dt.datetime:
 
 
 # ---------------------------------------------------------------------- gitmem internals, kept in one place
-def _valid_scope(scope: str) -> str:
-    from gitmem.paths import validate_scope
-
-    return validate_scope(scope)
-
-
-def _valid_identity(actor: str | None, session: str | None) -> tuple[str | None, str]:
-    from gitmem.ids import new_id
-    from gitmem.versions import validate_actor, validate_session
-
-    if actor is not None:
-        validate_actor(actor)
-    return actor, validate_session(session) or new_id("sesn")
-
-
 def _apply_batch(store: Store, ops: list[Any], scope: str, actor: str | None, session: str) -> None:
     from gitmem.batch import apply_batch
 

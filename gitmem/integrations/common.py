@@ -1,4 +1,6 @@
-"""Arbitrary strings as single gitmem path segments, and back (used by the LangGraph and Agents adapters).
+"""What the LangGraph and Agents SDK adapters share: names as path segments, and who writes.
+
+Arbitrary strings as single gitmem path segments, and back.
 
 A LangGraph namespace label, key or an Agents SDK session id may hold any character, but a gitmem
 path segment may not contain ``/``, control or format characters, must be NFC and must not name
@@ -53,3 +55,21 @@ def decode_segment(segment: str) -> str | None:
         return text if encode_segment(text) == segment else None
     except InvalidInputError:
         return None
+
+
+# ---------------------------------------------------------------------- checks done at construction
+def valid_scope(scope: str) -> str:
+    """``scope``, or InvalidInputError naming the rule it breaks."""
+    from gitmem.paths import validate_scope
+
+    return validate_scope(scope)
+
+
+def valid_identity(actor: str | None, session: str | None) -> tuple[str | None, str]:
+    """The actor (checked) and gitmem session (checked, else a new ``sesn_...``) of every version."""
+    from gitmem.ids import new_id
+    from gitmem.versions import validate_actor, validate_session
+
+    if actor is not None:
+        validate_actor(actor)
+    return actor, validate_session(session) or new_id("sesn")
