@@ -21,11 +21,11 @@ from gitmem.store import Store  # noqa: E402
 PATH = "/conversations/conv_1.jsonl"
 
 
-def user(text: str) -> dict[str, Any]:
+def user(text: str) -> Any:
     return {"role": "user", "content": text}
 
 
-def assistant(text: str) -> dict[str, Any]:
+def assistant(text: str) -> Any:
     return {
         "type": "message",
         "role": "assistant",

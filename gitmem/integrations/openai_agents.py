@@ -87,7 +87,7 @@ class GitmemSession:
         if not isinstance(session_id, str):
             raise TypeError(f"session_id must be a string, not {type(session_id).__name__}")
         self.session_id = session_id
-        self.session_settings = session_settings or SessionSettings()
+        self.session_settings: SessionSettings | None = session_settings or SessionSettings()
         self.store = store
         self.scope = valid_scope(scope)
         self.path = _valid_path(_valid_prefix(prefix) + encode_segment(session_id + SUFFIX))
