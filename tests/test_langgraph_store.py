@@ -491,3 +491,28 @@ def test_random_operations_match_in_memory_store(store: Store, seed: int) -> Non
     final = _live(reference)
     assert _shape(ours.search((), limit=1000)) == _shape(final.search((), limit=1000))
     assert ours.list_namespaces(limit=1000) == final.list_namespaces(limit=1000)
+
+
+def test_adapters_sharing_one_store_object_take_turns(store: Store) -> None:
+    pytest.importorskip("agents")
+    from gitmem.integrations.openai_agents import GitmemSession
+
+    a, b = GitmemStore(store), GitmemStore(store, prefix="/other/")
+    chat = GitmemSession("c", store)
+
+    async def run() -> None:
+        await asyncio.gather(
+            *(a.aput(NS, f"a{i}", {"v": i}) for i in range(6)),
+            *(b.aput(NS, f"b{i}", {"v": i}) for i in range(6)),
+            *(chat.add_items([{"role": "user", "content": str(i)}]) for i in range(6)),
+        )
+
+    asyncio.run(run())
+    assert len(a.search(NS, limit=100)) == len(b.search(NS, limit=100)) == 6
+    assert len(asyncio.run(chat.get_items())) == 6
+
+
+def test_list_namespaces_are_accepted_like_tuples(gs: GitmemStore) -> None:
+    gs.put(["users", "alice"], "a", {"v": 1})  # type: ignore[arg-type]
+    item = gs.get(["users", "alice"], "a")  # type: ignore[arg-type]
+    assert item is not None and item.namespace == NS

@@ -13,11 +13,17 @@ never produce (a file someone else put there).
 
 from __future__ import annotations
 
+import threading
 import unicodedata
+import weakref
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from gitmem.errors import InvalidInputError
 from gitmem.paths import validate_path
+
+if TYPE_CHECKING:
+    from gitmem.store import Store
 
 _BAD_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
@@ -73,3 +79,18 @@ def valid_identity(actor: str | None, session: str | None) -> tuple[str | None, 
     if actor is not None:
         validate_actor(actor)
     return actor, validate_session(session) or new_id("sesn")
+
+
+# ---------------------------------------------------------------------- one lock per Store object
+_LOCKS: weakref.WeakKeyDictionary[Store, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def store_lock(store: Store) -> threading.RLock:
+    """The lock every adapter holds while it uses ``store`` (a ``Store`` is not thread-safe), so
+    several adapters sharing one ``Store`` object from worker threads take turns."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(store)
+        if lock is None:
+            lock = _LOCKS[store] = threading.RLock()
+        return lock

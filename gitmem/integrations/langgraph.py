@@ -24,7 +24,6 @@ import asyncio
 import datetime as dt
 import json
 import math
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +44,7 @@ from langgraph.store.base import (
 )
 
 from gitmem.errors import IntegrityError, InvalidInputError, NotFoundError
-from gitmem.integrations.common import decode_segment, encode_segment, valid_identity, valid_scope
+from gitmem.integrations.common import decode_segment, encode_segment, store_lock, valid_identity, valid_scope
 from gitmem.memories import Memory
 from gitmem.store import Store
 
@@ -102,7 +101,7 @@ def decode_value(text: str) -> dict[str, Any] | None:
 
 # ---------------------------------------------------------------------- namespaces and paths
 def _check_labels(namespace: tuple[str, ...], *, put: bool = False) -> None:
-    if not isinstance(namespace, tuple):
+    if not isinstance(namespace, (tuple, list)):
         raise InvalidNamespaceError(f"A namespace must be a tuple of strings, not {namespace!r}")
     if put and not namespace:
         raise InvalidNamespaceError("Namespace cannot be empty.")
@@ -210,8 +209,8 @@ class GitmemStore(BaseStore):
     """LangGraph's ``BaseStore`` over one gitmem store and scope.
 
     Args:
-        store: an open gitmem store; give this object its own ``Store`` (``gitmem.open_store``)
-            when other threads use the store too.
+        store: an open gitmem store. Adapters sharing this ``Store`` object take turns on it;
+            other code using it from other threads should open its own (``gitmem.open_store``).
         scope: the scope (branch) holding the items.
         prefix: the directory under which namespaces live (``/`` or e.g. ``/langgraph/``).
         actor: recorded on every version (``user:...``, ``service:...``); default from the session.
@@ -236,7 +235,7 @@ class GitmemStore(BaseStore):
         self.scope = valid_scope(scope)
         self.layout = _Layout(prefix)
         self.actor, self.session = valid_identity(actor, session)
-        self._lock = threading.RLock()
+        self._lock = store_lock(store)
 
     # -------------------------------------------------------------- batch
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -267,7 +266,7 @@ class GitmemStore(BaseStore):
                     "Use a store implementation that supports TTL or set ttl=None."
                 )
             text = None if op.value is None else encode_value(op.value)
-            path = self.layout.path(op.namespace, op.key)
+            path = self.layout.path(tuple(op.namespace), op.key)
             puts.pop(path, None)  # the last put of an item wins, in its own position
             puts[path] = (op, text)
         elif isinstance(op, SearchOp):
@@ -283,7 +282,7 @@ class GitmemStore(BaseStore):
 
     def _read(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            return self._get(op.namespace, op.key)
+            return self._get(tuple(op.namespace), op.key)
         if isinstance(op, SearchOp):
             return self._search(op)
         assert isinstance(op, ListNamespacesOp)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -31,7 +30,7 @@ from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
 from gitmem.errors import ConflictError, NotFoundError, PathConflictError, PreconditionFailedError
-from gitmem.integrations.common import encode_segment, valid_identity, valid_scope
+from gitmem.integrations.common import encode_segment, store_lock, valid_identity, valid_scope
 from gitmem.store import Store
 
 __all__ = ["GitmemSession"]
@@ -65,7 +64,8 @@ class GitmemSession:
 
     Args:
         session_id: the conversation's id (any string).
-        store: an open gitmem store; give this object its own ``Store`` when other threads use it.
+        store: an open gitmem store. Adapters sharing this ``Store`` object take turns on it;
+            other code using it from other threads should open its own (``gitmem.open_store``).
         scope: the scope (branch) holding the conversation.
         prefix: the directory of conversation files.
         actor: recorded on every version; default from the gitmem session.
@@ -92,7 +92,7 @@ class GitmemSession:
         self.scope = valid_scope(scope)
         self.path = _valid_path(_valid_prefix(prefix) + encode_segment(session_id + SUFFIX))
         self.actor, self.session = valid_identity(actor, session)
-        self._lock = threading.Lock()
+        self._lock = store_lock(store)
 
     async def _run(self, fn: Callable[[], T]) -> T:
         def locked() -> T:
