@@ -434,7 +434,7 @@ def _prefix(rng: random.Random) -> tuple[str, ...]:
 
 
 def _random_op(rng: random.Random) -> Any:
-    kind = rng.choices(["put", "delete", "get", "search", "query", "list"], [6, 2, 2, 2, 2, 2])[0]
+    kind = rng.choices(["put", "delete", "get", "search", "query", "list"], [6, 2, 2, 4, 3, 2])[0]
     ns, key = rng.choice(NAMESPACES), f"k{rng.randint(0, 5)}"
     if kind == "put":
         return PutOp(ns, key, _value(rng))
@@ -472,11 +472,11 @@ def _live(reference: InMemoryStore) -> InMemoryStore:
     return fresh
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(8))
 def test_random_operations_match_in_memory_store(store: Store, seed: int) -> None:
     rng = random.Random(seed)
     ours, reference = GitmemStore(store, session="sesn_random"), InMemoryStore()
-    for _ in range(30):
+    for _ in range(80):
         ops = [_random_op(rng) for _ in range(rng.choice([1, 1, 1, 3]))]
         got, want = ours.batch(ops), _live(reference).batch(ops)
         reference.batch([op for op in ops if isinstance(op, PutOp)])
@@ -491,6 +491,12 @@ def test_random_operations_match_in_memory_store(store: Store, seed: int) -> Non
     final = _live(reference)
     assert _shape(ours.search((), limit=1000)) == _shape(final.search((), limit=1000))
     assert ours.list_namespaces(limit=1000) == final.list_namespaces(limit=1000)
+    for operator in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte"):
+        for k in range(10):
+            flt = {"n": {operator: k}}
+            assert _shape(ours.search((), filter=flt, limit=1000)) == _shape(
+                final.search((), filter=flt, limit=1000)
+            )
 
 
 def test_adapters_sharing_one_store_object_take_turns(store: Store) -> None:
