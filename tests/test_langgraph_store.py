@@ -135,12 +135,12 @@ def test_batch_last_put_of_an_item_wins_with_one_version(gs: GitmemStore, store:
 
 def test_batch_puts_move_the_branch_once(gs: GitmemStore, store: Store) -> None:
     gs.put(NS, "first", {"v": 0})
-    tip = store.tip("main")
+    tip = store.core.tip("main")
     gs.batch([PutOp(NS, f"k{i}", {"v": i}) for i in range(3)])
     vs = versions(store)[:3]
     assert {v.operation for v in vs} == {"created"}
     # one chain on top of the old tip: the newest commit's grandparent's parent is the old tip
-    commit = store.commit(vs[0].commit)
+    commit = store.core.commit(vs[0].commit)
     for _ in range(3):
         commit = commit.parents[0]
     assert commit.id == tip

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from gitmem.errors import InvalidInputError
-from gitmem.paths import validate_path
+from gitmem.model.paths import validate_path
 
 if TYPE_CHECKING:
     from gitmem.store import Store
@@ -66,7 +66,7 @@ def decode_segment(segment: str) -> str | None:
 # ---------------------------------------------------------------------- checks done at construction
 def valid_scope(scope: str) -> str:
     """``scope``, or InvalidInputError naming the rule it breaks."""
-    from gitmem.paths import validate_scope
+    from gitmem.model.paths import validate_scope
 
     return validate_scope(scope)
 
@@ -74,7 +74,7 @@ def valid_scope(scope: str) -> str:
 def valid_identity(actor: str | None, session: str | None) -> tuple[str | None, str]:
     """The actor (checked) and gitmem session (checked, else a new ``sesn_...``) of every version."""
     from gitmem.ids import new_id
-    from gitmem.versions import validate_actor, validate_session
+    from gitmem.model.versions import validate_actor, validate_session
 
     if actor is not None:
         validate_actor(actor)

@@ -43,9 +43,9 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from gitmem.engine.memories import Memory
 from gitmem.errors import IntegrityError, InvalidInputError, NotFoundError
 from gitmem.integrations.common import decode_segment, encode_segment, store_lock, valid_identity, valid_scope
-from gitmem.memories import Memory
 from gitmem.store import Store
 
 __all__ = ["GitmemStore", "decode_value", "encode_value"]
@@ -374,7 +374,7 @@ class GitmemStore(BaseStore):
 
     # -------------------------------------------------------------- writes
     def _apply(self, puts: dict[str, tuple[PutOp, str | None]]) -> None:
-        from gitmem.batch import BatchOp
+        from gitmem.engine.batch import BatchOp
 
         for attempt in range(_PUT_ATTEMPTS):
             ops = [
@@ -402,7 +402,7 @@ def _time(value: dt.datetime | None) -> dt.datetime:
 
 # ---------------------------------------------------------------------- gitmem internals, kept in one place
 def _apply_batch(store: Store, ops: list[Any], scope: str, actor: str | None, session: str) -> None:
-    from gitmem.batch import apply_batch
+    from gitmem.engine.batch import apply_batch
 
     if ops:
-        apply_batch(store, ops, scope=scope, actor=actor, session=session)
+        apply_batch(store.core, ops, scope=scope, actor=actor, session=session)

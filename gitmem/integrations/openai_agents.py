@@ -175,12 +175,12 @@ class GitmemSession:
 
 # ---------------------------------------------------------------------- gitmem internals, kept in one place
 def _valid_prefix(prefix: str) -> str:
-    from gitmem.paths import validate_prefix
+    from gitmem.model.paths import validate_prefix
 
     return validate_prefix(prefix)
 
 
 def _valid_path(path: str) -> str:
-    from gitmem.paths import validate_path
+    from gitmem.model.paths import validate_path
 
     return validate_path(path)
