@@ -1,0 +1,1 @@
+"""Pure rules of gitmem: no I/O, no git, no printing."""
