@@ -34,7 +34,8 @@ def _emails(data: bytes) -> Iterator[Hit]:
         m = _EMAIL.search(data, s, i + 300)
         if m and m.start() <= i < m.end():
             local, _, domain = m.group().partition(b"@")
-            if local != b"git" or data[m.end() : m.end() + 1] != b":":  # git@host:repo is a remote
+            remote = local == b"git" and data[m.end() : m.end() + 1] == b":"  # git@host:repo
+            if not remote and data[max(0, m.start() - 3) : m.start()] != b"://":  # user@ of a URL
                 text = m.group().decode()
                 yield Hit("email", "pii", m.start(), m.end(), text, f"{text[0]}…@{domain[:1].decode()}…", 3)
             end = m.end()

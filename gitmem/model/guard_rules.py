@@ -108,7 +108,7 @@ TOKEN_RULES: tuple[_Rule, ...] = (
     _Rule("github-token", rb"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}", 11, fixed=True),
     _Rule("gitlab-token", rb"glpat-[A-Za-z0-9_-]{20,}", 6),
     *(_Rule("slack-token", b"xox" + c + rb"-[A-Za-z0-9-]{10,}", 5, check=_slack_ids) for c in (b"b", b"p", b"a", b"o", b"s", b"r")),
-    _Rule("slack-webhook", rb"hooks\.slack\.com/services/T[A-Z0-9]{8,}/B[A-Z0-9]{8,}/[A-Za-z0-9]{24}", 25),
+    _Rule("slack-webhook", rb"hooks\.slack\.com/services/T[A-Z0-9]{8,}/B[A-Z0-9]{8,}/[A-Za-z0-9]{24}", 16),
     _Rule("stripe-live-key", rb"sk_live_[A-Za-z0-9]{24,}", 8),
     _Rule("stripe-live-key", rb"rk_live_[A-Za-z0-9]{24,}", 8),
     _Rule("anthropic-api-key", rb"sk-ant-[A-Za-z0-9_-]{32,}", 7),
@@ -234,6 +234,8 @@ def _random_piece(piece: bytes) -> bool:
     n = len(piece)
     if not piece.translate(None, _HEX):
         return False  # hex: digests, ids and UUIDs look exactly like random keys (see docs/guard.md)
+    if _count(piece, b"/-_") >= max(3, n // 16):
+        return False  # words joined by separators: a path, a slug, a snake_case name
     digits, upper, lower = _count(piece, _DIGITS), _count(piece, _UPPER), _count(piece, _LOWER)
     if digits and upper and lower:
         alphabet = 64
@@ -245,6 +247,8 @@ def _random_piece(piece: bytes) -> bool:
         return False
     if entropy(piece) < _threshold(n, alphabet):
         return False
+    if sum(b - a == 1 for a, b in zip(piece, piece[1:], strict=False)) > n // 4:
+        return False  # an alphabet or a counting sequence, not a random draw
     return not _decodes_to_text(piece)
 
 
