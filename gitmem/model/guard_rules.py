@@ -119,9 +119,19 @@ TOKEN_RULES: tuple[_Rule, ...] = (
     _Rule("pypi-token", rb"pypi-AgE[A-Za-z0-9_-]{50,}", 5),
     _Rule("jwt", rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", 3, check=_jwt_header),
 )  # fmt: skip
+
+
 # Every branch starts with a literal byte and holds no group, so the regex engine skips a position
 # on its first byte; which rule matched is found afterwards (the first whose own regex matches).
-_TOKEN_RE = re.compile(b"|".join(r.pattern for r in TOKEN_RULES))
+def _grouped(patterns: list[bytes]) -> bytes:
+    """One alternation with the branches grouped by their first byte: ``a(?:x|y)|b(?:z)``."""
+    groups: dict[bytes, list[bytes]] = {}
+    for p in patterns:
+        groups.setdefault(p[:1], []).append(p[1:])
+    return b"|".join(re.escape(k) + b"(?:" + b"|".join(rest) + b")" for k, rest in groups.items())
+
+
+_TOKEN_RE = re.compile(_grouped([r.pattern for r in TOKEN_RULES]))
 _RULE_RES = tuple((r, re.compile(r.pattern)) for r in TOKEN_RULES)
 RULE_IDS: tuple[str, ...] = tuple(dict.fromkeys(r.id for r in TOKEN_RULES)) + (
     "aws-secret-access-key",
@@ -174,15 +184,22 @@ def _token_rules(tokens: _Tokens) -> Iterator[Hit]:
 _AWS_SECRET_RE = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])")
 
 
-def _aws_secrets(tokens: _Tokens, lower: bytes) -> Iterator[Hit]:
+def _aws_secrets(data: bytes, lower: bytes) -> Iterator[Hit]:
     """A 40-character AWS secret access key, when its line names AWS and a secret before it."""
-    for m in _AWS_SECRET_RE.finditer(tokens.joined):
-        if not _count(m.group(), _DIGITS):
-            continue
-        s = tokens.at(m.start())
-        context = lower[max(lower.rfind(b"\n", 0, s) + 1, s - 120) : s]
-        if b"aws" in context and b"secret" in context:
-            yield Hit("aws-secret-access-key", "secret", s, s + 40, m.group().decode(), mask(m.group()), 0)
+    i = lower.find(b"aws")
+    while i >= 0:
+        start = lower.rfind(b"\n", 0, i) + 1
+        end = lower.find(b"\n", i)
+        end = len(lower) if end < 0 else end
+        if b"secret" in lower[start:end]:
+            for m in _AWS_SECRET_RE.finditer(data, start, end):
+                s = m.start()
+                context = lower[max(start, s - 120) : s]
+                if b"aws" in context and b"secret" in context and _count(m.group(), _DIGITS):
+                    yield Hit(
+                        "aws-secret-access-key", "secret", s, s + 40, m.group().decode(), mask(m.group()), 0
+                    )
+        i = lower.find(b"aws", end)
 
 
 # ----------------------------------------------------------------------------------- entropy
@@ -258,10 +275,22 @@ _PIECE_RE = re.compile(
 )
 
 
+# Pieces already judged not random (ids, digests, words): memories are rewritten with small edits,
+# so most of a write's pieces were seen by the previous one. Only rejects are kept, so the cache
+# never holds a secret; it is dropped whole when full.
+_NOT_RANDOM: set[bytes] = set()
+_NOT_RANDOM_MAX = 8192
+
+
 def _high_entropy(data: bytes, tokens: _Tokens, skip: list[tuple[int, int]]) -> Iterator[Hit]:
     for m in _PIECE_RE.finditer(tokens.joined):
         piece = m.group()
+        if piece in _NOT_RANDOM:
+            continue
         if piece.startswith(_SSH_PUBLIC) or not _random_piece(piece):
+            if len(_NOT_RANDOM) >= _NOT_RANDOM_MAX:
+                _NOT_RANDOM.clear()
+            _NOT_RANDOM.add(piece)
             continue
         s = tokens.at(m.start())
         if data[max(0, s - 7) : s] == b"base64," or any(a <= s < b for a, b in skip):
@@ -298,7 +327,7 @@ def _private_keys(data: bytes) -> Iterator[Hit]:
 
 
 _URL_AUTH = re.compile(rb"([^\s:/@?#\[\]\"'<>]{1,128}):([^\s/@?#\"'<>]{1,256})@[A-Za-z0-9.-]+")
-_SCHEME = re.compile(rb"[A-Za-z][A-Za-z0-9+.-]{0,31}\Z")
+_SCHEME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-"
 
 
 def _placeholder(value: bytes) -> bool:
@@ -317,12 +346,14 @@ def _url_passwords(data: bytes) -> Iterator[Hit]:
     if i < 0 or b"@" not in data:
         return
     while i >= 0:
-        scheme = _SCHEME.search(data, max(0, i - 32), i)
         m = _URL_AUTH.match(data, i + 3)
-        if scheme and m and not _placeholder(m.group(2)):
-            s, e = m.span(2)
-            preview = f"{scheme.group().decode()}://…:… (password of {e - s} chars)"
-            yield Hit("url-password", "secret", s, e, m.group(2).decode(), preview, 1)
+        if m and not _placeholder(m.group(2)):
+            before = data[max(0, i - 32) : i]
+            scheme = before[len(before.rstrip(_SCHEME_CHARS)) :].lstrip(b"0123456789+.-")
+            if scheme:
+                s, e = m.span(2)
+                preview = f"{scheme.decode()}://…:… (password of {e - s} chars)"
+                yield Hit("url-password", "secret", s, e, m.group(2).decode(), preview, 1)
         i = data.find(b"://", i + 3)
 
 
@@ -332,33 +363,22 @@ _KEY_NAMES = (
     "api_key", "apikey", "private_key", "access_token", "auth_token", "refresh_token", "_token",
 )  # fmt: skip
 _KEY_ALONE = {"pass", "token"}
-_NAME_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_ASSIGN_AHEAD = re.compile(rb"""[a-z0-9_.-]{0,64}["']?[ \t]*[=:]""")
+# A keyword, the rest of the name, an assignment: each regex starts with its literal keyword, which
+# the regex engine finds with a fast substring search; only assignments reach Python code.
+_KEYWORD_RES = tuple(re.compile(w + rb"""([a-z0-9_.-]{0,64})["']?[ \t]*[=:]""") for w in _KEYWORDS)
+_NAME_CHARS = b"abcdefghijklmnopqrstuvwxyz0123456789_.-"
 _ASSIGN = re.compile(
     rb"""["']?[ \t]*(?::=|=>|=|:)[ \t]*(?:"([^"\s]{4,256})"|'([^'\s]{4,256})'|([^\s"',;`]{8,256}))"""
 )
 
 
-def _key_name(data: bytes, i: int) -> tuple[int, int]:
-    """The identifier around position ``i``: (start, end)."""
-    s, e = i, i
-    while s > 0 and data[s - 1] in _NAME_CHARS and i - s < 64:
-        s -= 1
-    while e < len(data) and data[e] in _NAME_CHARS and e - i < 64:
-        e += 1
-    return s, e
-
-
 def _assignments(data: bytes, lower: bytes) -> Iterator[Hit]:
     seen: set[int] = set()
-    for word in _KEYWORDS:
-        i = lower.find(word)
-        while i >= 0:
-            at = i
-            i = lower.find(word, i + len(word))
-            if not _ASSIGN_AHEAD.match(lower, at + len(word)):
-                continue
-            s, e = _key_name(data, at)
+    for keyword in _KEYWORD_RES:
+        for ahead in keyword.finditer(lower):
+            at, e = ahead.start(), ahead.end(1)
+            left = max(0, at - 64)
+            s = left + len(lower[left:at].rstrip(_NAME_CHARS))
             if e in seen:
                 continue
             seen.add(e)
@@ -391,7 +411,7 @@ def secret_hits(data: bytes) -> list[Hit]:
     tokens = _Tokens(data)
     if tokens.spans:
         hits.extend(_token_rules(tokens))
-        hits.extend(_aws_secrets(tokens, lower))
+        hits.extend(_aws_secrets(data, lower))
         public = [(s, e) for s, e, label in pem_blocks(data) if b"PRIVATE" not in label] if pem else []
         hits.extend(_high_entropy(data, tokens, public))
     if pem:
