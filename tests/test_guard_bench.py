@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "guard_bench.py"
@@ -15,6 +16,7 @@ def test_guard_bench_quick_smoke(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("guard_bench", BENCH)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclass looks its module up
     spec.loader.exec_module(bench)
     out = tmp_path / "out.json"
     assert bench.main(["--quick", "--rounds", "2", "--json", str(out)]) == 0
