@@ -94,18 +94,19 @@ class StoreCore(Repo):
     def update_settings(self, *, actor: str | None = None, **changes: Any) -> StoreSettings:
         """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically.
 
-        Every change is a ledger entry (``archived`` when it sets ``archived_at``)."""
+        Every change is a ledger entry with its actor and a readable diff (``archived`` when it sets
+        ``archived_at``); a hand edit of the file found first is recorded before it, unattributed."""
         self.check_writable()
+        from gitmem.engine import ledger  # the ledger records through this handle
+
+        ledger.check_hand_edit(self)
+        old = self.settings.to_dict()
         new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
         # Round-trip through validation so a bad value never reaches the file.
         new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
         config.save_settings(self.settings_path, new)
         self._settings = new
-        from gitmem.engine import ledger  # the ledger records through this handle
-
-        data = new.to_dict()
-        kind = "archived" if changes.get("archived_at") is not None else "settings_changed"
-        ledger.append(self, kind, {"changes": {k: data[k] for k in sorted(changes)}}, actor=actor)
+        ledger.record_settings_change(self, old, changes, actor)
         return new
 
     def check_writable(self) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem import config
-from gitmem.errors import ConflictError, IntegrityError
+from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.locks import file_lock
 
 if TYPE_CHECKING:
@@ -409,28 +409,30 @@ def record_settings_change(
 
 def check_hand_edit(store: StoreCore) -> LedgerEntry | None:
     """A ``gitmem.yaml`` changed behind gitmem's back (a hand edit) is recorded once, as an
-    unattributed settings change with its diff; returns that entry (None: no change)."""
+    unattributed settings change with its diff; returns that entry (None: no change, or it cannot
+    be recorded now: a reader without write access, a ledger ``verify`` must look at first)."""
     if store.is_clone:
         return None
     path = store.gitmem_dir / SETTINGS_SEEN
     try:
-        seen = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        seen = None
-    digest_now = _file_digest(store.settings_path)
-    if seen is not None and seen.get("sha256") == digest_now:
+        with file_lock(store.gitmem_dir / (SETTINGS_SEEN + ".lock")):
+            try:
+                seen = json.loads(path.read_text(encoding="utf-8"))
+            except (FileNotFoundError, ValueError):
+                seen = None
+            if seen is not None and seen.get("sha256") == _file_digest(store.settings_path):
+                return None
+            if seen is None:  # a store from before this record: start it now
+                remember_settings(store)
+                return None
+            new = _plain(store.reload_settings().to_dict())
+            diff = settings_diff(seen.get("settings") or {}, new)
+            data = {"source": "hand edit of gitmem.yaml", "unattributed": True, "diff": diff}
+            entry = append(store, "settings_changed", data, actor=UNATTRIBUTED)
+            remember_settings(store)
+            return entry
+    except (OSError, GitmemError):  # a broken settings file or ledger: the caller reports it
         return None
-    if not os.access(store.gitmem_dir, os.W_OK):
-        return None  # a reader without write access cannot record it; verify still reports it
-    if seen is None:  # a store from before this record: start it now
-        remember_settings(store)
-        return None
-    new = _plain(store.reload_settings().to_dict())
-    diff = settings_diff(seen.get("settings") or {}, new)
-    data = {"source": "hand edit of gitmem.yaml", "unattributed": True, "diff": diff}
-    entry = append(store, "settings_changed", data, actor=UNATTRIBUTED)
-    remember_settings(store)
-    return entry
 
 
 def rejected_pushes(store: StoreCore) -> list[dict[str, Any]]:
