@@ -240,10 +240,12 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
         path = store_path(text, home)
         if not path.is_dir():
             raise NotFoundError(f"store {text!r} does not exist in {stores_dir(home)}")
+        _check_readable(path)
         return StoreCore(open_repository(path), path)
     path = Path(text).expanduser().resolve()
     if not path.exists():
         raise NotFoundError(f"no store at {path}")
+    _check_readable(path)
     repo = open_repository(path)
     if repo.is_bare:
         if (path / config.SETTINGS_FILE).exists():
@@ -255,6 +257,17 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
         return StoreCore(repo, path, clone_of=origin_url(repo) or str(path))
     gitdir = Path(repo.path).resolve()
     return StoreCore(repo, gitdir, clone_of=origin_url(repo) or str(path))
+
+
+def _check_readable(path: Path) -> None:
+    """Another user's store (or one this process may not read) is "permission denied" (exit 6),
+    not "not a git repository"."""
+    try:
+        for p in (path, path / "objects", path / "refs", path / "HEAD", path / ".git"):
+            if p.exists() and not os.access(p, os.R_OK | (os.X_OK if p.is_dir() else 0)):
+                raise ForbiddenError(f"permission denied: {p} belongs to another user or is not readable")
+    except PermissionError:
+        raise ForbiddenError(f"permission denied: {path} belongs to another user") from None
 
 
 def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:
