@@ -234,6 +234,13 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
     """A store handle by name in the workspace, or by path to a bare store or a clone of one.
 
     No journal recovery here (``gitmem.store.open_store`` adds it)."""
+    try:
+        return _open_core(name_or_path, home)
+    except PermissionError as exc:
+        raise ForbiddenError(f"permission denied: {exc.filename or name_or_path}") from None
+
+
+def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None) -> StoreCore:
     text = os.fspath(name_or_path)
     is_pathlike = os.sep in text or text.startswith(".") or text.endswith(".git")
     if not is_pathlike:

@@ -203,8 +203,15 @@ def malformed_trailers(message: str) -> list[str]:
         elif parse_snapshot(message) is None:
             problems.append(f"a {SNAPSHOT} trailer is malformed")
         return problems
-    if any(k in trailers for k in TRAILER_KEYS):
-        problems += trailer_problems(trailers)
+    if any(k in trailers for k in ("Gitmem-Version", "Gitmem-Memory", "Gitmem-Operation")):
+        problems += trailer_problems(trailers)  # a version's trailers come as a set
+    else:
+        actor = trailers.get("Gitmem-Actor")
+        if actor is not None and not _ACTOR_RE.match(actor):
+            problems.append("Gitmem-Actor is malformed")
+        session = trailers.get("Gitmem-Session")
+        if session is not None and not _SESSION_RE.match(session):
+            problems.append("Gitmem-Session is malformed")
     reverts = trailers.get(REVERTS)
     if reverts is not None and not _SESSION_RE.match(reverts):
         problems.append(f"{REVERTS} is not a session id")
