@@ -47,6 +47,7 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
         _run("ledger", lambda: ledger.check_chain(store)),
         _run("redactions purged", lambda: check_purged(store)),
         _run("trailers", lambda: check_trailers(store)),
+        _run("settings", lambda: check_settings(store)),
         _run("index", lambda: check_index(store)),
     ]
     report = VerifyReport(str(store.path), recovered, checks)
@@ -112,24 +113,48 @@ def check_purged(store: StoreCore) -> list[str]:
 
 
 def check_trailers(store: StoreCore) -> list[str]:
+    """Malformed gitmem trailers (readers treat such a commit as plain git), and compaction roots
+    that a pusher wrote rather than the server (docs/identity.md)."""
+    from gitmem.engine import receipts
+    from gitmem.model.versions import malformed_trailers
+
     problems = []
     require = store.settings.require_trailers
+    received = receipts.load(store.path)
     for scope in store.scopes():
         tip = store.tip(scope)
         if tip is None:
             continue
         for commit in store.walk(tip):
-            trailers = parse_trailers(commit.message)
+            message = commit.message
+            trailers = parse_trailers(message)
             if not trailers:
                 if require:
                     problems.append(f"commit {commit.id} in scope {scope!r} has no gitmem trailers")
                 continue
-            if "Gitmem-Compaction" in trailers:
-                continue
-            bad = trailer_problems(trailers)
+            bad = malformed_trailers(message)
             if bad:
-                problems.append(f"commit {commit.id} in scope {scope!r}: {bad[0]}")
+                problems.append(f"commit {commit.id} in scope {scope!r}: malformed trailers: {bad[0]}")
+                continue
+            receipt = received.get(str(commit.id))
+            if "Gitmem-Compaction" in trailers:
+                if receipt is not None and not receipt.trusted:
+                    problems.append(
+                        f"commit {commit.id} in scope {scope!r} claims to be a compaction root but was "
+                        f"pushed by {receipt.actor}; its trailers are ignored"
+                    )
+                continue
+            if require and trailer_problems(trailers):
+                problems.append(f"commit {commit.id} in scope {scope!r}: {trailer_problems(trailers)[0]}")
     return problems
+
+
+def check_settings(store: StoreCore) -> list[str]:
+    """A hand edit of gitmem.yaml is recorded in the ledger (unattributed) when found."""
+    from gitmem.engine.ledger import check_hand_edit
+
+    check_hand_edit(store)
+    return []
 
 
 def check_index(store: StoreCore) -> list[str]:
