@@ -52,6 +52,7 @@ class Console:
         self.sessions = Sessions(pool.home, tokens)
         self.env = environment()
         self.env.filters["when"] = browse.when
+        self.env.globals.update(store_url=browse.store_url, memory_url=browse.memory_url)
         self.renderer = Renderer(self.env)
         self.max_body = max_body
 

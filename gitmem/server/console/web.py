@@ -210,7 +210,11 @@ def serve(
             return renderer.error(500, "internal server error", signed)
         if isinstance(result, Redirect):
             return RedirectResponse(result.url, status_code=303)
-        values = {"me": signed, "path": request.url.path, **result.values}
-        return renderer.html(result.template, values, result.status)
+        values = {"me": signed, **result.values}
+        try:
+            return renderer.html(result.template, values, result.status)
+        except Exception:
+            log.exception("console %s: rendering %s failed", request.url.path, result.template)
+            return renderer.error(500, "internal server error", signed)
 
     return handler
