@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,11 +74,14 @@ def csrf_of(html: str) -> str:
     return m.group(1)
 
 
-def sign_in(url: str, secret: str) -> httpx.Client:
+@contextmanager
+def sign_in(url: str, secret: str) -> Iterator[httpx.Client]:
     """An httpx client signed in to the console with ``secret`` (cookies kept)."""
-    client = httpx.Client(base_url=url, follow_redirects=False, timeout=30)
-    page = client.get("/console/login")
-    assert page.status_code == 200
-    reply = client.post("/console/login", data={"csrf": csrf_of(page.text), "token": secret, "next": "/console/stores"})
-    assert reply.status_code == 303, reply.text
-    return client
+    with httpx.Client(base_url=url, follow_redirects=False, timeout=30) as client:
+        page = client.get("/console/login")
+        assert page.status_code == 200
+        reply = client.post(
+            "/console/login", data={"csrf": csrf_of(page.text), "token": secret, "next": "/console/stores"}
+        )
+        assert reply.status_code == 303, reply.text
+        yield client
