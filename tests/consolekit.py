@@ -37,15 +37,29 @@ class Seeded:
 
 def seed(home: Path) -> Seeded:
     with gitmem.create_store("notes", description="What our agents remember", home=home) as s:
-        v1 = s.write("/prefs/editor.md", "Alice uses vim.\n", description="Editor preferences", actor="user:alice")
+        v1 = s.write(
+            "/prefs/editor.md", "Alice uses vim.\n", description="Editor preferences", actor="user:alice"
+        )
         s.write("/prefs/editor.md", "Alice uses helix.\nShe likes modal editing.\n", actor="user:alice")
         v3 = s.write("/prefs/editor.md", "Alice uses helix.\napi key: sk-live-0000SECRET\n", actor="user:bob")
-        s.write("/prefs/editor.md", "Alice uses helix.\nShe likes modal editing.\nKeys are in the vault.\n", actor="user:bob")
+        s.write(
+            "/prefs/editor.md",
+            "Alice uses helix.\nShe likes modal editing.\nKeys are in the vault.\n",
+            description="Editor preferences",
+            actor="user:bob",
+        )
         s.write("/projects/alpha/plan.md", "Ship the alpha by Friday.\n", actor="user:carol")
         s.write("/projects/beta/notes.md", "Beta waits for the alpha.\n", actor="user:carol")
         s.write("/projects/beta/risks.md", "The beta risks slipping.\n", actor="user:carol")
-        s.write("/agent/todo.md", "Call the vendor about the deploy.\n", actor="session:sesn_agent1", session="sesn_agent1")
-        s.str_replace("/projects/alpha/plan.md", "Friday", "Monday", actor="session:sesn_agent1", session="sesn_agent1")
+        s.write(
+            "/agent/todo.md",
+            "Call the vendor about the deploy.\n",
+            actor="session:sesn_agent1",
+            session="sesn_agent1",
+        )
+        s.str_replace(
+            "/projects/alpha/plan.md", "Friday", "Monday", actor="session:sesn_agent1", session="sesn_agent1"
+        )
         s.write("/xss.md", XSS, actor="user:mallory")
         s.write("/handbook.md", "Deploys happen on Tuesdays.\n", scope="team", actor="user:carol")
         assert v1 is not None and v3 is not None
