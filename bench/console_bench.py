@@ -111,19 +111,24 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(tmp) / "ws"
         store_id, memory_id = build(home, memories, versions)
         secret = TokenStore(home).create(actor="user:bench", admin=True)[1]
-        with serving(home) as url, httpx.Client(
-            base_url=url, timeout=120, headers={"authorization": f"Bearer {secret}"}
-        ) as api:
+        with (
+            serving(home) as url,
+            httpx.Client(base_url=url, timeout=120, headers={"authorization": f"Bearer {secret}"}) as api,
+        ):
             console = signed_in(url, secret)
             cases = [
                 (
                     f"store page, {memories} memories",
                     lambda: ok(console.get("/console/stores/big")),
-                    lambda: ok(api.get(f"/v1/memory_stores/{store_id}/memories", params={"depth": 1, "limit": 100})),
+                    lambda: ok(
+                        api.get(f"/v1/memory_stores/{store_id}/memories", params={"depth": 1, "limit": 100})
+                    ),
                 ),
                 (
                     f"history page, {versions} versions",
-                    lambda: ok(console.get("/console/stores/big/memory", params={"scope": "main", "id": memory_id})),
+                    lambda: ok(
+                        console.get("/console/stores/big/memory", params={"scope": "main", "id": memory_id})
+                    ),
                     lambda: ok(
                         api.get(
                             f"/v1/memory_stores/{store_id}/memory_versions",
@@ -136,12 +141,16 @@ def main(argv: list[str] | None = None) -> int:
                 page(), call()  # warm the pool, the index and the templates
                 t_page, t_api = interleaved(page, call, rounds)
                 ratio = t_page / t_api
-                results.append({"case": name, "page_s": t_page, "api_s": t_api, "ratio": ratio, "target": TARGET})
+                results.append(
+                    {"case": name, "page_s": t_page, "api_s": t_api, "ratio": ratio, "target": TARGET}
+                )
             console.close()
     print(f"{'case':<34} {'page':>10} {'JSON API':>10} {'ratio':>7}  target")
     for r in results:
         verdict = "ok" if r["ratio"] < TARGET else "MISSED"
-        print(f"{r['case']:<34} {r['page_s'] * 1000:>8.1f}ms {r['api_s'] * 1000:>8.1f}ms {r['ratio']:>6.2f}x  < {TARGET}x {verdict}")
+        print(
+            f"{r['case']:<34} {r['page_s'] * 1000:>8.1f}ms {r['api_s'] * 1000:>8.1f}ms {r['ratio']:>6.2f}x  < {TARGET}x {verdict}"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

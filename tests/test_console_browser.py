@@ -15,15 +15,18 @@ import pytest
 pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")
 webdriver = pytest.importorskip("selenium.webdriver", reason="install selenium (pip install selenium)")
 
-import gitmem
-from tests.consolekit import Seeded, seed
-from tests.serverkit import running
+import gitmem  # noqa: E402
+from tests.consolekit import Seeded, seed  # noqa: E402
+from tests.serverkit import running  # noqa: E402
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian package chromium is not installed (apt-get install chromium)"),
     pytest.mark.skipif(
-        DRIVER is None, reason="Debian package chromium-driver is not installed (apt-get install chromium-driver)"
+        CHROMIUM is None, reason="Debian package chromium is not installed (apt-get install chromium)"
+    ),
+    pytest.mark.skipif(
+        DRIVER is None,
+        reason="Debian package chromium-driver is not installed (apt-get install chromium-driver)",
     ),
 ]
 SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
@@ -144,7 +147,10 @@ def test_search_shows_ranked_snippets(browser: Any, site: tuple[str, Seeded]) ->
     follow(browser, browser.find_element(*by("form[role=search] button")))
     hits = browser.find_elements(*by("#hits li"))
     assert hits and "alpha" in hits[0].find_element(*by("mark")).text.lower()
-    assert {h.find_element(*by("a")).text for h in hits} >= {"/projects/alpha/plan.md", "/projects/beta/notes.md"}
+    assert {h.find_element(*by("a")).text for h in hits} >= {
+        "/projects/alpha/plan.md",
+        "/projects/beta/notes.md",
+    }
 
 
 def test_session_revert_preview_then_confirm(browser: Any, site: tuple[str, Seeded]) -> None:
@@ -227,16 +233,18 @@ def test_content_is_text_and_no_script_runs(browser: Any, site: tuple[str, Seede
         "/console/stores/notes?q=pwnedword",
         "/console/stores/notes",
         "/console/stores/notes/audit",
-        f"/console/stores/notes/redact?pattern=pwnedword&scope=main",
+        "/console/stores/notes/redact?pattern=pwnedword&scope=main",
     ]
     for page in pages:
         browser.get(url + page)
         assert browser.execute_script("return typeof window.__pwned") == "undefined", page
-        assert not browser.find_elements(*by("main img")) and not browser.find_elements(*by("main a[href^=javascript]"))
+        assert not browser.find_elements(*by("main img")) and not browser.find_elements(
+            *by("main a[href^=javascript]")
+        )
     browser.get(url + pages[0])
     text = browser.find_element(*by("#content")).text
     assert "<script>window.__pwned='script'</script>" in text and "</textarea>" in text
-    assert '<img src=x onerror="window.__pwned=\'desc\'">' in browser.find_element(*by("#description")).text
+    assert "<img src=x onerror=\"window.__pwned='desc'\">" in browser.find_element(*by("#description")).text
     # even a script that got in could not run: the CSP refuses inline script
     browser.execute_script(
         "var s = document.createElement('script'); s.textContent = 'window.__pwned = 1'; document.body.appendChild(s);"

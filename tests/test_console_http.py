@@ -66,7 +66,9 @@ def test_the_cookie_is_secure_behind_https(url: str, seeded: Seeded) -> None:
         assert "Secure" in page.headers["set-cookie"]
         pre = page.headers["set-cookie"].split(";")[0]  # a Secure cookie httpx keeps for https only
         reply = c.post(
-            "/console/login", data={"csrf": csrf_of(page.text), "token": seeded.alice}, headers={"cookie": pre}
+            "/console/login",
+            data={"csrf": csrf_of(page.text), "token": seeded.alice},
+            headers={"cookie": pre},
         )
     assert reply.status_code == 303
     assert "Secure" in reply.headers["set-cookie"]
@@ -106,8 +108,14 @@ def test_a_read_only_token_gets_no_write_controls_and_403_on_posts(url: str, see
         sessions = c.get("/console/sessions")
         csrf = csrf_of(memory.text)
         posts = [
-            c.post("/console/stores/notes/restore", data={"csrf": csrf, "version": seeded.first_version, "confirm": "yes"}),
-            c.post("/console/stores/notes/revert", data={"csrf": csrf, "session": "sesn_agent1", "confirm": "yes"}),
+            c.post(
+                "/console/stores/notes/restore",
+                data={"csrf": csrf, "version": seeded.first_version, "confirm": "yes"},
+            ),
+            c.post(
+                "/console/stores/notes/revert",
+                data={"csrf": csrf, "session": "sesn_agent1", "confirm": "yes"},
+            ),
             c.post(
                 "/console/stores/notes/redact",
                 data={"csrf": csrf, "version": seeded.secret_version, "reason": "x", "confirm": "yes"},
@@ -125,9 +133,12 @@ def test_a_read_only_token_gets_no_write_controls_and_403_on_posts(url: str, see
 
 def test_posts_without_the_csrf_token_are_refused(url: str, seeded: Seeded) -> None:
     with sign_in(url, seeded.admin) as c:
-        missing = c.post("/console/stores/notes/restore", data={"version": seeded.first_version, "confirm": "yes"})
+        missing = c.post(
+            "/console/stores/notes/restore", data={"version": seeded.first_version, "confirm": "yes"}
+        )
         wrong = c.post(
-            "/console/stores/notes/restore", data={"csrf": "x" * 43, "version": seeded.first_version, "confirm": "yes"}
+            "/console/stores/notes/restore",
+            data={"csrf": "x" * 43, "version": seeded.first_version, "confirm": "yes"},
         )
         page = c.get("/console/stores")
         elsewhere = c.post(
@@ -143,7 +154,10 @@ def test_posts_without_the_csrf_token_are_refused(url: str, seeded: Seeded) -> N
 def test_a_restore_writes_as_the_signed_in_token(url: str, seeded: Seeded) -> None:
     with sign_in(url, seeded.alice) as c:
         page = c.get(f"/console/stores/notes/restore?version={seeded.first_version}")
-        unconfirmed = c.post("/console/stores/notes/restore", data={"csrf": csrf_of(page.text), "version": seeded.first_version})
+        unconfirmed = c.post(
+            "/console/stores/notes/restore",
+            data={"csrf": csrf_of(page.text), "version": seeded.first_version},
+        )
         done = c.post(
             "/console/stores/notes/restore",
             data={"csrf": csrf_of(page.text), "version": seeded.first_version, "confirm": "yes"},
@@ -187,7 +201,9 @@ def test_content_is_escaped_in_every_page(url: str, seeded: Seeded) -> None:
             c.get("/console/stores/notes?q=pwnedword").text,
             c.get("/console/stores/notes").text,
         ]
-    assert html.escape("<script>window.__pwned='script'</script>", quote=False) in pages[0].replace("&#39;", "'")
+    assert html.escape("<script>window.__pwned='script'</script>", quote=False) in pages[0].replace(
+        "&#39;", "'"
+    )
     for text in pages:
         assert "<script>window" not in text and "<img src=x" not in text and "<svg onload" not in text
         assert 'href="javascript:' not in text
@@ -201,6 +217,7 @@ def test_the_login_never_redirects_off_site(url: str, seeded: Seeded) -> None:
     with httpx.Client(base_url=url) as c:
         page = c.get("/console/login")
         reply = c.post(
-            "/console/login", data={"csrf": csrf_of(page.text), "token": seeded.alice, "next": "//evil.example/x"}
+            "/console/login",
+            data={"csrf": csrf_of(page.text), "token": seeded.alice, "next": "//evil.example/x"},
         )
     assert reply.headers["location"] == "/console/stores"

@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 import pygit2
 
 from gitmem import config
-
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.errors import GitmemError, IntegrityError

@@ -61,7 +61,13 @@ class Console:
 
     def _cookie(self, response: Response, request: Request, name: str, value: str, max_age: int) -> None:
         response.set_cookie(
-            name, value, max_age=max_age, path=PREFIX + "/", httponly=True, samesite="strict", secure=secure(request)
+            name,
+            value,
+            max_age=max_age,
+            path=PREFIX + "/",
+            httponly=True,
+            samesite="strict",
+            secure=secure(request),
         )
 
     # ------------------------------------------------------------------ sign-in
@@ -69,7 +75,13 @@ class Console:
         import secrets
 
         pre = secrets.token_urlsafe(32)
-        values = {"me": None, "csrf": pre, "message": message, "next": _next(request.query_params.get("next")), "title": "Sign in"}
+        values = {
+            "me": None,
+            "csrf": pre,
+            "message": message,
+            "next": _next(request.query_params.get("next")),
+            "title": "Sign in",
+        }
         response = self.renderer.html("login.html", values, status)
         self._cookie(response, request, PRE_COOKIE, pre, 3600)
         return response
@@ -82,7 +94,9 @@ class Console:
         except InvalidInputError as exc:
             return self.renderer.error(400, exc.message, None)
         if not csrf_ok(request.cookies.get(PRE_COOKIE, ""), form.get("csrf")):
-            return self.renderer.error(403, "the sign-in form expired or was not posted from here: reload it", None)
+            return self.renderer.error(
+                403, "the sign-in form expired or was not posted from here: reload it", None
+            )
         try:
             sid, signed = await anyio.to_thread.run_sync(self.sessions.sign_in, form.get("token", ""))
         except AuthenticationError as exc:

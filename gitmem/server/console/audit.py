@@ -58,7 +58,10 @@ def audit_page(ctx: Ctx) -> Page:
         ]
         actors = sorted({e.actor for e in events})
     versions = [e for e in events if e.type in OPERATIONS]
-    key = (lambda e: e.actor) if group == "actor" else (lambda e: e.session or "(no session)")
+
+    def key(e: timeline.AuditEvent) -> str:
+        return e.actor if group == "actor" else (e.session or "(no session)")
+
     values: dict[str, Any] = {
         "title": f"Audit: {name}",
         "name": name,
@@ -87,7 +90,9 @@ class SessionView:
     actor: str
     created_at: str
     mounts: list[session_state.Mount] = field(default_factory=list)
-    writes: list[tuple[str, internals.SessionWrites, bool]] = field(default_factory=list)  # store, w, writable
+    writes: list[tuple[str, internals.SessionWrites, bool]] = field(
+        default_factory=list
+    )  # store, w, writable
 
 
 def sessions_page(ctx: Ctx) -> Page:
@@ -106,7 +111,9 @@ def sessions_page(ctx: Ctx) -> Page:
         for w in writes:
             view = found.setdefault(w.session, SessionView(w.session, "api", ", ".join(w.actors), ""))
             view.writes.append((name, w, writable and ctx.token.may_write(name, w.scope)))
-    views = sorted(found.values(), key=lambda v: max((w.last_at for _n, w, _x in v.writes), default=0), reverse=True)
+    views = sorted(
+        found.values(), key=lambda v: max((w.last_at for _n, w, _x in v.writes), default=0), reverse=True
+    )
     return Page("sessions.html", {"title": "Sessions", "sessions": views, "store_url": store_url})
 
 
@@ -133,7 +140,13 @@ def revert_do(ctx: Ctx) -> Page:
     with ctx.pool.store(name) as store:
         ctx.need_write(name, scope, store)
         result = revert_session(store, sid, scope=scope, actor=ctx.token.actor, session=ctx.token.session)
-    values = {"title": f"Reverted {sid}", "name": name, "plan": result, "result": result, "store_url": store_url}
+    values = {
+        "title": f"Reverted {sid}",
+        "name": name,
+        "plan": result,
+        "result": result,
+        "store_url": store_url,
+    }
     return Page("revert.html", values)
 
 
@@ -188,7 +201,13 @@ def redact_do(ctx: Ctx) -> Page:
         else:
             raise InvalidInputError("choose a version or a pattern to redact")
         proof = verifying.verify(store.core, raise_on_failure=False)
-    values = {"title": f"Redacted {done.id}", "name": name, "done": done, "proof": proof, "store_url": store_url}
+    values = {
+        "title": f"Redacted {done.id}",
+        "name": name,
+        "done": done,
+        "proof": proof,
+        "store_url": store_url,
+    }
     return Page("redacted.html", values)
 
 

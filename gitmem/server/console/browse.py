@@ -97,7 +97,9 @@ def store_page(ctx: Ctx) -> Page:
         items: list[Memory | Prefix] = store.list(prefix, scope=scope, depth=1) if known else []
         hits = []
         if query and known:
-            for h in store.search(query, scope=scope, limit=SEARCH_LIMIT, path_prefix=None if prefix == "/" else prefix):
+            for h in store.search(
+                query, scope=scope, limit=SEARCH_LIMIT, path_prefix=None if prefix == "/" else prefix
+            ):
                 hits.append({"hit": h, "parts": snippet_parts(h.snippet)})
         stats = internals.scope_stats(store, [scope])[0] if known else internals.ScopeStats(scope, 0, 0)
         values: dict[str, Any] = {
@@ -258,7 +260,7 @@ def when(value: object) -> str:
         try:
             value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            return value
+            return str(value)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.UTC)

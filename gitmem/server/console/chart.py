@@ -69,7 +69,9 @@ def build(points: Iterable[tuple[dt.datetime, str]], group: str) -> Chart:
             h = plot_h * stacked[s] / peak
             y -= h
             label = top[s] if s < len(top) else "other"
-            bars.append(Bar(LEFT + i * step + step * 0.1, y, step * 0.8, h, s, f"{day}: {label}: {stacked[s]}"))
+            bars.append(
+                Bar(LEFT + i * step + step * 0.1, y, step * 0.8, h, s, f"{day}: {label}: {stacked[s]}")
+            )
     every = max(1, len(days) // 8)
     ticks = [(LEFT + i * step + step / 2, d.isoformat()[5:]) for i, d in enumerate(days) if i % every == 0]
     y_ticks = [(TOP + plot_h - plot_h * f, round(peak * f)) for f in (0.0, 0.5, 1.0)]

@@ -136,4 +136,3 @@ def _preview(store: Store, scope: str, blobs: list[str], what: str) -> Redaction
     ).fetchall()
     blocking += [f"the same content is also in scope {r[0]!r}: redact it there too" for r in others]
     return RedactionPreview(scope, what, rows, blocking)
-

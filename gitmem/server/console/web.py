@@ -183,16 +183,17 @@ def serve(
     async def handler(request: Request) -> Response:
         signed: SignedIn | None = None
         try:
-            signed = await anyio.to_thread.run_sync(sessions.lookup, request.cookies.get(COOKIE))
-            request.state.token_id = signed.token.id
+            me: SignedIn = await anyio.to_thread.run_sync(sessions.lookup, request.cookies.get(COOKIE))
+            signed = me
+            request.state.token_id = me.token.id
             form: dict[str, str] = {}
             if post:
                 if not same_origin(request):
                     raise ForbiddenError("the form was posted from another site")
                 form = await read_form(request, max_body)
-                if not csrf_ok(signed.csrf, form.get("csrf")):
+                if not csrf_ok(me.csrf, form.get("csrf")):
                     raise ForbiddenError("the form's CSRF token is missing or wrong: reload the page")
-            ctx = Ctx(signed, pool, request.url.path, dict(request.path_params), dict(request.query_params), form)
+            ctx = Ctx(me, pool, request.url.path, dict(request.path_params), dict(request.query_params), form)
             result = await anyio.to_thread.run_sync(fn, ctx)
         except AuthenticationError as exc:
             if post:
