@@ -9,10 +9,13 @@ IntegrityError (exit 7) naming each failed check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import os
+from dataclasses import asdict, dataclass, field
 
 import pygit2
 
+from gitmem import config
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.errors import GitmemError, IntegrityError
@@ -51,12 +54,39 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
         _run("index", lambda: check_index(store)),
     ]
     report = VerifyReport(str(store.path), recovered, checks)
+    _remember(store, report)
     if report.ok and store.is_clone:
         ledger.remember_seen(store)
     if raise_on_failure and not report.ok:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         raise IntegrityError(f"verify failed for {store.path}: {failed}")
     return report
+
+
+LAST_REPORT_FILE = "verify_last.json"
+
+
+def _remember(store: StoreCore, report: VerifyReport) -> None:
+    """Keep the newest report in ``$GIT_DIR/gitmem/verify_last.json`` (for the console's
+    integrity page); a store whose directory is read-only just keeps none."""
+    path = store.gitmem_dir / LAST_REPORT_FILE
+    tmp = path.with_name(f".{LAST_REPORT_FILE}.tmp{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"at": config.now_rfc3339(), **asdict(report)}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def last_report(store: StoreCore) -> tuple[str, VerifyReport] | None:
+    """When ``verify`` last ran on this store, and what it found (None: never, or unreadable)."""
+    try:
+        data = json.loads((store.gitmem_dir / LAST_REPORT_FILE).read_text(encoding="utf-8"))
+        checks = [Check(str(c["name"]), bool(c["ok"]), str(c.get("detail", ""))) for c in data["checks"]]
+        return str(data["at"]), VerifyReport(str(data["store"]), data.get("recovered"), checks)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _run(name: str, fn: object) -> Check:
