@@ -1,9 +1,12 @@
-"""The server's ASGI app: the Anthropic memory stores API, ``/healthz`` and ``/metrics``.
+"""The server's ASGI app: the Anthropic memory stores API, git smart HTTP (``/git/``), remote MCP
+(``/mcp``), the Databricks-shaped entries API (``/api/2.1/unity-catalog/``), ``/healthz`` and
+``/metrics``.
 
 ``create_app(home)`` builds it; :func:`serve` runs it on uvicorn. In front of every route: a request
 id (``request-id`` header, ``req_...``), a structured access log line (logger ``gitmem.access``,
 one JSON object per request), Prometheus counters, and the body limit (413 from the
-``content-length`` header, before anything is read or parsed).
+``content-length`` header, before anything is read or parsed; git pushes under ``/git/`` have
+their own, larger limit, counted as the body streams).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from gitmem import config
 from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
+from gitmem.server.databricks_api import DatabricksApi
+from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import TokenStore
@@ -61,7 +66,7 @@ class _Front:
         self.metrics.in_flight.inc()
         try:
             length = _content_length(scope)
-            if length is not None and length > self.max_body:
+            if length is not None and length > self.max_body and not scope["path"].startswith("/git/"):
                 reply = errors.reply(
                     413, "request_too_large", f"the request body is over {self.max_body} bytes", rid
                 )
@@ -114,6 +119,14 @@ def create_app(
     tokens = TokenStore(pool.home)
     metrics = Metrics()
     api = AnthropicApi(pool, tokens, metrics, max_body)
+    databricks = DatabricksApi(pool, tokens, metrics, max_body)
+    git_http = GitHttp(pool.home, tokens)
+    try:
+        from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
+    except ImportError:  # pragma: no cover - served without /mcp then
+        mcp_http = None
+    else:
+        mcp_http = McpHttp(pool, tokens)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "stores": len(pool.all_settings())})
@@ -131,7 +144,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
+            yield
         pool.close()  # uvicorn waited for in-flight requests before this runs
 
     app = Starlette(
@@ -139,6 +153,9 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
+            *databricks.routes(),
+            Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),
+            *([Route("/mcp", mcp_http, methods=["GET", "POST", "DELETE"])] if mcp_http else []),
         ],
         exception_handlers={404: not_found, 405: not_found},
         lifespan=lifespan,
