@@ -27,6 +27,8 @@ INDEX_FILE = "index.sqlite"  # gitmem.engine.index.INDEX_FILE (not imported: the
 SETTINGS_CACHE = "settings.json"  # $GIT_DIR/gitmem/settings.json: see config.load_settings_cached
 MAX_LINES = 100
 _ACTOR_ENV = (("GITMEM_ACTOR", ""), ("REMOTE_USER", "user:"), ("GL_USERNAME", "user:"))
+#: Set by ``gitmem serve`` (git over HTTP) to the pushing token's session; a client cannot set it.
+SERVER_SESSION_ENV = "GITMEM_PUSH_SESSION"
 
 
 def push_options(env: Mapping[str, str]) -> list[str]:
@@ -157,7 +159,7 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
     actor = pusher(env, options, trust)
     steps: list[tuple[str, Callable[[], object]]] = [
         ("index", lambda: update_index(store, updates)),
-        ("push log", lambda: record_push(store, updates, actor, options)),
+        ("push log", lambda: record_push(store, updates, actor, options, env.get(SERVER_SESSION_ENV))),
         ("ledger", lambda: record_push_in_ledger(store, updates, actor, options)),
         ("packs", lambda: store.maintain()),  # every push adds a pack: keep them geometric
     ]
@@ -179,7 +181,11 @@ def update_index(store: StoreCore, updates: Sequence[RefUpdate]) -> None:
 
 
 def record_push(
-    store: StoreCore, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
+    store: StoreCore,
+    updates: Sequence[RefUpdate],
+    actor: str | None,
+    options: Sequence[str],
+    session: str | None = None,
 ) -> None:
     """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (server-side, never
     cloned: it keeps the raw commit ids that the public ledger only holds as keyed digests)."""
@@ -197,6 +203,8 @@ def record_push(
                 "push_options": list(options),
                 "time": when,
             }
+            if session:
+                rec["session"] = session
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
 
 

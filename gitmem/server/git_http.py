@@ -38,11 +38,12 @@ from starlette.types import Message, Receive, Scope, Send
 from gitmem import config
 from gitmem.errors import AuthenticationError, GitmemError, InvalidInputError
 from gitmem.model.paths import validate_store_name
+from gitmem.push.hook import SERVER_SESSION_ENV
 from gitmem.server.tokens import Token, TokenStore
 
 log = logging.getLogger("gitmem.server.git")
 PREFIX = "/git/"
-SESSION_ENV = "GITMEM_PUSH_SESSION"  # read by the pre-receive hook (docs/git-servers.md)
+SESSION_ENV = SERVER_SESSION_ENV  # GITMEM_PUSH_SESSION, read by the receive hooks (docs/git-servers.md)
 MAX_PUSH_BYTES = 1 << 30  # one push's request body at most (a store is at most a few 100 MB)
 _PATH_RE = re.compile(r"^/git/([^/]+)\.git(/.*)\Z")
 _SERVICES = ("git-upload-pack", "git-receive-pack")
