@@ -1,17 +1,21 @@
 """Remote MCP at ``/mcp``: the MCP server of ``gitmem mcp`` over the streamable HTTP transport.
 
 Every request carries a token (``Authorization: Bearer``, HTTP Basic with the token as password,
-or ``x-api-key``); the token decides what an MCP session serves: the stores it has a grant for
-(``*`` and admin tokens: every store), each read-write or read-only as granted (a read-only store
-gets no write tools), in the token's scope (else ``main``, or ``/mcp?scope=S`` when the token
-allows S). Writes are versions by the token's actor, tagged with the token's session, else with a
-new ``sesn_`` id for the MCP session (one MCP session, one gitmem session, as over stdio).
+or ``x-api-key``); the token decides what is served: the stores it has a grant for (``*`` and
+admin tokens: every store), each read-write or read-only as granted (a server whose stores are all
+read-only has no write tools; a write tool refuses a read-only store), in the token's scope (else
+``main``, or ``/mcp?scope=S`` when the token allows S).
 
-Each MCP session gets its own server (``build_server``) and its own session manager of the
-``mcp`` package, so that sessions of different tokens never share a tool list. A session is bound
-to the token that opened it: another token presenting its ``mcp-session-id`` gets 404, as for an
-unknown session. Sessions end when the client deletes them or after ``idle_seconds`` without a
-request in flight.
+Writes are versions by the token's actor, tagged with a session: the token's own session when it
+has one, else the one the client names (``/mcp?session=ID`` or an ``x-gitmem-session`` header),
+else ``sesn_mcp_<token ulid>``, so that one token's MCP writes are one session by default. (MCP's
+own session id is not a good tag: the 2026 protocol revision has none, and the older one changes
+at every reconnect.)
+
+One ``build_server`` and one session manager of the ``mcp`` package serve each (token, scope,
+session, stores) and are reused by its requests; they are dropped after ``idle_seconds`` without a
+request in flight. An MCP session id (older protocol revisions) is bound to the token that opened
+it: another token presenting it gets 404, as for an unknown session.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, InvalidInputError
 from gitmem.integrations.mcp_server import ServedStore, build_server
 from gitmem.model.paths import validate_scope
+from gitmem.model.versions import validate_session
 from gitmem.server.git_http import secret_from_headers
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
@@ -49,6 +54,7 @@ class _Session:
     gitmem_session: str
     stores: list[ServedStore]
     cancel: anyio.CancelScope | None = None
+    key: tuple[object, ...] = ()
     in_flight: int = 0
     last_used: float = field(default_factory=time.monotonic)
 
@@ -57,13 +63,15 @@ class McpHttp:
     """The ASGI app at ``/mcp``; ``run()`` must be entered for the app's lifetime (its lifespan)."""
 
     def __init__(
-        self, pool: StorePool, tokens: TokenStore, *, idle_seconds: float = 1800.0, max_sessions: int = 256
+        self, pool: StorePool, tokens: TokenStore, *, idle_seconds: float = 1800.0, max_servers: int = 256
     ) -> None:
         self.pool = pool
         self.tokens = tokens
         self.idle_seconds = idle_seconds
-        self.max_sessions = max_sessions
-        self._sessions: dict[str, _Session] = {}
+        self.max_servers = max_servers
+        self._servers: dict[tuple[object, ...], _Session] = {}
+        self._by_sid: dict[str, _Session] = {}  # MCP session id (older revisions) -> its server
+        self._open_lock = anyio.Lock()
         self._tg: TaskGroup | None = None
 
     @contextlib.asynccontextmanager
@@ -76,7 +84,8 @@ class McpHttp:
             finally:
                 self._tg = None
                 tg.cancel_scope.cancel()
-                self._sessions.clear()
+                self._servers.clear()
+                self._by_sid.clear()
 
     # ------------------------------------------------------------------ requests
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,43 +102,30 @@ class McpHttp:
         scope.setdefault("state", {})["token_id"] = token.id
         sid = headers.get(SESSION_HEADER)
         if sid is not None:
-            entry = self._sessions.get(sid)
+            entry = self._by_sid.get(sid)
             if entry is None or entry.token_id != token.id:
                 await _json(send, 404, "not_found_error", "MCP session not found; initialize a new one")
                 return
             await self._forward(entry, scope, receive, send)
             if scope["method"] == "DELETE":
-                self._end(sid)
-            return
-        if scope["method"] != "POST":
-            await _json(send, 400, "invalid_request_error", f"{SESSION_HEADER} header is required")
-            return
-        if len(self._sessions) >= self.max_sessions:
-            await _json(send, 503, "overloaded_error", "too many open MCP sessions; try again later")
+                self._by_sid.pop(sid, None)
             return
         try:
-            entry = await anyio.to_thread.run_sync(self._open, token, scope.get("query_string", b""))
+            entry = await self._entry(token, scope.get("query_string", b""), headers)
         except GitmemError as exc:
-            status = 403 if exc.type_name == "forbidden" else 400 if exc.type_name == "invalid_input" else 404
-            await _json(
-                send, status, "permission_error" if status == 403 else "invalid_request_error", exc.message
-            )
+            status = {"forbidden": 403, "invalid_input": 400}.get(exc.type_name, 503)
+            kind = {403: "permission_error", 400: "invalid_request_error"}.get(status, "overloaded_error")
+            await _json(send, status, kind, exc.message)
             return
-        assert self._tg is not None, "McpHttp.run() is not entered (the app's lifespan did not start)"
-        await self._tg.start(self._run_manager, entry)
-        found: list[str] = []
 
         async def capture(message: Message) -> None:
             if message["type"] == "http.response.start":
                 for k, v in message.get("headers", []):
                     if k.lower() == SESSION_HEADER.encode():
-                        found.append(v.decode("latin-1"))
-                        self._sessions[found[0]] = entry
+                        self._by_sid[v.decode("latin-1")] = entry
             await send(message)
 
         await self._forward(entry, scope, receive, capture)
-        if not found and entry.cancel is not None:  # not an initialize, or it failed: nothing to keep
-            entry.cancel.cancel()
 
     async def _forward(self, entry: _Session, scope: Scope, receive: Receive, send: Send) -> None:
         entry.in_flight += 1
@@ -139,9 +135,25 @@ class McpHttp:
             entry.in_flight -= 1
             entry.last_used = time.monotonic()
 
-    # ------------------------------------------------------------------ sessions
-    def _open(self, token: Token, query: bytes) -> _Session:
-        scope = _scope(token, query)
+    # ------------------------------------------------------------------ servers
+    async def _entry(self, token: Token, query: bytes, headers: dict[str, str]) -> _Session:
+        scope, session = _scope_and_session(token, query, headers)
+        names = await anyio.to_thread.run_sync(self._names, token, scope)
+        key = (token.id, scope, session, tuple(names))
+        async with self._open_lock:
+            entry = self._servers.get(key)
+            if entry is not None:
+                return entry
+            if len(self._servers) >= self.max_servers:
+                raise GitmemError("too many MCP servers open; try again later")
+            entry = await anyio.to_thread.run_sync(self._open, token, scope, session, names)
+            assert self._tg is not None, "McpHttp.run() is not entered (the app's lifespan did not start)"
+            await self._tg.start(self._run_manager, entry)
+            entry.key = key
+            self._servers[key] = entry
+            return entry
+
+    def _names(self, token: Token, scope: str) -> list[str]:
         if token.admin or "*" in token.stores:
             names = [s.name for s in self.pool.all_settings()]
         else:
@@ -149,13 +161,15 @@ class McpHttp:
         names = [n for n in sorted(names) if token.may_read(n, scope)]
         if not names:
             raise ForbiddenError(f"token {token.id} has no store to serve")
+        return names
+
+    def _open(self, token: Token, scope: str, session: str, names: list[str]) -> _Session:
         stores = [ServedStore(n, open_store(n, self.pool.home), not token.may_write(n, scope)) for n in names]
-        server = build_server(stores, scope=scope, session=token.session, actor=token.actor)
+        server = build_server(stores, scope=scope, session=session, actor=token.actor)
         # The Starlette app it returns is not used: it creates the session manager, which is.
         server.streamable_http_app(
             session_idle_timeout=self.idle_seconds,
             max_request_body_size=MAX_BODY,
-            max_sessions=1,
             # A token, not a cookie, authenticates: a rebinding page cannot send it. Behind a proxy
             # the Host header is the proxy's, so the loopback-only default would refuse clients.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
@@ -169,33 +183,37 @@ class McpHttp:
                 task_status.started()
                 await anyio.sleep_forever()
 
-    def _end(self, sid: str) -> None:
-        entry = self._sessions.pop(sid, None)
-        if entry is not None and entry.cancel is not None:
-            entry.cancel.cancel()
-
     async def _reap(self) -> None:
         while True:
             await anyio.sleep(min(30.0, self.idle_seconds / 2))
             now = time.monotonic()
-            for sid, entry in list(self._sessions.items()):
+            for key, entry in list(self._servers.items()):
                 if entry.in_flight == 0 and now - entry.last_used > self.idle_seconds:
-                    log.info("MCP session %s idle: ended", sid[:16])
-                    self._end(sid)
+                    log.info("MCP server for token %s idle: closed", entry.token_id)
+                    self._servers.pop(key, None)
+                    self._by_sid = {k: v for k, v in self._by_sid.items() if v is not entry}
+                    if entry.cancel is not None:
+                        entry.cancel.cancel()
 
 
-def _scope(token: Token, query: bytes) -> str:
+def _scope_and_session(token: Token, query: bytes, headers: dict[str, str]) -> tuple[str, str]:
+    """The scope and the session tag of a request (see the module's docstring)."""
     from urllib.parse import parse_qs
 
-    values = parse_qs(query.decode("latin-1")).get("scope")
-    scope = values[-1] if values else token.default_scope()
+    params = parse_qs(query.decode("latin-1"))
+    scope = params["scope"][-1] if params.get("scope") else token.default_scope()
+    named = params["session"][-1] if params.get("session") else headers.get("x-gitmem-session")
+    try:
+        session = token.session or validate_session(named) or "sesn_mcp_" + token.id.removeprefix("apikey_")
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"session: {exc.message}") from None
     try:
         validate_scope(scope)
     except InvalidInputError as exc:
         raise InvalidInputError(f"scope: {exc.message}") from None
     if token.scope is not None and scope != token.scope:
         raise ForbiddenError(f"token {token.id} may only use scope {token.scope!r}, not {scope!r}")
-    return scope
+    return scope, session
 
 
 async def _json(
