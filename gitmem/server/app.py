@@ -29,6 +29,7 @@ from gitmem import config
 from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
+from gitmem.server.databricks_api import BASE as DATABRICKS_BASE
 from gitmem.server.databricks_api import DatabricksApi
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
@@ -67,11 +68,13 @@ class _Front:
         try:
             length = _content_length(scope)
             if length is not None and length > self.max_body and not scope["path"].startswith("/git/"):
-                reply = errors.reply(
-                    413, "request_too_large", f"the request body is over {self.max_body} bytes", rid
-                )
+                message = f"the request body is over {self.max_body} bytes"
+                reply = errors.reply(413, "request_too_large", message, rid)
                 self.metrics.rejections.labels("413").inc()
-                await JSONResponse(reply.body, 413)(scope, receive, send_with_id)
+                body = reply.body
+                if scope["path"].startswith(DATABRICKS_BASE):
+                    body = {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
+                await JSONResponse(body, 413)(scope, receive, send_with_id)
             else:
                 await self.app(scope, receive, send_with_id)
         finally:
