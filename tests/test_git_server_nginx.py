@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -85,7 +86,10 @@ def nginx(store: Store, tmp_path: Path) -> Iterator[str]:
     )
     sock = tmp / "fcgiwrap.sock"
     fcgi = subprocess.Popen(
-        [FCGIWRAP, "-c", "2", "-s", f"unix:{sock}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [FCGIWRAP, "-c", "2", "-s", f"unix:{sock}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     port = _port()
     user = "user root;" if os.geteuid() == 0 else ""
@@ -107,13 +111,11 @@ def nginx(store: Store, tmp_path: Path) -> Iterator[str]:
         _wait(listening, "nginx")
         yield f"http://127.0.0.1:{port}/git/{store.path.name}"
     finally:
-        for proc in (server, fcgi):
-            if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        os.killpg(fcgi.pid, signal.SIGTERM)  # fcgiwrap and the children it forked
+        fcgi.wait(timeout=10)
 
 
 def git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
