@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-all clean
+.PHONY: demo test lint bench bench-all clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +37,7 @@ bench-all: bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The console screenshots in docs/screenshots/ (README, docs/console.md), taken by the browser tests.
+screenshots: $(STAMP)
+	GITMEM_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_console_browser.py

@@ -1,9 +1,11 @@
 """The console in a real headless Chromium (Debian's chromium + chromium-driver, driven by selenium)
 against a real ``gitmem serve`` on 127.0.0.1 with a seeded store. The run saves screenshots of the
-main pages in docs/screenshots/ (shown in docs/console.md)."""
+main pages (shown in docs/console.md) into docs/screenshots/ when GITMEM_SCREENSHOTS=1 (``make
+screenshots``), so an ordinary test run leaves the work tree as it was."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -77,12 +79,20 @@ def by(css: str) -> tuple[str, str]:
 
 def follow(browser: Any, element: Any) -> None:
     """Click something that loads a page, and wait until the new page is there."""
-    from selenium.webdriver.support import expected_conditions
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = browser.find_element(*by("html"))
     element.click()
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(old))
+
+    def gone(_driver: Any) -> bool:
+        try:
+            old.is_enabled()
+        except WebDriverException:  # stale, or "node does not belong to the document" mid-navigation
+            return True
+        return False
+
+    WebDriverWait(browser, 30).until(gone)
 
 
 def sign_in(browser: Any, url: str, secret: str) -> None:
@@ -93,6 +103,8 @@ def sign_in(browser: Any, url: str, secret: str) -> None:
 
 
 def shot(browser: Any, name: str, width: int = 1280) -> None:
+    if os.environ.get("GITMEM_SCREENSHOTS") != "1":
+        return
     SHOTS.mkdir(parents=True, exist_ok=True)
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(width, min(max(int(height) + 120, 600), 2000))
@@ -187,7 +199,8 @@ def test_redact_a_version_as_admin_and_see_it_marked(browser: Any, site: tuple[s
     follow(browser, browser.find_element(*by("#redact-form button")))
     assert "1 version of scope main redacted by user:admin" in browser.find_element(*by("#done")).text
     checks = browser.find_elements(*by("#checks tbody tr"))
-    assert [c.find_elements(*by("td"))[1].text for c in checks] == ["ok"] * 5
+    statuses = [c.find_elements(*by("td"))[1].text for c in checks]
+    assert len(statuses) >= 5 and set(statuses) == {"ok"}
     shot(browser, "redacted-proof")
     follow(browser, browser.find_element(*by("li a[href*='/versions/']")))
     marked = browser.find_element(*by(f"tr[id='{seeded.secret_version}']"))

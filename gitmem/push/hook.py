@@ -33,6 +33,8 @@ MAX_LINES = 100
 SERVER_IDENTITY = ("REMOTE_USER", "GL_USERNAME", "GITEA_PUSHER_NAME", "GL_USER")
 CLIENT_IDENTITY = "GITMEM_ACTOR"
 UNKNOWN = "unknown"
+#: Set by ``gitmem serve`` (git over HTTP) to the pushing token's session; a client cannot set it.
+SERVER_SESSION_ENV = "GITMEM_PUSH_SESSION"
 
 
 def push_options(env: Mapping[str, str]) -> list[str]:
@@ -145,7 +147,7 @@ def pre_receive(
         now=now,
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
         trusted=trusted_for_trailers(settings.acl, actor),
-        session=option(options, "session"),
+        session=env.get(SERVER_SESSION_ENV) or option(options, "session"),
     )
     stats: dict[str, tuple[int, int]] = {}
     store_bytes = 0
@@ -273,7 +275,7 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
     pid = push_id(text)
     steps: list[tuple[str, Callable[[], object]]] = [
         ("index", lambda: update_index(store, updates)),
-        ("push log", lambda: record_push(store, updates, actor, options)),
+        ("push log", lambda: record_push(store, updates, actor, options, env.get(SERVER_SESSION_ENV))),
         ("ledger", lambda: record_push_in_ledger(store, updates, actor, options, pid, env)),
         ("packs", lambda: store.maintain()),  # every push adds a pack: keep them geometric
     ]
@@ -295,7 +297,11 @@ def update_index(store: StoreCore, updates: Sequence[RefUpdate]) -> None:
 
 
 def record_push(
-    store: StoreCore, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
+    store: StoreCore,
+    updates: Sequence[RefUpdate],
+    actor: str | None,
+    options: Sequence[str],
+    session: str | None = None,
 ) -> None:
     """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (server-side, never
     cloned: it keeps the raw commit ids that the public ledger only holds as keyed digests)."""
@@ -313,6 +319,8 @@ def record_push(
                 "push_options": list(options),
                 "time": when,
             }
+            if session:
+                rec["session"] = session
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
 
 
