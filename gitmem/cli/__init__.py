@@ -13,9 +13,9 @@ def main(argv: list[str] | None = None) -> None:
         code = try_fast_read(args[1:])
         if code is not None:
             sys.exit(code)
-    from gitmem.cli.app import main as run
+    from gitmem.cli.app import app
 
     try:
-        sys.exit(run(args))
+        app(args=args, prog_name="gitmem")
     except KeyboardInterrupt:
         sys.exit(130)

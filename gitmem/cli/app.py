@@ -69,6 +69,50 @@ class GroupedGroup(typer.core.TyperGroup):
             with formatter.section("Other"):
                 formatter.write_dl(rest)
 
+    _tidied = False
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Usage errors as ``Error: ...`` with a hint (or ``{"error": ...}`` with --json), exit 2."""
+        if not self._tidied:
+            _tidy(self, CONTEXT)
+            self._tidied = True
+        argv = list(args) if args is not None else sys.argv[1:]
+        code = _run(lambda: super(GroupedGroup, self).main(
+            argv, prog_name or "gitmem", complete_var, standalone_mode=False, **extra
+        ), argv)  # fmt: skip
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _run(call: Any, argv: list[str]) -> int:
+    try:
+        rv = call()
+    except UsageError as exc:
+        if "--json" in argv:
+            payload = {"error": {"type": "usage", "message": exc.format_message()}}
+            sys.stderr.write(json_mod.dumps(payload, ensure_ascii=False) + "\n")
+        else:
+            hint = ""
+            if exc.ctx is not None:
+                hint = f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} -h' for help.\n"
+            sys.stderr.write(hint + common.red("Error:", err=True) + f" {exc.format_message()}\n")
+        return 2
+    except ClickException as exc:
+        sys.stderr.write(common.red("Error:", err=True) + f" {exc.format_message()}\n")
+        return exc.exit_code
+    except Abort:
+        sys.stderr.write("Aborted.\n")
+        return 1
+    return rv if isinstance(rv, int) else 0
+
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -118,7 +162,8 @@ def help_(
     ] = None,
 ) -> None:
     """Show help for a command (gitmem help session sync), or for gitmem itself."""
-    root = COMMAND
+    root = typer.main.get_command(app)
+    _tidy(root, CONTEXT)
     ctx = root.make_context("gitmem", [], resilient_parsing=True)
     cmd: Command = root
     for name in command or []:
@@ -247,33 +292,10 @@ def _tidy_argument(param: Any) -> None:
         param.display_type_rich = lambda ctx=None: None
 
 
-def build() -> Command:
-    cmd = typer.main.get_command(app)
-    _tidy(cmd, CONTEXT)
-    return cmd
-
-
-COMMAND = build()
-
-
-def main(args: list[str]) -> int:
-    """Run the command line; usage errors are ``Error: ...`` (with a hint) or, with --json, JSON."""
+def main(args: list[str] | None = None) -> int:
+    """Run the command line and return its exit code (``gitmem.cli.main`` exits with it)."""
     try:
-        rv = COMMAND.main(args=args, prog_name="gitmem", standalone_mode=False)
-    except UsageError as exc:
-        if "--json" in args:
-            payload = {"error": {"type": "usage", "message": exc.format_message()}}
-            sys.stderr.write(json_mod.dumps(payload, ensure_ascii=False) + "\n")
-        else:
-            hint = ""
-            if exc.ctx is not None:
-                hint = f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} -h' for help.\n"
-            sys.stderr.write(hint + common.red("Error:", err=True) + f" {exc.format_message()}\n")
-        return 2
-    except ClickException as exc:
-        sys.stderr.write(common.red("Error:", err=True) + f" {exc.format_message()}\n")
-        return exc.exit_code
-    except Abort:
-        sys.stderr.write("Aborted.\n")
-        return 1
-    return rv if isinstance(rv, int) else 0
+        app(args=args, prog_name="gitmem")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

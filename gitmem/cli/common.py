@@ -76,17 +76,13 @@ def setup_logging(verbose: int) -> None:
     level = LOG_LEVELS.get(wanted)
     if verbose:
         level = min(level or logging.INFO, logging.INFO if verbose == 1 else logging.DEBUG)
-    handler: logging.Handler
     if level is None:
-        handler = logging.NullHandler()
-        level = logging.WARNING
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("gitmem: %(name)s: %(message)s"))
+        return  # nothing of ours: only warnings reach stderr (logging's last resort), as always
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("gitmem: %(name)s: %(message)s"))
     handler._gitmem_cli = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
     logger.setLevel(level)
-    logger.propagate = False
 
 
 # ---------------------------------------------------------------------- colour
@@ -268,16 +264,18 @@ def open_named(name: str, home_opt: Path | None) -> Any:
 
     try:
         return open_store(name, home(home_opt))
-    except NotFoundError:
+    except NotFoundError as exc:
         if "/" in name or name.startswith("."):
             raise
         try:
             known = [s.name for s in list_stores(home(home_opt))]
         except GitmemError:
             known = []
-        if name in known:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        if name in known or not close:
             raise
-        raise unknown("store", name, known) from None
+        hint = " or ".join(repr(c) for c in close)
+        raise NotFoundError(f"{exc.message.rstrip('.')}; did you mean {hint}?") from None
 
 
 def is_tty() -> bool:

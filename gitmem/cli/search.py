@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -39,7 +39,7 @@ def render(hits: list[SearchHit]) -> None:
         ]
         for hit in hits
     ]
-    common.print_table(["Path", "Score", "Description", "Snippet", "Version"], rows)
+    common.print_table(["PATH", "SCORE", "DESCRIPTION", "SNIPPET", "VERSION"], rows)
 
 
 def search(
@@ -51,12 +51,12 @@ def search(
     raw: RawOpt = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """Search the memories of one scope, best match first (BM25; descriptions weigh most)."""
-    common.run(
-        json,
-        common.with_store(
-            store, home, lambda s: s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw)
-        ),
-        render,
-    )
+
+    def fn(s: Any) -> list[SearchHit]:
+        common.check_scope(s, scope)
+        return s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw)
+
+    common.run(json, common.with_store(store, home, fn), render, nl=nl)
