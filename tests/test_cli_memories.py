@@ -150,7 +150,9 @@ def test_ls_plain_lines_depth_and_scope(store: Store) -> None:
     assert [line.split("\t")[:2] for line in depth1] == [["/a/", "2 memories"], ["/top.md", "1"]]
     sub = gm("ls", "notes", "/a/", "--json")
     assert [m["path"] for m in json.loads(sub.stdout)] == ["/a/b/y.md", "/a/x.md"]
-    assert gm("ls", "notes", "-s", "team").stdout.startswith("PATH\tSIZE\tUPDATED\tDESCRIPTION\n/other.md\t1\t")
+    assert gm("ls", "notes", "-s", "team").stdout.startswith(
+        "PATH\tSIZE\tUPDATED\tDESCRIPTION\n/other.md\t1\t"
+    )
     assert gm("ls", "notes", "--depth", "2").exit_code == 2
 
 

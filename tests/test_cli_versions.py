@@ -57,7 +57,9 @@ def test_log_filters(store: Store) -> None:
 
 def test_log_bad_filters_exit_2(store: Store) -> None:
     r = gm("log", "notes", "--since", "the day before")
-    assert r.exit_code == 2 and r.stderr.startswith("Error: --since 'the day before' is not a date: use ISO 8601")
+    assert r.exit_code == 2 and r.stderr.startswith(
+        "Error: --since 'the day before' is not a date: use ISO 8601"
+    )
     assert gm("log", "notes", "--op", "renamed").exit_code == 2
 
 
@@ -106,7 +108,10 @@ def test_restore_writes_old_content_as_new_version(store: Store) -> None:
     assert gm("read", "notes", "/a.md").stdout == "first"
     assert [v.actor for v in store.versions("/a.md")][0] == "user:admin"
     head = store.versions("/a.md")[0]  # restoring the content it has: the version it is at
-    assert gm("restore", "notes", v1.id).stdout == f"unchanged /a.md  {head.id}  {head.memory_id} (no new version)\n"
+    assert (
+        gm("restore", "notes", v1.id).stdout
+        == f"unchanged /a.md  {head.id}  {head.memory_id} (no new version)\n"
+    )
 
 
 def test_restore_deleted_memory(store: Store) -> None:

@@ -12,13 +12,12 @@ from typing import Annotated, Any
 
 import typer
 import typer.core
-
 from typer import Abort
 
 try:  # recent typer vendors click as typer._click (its own classes); older ones use click itself
     from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover
-    from click.exceptions import ClickException, UsageError  # type: ignore[assignment,no-redef]
+    from click.exceptions import ClickException, UsageError  # type: ignore[assignment,no-redef,unused-ignore]
 
 from gitmem.cli import common  # noqa: E402
 
@@ -167,7 +166,7 @@ def help_(
     ctx = root.make_context("gitmem", [], resilient_parsing=True)
     cmd: Command = root
     for name in command or []:
-        sub = cmd.get_command(ctx, name) if hasattr(cmd, 'commands') else None
+        sub = cmd.get_command(ctx, name) if hasattr(cmd, "commands") else None
         if sub is None:
             raise common.fail(common.unknown("command", name, _names(cmd, ctx)), common.want_json(False))
         ctx = sub.make_context(name, [], parent=ctx, resilient_parsing=True)
@@ -176,7 +175,7 @@ def help_(
 
 
 def _names(cmd: Command, ctx: Context) -> list[str]:
-    return cmd.list_commands(ctx) if hasattr(cmd, 'commands') else []
+    return cmd.list_commands(ctx) if hasattr(cmd, "commands") else []
 
 
 def completion(
@@ -275,7 +274,7 @@ def _tidy(cmd: Command, ctx_settings: dict[str, Any]) -> None:
             param.metavar = METAVARS.get(name, name.upper().replace("_", "-"))
         elif param.param_type_name == "argument":
             _tidy_argument(param)
-    if hasattr(cmd, 'commands'):
+    if hasattr(cmd, "commands"):
         for sub in cmd.commands.values():
             _tidy(sub, ctx_settings)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import enum
 import difflib
+import enum
 import json
 import logging
 import sys
@@ -61,7 +61,12 @@ class Globals:
 
 GLOBALS = Globals()
 
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def setup_logging(verbose: int) -> None:

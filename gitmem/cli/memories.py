@@ -18,7 +18,9 @@ StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare s
 PathArg = Annotated[str, typer.Argument(help="Memory path, starting with / (e.g. /notes/todo.md).")]
 TextArg = Annotated[
     str | None,
-    typer.Argument(help="The content; '-' reads standard input (content starting with '-': after --, or --text)."),
+    typer.Argument(
+        help="The content; '-' reads standard input (content starting with '-': after --, or --text)."
+    ),
 ]
 TextOpt = Annotated[str | None, typer.Option("--text", "-t", help="The content, even if it starts with '-'.")]
 FileOpt = Annotated[Path | None, typer.Option("--file", "-f", help="Read the content from this file.")]

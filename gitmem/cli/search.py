@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from gitmem.cli import common
 from gitmem.engine.search import SearchHit
+from gitmem.store import Store
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 QueryArg = Annotated[str, typer.Argument(help='Words (all must match), "quoted phrases" and prefix* terms.')]
@@ -55,7 +56,7 @@ def search(
 ) -> None:
     """Search the memories of one scope, best match first (BM25; descriptions weigh most)."""
 
-    def fn(s: Any) -> list[SearchHit]:
+    def fn(s: Store) -> list[SearchHit]:
         common.check_scope(s, scope)
         return s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw)
 

@@ -122,7 +122,10 @@ def start(
         )
 
     def render(record: dict[str, Any]) -> None:
-        typer.echo(sessions.system_prompt(sessions.show_session(record["id"], home=common.home(home)).session), nl=False)
+        typer.echo(
+            sessions.system_prompt(sessions.show_session(record["id"], home=common.home(home)).session),
+            nl=False,
+        )
 
     common.run(json, lambda: session_record(call()), render)
 

@@ -174,7 +174,9 @@ def diff(
 
         return {"diff": history.diff(s.core, version, other)}
 
-    common.run(json, common.with_store(store, home, fn), lambda d: typer.echo(common.color_diff(d["diff"]), nl=False))
+    common.run(
+        json, common.with_store(store, home, fn), lambda d: typer.echo(common.color_diff(d["diff"]), nl=False)
+    )
 
 
 def restore(
