@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner, Result
 
 import gitmem
@@ -37,7 +36,9 @@ def test_help_command_is_the_commands_help() -> None:
     assert gm("help", "session", "sync").stdout == gm("session", "sync", "--help").stdout
     r = gm("help", "sesion")
     assert (
-        r.exit_code == 3 and r.stderr == "Error: command 'sesion' does not exist; did you mean 'session' or 'revert-session' or 'completion'?\n"
+        r.exit_code == 3
+        and r.stderr
+        == "Error: command 'sesion' does not exist; did you mean 'session' or 'revert-session' or 'completion'?\n"
     )
 
 
@@ -269,3 +270,22 @@ def test_session_sync_exit_codes_and_mass_delete(store: Store, tmp_path: Path) -
     refused = {i["path"]: i["reason"] for i in report["refused"]}
     assert "/.gitmem/notes.md" in refused and "hard link" in refused["/linked.md"]
     assert [m.path for m in store.list("/")] == ["/m3.md"]
+
+
+def test_import_excludes_skips_dotfiles_and_refuses_bad_utf8(store: Store, tmp_path: Path) -> None:
+    src = tmp_path / "docs"
+    (src / "build").mkdir(parents=True)
+    (src / "a.md").write_text("keep\n")
+    (src / "debug.log").write_text("noise\n")
+    (src / "build" / "out.md").write_text("generated\n")
+    (src / ".env").write_text("API_KEY=secret\n")
+    r = gm("import", "notes", str(src), "--exclude", "*.log", "--exclude", "build/")
+    assert r.exit_code == 0, r.stderr
+    assert [m.path for m in store.list("/")] == ["/a.md"]
+    assert gm("import", "notes", str(src), "--include-hidden", "-x", "*.log", "-x", "build/").exit_code == 0
+    assert [m.path for m in store.list("/")] == ["/.env", "/a.md"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"path": "/x.md", "content": "caf\xe9"}\n')
+    r = gm("import", "notes", str(bad))
+    assert r.exit_code == 2 and r.stderr.endswith("line 1: not valid UTF-8 (byte 33)\n")
+    assert "/x.md" not in [m.path for m in store.list("/")]
