@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import signal
 import time
@@ -45,6 +46,7 @@ from gitmem.git.treediff import tree_deltas
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
 FAULT_ENV = "GITMEM_FAULT"  # test hook: the name of a step at which the process SIGKILLs itself
+_log = logging.getLogger("gitmem.lock")
 
 
 @dataclass
@@ -79,10 +81,13 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
     fd = os.open(store.gitmem_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            yield False
-            return
+            if not blocking:
+                yield False
+                return
+            _log.info("waiting for the store lock %s", store.gitmem_dir / LOCK_FILE)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield True
     finally:
         os.close(fd)

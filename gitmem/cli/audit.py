@@ -63,9 +63,10 @@ def redact(
 def audit(
     store: StoreArg,
     since: Annotated[
-        str | None, typer.Option("--since", help="From this ISO date/time (UTC if no zone).")
+        str | None,
+        typer.Option("--since", help="From this date: ISO (UTC if no zone), yesterday, '2 weeks ago'."),
     ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Up to this ISO date/time.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Up to this date (same forms).")] = None,
     actor: Annotated[str | None, typer.Option("--actor", help="Only events by this actor.")] = None,
     session: Annotated[
         str | None, typer.Option("--session", help="Only versions written in this session.")
@@ -81,6 +82,7 @@ def audit(
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """One timeline, oldest first, of versions and audit-ledger events: time, type, actor, scope, subject."""
 
@@ -113,7 +115,7 @@ def audit(
             ],
         )
 
-    common.run(json, common.with_store(store, home, fn), render)
+    common.run(json, common.with_store(store, home, fn), render, nl=nl)
 
 
 def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:
@@ -131,7 +133,8 @@ def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = 
         if report.recovered:
             typer.echo(f"interrupted rewrite: {report.recovered}")
         for c in report.checks:
-            typer.echo(f"ok\t{c.name}" if c.ok else f"FAILED\t{c.name}: {c.detail}")
+            ok, failed = common.green("ok"), common.red("FAILED")
+            typer.echo(f"{ok}\t{c.name}" if c.ok else f"{failed}\t{c.name}: {c.detail}")
 
     common.run(json, common.with_store(store, home, fn), render)
 

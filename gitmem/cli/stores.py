@@ -95,21 +95,30 @@ def _render_settings(s: StoreSettings) -> None:
     typer.echo(f"{s.name}\t{s.id}\t{s.description}")
 
 
+def _show_value(value: Any) -> str:
+    """One setting as text: ``-`` for unset, ``k=v, ...`` for tables, JSON for nested values."""
+    import json as json_mod
+
+    if value is None or value == "" or value == {} or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ", ".join(
+            f"{k}={_show_value(v) if not isinstance(v, (dict, list)) else json_mod.dumps(v)}"
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
 def _render_show(info: dict[str, Any]) -> None:
-    limits = info["limits"]
-    retention = info["retention"]
-    lines = [
-        f"name:         {info['name']}",
-        f"id:           {info['id']}",
-        f"path:         {info['path']}",
-        f"description:  {info['description']}",
-        f"created_at:   {info['created_at']}",
-        f"archived_at:  {info['archived_at'] or '-'}",
-        f"scopes:       {', '.join(info['scopes']) or '-'}",
-        "limits:       " + ", ".join(f"{k}={v}" for k, v in limits.items()),
-        "retention:    " + ", ".join(f"{k}={v}" for k, v in retention.items()),
-    ]
-    lines += [f"metadata:     {k}={v}" for k, v in info["metadata"].items()]
+    """Every setting of the store, one per line; nothing is ever printed as None."""
+    order = ["name", "id", "path", "description", "created_at", "updated_at", "archived_at", "scopes"]
+    keys = order + [k for k in info if k not in order]
+    width = max(len(k) for k in keys) + 2
+    lines = [f"{(k + ':'):{width}}{_show_value(info.get(k))}" for k in keys if k in info]
     typer.echo("\n".join(lines))
 
 

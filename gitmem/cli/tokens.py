@@ -74,7 +74,7 @@ def list_tokens(home: common.HomeOpt = None, json: common.JsonOpt = False) -> No
 
     def render(tokens: list[Token]) -> None:
         common.print_table(
-            ["id", "actor", "stores", "scope", "session", "expires"], [_row(t) for t in tokens]
+            ["ID", "ACTOR", "STORES", "SCOPE", "SESSION", "EXPIRES"], [_row(t) for t in tokens]
         )
 
     common.run(json, lambda: TokenStore(common.home(home)).list(), render)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -276,6 +277,10 @@ def apply_batch(
                 }
                 store.index.record(scope, tip, head, rows, contents)
                 maintain_quietly(store)
+                logging.getLogger("gitmem.write").info(
+                    "batch of %d version(s) in scope %r of %s (commit %s), %d refused",
+                    len(rows), scope, store.name, str(head)[:12], len(refused),
+                )  # fmt: skip
                 return BatchResult([version_from_row(r) for r in rows], refused, str(head))
             backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")

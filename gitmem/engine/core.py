@@ -9,6 +9,7 @@ the deny-list and the derived index. Users get the typed facade :class:`gitmem.s
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from dataclasses import replace
@@ -195,6 +196,7 @@ class StoreCore(Repo):
         """Pack loose objects and keep packs geometric when needed (or always, with ``force``)."""
         if self.is_clone or not (force or self.needs_maintenance()):
             return False
+        logging.getLogger("gitmem.maintenance").info("repacking %s (git repack -d --geometric=2)", self.path)
         self.repack()
         return True
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -243,6 +244,10 @@ def mutate(
                 data = change.data
                 store.index.record(scope, tip, commit, [row], {row.blob: data} if row.blob and data else None)
                 maintain_quietly(store)
+                logging.getLogger("gitmem.write").info(
+                    "%s %s %s in scope %r of %s (commit %s)",
+                    row.operation, row.path, row.id, scope, store.name, str(commit)[:12],
+                )  # fmt: skip
                 return version_from_row(row)
             backoff(attempt)
     raise ConflictError(

@@ -101,7 +101,16 @@ def conflict_path(path: str, session_id: str) -> str:
     return f"{path}.conflict-{session_id}"
 
 
-def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -> MountSync:
+# A sync that would delete more than this share of a mount's files (and at least MASS_DELETE_MIN
+# of them) writes nothing for that mount unless told ``allow_mass_delete`` (an emptied directory
+# is more often an accident than an intent).
+MASS_DELETE_SHARE = 0.5
+MASS_DELETE_MIN = 3
+
+
+def sync_mount(
+    store: Store, mount: Mount, session_id: str, actor: str | None, *, allow_mass_delete: bool = False
+) -> MountSync:
     """Sync one mount; see the module docstring."""
     marker = read_marker(mount)
     root = Path(mount.path)
@@ -117,16 +126,34 @@ def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -
     )
     versions: list[Version] = []
     conflicts: list[Conflict] = []
+    deleted = [p for p in changed if p in marker.files and p not in local.files]
+    if (
+        mount.access == "rw"
+        and not allow_mass_delete
+        and len(deleted) >= MASS_DELETE_MIN
+        and len(deleted) > MASS_DELETE_SHARE * len(marker.files)
+    ):
+        why = (
+            f"the sync would delete {len(deleted)} of the mount's {len(marker.files)} memories; "
+            "nothing was written: sync with --allow-mass-delete if that is meant"
+        )
+        return MountSync(
+            mount.store, mount.scope, mount.slug, mount.access, marker.base, marker.base, error=why
+        )
     if mount.access == "ro":
-        refused += [FileIssue(p, "read-only mount: the change was not saved") for p in changed]
-        protected.update(changed)
+        # Refused, and put back: the refresh below rewrites each changed file with the store's content.
+        refused += [
+            FileIssue(p, "read-only mount: the change was not saved; the store's content was put back")
+            for p in changed
+        ]
     elif changed:
         versions, conflicts, not_saved = _push(store, mount, marker, local, changed, session_id, actor)
         refused += not_saved
         protected.update(issue.path for issue in not_saved)
     tip = store.core.tip(mount.scope)
     base = marker.base
-    refreshed = _refresh(store, mount, marker, tip, local, protected)
+    put_back = changed if mount.access == "ro" else []
+    refreshed = _refresh(store, mount, marker, tip, local, protected, put_back)
     return MountSync(
         mount.store,
         mount.scope,
@@ -293,9 +320,16 @@ def _push(
 
 
 def _refresh(
-    store: Store, mount: Mount, marker: Marker, tip: pygit2.Oid | None, local: Scan, protected: set[str]
+    store: Store,
+    mount: Mount,
+    marker: Marker,
+    tip: pygit2.Oid | None,
+    local: Scan,
+    protected: set[str],
+    put_back: list[str] = (),  # type: ignore[assignment]
 ) -> list[str]:
-    """Bring the mount to the tip (except protected paths), then move the marker there."""
+    """Bring the mount to the tip (except protected paths), then move the marker there; the
+    ``put_back`` paths (refused edits of a read-only mount) get the store's content again."""
     root, readonly = Path(mount.path), mount.access == "ro"
     if marker.base is not None and store.core.has_object(marker.base):
         old_tree = store.core.tree_of(pygit2.Oid(hex=marker.base))
@@ -310,6 +344,7 @@ def _refresh(
     else:  # no base, or history was rewritten under it: compare whole maps
         new_files = tree_files(store, tip)
         touched = [p for p in set(marker.files) | set(new_files) if marker.files.get(p) != new_files.get(p)]
+    touched = list(touched) + [p for p in put_back if p not in touched]
     todo = [p for p in sorted(touched) if p not in protected and local.files.get(p) != new_files.get(p)]
     if todo and readonly:
         unlock_tree(root)
