@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.errors import ConfigError, InvalidInputError
+from gitmem.model.guard import GuardPolicy
 
 SETTINGS_FILE = "gitmem.yaml"
 MAX_DESCRIPTION = 1024
@@ -85,9 +86,15 @@ class StoreSettings:
     retention: Retention = field(default_factory=Retention)
     acl: dict[str, Any] = field(default_factory=dict)
     require_trailers: bool = False
+    #: The write-time guard (docs/guard.md). A file without the key gets the defaults of new stores.
+    guard: GuardPolicy = field(default_factory=GuardPolicy)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        # update_settings(guard={...}) passes the mapping; settings_from_dict validates it.
+        guard: Any = self.guard
+        data["guard"] = guard.to_dict() if isinstance(guard, GuardPolicy) else guard
+        return data
 
 
 def now_rfc3339() -> str:
@@ -187,6 +194,7 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
         retention=_section(src, "retention", data.get("retention"), Retention, ("max_days",)),
         acl=acl,
         require_trailers=require,
+        guard=GuardPolicy.from_dict(data.get("guard"), src),
     )
 
 

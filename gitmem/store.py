@@ -23,6 +23,7 @@ from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores,
 from gitmem.errors import ConflictError
 from gitmem.git.repo import open_repository
 from gitmem.ids import new_id
+from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_store_name
 
 if TYPE_CHECKING:
@@ -83,8 +84,10 @@ class Store:
         acl: dict[str, object] | None = None,
         archived_at: str | None = None,
         require_trailers: bool | None = None,
+        guard: GuardPolicy | dict[str, object] | None = None,
     ) -> StoreSettings:
-        """Change settings and save them atomically; every change is a ledger entry."""
+        """Change settings and save them atomically; every change is a ledger entry. ``guard`` is
+        a :class:`GuardPolicy` or its ``gitmem.yaml`` mapping (validated the same way)."""
         changes: dict[str, object] = {}
         for key, value in (
             ("description", description),
@@ -94,6 +97,7 @@ class Store:
             ("acl", acl),
             ("archived_at", archived_at),
             ("require_trailers", require_trailers),
+            ("guard", guard),
         ):
             if value is not None:
                 changes[key] = value

@@ -75,10 +75,13 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction or push.",
+            "redaction, compaction, push or flag.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
+    flagged: Annotated[
+        bool, typer.Option("--flagged", help="Only what the write-time guard flagged (docs/guard.md).")
+    ] = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -95,6 +98,7 @@ def audit(
             session=session,
             type=type,
             scope=scope,
+            flagged=flagged,
         )
 
     def render(events: Any) -> None:
@@ -107,7 +111,7 @@ def audit(
                     e.actor,
                     e.scope or "-",
                     e.subject,
-                    e.detail.get("path") or e.detail.get("reason") or "",
+                    _detail(e),
                 ]
                 for e in events
             ],
@@ -158,3 +162,11 @@ def prune(
             typer.echo(f"scope {scope!r}: nothing compacted ({why})")
 
     common.run(json, common.with_store(store, home, fn), render)
+
+
+def _detail(e: Any) -> str:
+    text = str(e.detail.get("path") or e.detail.get("reason") or "")
+    findings = e.detail.get("findings")
+    if isinstance(findings, list) and findings:
+        text += " (" + ", ".join(f"{f.get('rule')} line {f.get('line')}" for f in findings[:5]) + ")"
+    return text

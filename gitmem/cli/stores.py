@@ -157,10 +157,17 @@ def update(
     max_memories: IntOpt = None,
     max_store_bytes: IntOpt = None,
     max_path_bytes: IntOpt = None,
+    guard_secrets: Annotated[
+        str | None,
+        typer.Option("--guard-secrets", help="What a secret in a write does: reject, flag or off."),
+    ] = None,
+    guard_pii: Annotated[
+        str | None, typer.Option("--guard-pii", help="What personal data in a write does: flag or off.")
+    ] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Change a store's description, metadata (a patch: set or remove keys) or limits."""
+    """Change a store's description, metadata (a patch: set or remove keys), limits or guard."""
 
     def fn(s: store_mod.Store) -> StoreSettings:
         changes: dict[str, Any] = {}
@@ -180,9 +187,13 @@ def update(
         )
         if limits != s.settings.limits:
             changes["limits"] = limits
+        if guard_secrets is not None or guard_pii is not None:
+            guard = s.settings.guard.to_dict()
+            guard.update({k: v for k, v in (("secrets", guard_secrets), ("pii", guard_pii)) if v is not None})
+            changes["guard"] = guard
         if not changes:
             raise InvalidInputError(
-                "nothing to update: give --description, --metadata, --remove-metadata or a limit"
+                "nothing to update: give --description, --metadata, --remove-metadata, a limit or a guard mode"
             )
         return s.update_settings(**changes)
 

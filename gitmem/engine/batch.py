@@ -16,6 +16,7 @@ from typing import Any
 import pygit2
 
 from gitmem.engine.core import StoreCore
+from gitmem.engine.guard import flag_trailer, record_flags
 from gitmem.engine.memories import refuse_conflict, with_description
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
@@ -271,6 +272,7 @@ def apply_batch(
                     if r.blob and c.data is not None
                 }
                 store.index.record(scope, tip, head, rows, contents)
+                record_flags(store, scope, changes, rows, actor, session)
                 maintain_quietly(store)
                 return BatchResult([version_from_row(r) for r in rows], refused, str(head))
             backoff(attempt)
@@ -317,7 +319,14 @@ def _write_fast_import(
             files.append((change.previous_path[1:], None))
         files.append((change.path[1:], change.data))
         message = format_message(
-            change.operation, change.path, vid, change.memory_id, actor, session, change.previous_path
+            change.operation,
+            change.path,
+            vid,
+            change.memory_id,
+            actor,
+            session,
+            change.previous_path,
+            flag=flag_trailer(change.flags),
         )
         pending.append(Pending(message, actor, now, files))
     commits = write_commits(store, pending, tip)

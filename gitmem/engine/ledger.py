@@ -48,7 +48,7 @@ SEEN_FILE = "ledger_seen"
 SECRET_FILE = "secret"
 DENYLIST_FILE = "denylist"
 SUBJECT_PREFIX = "gitmem ledger: "
-KINDS = ("store_created", "settings_changed", "archived", "redaction", "compaction", "push")
+KINDS = ("store_created", "settings_changed", "archived", "redaction", "compaction", "push", "flag")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 

@@ -13,12 +13,14 @@ import hashlib
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
+from gitmem.engine.guard import flag_trailer, record_flags, screen
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
@@ -34,6 +36,9 @@ from gitmem.model.versions import (
     timestamp,
     validate_session,
 )
+
+if TYPE_CHECKING:
+    from gitmem.model.guard import Finding
 
 MAX_ATTEMPTS = 64
 STORE_BYTES_LOCK = "store-bytes.lock"
@@ -52,6 +57,8 @@ class Change:
     data: bytes | None
     memory_id: str
     previous_path: str | None = None
+    #: What the guard flagged in ``data`` (gitmem.engine.guard.screen fills it while planning).
+    flags: list[Finding] = field(default_factory=list, compare=False)
 
 
 class ScopeState:
@@ -241,6 +248,7 @@ def mutate(
                 store.sync_ref(scope)
                 data = change.data
                 store.index.record(scope, tip, commit, [row], {row.blob: data} if row.blob and data else None)
+                record_flags(store, scope, [change], [row], actor, session)
                 maintain_quietly(store)
                 return version_from_row(row)
             backoff(attempt)
@@ -284,7 +292,14 @@ def commit_change(
     if tree_oid is None:
         tree_oid = store.empty_tree()
     message = format_message(
-        change.operation, change.path, version_id, change.memory_id, actor, session, change.previous_path
+        change.operation,
+        change.path,
+        version_id,
+        change.memory_id,
+        actor,
+        session,
+        change.previous_path,
+        flag=flag_trailer(change.flags),
     )
     now = int(time.time()) if when is None else when
     commit = store.create_commit(
@@ -355,6 +370,7 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
             total = state.store_bytes(exact=True) + state.delta_bytes + growth
             state.needs_store_lock = True
         policy.raise_first(policy.check_store_bytes(total, limits))
+    screen(store, state, change)  # the write-time guard: refuses, or flags the change
 
 
 def current_size(state: ScopeState, change: Change) -> int:

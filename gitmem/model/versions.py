@@ -84,8 +84,11 @@ def format_message(
     actor: str,
     session: str | None,
     previous_path: str | None = None,
+    *,
+    flag: str | None = None,
 ) -> str:
-    """A version commit's message: a human subject, then the gitmem trailers."""
+    """A version commit's message: a human subject, then the gitmem trailers (``flag``: what the
+    write-time guard flagged, as a ``Gitmem-Flag`` trailer)."""
     if previous_path is not None and previous_path != path:
         subject = f"renamed {previous_path} to {path}"
     else:
@@ -100,6 +103,8 @@ def format_message(
     if session is not None:
         lines.append(f"Gitmem-Session: {session}")
     lines.append(f"Gitmem-Actor: {actor}")
+    if flag is not None:
+        lines.append(f"Gitmem-Flag: {flag}")
     return "\n".join(lines) + "\n"
 
 
