@@ -158,10 +158,24 @@ class Store:
             self._core, path, content, scope=scope, description=description, actor=actor, session=session
         )
 
-    def read(self, path: str, *, scope: str = "main", version: str | None = None) -> Memory:
-        """A memory at the scope's head, or at ``version``."""
-        from gitmem.engine import memories
+    def read(
+        self,
+        path: str,
+        *,
+        scope: str = "main",
+        version: str | None = None,
+        session: str | None = None,
+        actor: str | None = None,
+    ) -> Memory:
+        """A memory at the scope's head, or at ``version``. A reader with an open proposal on the
+        scope (``session``/``actor``, or the owner set by ``proposals.reviewing``) sees it on top."""
+        from gitmem.engine import memories, proposals
 
+        owner = proposals.reader(actor, session) if version is None else None
+        if owner is not None:
+            mine = proposals.read_memory(self._core, path, scope, owner)
+            if mine is not None:
+                return mine  # type: ignore[no-any-return]
         return memories.read(self._core, path, scope=scope, version=version)
 
     def list(

@@ -48,7 +48,17 @@ SEEN_FILE = "ledger_seen"
 SECRET_FILE = "secret"
 DENYLIST_FILE = "denylist"
 SUBJECT_PREFIX = "gitmem ledger: "
-KINDS = ("store_created", "settings_changed", "archived", "redaction", "compaction", "push", "flag")
+KINDS = (
+    "store_created",
+    "settings_changed",
+    "archived",
+    "redaction",
+    "compaction",
+    "push",
+    "flag",
+    "proposal_accepted",
+    "proposal_rejected",
+)
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 

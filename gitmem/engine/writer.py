@@ -204,17 +204,18 @@ def decode_content(data: bytes) -> str:
 
 
 def authorize(
-    store: StoreCore, scope: str, actor: str | None, session: str | None
+    store: StoreCore, scope: str, actor: str | None, session: str | None, reviewed_by: str | None = None
 ) -> tuple[str, str | None, Limits]:
     """Check who writes where before any write: scope and session syntax, the actor recorded, a
-    writable store (not archived, not a clone) and the store's acl (the same one pushes obey).
+    writable store (not archived, not a clone) and the store's acl (the same one pushes obey;
+    for an accepted proposal, the reviewer is the one who must be allowed).
     Returns the actor, the session and the store's limits."""
     validate_scope(scope)
     session = validate_session(session)
     actor = resolve_actor(actor, session)
     store.check_writable()
     settings = store.settings
-    policy.raise_first(policy.check_acl(settings.acl, scope, actor))
+    policy.raise_first(policy.check_acl(settings.acl, scope, reviewed_by or actor))
     return actor, session, settings.limits
 
 
@@ -226,7 +227,14 @@ def mutate(
     actor: str | None,
     session: str | None,
 ) -> Version | None:
-    """Plan and commit one change to one memory, with compare-and-swap and retry."""
+    """Plan and commit one change to one memory, with compare-and-swap and retry. A writer in
+    review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
+    from gitmem.engine import proposals
+
+    owner = proposals.route(store, scope, actor, session)
+    if owner is not None:
+        done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
+        return done.versions[0] if done.versions else None
     actor, session, limits = authorize(store, scope, actor, session)
     with contextlib.ExitStack() as held:
         locked = False
@@ -275,6 +283,7 @@ def commit_change(
     session: str | None,
     when: int | None = None,
     written: list[pygit2.Oid] | None = None,
+    reviewed_by: str | None = None,
 ) -> tuple[pygit2.Oid, VersionRow]:
     """Write one version's objects (blob, spine trees, commit) on top of ``state.tree``; the
     branch is not moved. ``state.tree`` becomes the new tree (so batches can chain). The ids of
@@ -300,6 +309,7 @@ def commit_change(
         session,
         change.previous_path,
         flag=flag_trailer(change.flags),
+        reviewed_by=reviewed_by,
     )
     now = int(time.time()) if when is None else when
     commit = store.create_commit(

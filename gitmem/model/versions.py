@@ -86,6 +86,7 @@ def format_message(
     previous_path: str | None = None,
     *,
     flag: str | None = None,
+    reviewed_by: str | None = None,
 ) -> str:
     """A version commit's message: a human subject, then the gitmem trailers (``flag``: what the
     write-time guard flagged, as a ``Gitmem-Flag`` trailer)."""
@@ -105,6 +106,8 @@ def format_message(
     lines.append(f"Gitmem-Actor: {actor}")
     if flag is not None:
         lines.append(f"Gitmem-Flag: {flag}")
+    if reviewed_by is not None:
+        lines.append(f"Gitmem-Reviewed-By: {reviewed_by}")
     return "\n".join(lines) + "\n"
 
 
