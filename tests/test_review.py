@@ -210,5 +210,5 @@ def test_cli_review_list_show_diff_accept_reject(gated: Store, tmp_path: Path) -
     assert {m.path for m in gated.list()} == {"/a.md", "/base.md", "/keep.md"}
     again = runner.invoke(app, ["review", "accept", "notes", pid, "--actor", "user:rev"])
     assert again.exit_code == 4
-    missing = runner.invoke(app, ["review", "show", "notes", "prop_01JAAAAAAAAAAAAAAAAAAAAA"])
+    missing = runner.invoke(app, ["review", "show", "notes", "prop_01M8RNZSHGPWZCMSYBKAMQYCT7"])
     assert missing.exit_code == 3

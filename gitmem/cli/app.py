@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "audit",
     "serve",
     "tokens",
+    "review",
 )
 
 

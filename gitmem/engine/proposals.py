@@ -721,3 +721,41 @@ def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> C
                 _save(store, p)
 
     return publish
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A proposal as ``review list`` and the server show it."""
+
+    id: str
+    scope: str
+    owner: str
+    actor: str
+    session: str | None
+    status: str
+    created_at: str
+    updated_at: str
+    versions: int
+    paths: list[str]
+    pending: list[str]
+    conflicts: list[str]
+    decisions: list[Decision]
+
+
+def summary(store: StoreCore, p: Proposal) -> Summary:
+    diffs = diff(store, p.id)
+    return Summary(
+        p.id,
+        p.scope,
+        p.owner,
+        p.actor,
+        p.session,
+        p.status,
+        p.created_at,
+        p.updated_at,
+        len(versions(store, p.id)),
+        [d.path for d in diffs],
+        [d.path for d in diffs if not d.decided],
+        [d.path for d in diffs if d.status == "conflict" and not d.decided],
+        p.decisions,
+    )
