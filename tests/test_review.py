@@ -212,3 +212,106 @@ def test_cli_review_list_show_diff_accept_reject(gated: Store, tmp_path: Path) -
     assert again.exit_code == 4
     missing = runner.invoke(app, ["review", "show", "notes", "prop_01M8RNZSHGPWZCMSYBKAMQYCT7"])
     assert missing.exit_code == 3
+
+
+def test_session_mount_in_review_mode(gated: Store, tmp_path: Path) -> None:
+    from gitmem import sessions
+
+    gated.update_settings(acl={})  # only the mount asks for review
+    sess = sessions.start_session(["notes:review"], root=tmp_path / "mnt")
+    other = sessions.start_session(["notes"], root=tmp_path / "other")
+    assert "reviewed" in (tmp_path / "mnt" / "SYSTEM_PROMPT.md").read_text()
+    mine = tmp_path / "mnt" / "notes"
+    (mine / "idea.md").write_text("proposed idea\n")
+    (mine / "base.md").write_text("one\ntwo\nthree\nfour\n")
+    tip = gated.core.tip("main")
+    report = sessions.sync_session(sess.id).mounts[0]
+    assert sorted(v.path for v in report.versions) == ["/base.md", "/idea.md"]
+    assert gated.core.tip("main") == tip
+    assert (mine / "idea.md").read_text() == "proposed idea\n"  # the mount keeps the proposal
+    assert sessions.sync_session(sess.id).mounts[0].versions == []  # nothing new to propose
+    sessions.sync_session(other.id)
+    assert not (tmp_path / "other" / "notes" / "idea.md").exists()
+    (p,) = proposals.proposals(gated.core)
+    assert p.owner == sess.id
+    proposals.accept(gated.core, p.id, reviewer="user:rev", paths=["/idea.md"])
+    sessions.sync_session(other.id)
+    assert (tmp_path / "other" / "notes" / "idea.md").read_text() == "proposed idea\n"
+    assert (tmp_path / "other" / "notes" / "base.md").read_text() == "one\ntwo\nthree\n"
+
+
+def test_review_token_and_review_api(gated: Store, workspace: Path) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    import httpx2 as httpx
+    from serverkit import client, running, token
+
+    gated.update_settings(acl={})
+    agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
+    admin = token(workspace, actor="user:rev", admin=True)
+    with running(workspace) as url:
+        c = client(url, agent)
+        sid = next(s for s in c.beta.memory_stores.list() if s.name == "notes").id
+        c.beta.memory_stores.memories.create(sid, path="/from-api.md", content="proposed over http\n")
+        assert "/from-api.md" not in {m.path for m in gated.list()}
+        base = f"{url}/v1/gitmem/stores/notes/proposals"
+        listed = httpx.get(base, headers={"x-api-key": admin}).json()["data"]
+        (p,) = listed
+        assert p["owner"] == "user:agent" and p["paths"] == ["/from-api.md"]
+        diff = httpx.get(f"{base}/{p['id']}/diff", headers={"x-api-key": admin}).json()["data"]
+        assert diff[0]["status"] == "clean" and "+proposed over http" in diff[0]["diff"]
+        refused = httpx.post(f"{base}/{p['id']}/accept", headers={"x-api-key": agent}, json={})
+        assert refused.status_code == 403
+        bad = httpx.post(f"{base}/{p['id']}/accept", headers={"x-api-key": admin}, json={"paths": "nope"})
+        assert bad.status_code == 400
+        ok = httpx.post(f"{base}/{p['id']}/accept", headers={"x-api-key": admin}, json={"reason": "fine"})
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["proposal"]["status"] == "accepted"
+        missing = httpx.get(f"{base}/prop_01M8RNZSHGPWZCMSYBKAMQYCT7", headers={"x-api-key": admin})
+        assert missing.status_code == 404
+    assert anthropic is not None
+    v = gated.versions(path="/from-api.md")[0]
+    assert v.actor == "user:agent"
+    assert "Gitmem-Reviewed-By: user:rev" in gated.core.repo[pygit2.Oid(hex=v.commit)].message
+
+
+def test_mcp_review_and_reviewer_tools(gated: Store) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from gitmem.integrations.mcp_server import ServedStore, build_server
+
+    gated.update_settings(acl={})
+    agent = build_server([ServedStore("notes", gated)], session="sesn_mcp_agent", review=True)
+    rev = build_server([ServedStore("notes", gated)], session="sesn_mcp_rev", actor="user:rev", reviewer=True)
+
+    def text(result: object) -> str:
+        assert not getattr(result, "is_error"), result
+        return "".join(getattr(p, "text", "") for p in getattr(result, "content"))
+
+    async def run() -> None:
+        async with Client(agent) as a:
+            text(
+                await a.call_tool("write_memory", {"store": "notes", "path": "/m.md", "content": "via mcp\n"})
+            )
+            assert text(await a.call_tool("read_memory", {"store": "notes", "path": "/m.md"})) == "via mcp\n"
+            names = {t.name for t in (await a.list_tools()).tools}
+            assert "accept_proposal" not in names
+        with pytest.raises(NotFoundError):
+            gated.read("/m.md")
+        async with Client(rev) as r:
+            (p,) = json.loads(text(await r.call_tool("list_proposals", {"store": "notes"})))
+            assert p["owner"] == "sesn_mcp_agent"
+            diff = json.loads(
+                text(await r.call_tool("diff_proposal", {"store": "notes", "proposal": p["id"]}))
+            )
+            assert diff[0]["path"] == "/m.md"
+            done = json.loads(
+                text(await r.call_tool("accept_proposal", {"store": "notes", "proposal": p["id"]}))
+            )
+            assert done["status"] == "accepted"
+
+    anyio.run(run)
+    assert gated.read("/m.md").content == "via mcp\n"
+    entry = ledger.entries(gated.core, kind="proposal_accepted")[-1]
+    assert entry.actor == "user:rev" and entry.data["proposer"] == "session:sesn_mcp_agent"

@@ -369,6 +369,12 @@ def proposal_tree(store: StoreCore, scope: str, owner: str) -> pygit2.Tree | Non
     return store.tree_of(tip) if tip is not None else None
 
 
+def owner_tip(store: StoreCore, scope: str, owner: str) -> pygit2.Oid | None:
+    """The tip of ``owner``'s open proposal on ``scope`` (None: none, or it is still empty)."""
+    p = open_proposal(store, scope, owner)
+    return tip_of(store, p) if p is not None else None
+
+
 def read_memory(store: StoreCore, path: str, scope: str, owner: str) -> Any:
     """The memory at ``path`` as ``owner`` sees it: from its open proposal when the proposal
     changed that path (NotFoundError when it deleted it), else None (read the scope)."""

@@ -9,6 +9,11 @@ Resources: every memory as ``gitmem://STORE/PATH`` (``gitmem://notes/prefs/edito
 Every write is a version tagged with the server's session id (``--session``, else a new
 ``sesn_<ulid>``: one MCP connection is one session). Gitmem errors come back as tool errors
 (``is_error``), never as a crash of the server.
+
+``review=True`` (``gitmem mcp --review``): every write lands as the session's proposal and reads
+show it on top of the scope (docs/review.md). ``reviewer=True`` (``--reviewer``) adds the tools of
+a reviewing agent: ``list_proposals``, ``show_proposal``, ``diff_proposal``, ``accept_proposal`` and
+``reject_proposal`` (decisions are recorded under the server's actor).
 """
 
 import json
@@ -130,17 +135,24 @@ def build_server(
     scope: str = "main",
     session: str | None = None,
     actor: str | None = None,
+    review: bool = False,
+    reviewer: bool = False,
 ) -> GitmemMCPServer:
-    """An MCP server exposing ``stores`` (in ``scope``); writes are tagged with ``session``."""
+    """An MCP server exposing ``stores`` (in ``scope``); writes are tagged with ``session``
+    (``review``: as the session's proposal; ``reviewer``: with the proposal-review tools)."""
     if not stores:
         raise InvalidInputError("serve at least one store")
+    if review and reviewer:
+        raise InvalidInputError("a server in review mode cannot review proposals: use --review or --reviewer")
     session = validate_session(session) or new_id("sesn")
+    from gitmem.engine import proposals
+
     by_name = {s.name: s for s in stores}
     writable = [s.name for s in stores if not s.read_only]
     lock = threading.Lock()  # MCPServer runs sync tools in worker threads; a Store is not thread-safe
 
     def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with lock:
+        with lock, proposals.reviewing(review, owner=session if review else None):
             try:
                 return fn(*args, **kwargs)
             except GitmemError as exc:
@@ -287,12 +299,15 @@ def build_server(
         server.add_tool(delete_memory, annotations=_DESTRUCTIVE, structured_output=False)
         server.add_tool(rename_memory, annotations=_WRITE, structured_output=False)
 
+    if reviewer:
+        _add_review_tools(server, readable, rw, call, StoreArg, WStoreArg, actor or f"session:{session}")
+
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:
         if store not in by_name:
             raise ResourceNotFoundError(f"store {store!r} is not served here")
         s = by_name[store].store
-        with lock:
+        with lock, proposals.reviewing(review, owner=session if review else None):
             try:
                 return s.read("/" + path, scope=scope).content or ""
             except GitmemError as exc:
@@ -314,6 +329,8 @@ def serve(
     scope: str = "main",
     session: str | None = None,
     actor: str | None = None,
+    review: bool = False,
+    reviewer: bool = False,
 ) -> ServeSummary:
     """Open the stores named by ``specs`` (``NAME[:ro|:rw]``) and serve them over stdio until EOF."""
     from gitmem.model.paths import validate_scope
@@ -324,6 +341,84 @@ def serve(
         name, read_only = parse_store_spec(spec)
         opened = open_store(name, home)
         stores.append(ServedStore(opened.name, opened, read_only))
-    server = build_server(stores, scope=scope, session=session, actor=actor)
+    server = build_server(stores, scope=scope, session=session, actor=actor, review=review, reviewer=reviewer)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])
+
+
+def _add_review_tools(
+    server: GitmemMCPServer,
+    readable: Callable[[str], Store],
+    rw: Callable[[str], Store],
+    call: Callable[..., Any],
+    StoreArg: Any,
+    WStoreArg: Any,
+    who: str,
+) -> None:
+    """The tools of a reviewing agent (docs/review.md)."""
+    import dataclasses
+
+    from gitmem.engine import proposals
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if hasattr(value, "isoformat"):
+            return value.isoformat().replace("+00:00", "Z")
+        return value
+
+    IdArg = Annotated[str, Field(description="Proposal id (prop_...).")]
+    PathsArg = Annotated[
+        list[str] | None, Field(description="Only these paths (default: every undecided one).")
+    ]
+
+    def list_proposals(store: StoreArg, status: str | None = "open") -> str:
+        """Proposals waiting for review (or with another status): who proposed, paths, conflicts."""
+        s = readable(store)
+        return _text(
+            plain(
+                call(
+                    lambda: [proposals.summary(s.core, p) for p in proposals.proposals(s.core, status=status)]
+                )
+            )
+        )
+
+    def show_proposal(store: StoreArg, proposal: IdArg) -> str:
+        """The versions a proposal holds, oldest first, and the decisions so far."""
+        s = readable(store)
+        p = call(lambda: proposals.get(s.core, proposal))
+        return _text(
+            plain(
+                {
+                    "proposal": call(proposals.summary, s.core, p),
+                    "versions": call(proposals.versions, s.core, p.id),
+                }
+            )
+        )
+
+    def diff_proposal(store: StoreArg, proposal: IdArg) -> str:
+        """Each changed path against the scope's current content (clean, conflict with a three-way
+        diff, or same)."""
+        s = readable(store)
+        return _text(plain(call(proposals.diff, s.core, proposal)))
+
+    def accept_proposal(store: WStoreArg, proposal: IdArg, paths: PathsArg = None, reason: str = "") -> str:
+        """Publish a proposal (or some of its paths) onto the scope; refused on a conflict."""
+        s = rw(store)
+        done = call(lambda: proposals.accept(s.core, proposal, reviewer=who, paths=paths, reason=reason))
+        return _text(plain({"status": done.proposal.status, "paths": done.paths, "versions": done.versions}))
+
+    def reject_proposal(store: WStoreArg, proposal: IdArg, reason: str, paths: PathsArg = None) -> str:
+        """Reject a proposal (or some of its paths), with the reason."""
+        s = rw(store)
+        p = call(lambda: proposals.reject(s.core, proposal, reviewer=who, reason=reason, paths=paths))
+        return _text({"status": p.status})
+
+    for tool in (list_proposals, show_proposal, diff_proposal):
+        server.add_tool(tool, annotations=_READ_ONLY, structured_output=False)
+    server.add_tool(accept_proposal, annotations=_WRITE, structured_output=False)
+    server.add_tool(reject_proposal, annotations=_DESTRUCTIVE, structured_output=False)

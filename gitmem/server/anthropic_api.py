@@ -94,6 +94,16 @@ def _check_beta(request: Request) -> None:
         raise InvalidInputError(f"anthropic-beta: send one of {BETAS[0]} or {BETAS[1]}, not both")
 
 
+def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
+    """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
+    if not call.token.review:
+        return fn(call)
+    from gitmem.engine.proposals import reviewing
+
+    with reviewing(owner=call.token.session or call.token.actor):
+        return fn(call)
+
+
 class AnthropicApi:
     def __init__(self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int) -> None:
         self.pool = pool
@@ -114,7 +124,7 @@ class AnthropicApi:
                 raw = await read_body(request, self.max_body) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
                 # Not cancellable: a client that disconnects leaves no version or one complete version.
-                data = await anyio.to_thread.run_sync(fn, call)
+                data = await anyio.to_thread.run_sync(_as_token, fn, call)
             except GitmemError as exc:
                 return self.error(errors.from_exception(exc, rid))
             except Exception:

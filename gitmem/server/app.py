@@ -28,6 +28,7 @@ from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
+from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
 MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
@@ -139,6 +140,7 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
+            *ReviewApi(api).routes(),
         ],
         exception_handlers={404: not_found, 405: not_found},
         lifespan=lifespan,
