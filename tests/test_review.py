@@ -10,6 +10,7 @@ import random
 import string
 import time
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -285,9 +286,9 @@ def test_mcp_review_and_reviewer_tools(gated: Store) -> None:
     agent = build_server([ServedStore("notes", gated)], session="sesn_mcp_agent", review=True)
     rev = build_server([ServedStore("notes", gated)], session="sesn_mcp_rev", actor="user:rev", reviewer=True)
 
-    def text(result: object) -> str:
-        assert not getattr(result, "is_error"), result
-        return "".join(getattr(p, "text", "") for p in getattr(result, "content"))
+    def text(result: Any) -> str:
+        assert not result.is_error, result
+        return "".join(getattr(p, "text", "") for p in result.content)
 
     async def run() -> None:
         async with Client(agent) as a:
