@@ -187,6 +187,11 @@ def test_rejected_proposals_are_dropped_after_min_days(gated: Store) -> None:
     assert pa.ref not in refs(gated) and pb.ref in refs(gated)  # the open one stays
     with pytest.raises(NotFoundError):
         proposals.get(gated.core, pa.id)
+    proposals.reject(gated.core, pb.id, reviewer="user:rev", reason="no")
+    from gitmem.audit.retention import prune
+
+    assert prune(gated.core, now=int(later)).dropped_proposals == [pb.id]
+    assert proposals.proposals(gated.core) == []
 
 
 def test_cli_review_list_show_diff_accept_reject(gated: Store, tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction, push or flag.",
+            "redaction, compaction, push, flag, proposal_accepted or proposal_rejected.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
@@ -160,6 +160,8 @@ def prune(
             )
         for scope, why in result.skipped.items():
             typer.echo(f"scope {scope!r}: nothing compacted ({why})")
+        for pid in result.dropped_proposals:
+            typer.echo(f"{pid}: decided proposal dropped (older than retention.min_days)")
 
     common.run(json, common.with_store(store, home, fn), render)
 
