@@ -16,6 +16,7 @@ import pygit2
 import pytest
 from typer.testing import CliRunner
 
+from gitmem.audit import review
 from gitmem.cli.app import app
 from gitmem.engine import ledger, proposals
 from gitmem.engine.batch import BatchOp, apply_batch
@@ -66,11 +67,11 @@ def test_review_mode_proposes_reads_see_own_accept_part_reject_part(gated: Store
         ("/base.md", "modified", f"session:{A}", A),
     ]
     assert shown[0].id == va.id
-    diffs = {d.path: d for d in proposals.diff(gated.core, pa.id)}
+    diffs = {d.path: d for d in review.diff(gated.core, pa.id)}
     assert {p: d.status for p, d in diffs.items()} == {"/a.md": "clean", "/base.md": "clean"}
     assert "+TWO" in diffs["/base.md"].diff and "-two" in diffs["/base.md"].diff
 
-    accepted = proposals.accept(gated.core, pa.id, reviewer="user:rev", paths=["/a.md"])
+    accepted = review.accept(gated.core, pa.id, reviewer="user:rev", paths=["/a.md"])
     (published,) = accepted.versions
     assert (published.path, published.actor, published.session) == ("/a.md", f"session:{A}", A)
     assert published.memory_id == va.memory_id  # the proposed memory keeps its id
@@ -79,7 +80,7 @@ def test_review_mode_proposes_reads_see_own_accept_part_reject_part(gated: Store
     assert gated.read("/a.md").content == "from a\n"
     assert proposals.get(gated.core, pa.id).status == "open"  # /base.md still undecided
 
-    closed = proposals.reject(gated.core, pa.id, reviewer="user:rev", reason="keep two lower-case")
+    closed = review.reject(gated.core, pa.id, reviewer="user:rev", reason="keep two lower-case")
     assert closed.status == "accepted"  # every path decided; part of it was accepted
     assert gated.read("/base.md").content == "one\ntwo\nthree\n"
     kinds = [(e.kind, e.actor, e.data.get("proposer")) for e in ledger.entries(gated.core)]
@@ -91,7 +92,7 @@ def test_review_mode_proposes_reads_see_own_accept_part_reject_part(gated: Store
     # B's proposal is untouched and separate; rejecting it whole
     (pb,) = proposals.proposals(gated.core, status="open")
     assert pb.owner == B
-    assert proposals.reject(gated.core, pb.id, reviewer="user:rev", reason="no").status == "rejected"
+    assert review.reject(gated.core, pb.id, reviewer="user:rev", reason="no").status == "rejected"
     assert "/b.md" not in {m.path for m in gated.list()}
     # a new write by A after its proposal closed starts a new proposal
     gated.write("/later.md", "x\n", session=A)
@@ -103,7 +104,7 @@ def test_conflicting_proposal_is_reported_with_three_way_and_nothing_lost(gated:
     gated.str_replace("/base.md", "two", "two (agent)", session=A)
     gated.str_replace("/base.md", "two", "two (alice)", actor="user:alice")  # not in review mode: published
     (p,) = proposals.proposals(gated.core)
-    (d,) = proposals.diff(gated.core, p.id)
+    (d,) = review.diff(gated.core, p.id)
     assert d.status == "conflict"
     assert d.base == "one\ntwo\nthree\n" and d.current == "one\ntwo (alice)\nthree\n"
     assert d.proposed == "one\ntwo (agent)\nthree\n"
@@ -112,7 +113,7 @@ def test_conflicting_proposal_is_reported_with_three_way_and_nothing_lost(gated:
     )
     before = refs(gated)
     with pytest.raises(ConflictError, match="conflicts"):
-        proposals.accept(gated.core, p.id, reviewer="user:rev")
+        review.accept(gated.core, p.id, reviewer="user:rev")
     assert refs(gated) == before
     assert gated.read("/base.md", session=A).content == "one\ntwo (agent)\nthree\n"
     assert gated.read("/base.md").content == "one\ntwo (alice)\nthree\n"
@@ -143,7 +144,7 @@ def test_proposals_obey_limits_guard_batches_and_renames(gated: Store) -> None:
     assert {m.path for m in gated.list()} == {"/base.md", "/keep.md"}
     kept_id = gated.read("/keep.md").memory_id
     (p,) = proposals.proposals(gated.core)
-    accepted = proposals.accept(gated.core, p.id, reviewer="user:rev")
+    accepted = review.accept(gated.core, p.id, reviewer="user:rev")
     assert sorted(accepted.paths) == ["/keep.md", "/kept.md", "/n1.md"]
     assert {m.path for m in gated.list()} == {"/base.md", "/kept.md", "/n1.md"}
     assert gated.read("/kept.md").memory_id == kept_id  # the rename kept the memory
@@ -155,7 +156,7 @@ def test_redaction_purges_a_secret_in_a_proposal(gated: Store) -> None:
     secret = "hunter" + "2" * 3 + "-sesame"
     gated.write("/leak.md", f"pw {secret}\n", session=A)
     (p,) = proposals.proposals(gated.core)
-    proposals.accept(gated.core, p.id, reviewer="user:rev")
+    review.accept(gated.core, p.id, reviewer="user:rev")
     published = gated.versions(path="/leak.md")[0]
     gated.write("/more.md", "more\n", session=A)  # a new proposal, on top of the secret's history
     gated.write("/leak.md", "clean\n", actor="user:alice")
@@ -180,14 +181,14 @@ def test_rejected_proposals_are_dropped_after_min_days(gated: Store) -> None:
     gated.write("/x.md", "x\n", session=A)
     gated.write("/y.md", "y\n", session=B)
     pa, pb = proposals.proposals(gated.core)
-    proposals.reject(gated.core, pa.id, reviewer="user:rev", reason="no")
+    review.reject(gated.core, pa.id, reviewer="user:rev", reason="no")
     assert proposals.drop_expired(gated.core) == []  # kept for retention.min_days
     later = time.time() + (gated.settings.retention.min_days + 1) * 86400
     assert proposals.drop_expired(gated.core, now=later) == [pa.id]
     assert pa.ref not in refs(gated) and pb.ref in refs(gated)  # the open one stays
     with pytest.raises(NotFoundError):
         proposals.get(gated.core, pa.id)
-    proposals.reject(gated.core, pb.id, reviewer="user:rev", reason="no")
+    review.reject(gated.core, pb.id, reviewer="user:rev", reason="no")
     from gitmem.audit.retention import prune
 
     assert prune(gated.core, now=int(later)).dropped_proposals == [pb.id]
@@ -240,7 +241,7 @@ def test_session_mount_in_review_mode(gated: Store, tmp_path: Path) -> None:
     assert not (tmp_path / "other" / "notes" / "idea.md").exists()
     (p,) = proposals.proposals(gated.core)
     assert p.owner == sess.id
-    proposals.accept(gated.core, p.id, reviewer="user:rev", paths=["/idea.md"])
+    review.accept(gated.core, p.id, reviewer="user:rev", paths=["/idea.md"])
     sessions.sync_session(other.id)
     assert (tmp_path / "other" / "notes" / "idea.md").read_text() == "proposed idea\n"
     assert (tmp_path / "other" / "notes" / "base.md").read_text() == "one\ntwo\nthree\n"

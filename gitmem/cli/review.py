@@ -39,9 +39,10 @@ def list_(
     """Proposals, oldest first: id, scope, proposer, status, paths, conflicts."""
 
     def fn(s: Store) -> Any:
+        from gitmem.audit import review
         from gitmem.engine import proposals
 
-        return [proposals.summary(s.core, p) for p in proposals.proposals(s.core, status=status, scope=scope)]
+        return [review.summary(s.core, p) for p in proposals.proposals(s.core, status=status, scope=scope)]
 
     def render(rows: Any) -> None:
         common.print_table(
@@ -68,10 +69,11 @@ def show(store: StoreArg, proposal: IdArg, home: common.HomeOpt = None, json: co
     """The proposed versions, oldest first, and the decisions so far."""
 
     def fn(s: Store) -> Any:
+        from gitmem.audit import review
         from gitmem.engine import proposals
 
         p = proposals.get(s.core, proposal)
-        return {"proposal": proposals.summary(s.core, p), "versions": proposals.versions(s.core, p.id)}
+        return {"proposal": review.summary(s.core, p), "versions": proposals.versions(s.core, p.id)}
 
     def render(out: Any) -> None:
         p = out["proposal"]
@@ -101,9 +103,9 @@ def diff(
     """The proposal against the scope's current content; a conflict also shows a three-way diff."""
 
     def fn(s: Store) -> Any:
-        from gitmem.engine import proposals
+        from gitmem.audit import review
 
-        return proposals.diff(s.core, proposal, paths)
+        return review.diff(s.core, proposal, paths)
 
     def render(diffs: Any) -> None:
         for d in diffs:
@@ -132,9 +134,9 @@ def accept(
     Refused (exit 4, nothing written) when a chosen path changed on the scope since."""
 
     def fn(s: Store) -> Any:
-        from gitmem.engine import proposals
+        from gitmem.audit import review
 
-        return proposals.accept(s.core, proposal, reviewer=_reviewer(actor), paths=paths, reason=reason)
+        return review.accept(s.core, proposal, reviewer=_reviewer(actor), paths=paths, reason=reason)
 
     def render(r: Any) -> None:
         typer.echo(
@@ -159,9 +161,9 @@ def reject(
     """Record that the proposal (or --path ones) is not published; kept for retention.min_days."""
 
     def fn(s: Store) -> Any:
-        from gitmem.engine import proposals
+        from gitmem.audit import review
 
-        return proposals.reject(s.core, proposal, reviewer=_reviewer(actor), reason=reason, paths=paths)
+        return review.reject(s.core, proposal, reviewer=_reviewer(actor), reason=reason, paths=paths)
 
     def render(p: Any) -> None:
         typer.echo(f"{p.id}: {p.status}")

@@ -9,11 +9,7 @@ batch asks :func:`route` once; a routed write runs through :func:`propose`: the 
 limits, guard and commits as a published write, on the proposal's ref instead of the branch.
 
 A proposal's record (scope, owner, base, status, decisions) lives in
-``$GIT_DIR/gitmem/proposals/<id>.json``; decisions also go to the audit ledger
-(``proposal_accepted``, ``proposal_rejected``). Accepting publishes the proposed state of the chosen
-paths onto the scope as one batch, each version keeping its author (actor and session) and
-carrying ``Gitmem-Reviewed-By``. A path that changed on the scope since the proposal's base is a
-conflict: reported with a three-way diff and never overwritten.
+``$GIT_DIR/gitmem/proposals/<id>.json``. Diffs and decisions are :mod:`gitmem.audit.review`.
 """
 
 from __future__ import annotations
@@ -21,12 +17,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import difflib
 import fnmatch
 import json
 import os
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -64,19 +57,9 @@ def reviewing(on: bool = True, owner: str | None = None) -> Iterator[None]:
         _READER.reset(reader)
 
 
-def set_review_mode(on: bool, owner: str | None = None) -> None:
-    """Review mode for the rest of this context (a process serving one face, e.g. ``mcp --review``)."""
-    _REVIEW.set(on)
-    _READER.set(owner)
-
-
 def reader(actor: str | None = None, session: str | None = None) -> str | None:
     """Whose proposal a read shows: the explicit session or actor, else the context's owner."""
     return session or actor or _READER.get()
-
-
-def in_review_mode() -> bool:
-    return _REVIEW.get()
 
 
 def owner_of(actor: str, session: str | None) -> str:
@@ -149,7 +132,7 @@ def _dir(store: StoreCore) -> Path:
     return store.gitmem_dir / DIR
 
 
-def _save(store: StoreCore, p: Proposal) -> None:
+def save(store: StoreCore, p: Proposal) -> None:
     p.updated_at = config.now_rfc3339()
     d = _dir(store)
     d.mkdir(parents=True, exist_ok=True)
@@ -202,7 +185,7 @@ def _open_or_start(store: StoreCore, scope: str, owner: str, actor: str, session
         p = Proposal(new_id("prop"), scope, owner, actor, session, str(tip) if tip else None, now)
         if tip is not None:
             store.repo.references.create(p.ref, tip, force=False)
-        _save(store, p)
+        save(store, p)
         return p
 
 
@@ -211,7 +194,7 @@ def tip_of(store: StoreCore, p: Proposal) -> pygit2.Oid | None:
 
 
 # ---------------------------------------------------------------------- writing a proposal
-def _chain(store: StoreCore, p: Proposal) -> list[pygit2.Commit]:
+def chain(store: StoreCore, p: Proposal) -> list[pygit2.Commit]:
     """The proposal's own commits, oldest first."""
     tip = tip_of(store, p)
     if tip is None:
@@ -227,12 +210,12 @@ def _chain(store: StoreCore, p: Proposal) -> list[pygit2.Commit]:
     return list(reversed(commits))
 
 
-def _memory_ids(store: StoreCore, p: Proposal) -> dict[str, str | None]:
+def memory_ids(store: StoreCore, p: Proposal) -> dict[str, str | None]:
     """path -> memory id of what the proposal's chain created, changed or removed."""
     ids: dict[str, str | None] = {}
-    for c in _chain(store, p):
+    for c in chain(store, p):
         t = parse_trailers(c.message)
-        paths = _subject_path(c.message)
+        paths = subject_path(c.message)
         if paths is None:
             continue
         prev, path = paths
@@ -242,7 +225,7 @@ def _memory_ids(store: StoreCore, p: Proposal) -> dict[str, str | None]:
     return ids
 
 
-def _subject_path(message: str) -> tuple[str | None, str] | None:
+def subject_path(message: str) -> tuple[str | None, str] | None:
     """(previous path, path) from a version's subject: ``<op> <path>`` or ``renamed A to B``."""
     subject = message.split("\n", 1)[0]
     if subject.startswith("renamed ") and " to /" in subject:
@@ -262,7 +245,7 @@ def _state_class() -> type[Any]:
         def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
             super().__init__(store, p.scope, tip)
             self.proposal = p
-            self.ids = _memory_ids(store, p)
+            self.ids = memory_ids(store, p)
             base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
             count = size = 0
             for d in tree_deltas(base_tree, self.base_tree):
@@ -353,20 +336,13 @@ def propose(
         if store.cas(p.ref, tip, head, "gitmem proposal"):
             store.sync_ref_file(p.ref)
             record_flags(store, scope, changes, rows, who, session)
-            _save(store, p)
+            save(store, p)
             return Proposed(p, [version_from_row(r) for r in rows], refused)
         backoff(attempt)
     raise ConflictError(f"could not write to the proposal {p.id}: its ref kept moving; try again")
 
 
 # ---------------------------------------------------------------------- reading
-def proposal_tree(store: StoreCore, scope: str, owner: str) -> pygit2.Tree | None:
-    """The tree the owner's open proposal on ``scope`` shows, or None (no open proposal)."""
-    p = open_proposal(store, scope, owner)
-    if p is None:
-        return None
-    tip = tip_of(store, p)
-    return store.tree_of(tip) if tip is not None else None
 
 
 def owner_tip(store: StoreCore, scope: str, owner: str) -> pygit2.Oid | None:
@@ -384,10 +360,10 @@ def read_memory(store: StoreCore, path: str, scope: str, owner: str) -> Any:
 
     validate_path(path)
     p = open_proposal(store, scope, owner)
-    if p is None or path not in _touched(store, p):
+    if p is None or path not in touched(store, p):
         return None
     tip = tip_of(store, p)
-    text = _text(store.tree_of(tip) if tip is not None else None, path)
+    text = text_at(store.tree_of(tip) if tip is not None else None, path)
     if text is None:
         raise NotFoundError(
             f"memory {path} does not exist in scope {scope!r} (your proposal {p.id} deletes it)"
@@ -412,9 +388,9 @@ def versions(store: StoreCore, proposal_id: str) -> list[Version]:
     """The proposed versions, oldest first."""
     p = get(store, proposal_id)
     out = []
-    for c in _chain(store, p):
+    for c in chain(store, p):
         t = parse_trailers(c.message)
-        paths = _subject_path(c.message)
+        paths = subject_path(c.message)
         if paths is None:
             continue
         prev, path = paths
@@ -435,23 +411,7 @@ def versions(store: StoreCore, proposal_id: str) -> list[Version]:
     return out
 
 
-@dataclass(frozen=True)
-class PathDiff:
-    """One path of a proposal against the scope: ``status`` is ``clean`` (the scope still has
-    the base content), ``conflict`` (the scope changed it since, differently), or ``same`` (the
-    scope already holds the proposed content)."""
-
-    path: str
-    status: str
-    base: str | None
-    proposed: str | None
-    current: str | None
-    diff: str  # unified diff current -> proposed
-    three_way: str = ""  # for a conflict: git merge-file --diff3 output (markers where they clash)
-    decided: bool = False
-
-
-def _text(tree: pygit2.Tree | None, path: str) -> str | None:
+def text_at(tree: pygit2.Tree | None, path: str) -> str | None:
     if tree is None:
         return None
     try:
@@ -461,211 +421,11 @@ def _text(tree: pygit2.Tree | None, path: str) -> str | None:
     return obj.data.decode("utf-8", "replace") if isinstance(obj, pygit2.Blob) else None
 
 
-def _touched(store: StoreCore, p: Proposal) -> list[str]:
+def touched(store: StoreCore, p: Proposal) -> list[str]:
     base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
     tip = tip_of(store, p)
     tree = store.tree_of(tip) if tip is not None else None
     return sorted("/" + d.raw_path.decode("utf-8", "surrogateescape") for d in tree_deltas(base_tree, tree))
-
-
-def diff(store: StoreCore, proposal_id: str, paths: Sequence[str] | None = None) -> list[PathDiff]:
-    """Every path the proposal changes, against the scope's current content."""
-    p = get(store, proposal_id)
-    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
-    tip = tip_of(store, p)
-    prop_tree = store.tree_of(tip) if tip is not None else None
-    cur_tree = store.tree_of(store.tip(p.scope))
-    out = []
-    decided = p.decided_paths
-    for path in _touched(store, p):
-        if paths is not None and path not in paths:
-            continue
-        base, proposed, current = _text(base_tree, path), _text(prop_tree, path), _text(cur_tree, path)
-        if current == proposed:
-            status = "same"
-        elif current == base:
-            status = "clean"
-        else:
-            status = "conflict"
-        text = "".join(
-            difflib.unified_diff(
-                (current or "").splitlines(keepends=True),
-                (proposed or "").splitlines(keepends=True),
-                f"scope{path}" if current is not None else "/dev/null",
-                f"proposal{path}" if proposed is not None else "/dev/null",
-            )
-        )
-        three = _three_way(base, current, proposed) if status == "conflict" else ""
-        out.append(PathDiff(path, status, base, proposed, current, text, three, path in decided))
-    return out
-
-
-def _three_way(base: str | None, current: str | None, proposed: str | None) -> str:
-    """``git merge-file -p --diff3`` of scope (ours) and proposal (theirs) over the base."""
-    with tempfile.TemporaryDirectory(prefix="gitmem-3way-") as d:
-        files = []
-        for name, text in (("scope", current), ("base", base), ("proposal", proposed)):
-            f = Path(d) / name
-            f.write_text(text or "", encoding="utf-8")
-            files.append(str(f))
-        proc = subprocess.run(
-            ["git", "merge-file", "-p", "--diff3", "-L", "scope", "-L", "base", "-L", "proposal", *files],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        return proc.stdout
-
-
-# ---------------------------------------------------------------------- decisions
-@dataclass(frozen=True)
-class Accepted:
-    proposal: Proposal
-    versions: list[Version]
-    paths: list[str]
-
-
-def _plan_ops(store: StoreCore, p: Proposal, chosen: set[str]) -> list[Any]:
-    """Batch operations publishing the proposed state of ``chosen`` paths, grouped by author
-    (actor, session) in chain order; renames keep the memory id."""
-    from gitmem.engine.batch import BatchOp
-
-    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
-    tip = tip_of(store, p)
-    prop_tree = store.tree_of(tip) if tip is not None else None
-    author: dict[str, tuple[str, str | None]] = {}
-    renamed: dict[str, str] = {}  # new path -> base path
-    for c in _chain(store, p):
-        t = parse_trailers(c.message)
-        paths = _subject_path(c.message)
-        if paths is None:
-            continue
-        prev, path = paths
-        who = (t.get("Gitmem-Actor", p.actor), t.get("Gitmem-Session"))
-        author[path] = who
-        if prev is not None:
-            author[prev] = who
-            renamed[path] = renamed.pop(prev, prev)
-    ops: list[tuple[tuple[str, str | None], Any]] = []
-    done: set[str] = set()
-    for new, old in renamed.items():
-        if (
-            new in chosen
-            and old in chosen
-            and _text(base_tree, old) is not None
-            and _text(prop_tree, new) is not None
-        ):
-            ops.append((author[new], BatchOp("rename", old, content=_text(prop_tree, new), new_path=new)))
-            done |= {new, old}
-    ids = _memory_ids(store, p)
-    for path in sorted(chosen - done):
-        proposed = _text(prop_tree, path)
-        who = author.get(path, (p.actor, p.session))
-        if proposed is None:
-            if _text(base_tree, path) is not None:
-                ops.append((who, BatchOp("delete", path)))
-        else:
-            ops.append((who, BatchOp("write", path, content=proposed, memory_id=ids.get(path))))
-    return ops
-
-
-def accept(
-    store: StoreCore, proposal_id: str, *, reviewer: str, paths: Sequence[str] | None = None, reason: str = ""
-) -> Accepted:
-    """Publish the proposal (or its ``paths``) onto the scope, as versions keeping their authors
-    and naming the reviewer. Refused (ConflictError, nothing written) when a chosen path changed
-    on the scope since the proposal's base: ``diff`` shows the three-way diff."""
-    from gitmem.engine import ledger
-    from gitmem.engine.batch import apply_batch
-
-    reviewer = resolve_actor(reviewer, None)
-    p = get(store, proposal_id)
-    if p.status != "open":
-        raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be accepted")
-    pending = [d for d in diff(store, p.id) if not d.decided]
-    chosen = {d.path for d in pending} if paths is None else set(paths)
-    unknown = chosen - {d.path for d in pending}
-    if unknown:
-        raise InvalidInputError(f"proposal {p.id} has no undecided change to {', '.join(sorted(unknown))}")
-    conflicts = [d.path for d in pending if d.path in chosen and d.status == "conflict"]
-    if conflicts:
-        raise ConflictError(
-            f"proposal {p.id} conflicts with scope {p.scope!r} at {', '.join(conflicts)}: the scope changed "
-            "there since the proposal was made; see `gitmem review diff` (nothing was written)"
-        )
-    ops = _plan_ops(store, p, chosen)
-    published: list[Version] = []
-    groups: list[tuple[tuple[str, str | None], list[Any]]] = []
-    for who, op in ops:
-        if groups and groups[-1][0] == who:
-            groups[-1][1].append(op)
-        else:
-            groups.append((who, [op]))
-    for (actor, session), batch_ops in groups:
-        result = apply_batch(
-            store, batch_ops, scope=p.scope, actor=actor, session=session, reviewed_by=reviewer
-        )
-        published.extend(result.versions)
-    p.decisions.append(Decision("accepted", reviewer, config.now_rfc3339(), sorted(chosen), reason))
-    _settle(store, p)
-    ledger.append(
-        store,
-        "proposal_accepted",
-        {
-            "id": p.id,
-            "scope": p.scope,
-            "proposer": p.actor,
-            "session": p.session,
-            "paths": sorted(chosen),
-            "versions": [v.id for v in published],
-        },
-        actor=reviewer,
-    )
-    return Accepted(p, published, sorted(chosen))
-
-
-def _settle(store: StoreCore, p: Proposal) -> None:
-    """Save the decision; a proposal whose every path is decided is closed: ``accepted`` when any
-    part was accepted, else ``rejected``."""
-    if set(_touched(store, p)) <= p.decided_paths:
-        p.status = "accepted" if any(d.action == "accepted" for d in p.decisions) else "rejected"
-    _save(store, p)
-
-
-def reject(
-    store: StoreCore, proposal_id: str, *, reviewer: str, reason: str = "", paths: Sequence[str] | None = None
-) -> Proposal:
-    """Record that the proposal (or its ``paths``) is not published; the chain is kept for
-    ``retention.min_days`` (:func:`drop_expired`)."""
-    from gitmem.engine import ledger
-
-    reviewer = resolve_actor(reviewer, None)
-    p = get(store, proposal_id)
-    if p.status != "open":
-        raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be rejected")
-    undecided = [d.path for d in diff(store, p.id) if not d.decided]
-    chosen = set(undecided) if paths is None else set(paths)
-    if chosen - set(undecided):
-        raise InvalidInputError(
-            f"proposal {p.id} has no undecided change to {', '.join(sorted(chosen - set(undecided)))}"
-        )
-    p.decisions.append(Decision("rejected", reviewer, config.now_rfc3339(), sorted(chosen), reason))
-    _settle(store, p)
-    ledger.append(
-        store,
-        "proposal_rejected",
-        {
-            "id": p.id,
-            "scope": p.scope,
-            "proposer": p.actor,
-            "session": p.session,
-            "paths": sorted(chosen),
-            "reason": reason,
-        },
-        actor=reviewer,
-    )
-    return p
 
 
 def drop_expired(store: StoreCore, *, now: float | None = None) -> list[str]:
@@ -724,44 +484,6 @@ def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> C
             p = by_id.get(name.rsplit("/", 1)[-1])
             if p is not None and p.base:
                 p.base = str(rewriter.commits.get(pygit2.Oid(hex=p.base), p.base))
-                _save(store, p)
+                save(store, p)
 
     return publish
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A proposal as ``review list`` and the server show it."""
-
-    id: str
-    scope: str
-    owner: str
-    actor: str
-    session: str | None
-    status: str
-    created_at: str
-    updated_at: str
-    versions: int
-    paths: list[str]
-    pending: list[str]
-    conflicts: list[str]
-    decisions: list[Decision]
-
-
-def summary(store: StoreCore, p: Proposal) -> Summary:
-    diffs = diff(store, p.id)
-    return Summary(
-        p.id,
-        p.scope,
-        p.owner,
-        p.actor,
-        p.session,
-        p.status,
-        p.created_at,
-        p.updated_at,
-        len(versions(store, p.id)),
-        [d.path for d in diffs],
-        [d.path for d in diffs if not d.decided],
-        [d.path for d in diffs if d.status == "conflict" and not d.decided],
-        p.decisions,
-    )

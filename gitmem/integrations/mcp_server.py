@@ -358,6 +358,7 @@ def _add_review_tools(
     """The tools of a reviewing agent (docs/review.md)."""
     import dataclasses
 
+    from gitmem.audit import review
     from gitmem.engine import proposals
 
     def plain(value: Any) -> Any:
@@ -381,9 +382,7 @@ def _add_review_tools(
         s = readable(store)
         return _text(
             plain(
-                call(
-                    lambda: [proposals.summary(s.core, p) for p in proposals.proposals(s.core, status=status)]
-                )
+                call(lambda: [review.summary(s.core, p) for p in proposals.proposals(s.core, status=status)])
             )
         )
 
@@ -394,7 +393,7 @@ def _add_review_tools(
         return _text(
             plain(
                 {
-                    "proposal": call(proposals.summary, s.core, p),
+                    "proposal": call(review.summary, s.core, p),
                     "versions": call(proposals.versions, s.core, p.id),
                 }
             )
@@ -404,18 +403,18 @@ def _add_review_tools(
         """Each changed path against the scope's current content (clean, conflict with a three-way
         diff, or same)."""
         s = readable(store)
-        return _text(plain(call(proposals.diff, s.core, proposal)))
+        return _text(plain(call(review.diff, s.core, proposal)))
 
     def accept_proposal(store: WStoreArg, proposal: IdArg, paths: PathsArg = None, reason: str = "") -> str:
         """Publish a proposal (or some of its paths) onto the scope; refused on a conflict."""
         s = rw(store)
-        done = call(lambda: proposals.accept(s.core, proposal, reviewer=who, paths=paths, reason=reason))
+        done = call(lambda: review.accept(s.core, proposal, reviewer=who, paths=paths, reason=reason))
         return _text(plain({"status": done.proposal.status, "paths": done.paths, "versions": done.versions}))
 
     def reject_proposal(store: WStoreArg, proposal: IdArg, reason: str, paths: PathsArg = None) -> str:
         """Reject a proposal (or some of its paths), with the reason."""
         s = rw(store)
-        p = call(lambda: proposals.reject(s.core, proposal, reviewer=who, reason=reason, paths=paths))
+        p = call(lambda: review.reject(s.core, proposal, reviewer=who, reason=reason, paths=paths))
         return _text({"status": p.status})
 
     for tool in (list_proposals, show_proposal, diff_proposal):

@@ -64,6 +64,7 @@ class ReviewApi:
         return name
 
     def list_proposals(self, call: Call) -> Json:
+        from gitmem.audit import review
         from gitmem.engine import proposals
 
         name = self._name(call)
@@ -71,25 +72,26 @@ class ReviewApi:
             found = proposals.proposals(
                 store.core, status=call.query.get("status"), scope=call.query.get("scope")
             )
-            return {"data": [_json(proposals.summary(store.core, p)) for p in found]}
+            return {"data": [_json(review.summary(store.core, p)) for p in found]}
 
     def show(self, call: Call) -> Json:
+        from gitmem.audit import review
         from gitmem.engine import proposals
 
         name = self._name(call)
         with self.api.pool.store(name) as store:
             p = proposals.get(store.core, call.params["proposal_id"])
             return {
-                "proposal": _json(proposals.summary(store.core, p)),
+                "proposal": _json(review.summary(store.core, p)),
                 "versions": _json(proposals.versions(store.core, p.id)),
             }
 
     def diff(self, call: Call) -> Json:
-        from gitmem.engine import proposals
+        from gitmem.audit import review
 
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            return {"data": _json(proposals.diff(store.core, call.params["proposal_id"]))}
+            return {"data": _json(review.diff(store.core, call.params["proposal_id"]))}
 
     def _decision(self, call: Call) -> tuple[list[str] | None, str]:
         data = wire.body(call.raw or b"{}", ("paths", "reason"))
@@ -100,26 +102,26 @@ class ReviewApi:
         return paths, reason
 
     def accept(self, call: Call) -> Json:
-        from gitmem.engine import proposals
+        from gitmem.audit import review
 
         name = self._name(call, decide=True)
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
-            done = proposals.accept(
+            done = review.accept(
                 store.core, call.params["proposal_id"], reviewer=call.token.actor, paths=paths, reason=reason
             )
             return {
-                "proposal": _json(proposals.summary(store.core, done.proposal)),
+                "proposal": _json(review.summary(store.core, done.proposal)),
                 "versions": _json(done.versions),
             }
 
     def reject(self, call: Call) -> Json:
-        from gitmem.engine import proposals
+        from gitmem.audit import review
 
         name = self._name(call, decide=True)
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
-            p = proposals.reject(
+            p = review.reject(
                 store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason, paths=paths
             )
-            return {"proposal": _json(proposals.summary(store.core, p))}
+            return {"proposal": _json(review.summary(store.core, p))}
