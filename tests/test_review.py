@@ -20,7 +20,7 @@ from gitmem.audit import review
 from gitmem.cli.app import app
 from gitmem.engine import ledger, proposals
 from gitmem.engine.batch import BatchOp, apply_batch
-from gitmem.errors import ConflictError, GuardRejectedError, LimitExceededError, NotFoundError
+from gitmem.errors import ConflictError, ForbiddenError, GuardRejectedError, LimitExceededError, NotFoundError
 from gitmem.store import Store
 
 A, B = "sesn_agent_a", "sesn_agent_b"
@@ -322,3 +322,14 @@ def test_mcp_review_and_reviewer_tools(gated: Store) -> None:
     assert gated.read("/m.md").content == "via mcp\n"
     entry = ledger.entries(gated.core, kind="proposal_accepted")[-1]
     assert entry.actor == "user:rev" and entry.data["proposer"] == "session:sesn_mcp_agent"
+
+
+def test_proposers_and_reviewed_actors_cannot_decide(gated: Store) -> None:
+    gated.write("/x.md", "x\n", session=A)
+    (p,) = proposals.proposals(gated.core)
+    before = refs(gated)
+    with pytest.raises(ForbiddenError, match="cannot review it"):
+        review.accept(gated.core, p.id, reviewer=f"session:{A}")
+    with pytest.raises(ForbiddenError, match="review mode"):
+        review.reject(gated.core, p.id, reviewer=f"session:{B}", reason="sabotage")
+    assert refs(gated) == before and proposals.get(gated.core, p.id).decisions == []

@@ -20,7 +20,8 @@ import pygit2
 from gitmem import config
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
-from gitmem.errors import ConflictError, InvalidInputError
+from gitmem.errors import ConflictError, ForbiddenError, InvalidInputError
+from gitmem.git.locks import file_lock
 from gitmem.model.versions import Version, parse_trailers, resolve_actor
 
 
@@ -151,14 +152,33 @@ def accept(
 ) -> Accepted:
     """Publish the proposal (or its ``paths``) onto the scope, as versions keeping their authors
     and naming the reviewer. Refused (ConflictError, nothing written) when a chosen path changed
-    on the scope since the proposal's base: ``diff`` shows the three-way diff."""
+    on the scope since the proposal's base: ``diff`` shows the three-way diff. Refused
+    (ForbiddenError) for the proposer itself and for a reviewer in review mode."""
+
+    reviewer = resolve_actor(reviewer, None)
+    with file_lock(store.gitmem_dir / "proposals.lock"):  # one decision at a time
+        p = _decidable(store, proposal_id, reviewer, "accepted")
+        return _accept(store, p, reviewer, paths, reason)
+
+
+def _decidable(store: StoreCore, proposal_id: str, reviewer: str, what: str) -> P.Proposal:
+    """The open proposal, when ``reviewer`` may decide it: not its own proposer, not in review mode."""
+    p = P.get(store, proposal_id)
+    if p.status != "open":
+        raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be {what}")
+    if reviewer in (p.actor, p.owner, f"session:{p.session}"):
+        raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot review it: another reviewer must")
+    if P.in_review(store, p.scope, reviewer):
+        raise ForbiddenError(f"{reviewer} is in review mode on scope {p.scope!r} and cannot decide proposals")
+    return p
+
+
+def _accept(
+    store: StoreCore, p: P.Proposal, reviewer: str, paths: Sequence[str] | None, reason: str
+) -> Accepted:
     from gitmem.engine import ledger
     from gitmem.engine.batch import apply_batch
 
-    reviewer = resolve_actor(reviewer, None)
-    p = P.get(store, proposal_id)
-    if p.status != "open":
-        raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be accepted")
     pending = [d for d in diff(store, p.id) if not d.decided]
     chosen = {d.path for d in pending} if paths is None else set(paths)
     unknown = chosen - {d.path for d in pending}
@@ -214,12 +234,17 @@ def reject(
 ) -> P.Proposal:
     """Record that the proposal (or its ``paths``) is not published; the chain is kept for
     ``retention.min_days`` (:func:`drop_expired`)."""
+    reviewer = resolve_actor(reviewer, None)
+    with file_lock(store.gitmem_dir / "proposals.lock"):
+        p = _decidable(store, proposal_id, reviewer, "rejected")
+        return _reject(store, p, reviewer, reason, paths)
+
+
+def _reject(
+    store: StoreCore, p: P.Proposal, reviewer: str, reason: str, paths: Sequence[str] | None
+) -> P.Proposal:
     from gitmem.engine import ledger
 
-    reviewer = resolve_actor(reviewer, None)
-    p = P.get(store, proposal_id)
-    if p.status != "open":
-        raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be rejected")
     undecided = [d.path for d in diff(store, p.id) if not d.decided]
     chosen = set(undecided) if paths is None else set(paths)
     if chosen - set(undecided):

@@ -77,6 +77,11 @@ def acl_reviews(acl: dict[str, Any], scope: str, actor: str) -> bool:
     return False
 
 
+def in_review(store: StoreCore, scope: str, actor: str) -> bool:
+    """Whether ``actor`` writes ``scope`` in review mode (this context, or ``acl.review``)."""
+    return _REVIEW.get() or acl_reviews(store.settings.acl, scope, actor)
+
+
 def route(store: StoreCore, scope: str, actor: str | None, session: str | None) -> str | None:
     """The owner whose proposal a write goes to, or None when it is published as usual."""
     if not _REVIEW.get() and not store.settings.acl.get("review"):
