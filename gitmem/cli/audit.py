@@ -75,7 +75,8 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction, push, flag, proposal_accepted or proposal_rejected.",
+            "redaction, compaction, push, push_rejected, revert_session, flag, proposal_accepted or "
+            "proposal_rejected.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
@@ -111,7 +112,7 @@ def audit(
                     e.actor,
                     e.scope or "-",
                     e.subject,
-                    _detail(e),
+                    e.detail.get("text") or _detail(e),
                 ]
                 for e in events
             ],

@@ -8,6 +8,7 @@ whole batch or none of it; a lost race re-plans the whole batch against the new 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class BatchOp:
     description: str | None = None
     if_sha256: str | None = None
     memory_id: str | None = None  # a new memory takes this id unless a live memory has it
+    reverts: str | None = None  # revert-session: the session this version undoes
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,8 @@ def apply_batch(
             for n, op in enumerate(ops):
                 try:
                     change = _plan(state, op)
+                    if change is not None and op.reverts is not None:
+                        change = dataclasses.replace(change, reverts=op.reverts)
                     if change is not None:
                         check_limits(store, state, change, limits)
                 except GitmemError as exc:
@@ -343,6 +347,7 @@ def _write_fast_import(
             actor,
             session,
             change.previous_path,
+            change.reverts,
             flag=flag_trailer(change.flags),
             reviewed_by=reviewed_by,
         )

@@ -57,6 +57,7 @@ class Change:
     data: bytes | None
     memory_id: str
     previous_path: str | None = None
+    reverts: str | None = None  # revert-session: the session this version undoes (Gitmem-Reverts)
     #: What the guard flagged in ``data`` (gitmem.engine.guard.screen fills it while planning).
     flags: list[Finding] = field(default_factory=list, compare=False)
 
@@ -308,6 +309,7 @@ def commit_change(
         actor,
         session,
         change.previous_path,
+        change.reverts,
         flag=flag_trailer(change.flags),
         reviewed_by=reviewed_by,
     )

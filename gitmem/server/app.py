@@ -1,4 +1,4 @@
-"""The server's ASGI app: the Anthropic memory stores API, ``/healthz`` and ``/metrics``.
+"""The server's ASGI app: the Anthropic memory stores API, the console, ``/healthz`` and ``/metrics``.
 
 ``create_app(home)`` builds it; :func:`serve` runs it on uvicorn. In front of every route: a request
 id (``request-id`` header, ``req_...``), a structured access log line (logger ``gitmem.access``,
@@ -26,6 +26,7 @@ from gitmem import config
 from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
+from gitmem.server.console import Console
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.review_api import ReviewApi
@@ -115,6 +116,7 @@ def create_app(
     tokens = TokenStore(pool.home)
     metrics = Metrics()
     api = AnthropicApi(pool, tokens, metrics, max_body)
+    console = Console(pool, tokens, max_body=max_body)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "stores": len(pool.all_settings())})
@@ -141,6 +143,7 @@ def create_app(
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
             *ReviewApi(api).routes(),
+            *console.routes(),
         ],
         exception_handlers={404: not_found, 405: not_found},
         lifespan=lifespan,
