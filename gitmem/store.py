@@ -97,7 +97,7 @@ class Store:
             ("acl", acl),
             ("archived_at", archived_at),
             ("require_trailers", require_trailers),
-            ("guard", guard),
+            ("guard", guard.to_dict() if isinstance(guard, GuardPolicy) else guard),
         ):
             if value is not None:
                 changes[key] = value

@@ -67,12 +67,12 @@ def seeded(store: Store) -> Store:
 def test_new_store_has_the_default_guard_in_its_settings(store: Store) -> None:
     data = yaml.safe_load((store.path / "gitmem.yaml").read_text())
     assert data["guard"]["secrets"] == "reject" and data["guard"]["pii"] == "off"
-    assert store.settings.guard.secrets == "reject"
+    assert store.settings.guard["secrets"] == "reject"
     with pytest.raises(ConfigError, match="guard.secrets"):
         store.update_settings(guard={"secrets": "maybe"})
     with pytest.raises(ConfigError, match="guard.nope"):
         store.update_settings(guard={"nope": 1})
-    assert store.settings.guard.secrets == "reject"
+    assert store.settings.guard["secrets"] == "reject"
 
 
 def test_library_writes_refuse_a_secret_with_nothing_written(seeded: Store) -> None:
@@ -271,7 +271,7 @@ def test_cli_store_update_changes_the_guard(seeded: Store) -> None:
     runner = CliRunner()
     out = runner.invoke(app, ["store", "update", "notes", "--guard-secrets", "flag", "--guard-pii", "flag"])
     assert out.exit_code == 0, out.output
-    assert seeded.settings.guard.secrets == "flag" and seeded.settings.guard.pii == "flag"
+    assert seeded.settings.guard["secrets"] == "flag" and seeded.settings.guard["pii"] == "flag"
     bad = runner.invoke(app, ["store", "update", "notes", "--guard-secrets", "sometimes"])
     assert bad.exit_code == 2
-    assert seeded.settings.guard.secrets == "flag"
+    assert seeded.settings.guard["secrets"] == "flag"

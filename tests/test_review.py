@@ -301,7 +301,8 @@ def test_mcp_review_and_reviewer_tools(gated: Store) -> None:
             text(
                 await a.call_tool("write_memory", {"store": "notes", "path": "/m.md", "content": "via mcp\n"})
             )
-            assert text(await a.call_tool("read_memory", {"store": "notes", "path": "/m.md"})) == "via mcp\n"
+            read = json.loads(text(await a.call_tool("read_memory", {"store": "notes", "path": "/m.md"})))
+            assert read["content"] == "via mcp\n"
             names = {t.name for t in (await a.list_tools()).tools}
             assert "accept_proposal" not in names
         with pytest.raises(NotFoundError):

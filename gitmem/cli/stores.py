@@ -296,9 +296,9 @@ def update(
         if require_trailers is not None and require_trailers != s.settings.require_trailers:
             changes["require_trailers"] = require_trailers
         if guard_secrets is not None or guard_pii is not None:
-            guard = s.settings.guard.to_dict()
+            guard = dict(s.settings.guard)
             guard.update({k: v for k, v in (("secrets", guard_secrets), ("pii", guard_pii)) if v is not None})
-            if guard != s.settings.guard.to_dict():
+            if guard != s.settings.guard:
                 changes["guard"] = guard
         if not changes:
             raise InvalidInputError("nothing to update: every given setting already has that value")

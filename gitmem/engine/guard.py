@@ -11,6 +11,8 @@ Neither the trailer nor the ledger holds the matched text: rule, kind and line o
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,17 @@ MAX_IN_MESSAGE = 5
 def policy_for(store: StoreCore) -> GuardPolicy:
     """The policy a write to ``store`` is checked with: the ``guard`` of its settings. (Patterns
     remembered by redactions join it as ``deny_patterns``.)"""
-    return store.settings.guard
+    return policy_of(store.settings.guard)
+
+
+def policy_of(guard: dict[str, Any], where: str = "gitmem.yaml") -> GuardPolicy:
+    """:meth:`GuardPolicy.from_dict` of a settings ``guard`` mapping, cached by its content."""
+    return _policy(json.dumps(guard, sort_keys=True), where)
+
+
+@functools.lru_cache(maxsize=64)
+def _policy(canonical: str, where: str) -> GuardPolicy:
+    return GuardPolicy.from_dict(json.loads(canonical), where)
 
 
 def screen(store: StoreCore, state: ScopeState, change: Change) -> None:

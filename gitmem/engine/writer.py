@@ -230,7 +230,9 @@ def mutate(
 ) -> Version | None:
     """Plan and commit one change to one memory, with compare-and-swap and retry. A writer in
     review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
-    from gitmem.engine import proposals
+    from gitmem.engine import (
+        proposals,
+    )  # cycle-ok: a routed write is planned by proposals with writer's own pieces
 
     owner = proposals.route(store, scope, actor, session)
     if owner is not None:

@@ -409,9 +409,11 @@ def build_server(
         server.add_tool(rename_memory, annotations=_WRITE, structured_output=True)
 
     if reviewer:
-        _add_review_tools(
-            server, lambda n: served(n).store, rw, call, StoreArg, WStoreArg, actor or f"session:{session}"
-        )
+        from gitmem.integrations.mcp_review import add_review_tools
+
+        who = actor or f"session:{session}"
+        marks = {"read": _READ_ONLY, "write": _WRITE, "destructive": _DESTRUCTIVE}
+        add_review_tools(server, lambda n: served(n).store, rw, call, StoreArg, WStoreArg, who, marks)
 
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:
@@ -458,87 +460,6 @@ def serve(
     server = build_server(stores, scope=scope, session=session, actor=actor, review=review, reviewer=reviewer)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])
-
-
-def _add_review_tools(
-    server: GitmemMCPServer,
-    readable: Callable[[str], Store],
-    rw: Callable[[str], Store],
-    call: Callable[..., Any],
-    StoreArg: Any,
-    WStoreArg: Any,
-    who: str,
-) -> None:
-    """The tools of a reviewing agent (docs/review.md): text results (JSON)."""
-    import dataclasses
-    import json
-
-    def _text(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, indent=1)
-
-    from gitmem.audit import review
-    from gitmem.engine import proposals
-
-    def plain(value: Any) -> Any:
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, list | tuple):
-            return [plain(v) for v in value]
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if hasattr(value, "isoformat"):
-            return value.isoformat().replace("+00:00", "Z")
-        return value
-
-    IdArg = Annotated[str, Field(description="Proposal id (prop_...).")]
-    PathsArg = Annotated[
-        list[str] | None, Field(description="Only these paths (default: every undecided one).")
-    ]
-
-    def list_proposals(store: StoreArg, status: str | None = "open") -> str:
-        """Proposals waiting for review (or with another status): who proposed, paths, conflicts."""
-        s = readable(store)
-        return _text(
-            plain(
-                call(lambda: [review.summary(s.core, p) for p in proposals.proposals(s.core, status=status)])
-            )
-        )
-
-    def show_proposal(store: StoreArg, proposal: IdArg) -> str:
-        """The versions a proposal holds, oldest first, and the decisions so far."""
-        s = readable(store)
-        p = call(lambda: proposals.get(s.core, proposal))
-        return _text(
-            plain(
-                {
-                    "proposal": call(review.summary, s.core, p),
-                    "versions": call(proposals.versions, s.core, p.id),
-                }
-            )
-        )
-
-    def diff_proposal(store: StoreArg, proposal: IdArg) -> str:
-        """Each changed path against the scope's current content (clean, conflict with a three-way
-        diff, or same)."""
-        s = readable(store)
-        return _text(plain(call(review.diff, s.core, proposal)))
-
-    def accept_proposal(store: WStoreArg, proposal: IdArg, paths: PathsArg = None, reason: str = "") -> str:
-        """Publish a proposal (or some of its paths) onto the scope; refused on a conflict."""
-        s = rw(store)
-        done = call(lambda: review.accept(s.core, proposal, reviewer=who, paths=paths, reason=reason))
-        return _text(plain({"status": done.proposal.status, "paths": done.paths, "versions": done.versions}))
-
-    def reject_proposal(store: WStoreArg, proposal: IdArg, reason: str, paths: PathsArg = None) -> str:
-        """Reject a proposal (or some of its paths), with the reason."""
-        s = rw(store)
-        p = call(lambda: review.reject(s.core, proposal, reviewer=who, reason=reason, paths=paths))
-        return _text({"status": p.status})
-
-    for tool in (list_proposals, show_proposal, diff_proposal):
-        server.add_tool(tool, annotations=_READ_ONLY, structured_output=False)
-    server.add_tool(accept_proposal, annotations=_WRITE, structured_output=False)
-    server.add_tool(reject_proposal, annotations=_DESTRUCTIVE, structured_output=False)
 
 
 def _instructions(stores: Sequence[ServedStore], scope: str, session: str) -> str:

@@ -372,7 +372,9 @@ def record_push_flags(
     rejects). Only the blobs the push added are scanned; commits go in as keyed digests."""
     if settings is None:
         return
-    guard = settings.guard
+    from gitmem.engine.guard import policy_of
+
+    guard = policy_of(settings.guard)
     if guard.secrets != "flag" and guard.pii != "flag" and all(p.action != "flag" for p in guard.patterns):
         return
     import pygit2

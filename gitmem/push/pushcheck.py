@@ -224,10 +224,12 @@ def guard_violations(path: str, data: bytes, settings: StoreSettings) -> list[Vi
     """What the store's write-time guard refuses in one pushed blob (docs/guard.md), as the
     library refuses it: rule, line and a masked preview, never the text. Findings the policy
     only flags are recorded by post-receive."""
-    guard = settings.guard
+    from gitmem.engine.guard import policy_of
+    from gitmem.model.guard import action_for, scan
+
+    guard = policy_of(settings.guard)
     if guard.secrets != "reject" and not guard.patterns and not guard.deny_patterns:
         return []  # nothing here can reject: skip the scan (and loading the rules)
-    from gitmem.model.guard import action_for, scan
 
     found = [f for f in scan(data.decode("utf-8", "replace"), guard) if action_for(f, guard) == "reject"]
     if not found:

@@ -96,11 +96,10 @@ def _check_beta(request: Request) -> None:
 
 def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
     """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
-    if not call.token.review:
-        return fn(call)
     from gitmem.engine.proposals import reviewing
 
-    with reviewing(owner=call.token.session or call.token.actor):
+    t = call.token
+    with reviewing(t.review, owner=(t.session or t.actor) if t.review else None):
         return fn(call)
 
 
