@@ -85,6 +85,10 @@ class StoreSettings:
     retention: Retention = field(default_factory=Retention)
     acl: dict[str, Any] = field(default_factory=dict)
     require_trailers: bool = False
+    #: The write-time guard's mapping (docs/guard.md). It is checked by
+    #: ``gitmem.model.guard.GuardPolicy.from_dict`` wherever a store's settings are loaded (the
+    #: model layer sits above this one). A file without the key gets the defaults of new stores.
+    guard: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_GUARD))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -146,7 +150,7 @@ def _limits(src: str, value: Any) -> Limits:
 
 
 #: The keys of ``acl`` (docs/identity.md): who may write which scope, and whom the store believes.
-ACL_KEYS = ("write", "require_identity", "trust_push_actor", "trust_trailers")
+ACL_KEYS = ("write", "review", "require_identity", "trust_push_actor", "trust_trailers")
 
 
 def _globs(src: str, key: str, value: Any) -> list[str]:
@@ -165,19 +169,19 @@ def validate_acl(src: str, acl: Any) -> dict[str, Any]:
     for key, value in acl.items():
         if key not in ACL_KEYS:
             raise ConfigError(f"{src}: unknown key 'acl.{key}' (known: {', '.join(ACL_KEYS)})")
-        if key == "write":
+        if key in ("write", "review"):  # review: who writes as a proposal (docs/review.md)
             if value is None:
                 continue
             if not isinstance(value, dict):
                 raise ConfigError(
-                    f"{src}: key 'acl.write' must be a mapping of scope patterns to lists of actor "
+                    f"{src}: key 'acl.{key}' must be a mapping of scope patterns to lists of actor "
                     f"patterns, got {type(value).__name__}"
                 )
             rules: dict[str, list[str]] = {}
             for scope_glob, actors in value.items():
                 if not isinstance(scope_glob, str) or not scope_glob:
-                    raise ConfigError(f"{src}: key 'acl.write' has a scope pattern that is not a string")
-                rules[scope_glob] = _globs(src, f"acl.write.{scope_glob}", [] if actors is None else actors)
+                    raise ConfigError(f"{src}: key 'acl.{key}' has a scope pattern that is not a string")
+                rules[scope_glob] = _globs(src, f"acl.{key}.{scope_glob}", [] if actors is None else actors)
             out[key] = rules
         elif key in ("require_identity", "trust_push_actor"):
             if not isinstance(value, bool):
@@ -186,6 +190,23 @@ def validate_acl(src: str, acl: Any) -> dict[str, Any]:
         else:
             out[key] = _globs(src, f"acl.{key}", value)
     return out
+
+
+DEFAULT_GUARD: dict[str, Any] = {
+    "secrets": "reject",
+    "pii": "off",
+    "patterns": [],
+    "allow": [],
+    "deny_patterns": [],
+}
+
+
+def _guard(src: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return dict(DEFAULT_GUARD)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{src}: key 'guard' must be a mapping")
+    return {**DEFAULT_GUARD, **value}
 
 
 def settings_from_dict(data: Any, src: str) -> StoreSettings:
@@ -230,6 +251,7 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
         retention=_section(src, "retention", data.get("retention"), Retention, ("max_days",)),
         acl=acl,
         require_trailers=require,
+        guard=_guard(src, data.get("guard")),
     )
 
 

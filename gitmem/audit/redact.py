@@ -17,7 +17,7 @@ from typing import Any
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite
-from gitmem.engine import ledger
+from gitmem.engine import ledger, proposals
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
@@ -107,7 +107,9 @@ def _redact(
             else:
                 where = active.get(commit.id)
                 last = rewriter.commit(commit, paths=where, same_tree=where is None)
+        move_proposals = proposals.rewrite_chains(store, scope, rewriter, first)  # they hold copies too
         rewriter.flush()
+        move_proposals()
         originals = {str(c): store.commit(c) for c in affected_commits}
         listed = []
         for r in rows:

@@ -43,10 +43,17 @@ def audit(
     session: str | None = None,
     type: str | None = None,
     scope: str | None = None,
+    flagged: bool = False,
 ) -> list[AuditEvent]:
     """Versions and ledger events, oldest first, filtered by time, actor, session, type and scope.
 
-    Ledger events carry no session, so a ``session`` filter shows versions only."""
+    Ledger events carry no session, so a ``session`` filter shows versions only. ``flagged`` shows
+    only what the write-time guard flagged (type ``flag``): one event per flagged version or
+    pushed file, its detail naming the path and the findings (rule, kind, line)."""
+    if flagged:
+        if type not in (None, "flag"):
+            raise InvalidInputError("--flagged shows events of type flag only; drop --type")
+        type = "flag"
     if type is not None and type not in TYPES:
         raise InvalidInputError(f"invalid type {type!r}: use one of {', '.join(TYPES)}")
     since, until = _utc(since), _utc(until)
@@ -63,8 +70,12 @@ def audit(
             if v.redaction is not None:
                 detail["redaction"] = v.redaction.id
             events.append(AuditEvent(v.created_at, v.operation, v.actor, v.session, v.scope, v.id, detail))
-    if session is None and (type is None or type in ledger.KINDS):
+    if type in (None, "flag"):
+        events.extend(_flags(store, since, until, actor, session, scope))
+    if session is None and (type is None or type in ledger.KINDS) and type != "flag":
         for e in ledger.entries(store, kind=type):
+            if e.kind == "flag":
+                continue  # _flags above: one event per flagged version
             at = dt.datetime.fromisoformat(e.at.replace("Z", "+00:00"))
             entry_scope = e.data.get("scope")
             if (actor is not None and e.actor != actor) or (scope is not None and entry_scope != scope):
@@ -103,6 +114,35 @@ def audit(
     # its own order.
     events.sort(key=lambda ev: (ev.at, _RANK.get(ev.type, 2)))
     return events
+
+
+def _flags(
+    store: StoreCore,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    actor: str | None,
+    session: str | None,
+    scope: str | None,
+) -> list[AuditEvent]:
+    out = []
+    for e in ledger.entries(store, kind="flag"):
+        at = dt.datetime.fromisoformat(e.at.replace("Z", "+00:00"))
+        entry_scope = e.data.get("scope")
+        entry_session = e.data.get("session")
+        if (actor is not None and e.actor != actor) or (scope is not None and entry_scope != scope):
+            continue
+        if session is not None and entry_session != session:
+            continue
+        if (since is not None and at < since) or (until is not None and at > until):
+            continue
+        for item in e.data.get("versions", []) + e.data.get("files", []):
+            if not isinstance(item, dict):
+                continue
+            detail = {"seq": e.seq, "ledger_commit": e.commit, **item}
+            subject = str(item.get("version") or item.get("commit") or "push")
+            sess = entry_session if isinstance(entry_session, str) else None
+            out.append(AuditEvent(at, "flag", e.actor, sess, entry_scope, subject, detail))
+    return out
 
 
 _RANK = {"store_created": 0, **{op: 1 for op in OPERATIONS}}

@@ -208,6 +208,7 @@ COMMAND_MODULES = (
     "audit",
     "serve",
     "tokens",
+    "review",
 )
 
 for _name in COMMAND_MODULES:

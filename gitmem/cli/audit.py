@@ -76,10 +76,14 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction, push, push_rejected or revert_session.",
+            "redaction, compaction, push, push_rejected, revert_session, flag, proposal_accepted or "
+            "proposal_rejected.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
+    flagged: Annotated[
+        bool, typer.Option("--flagged", help="Only what the write-time guard flagged (docs/guard.md).")
+    ] = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
     nl: common.NlOpt = False,
@@ -97,6 +101,7 @@ def audit(
             session=session,
             type=type,
             scope=scope,
+            flagged=flagged,
         )
 
     def render(events: Any) -> None:
@@ -109,7 +114,7 @@ def audit(
                     e.actor,
                     e.scope or "-",
                     e.subject,
-                    e.detail.get("text") or e.detail.get("path") or e.detail.get("reason") or "",
+                    e.detail.get("text") or _detail(e),
                 ]
                 for e in events
             ],
@@ -159,5 +164,15 @@ def prune(
             )
         for scope, why in result.skipped.items():
             typer.echo(f"scope {scope!r}: nothing compacted ({why})")
+        for pid in result.dropped_proposals:
+            typer.echo(f"{pid}: decided proposal dropped (older than retention.min_days)")
 
     common.run(json, common.with_store(store, home, fn), render)
+
+
+def _detail(e: Any) -> str:
+    text = str(e.detail.get("path") or e.detail.get("reason") or "")
+    findings = e.detail.get("findings")
+    if isinstance(findings, list) and findings:
+        text += " (" + ", ".join(f"{f.get('rule')} line {f.get('line')}" for f in findings[:5]) + ")"
+    return text

@@ -250,11 +250,18 @@ def update(
             "--require-trailers/--no-require-trailers", help="Refuse pushed commits without trailers."
         ),
     ] = None,
+    guard_secrets: Annotated[
+        str | None,
+        typer.Option("--guard-secrets", help="What a secret in a write does: reject, flag or off."),
+    ] = None,
+    guard_pii: Annotated[
+        str | None, typer.Option("--guard-pii", help="What personal data in a write does: flag or off.")
+    ] = None,
     actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Change any setting: description, metadata (a patch), limits, retention, acl and trust.
+    """Change any setting: description, metadata (a patch), limits, retention, acl, trust and the write-time guard.
 
     Every change is recorded in the audit ledger with its actor and a diff."""
 
@@ -297,6 +304,11 @@ def update(
             changes["acl"] = acl
         if require_trailers is not None and require_trailers != s.settings.require_trailers:
             changes["require_trailers"] = require_trailers
+        if guard_secrets is not None or guard_pii is not None:
+            guard = dict(s.settings.guard)
+            guard.update({k: v for k, v in (("secrets", guard_secrets), ("pii", guard_pii)) if v is not None})
+            if guard != s.settings.guard:
+                changes["guard"] = guard
         if not changes:
             raise InvalidInputError("nothing to update: every given setting already has that value")
         return s.update_settings(actor=_actor(actor), **changes)

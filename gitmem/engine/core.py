@@ -22,12 +22,18 @@ from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ForbiddenError, NotFoundError
 from gitmem.git.repo import Repo, open_repository
+from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope, validate_store_name
 
 if TYPE_CHECKING:
     from gitmem.engine.index import Index
 
 GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
+
+
+def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
+    """The validated write-time guard of ``settings`` (ConfigError naming ``where`` and the key)."""
+    return GuardPolicy.from_dict(settings.guard, where)
 
 
 def stores_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -81,6 +87,7 @@ class StoreCore(Repo):
                 self._settings = StoreSettings(id="", name=self.path.parent.name)
             else:
                 self._settings = config.load_settings(path)
+                guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
             self._settings_key = key
         return self._settings
 
@@ -105,6 +112,7 @@ class StoreCore(Repo):
         new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
         # Round-trip through validation so a bad value never reaches the file.
         new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
+        guard_policy(new, str(self.settings_path))
         config.save_settings(self.settings_path, new)
         self._settings = new
         ledger.record_settings_change(self, old, changes, actor)

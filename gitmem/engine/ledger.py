@@ -56,6 +56,9 @@ KINDS = (
     "compaction",
     "push",
     "revert_session",
+    "flag",
+    "proposal_accepted",
+    "proposal_rejected",
 )
 REJECTED_LOG = "rejected.jsonl"  # rejected pushes, server-side (written by the pre-receive hook)
 SETTINGS_SEEN = "settings_seen.json"  # the settings gitmem last wrote or recorded (hand-edit detection)

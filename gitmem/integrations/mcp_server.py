@@ -13,6 +13,11 @@ in pages of :data:`PAGE_SIZE`.
 A store is served in its own scope (``NAME@SCOPE``) or the server's. Every write is a version tagged
 with the server's session id (``--session``, else a new ``sesn_<ulid>``: one MCP connection is one
 session). Gitmem errors come back as tool errors (``is_error``), never as a crash of the server.
+
+``review=True`` (``gitmem mcp --review``): every write lands as the session's proposal and reads
+show it on top of the scope (docs/review.md). ``reviewer=True`` (``--reviewer``) adds the tools of
+a reviewing agent: ``list_proposals``, ``show_proposal``, ``diff_proposal``, ``accept_proposal`` and
+``reject_proposal`` (decisions are recorded under the server's actor).
 """
 
 import threading
@@ -180,21 +185,28 @@ def build_server(
     scope: str = "main",
     session: str | None = None,
     actor: str | None = None,
+    review: bool = False,
+    reviewer: bool = False,
 ) -> GitmemMCPServer:
     """An MCP server exposing ``stores`` (each in its own scope, else ``scope``); writes are tagged
-    with ``session`` and ``actor``. A bad session or actor is refused here, before anything is served."""
+    with ``session`` and ``actor`` (``review``: as the session's proposal; ``reviewer``: with the
+    proposal-review tools). A bad session or actor is refused here, before anything is served."""
     if not stores:
         raise InvalidInputError("serve at least one store")
+    if review and reviewer:
+        raise InvalidInputError("a server in review mode cannot review proposals: use --review or --reviewer")
     validate_scope(scope)
     session = validate_session(session) or new_id("sesn")
     if actor is not None:
         validate_actor(actor)
+    from gitmem.engine import proposals
+
     by_name = {s.name: s for s in stores}
     writable = [s.name for s in stores if not s.read_only]
     lock = threading.Lock()  # MCPServer runs sync tools in worker threads
 
     def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with lock:
+        with lock, proposals.reviewing(review, owner=session if review else None):
             try:
                 return fn(*args, **kwargs)
             except GitmemError as exc:
@@ -396,12 +408,19 @@ def build_server(
         server.add_tool(delete_memory, annotations=_DESTRUCTIVE, structured_output=True)
         server.add_tool(rename_memory, annotations=_WRITE, structured_output=True)
 
+    if reviewer:
+        from gitmem.integrations.mcp_review import add_review_tools
+
+        who = actor or f"session:{session}"
+        marks = {"read": _READ_ONLY, "write": _WRITE, "destructive": _DESTRUCTIVE}
+        add_review_tools(server, lambda n: served(n).store, rw, call, StoreArg, WStoreArg, who, marks)
+
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:
         if store not in by_name:
             raise ResourceNotFoundError(f"store {store!r} is not served here")
         s = by_name[store].store
-        with lock:
+        with lock, proposals.reviewing(review, owner=session if review else None):
             try:
                 return s.read("/" + path, scope=scope_of(store)).content or ""
             except GitmemError as exc:
@@ -424,6 +443,8 @@ def serve(
     session: str | None = None,
     actor: str | None = None,
     instructions: dict[str, str] | None = None,
+    review: bool = False,
+    reviewer: bool = False,
 ) -> ServeSummary:
     """Open the stores named by ``specs`` (``NAME[@SCOPE][:ro|:rw]``) and serve them over stdio until EOF."""
     validate_scope(scope)
@@ -436,7 +457,7 @@ def serve(
     for name, own_scope, read_only in parsed:
         opened = open_store(name, home)
         stores.append(ServedStore(opened.name, opened, read_only, own_scope, notes.get(name)))
-    server = build_server(stores, scope=scope, session=session, actor=actor)
+    server = build_server(stores, scope=scope, session=session, actor=actor, review=review, reviewer=reviewer)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])
 

@@ -89,8 +89,12 @@ def format_message(
     session: str | None,
     previous_path: str | None = None,
     reverts: str | None = None,
+    *,
+    flag: str | None = None,
+    reviewed_by: str | None = None,
 ) -> str:
-    """A version commit's message: a human subject, then the gitmem trailers."""
+    """A version commit's message: a human subject, then the gitmem trailers (``flag``: what the
+    write-time guard flagged, as a ``Gitmem-Flag`` trailer)."""
     if previous_path is not None and previous_path != path:
         subject = f"renamed {previous_path} to {path}"
     else:
@@ -107,6 +111,10 @@ def format_message(
     lines.append(f"Gitmem-Actor: {actor}")
     if reverts is not None:
         lines.append(f"{REVERTS}: {reverts}")
+    if flag is not None:
+        lines.append(f"Gitmem-Flag: {flag}")
+    if reviewed_by is not None:
+        lines.append(f"Gitmem-Reviewed-By: {reviewed_by}")
     return "\n".join(lines) + "\n"
 
 

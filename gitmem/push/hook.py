@@ -270,13 +270,14 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
         )
         trust = bool(settings.acl.get("trust_push_actor"))
     except Exception:
-        trust = False
+        settings, trust = None, False
     actor = pusher(env, options, trust) or UNKNOWN
     pid = push_id(text)
     steps: list[tuple[str, Callable[[], object]]] = [
         ("index", lambda: update_index(store, updates)),
         ("push log", lambda: record_push(store, updates, actor, options, env.get(SERVER_SESSION_ENV))),
         ("ledger", lambda: record_push_in_ledger(store, updates, actor, options, pid, env)),
+        ("guard flags", lambda: record_push_flags(store, settings, updates, actor)),
         ("packs", lambda: store.maintain()),  # every push adds a pack: keep them geometric
     ]
     for what, step in steps:
@@ -370,6 +371,53 @@ def record_push_in_ledger(
         record["session"] = mine[0].session
         record["trusted_trailers"] = mine[0].trusted
     ledger.record_push(store, record)
+
+
+def record_push_flags(
+    store: StoreCore, settings: config.StoreSettings | None, updates: Sequence[RefUpdate], actor: str | None
+) -> None:
+    """A ``flag`` ledger entry for pushed files the guard flags (pre-receive refused what it
+    rejects). Only the blobs the push added are scanned; commits go in as keyed digests."""
+    if settings is None:
+        return
+    from gitmem.engine.guard import policy_of
+
+    guard = policy_of(settings.guard)
+    if guard.secrets != "flag" and guard.pii != "flag" and all(p.action != "flag" for p in guard.patterns):
+        return
+    import pygit2
+
+    from gitmem.engine import ledger
+    from gitmem.engine.guard import push_flags
+    from gitmem.git.treediff import tree_deltas
+
+    repo = store.repo
+    blobs: list[tuple[str, str, bytes]] = []
+    seen: set[pygit2.Oid] = set()
+    scopes = []
+    for u in updates:
+        if not u.scope or u.is_delete:
+            continue
+        scopes.append(u.scope)
+        walker = repo.walk(pygit2.Oid(hex=u.new), pygit2.enums.SortMode.TOPOLOGICAL)
+        if not u.is_create:
+            walker.hide(pygit2.Oid(hex=u.old))
+        for commit in walker:
+            parent = commit.parents[0].tree if commit.parents else None
+            for d in tree_deltas(parent, commit.tree):
+                if d.kind == "deleted" or d.new_id is None or d.new_id in seen:
+                    continue
+                seen.add(d.new_id)
+                blob = repo.get(d.new_id)
+                if isinstance(blob, pygit2.Blob):
+                    path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
+                    blobs.append((str(commit.id), path, blob.data))
+    files = push_flags(guard, blobs)
+    for f in files:
+        f["commit"] = ledger.digest(store, f["commit"])
+    if files:
+        data = {"scope": scopes[0] if len(scopes) == 1 else None, "session": None, "files": files}
+        ledger.append(store, "flag", data, actor=actor)
 
 
 def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:

@@ -202,7 +202,10 @@ def check_commit(
             continue
         blob = repo.get(d.new_id)
         if isinstance(blob, pygit2.Blob):
-            out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
+            bad = policy.check_content(path, blob.data, limits)
+            out += [_at(v, ref, cid) for v in bad]
+            if not bad:
+                out += [_at(v, ref, cid) for v in guard_violations(path, blob.data, ctx.settings)]
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
     out += check_trailer_claims(commit, ref, ctx)
     if ctx.settings.require_trailers:
@@ -215,6 +218,25 @@ def check_commit(
         for p in problems:
             out.append(_v("trailers", f"missing or bad gitmem trailers: {p}", ref, cid))
     return out
+
+
+def guard_violations(path: str, data: bytes, settings: StoreSettings) -> list[Violation]:
+    """What the store's write-time guard refuses in one pushed blob (docs/guard.md), as the
+    library refuses it: rule, line and a masked preview, never the text. Findings the policy
+    only flags are recorded by post-receive."""
+    from gitmem.engine.guard import policy_of
+    from gitmem.model.guard import action_for, scan
+
+    guard = policy_of(settings.guard)
+    if guard.secrets != "reject" and not guard.patterns and not guard.deny_patterns:
+        return []  # nothing here can reject: skip the scan (and loading the rules)
+
+    found = [f for f in scan(data.decode("utf-8", "replace"), guard) if action_for(f, guard) == "reject"]
+    if not found:
+        return []
+    shown = "; ".join(f.describe() for f in found[:5])
+    more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
+    return [Violation("guard", f"{path}: refused by the store's guard: {shown}{more}", path)]
 
 
 def check_trailer_claims(commit: pygit2.Commit, ref: str, ctx: PushContext) -> list[Violation]:

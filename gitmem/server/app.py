@@ -35,6 +35,7 @@ from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
+from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
 MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
@@ -158,6 +159,7 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
+            *ReviewApi(api).routes(),
             *console.routes(),
             *databricks.routes(),
             Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),

@@ -104,7 +104,7 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
                 raise ForbiddenError(
                     f"store {spec.name!r} was archived at {store.settings.archived_at} and cannot be attached"
                 )
-            if spec.access == "rw":
+            if spec.access != "ro":
                 store.core.check_writable()
             description, path = store.settings.description, str(store.path)
         slug = spec.name if names.count(spec.name) == 1 else f"{spec.name}@{spec.scope}"
@@ -159,8 +159,8 @@ def end_session(
     holds changes that could not be saved, unless ``force``."""
     report = sync_session(session_id, home=home, actor=actor, allow_mass_delete=allow_mass_delete)
     session = state.load(report.session, home)
-    unsaved = [f"{m.slug}{i.path}" for m in report.mounts if m.access == "rw" for i in m.refused]
-    unsaved += [f"{m.slug} ({m.error})" for m in report.mounts if m.error is not None and m.access == "rw"]
+    unsaved = [f"{m.slug}{i.path}" for m in report.mounts if m.access != "ro" for i in m.refused]
+    unsaved += [f"{m.slug} ({m.error})" for m in report.mounts if m.error is not None and m.access != "ro"]
     if unsaved and not force:
         raise ConflictError(
             f"session {session.id} was not ended: {len(unsaved)} changed file(s) could not be saved "

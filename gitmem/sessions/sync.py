@@ -19,6 +19,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem import config
+from gitmem.engine import proposals
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
 from gitmem.git.treediff import diff_trees
@@ -147,10 +148,13 @@ def sync_mount(
             for p in changed
         ]
     elif changed:
-        versions, conflicts, not_saved = _push(store, mount, marker, local, changed, session_id, actor)
+        with proposals.reviewing(mount.access == "review", owner=session_id):
+            versions, conflicts, not_saved = _push(store, mount, marker, local, changed, session_id, actor)
         refused += not_saved
         protected.update(issue.path for issue in not_saved)
     tip = store.core.tip(mount.scope)
+    if mount.access == "review":  # the mount shows the session's proposal on top of the scope
+        tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
     base = marker.base
     put_back = changed if mount.access == "ro" else []
     refreshed = _refresh(store, mount, marker, tip, local, protected, put_back)
@@ -292,9 +296,10 @@ def _push(
 ) -> tuple[list[Version], list[Conflict], list[FileIssue]]:
     versions: list[Version] = []
     for attempt in range(ATTEMPTS):
-        plan = _plan(
-            store, store.core.tree_of(store.core.tip(mount.scope)), marker, local, changed, session_id
-        )
+        tip = store.core.tip(mount.scope)
+        if mount.access == "review":  # planned against what the session sees: its proposal
+            tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
+        plan = _plan(store, store.core.tree_of(tip), marker, local, changed, session_id)
         if not plan.ops:
             return versions, plan.conflicts, []
         try:
