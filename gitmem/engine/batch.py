@@ -146,6 +146,14 @@ class BatchState(ScopeState):
         self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
         self.taken_ids: set[str] = set()  # memory ids revived by this batch
 
+    def has_live_memory(self, memory_id: str) -> bool:
+        """Live at the tip and not deleted or replaced by an earlier change here, or made live by one."""
+        if memory_id in self.taken_ids or memory_id in self.overlay.values():
+            return True
+        self._index()
+        head = self.store.index.head_by_memory(self.scope, memory_id)
+        return head is not None and self.overlay.get(head.path, memory_id) == memory_id
+
     def blob(self, path: str) -> Any:
         if path in self.pending:
             data = self.pending[path]
@@ -258,13 +266,13 @@ def apply_batch(
             if not changes:
                 return BatchResult([], refused, str(tip) if tip is not None else None)
             now = int(time.time())
+            written: list[pygit2.Oid] = []
             if len(changes) >= FAST_IMPORT_MIN:
                 head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now)
+                written = [pygit2.Oid(hex=r.commit_id) for r in rows]  # in one pack: the commits tell
             else:
-                head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now)
-            store.sync_all()
-            if store.cas_ref(scope, tip, head):
-                store.sync_ref(scope)
+                head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now, written)
+            if store.publish(store.ref_name(scope), tip, head, written):
                 contents = {
                     r.blob: c.data
                     for r, c in zip(rows, changes, strict=True)
@@ -289,12 +297,13 @@ def _write_pygit2(
     actor: str,
     session: str | None,
     now: int,
+    written: list[pygit2.Oid],
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     state = ScopeState(store, scope, tip)
     parent = tip
     rows = []
     for change in changes:
-        parent, row = commit_change(store, state, change, parent, actor, session, now)
+        parent, row = commit_change(store, state, change, parent, actor, session, now, written)
         rows.append(row)
     assert parent is not None
     return parent, rows

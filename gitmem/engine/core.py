@@ -232,7 +232,15 @@ def origin_url(repo: pygit2.Repository) -> str | None:
 def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:
     """A store handle by name in the workspace, or by path to a bare store or a clone of one.
 
-    No journal recovery here (``gitmem.store.open_store`` adds it)."""
+    After a reboot, ref moves that were flushed but not yet on disk are replayed first (the
+    intent log, docs/durability.md); no journal recovery here (``gitmem.store.open_store`` adds it)."""
+    core = _open_core(name_or_path, home)
+    if not core.is_clone:
+        core.recover()
+    return core
+
+
+def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:
     text = os.fspath(name_or_path)
     is_pathlike = os.sep in text or text.startswith(".") or text.endswith(".git")
     if not is_pathlike:

@@ -8,10 +8,12 @@ directly (no diff) when the index was current at their parent; everyone else cat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,17 +74,50 @@ class Index:
     def __init__(self, store: StoreCore) -> None:
         self.store = store
         self.path = store.gitmem_dir / INDEX_FILE
-        self._db: sqlite3.Connection | None = None
+        # Threads (docs/durability.md, "Threads"): each thread has its own SQLite connection (WAL
+        # readers never block; writers serialize in BEGIN IMMEDIATE); ``close`` bumps a generation
+        # and every thread replaces a connection of an older one on its next use.
+        self._local = threading.local()
+        self._generation = 0
+        self._shared: sqlite3.Connection | None = None  # the in-memory index, one per process
+        self._shared_lock = threading.RLock()
         self._known_tips: dict[str, str | None] = {}
-        self._fresh_blobs: dict[str, bytes] = {}  # blobs rows_for_commit just read, for the FTS rows
         self.in_memory = False  # True when the store's directory cannot hold the index file
 
     # ------------------------------------------------------------------ connection
     @property
+    def _db(self) -> sqlite3.Connection | None:
+        conn: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if conn is not None and getattr(self._local, "generation", -1) != self._generation:
+            if conn is not self._shared:
+                conn.close()
+            self._local.db = conn = None
+        return conn
+
+    @_db.setter
+    def _db(self, conn: sqlite3.Connection | None) -> None:
+        self._local.db = conn
+        self._local.generation = self._generation
+
+    @property
+    def _fresh_blobs(self) -> dict[str, bytes]:
+        """Blobs this thread's catch-up or record just read or wrote, for the FTS rows."""
+        blobs: dict[str, bytes] | None = getattr(self._local, "fresh_blobs", None)
+        if blobs is None:
+            blobs = self._local.fresh_blobs = {}
+        return blobs
+
+    @_fresh_blobs.setter
+    def _fresh_blobs(self, blobs: dict[str, bytes]) -> None:
+        self._local.fresh_blobs = blobs
+
+    @property
     def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            self._db = self._connect()
-        return self._db
+        db = self._db
+        if db is None:
+            db = self._connect()
+            self._db = db
+        return db
 
     def _connect(self) -> sqlite3.Connection:
         if not self._location_writable():
@@ -131,8 +166,15 @@ class Index:
         return not self.path.exists() or os.access(self.path, os.R_OK | os.W_OK)
 
     def _memory_db(self) -> sqlite3.Connection:
-        """An index for this process only, caught up from git like the file one."""
+        """An index for this process only, caught up from git like the file one (one connection
+        shared by the threads, its write transactions under a lock)."""
         self.in_memory = True
+        with self._shared_lock:
+            if self._shared is None:
+                self._shared = self._new_memory_db()
+            return self._shared
+
+    def _new_memory_db(self) -> sqlite3.Connection:
         db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.executescript(_SCHEMA + search.SCHEMA)
         db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
@@ -148,9 +190,16 @@ class Index:
                 p.unlink()
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        """Close this thread's connection; other threads' are replaced on their next use."""
+        db = self._db
+        self._generation += 1
+        if db is not None and db is not self._shared:
+            db.close()
+        self._local.db = None
+        with self._shared_lock:
+            if self._shared is not None:
+                self._shared.close()
+                self._shared = None
 
     def rebuild(self) -> int:
         """Drop the index and rebuild it from git; returns the number of versions indexed."""
@@ -165,13 +214,14 @@ class Index:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._shared_lock if db is self._shared else contextlib.nullcontext():
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     # ------------------------------------------------------------------ catch-up
     def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -219,30 +220,139 @@ def mutate(
     actor: str | None,
     session: str | None,
 ) -> Version | None:
-    """Plan and commit one change to one memory, with compare-and-swap and retry."""
+    """Plan and commit one change to one memory, with compare-and-swap and retry.
+
+    Threads writing to one scope through one handle are group-committed: the writes that arrive
+    while a commit is being made are chained onto the next one, in arrival order, and published
+    with one flush and one ref move; each caller returns (acknowledged) only after that."""
     actor, session, limits = authorize(store, scope, actor, session)
+    request = _Request(plan, actor, session, limits)
+    group = _group(store, scope)
+    with group.cond:
+        group.queue.append(request)
+        while not request.done and group.busy:
+            group.cond.wait()
+        if not request.done:  # this thread leads: it commits everything queued so far
+            group.busy = True
+            batch, group.queue = group.queue[:GROUP_MAX], group.queue[GROUP_MAX:]
+    if not request.done:
+        try:
+            commit_group(store, scope, batch)
+        except BaseException as exc:
+            for r in batch:
+                if not r.done:
+                    r.finish(None, exc)
+            raise
+        finally:
+            with group.cond:
+                group.busy = False
+                group.cond.notify_all()
+    if request.error is not None:
+        raise request.error
+    return request.result
+
+
+GROUP_MAX = 256  # versions one group commit chains at most
+
+
+class _Request:
+    """One caller's write waiting in a group commit."""
+
+    __slots__ = ("plan", "actor", "session", "limits", "done", "result", "error")
+
+    def __init__(
+        self, plan: Callable[[ScopeState], Change | None], actor: str, session: str | None, limits: Limits
+    ) -> None:
+        self.plan = plan
+        self.actor = actor
+        self.session = session
+        self.limits = limits
+        self.done = False
+        self.result: Version | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: Version | None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+
+
+class _Group:
+    __slots__ = ("cond", "queue", "busy")
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.queue: list[_Request] = []
+        self.busy = False
+
+
+_GROUPS_LOCK = threading.Lock()
+
+
+def _group(store: StoreCore, scope: str) -> _Group:
+    with _GROUPS_LOCK:
+        groups: dict[str, _Group] | None = getattr(store, "_write_groups", None)
+        if groups is None:
+            groups = {}
+            store._write_groups = groups  # type: ignore[attr-defined]
+        group = groups.get(scope)
+        if group is None:
+            group = groups[scope] = _Group()
+        return group
+
+
+def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None:
+    """Plan ``requests`` in order on one state (each sees the ones before it), write them as a
+    chain of commits and publish the chain with one flush and one compare-and-swap; a lost race
+    (another process moved the branch) re-plans all of them. A refused request gets its error,
+    the others are committed."""
+    from gitmem.engine.batch import BatchState  # the overlay-aware state batches use
+
     with contextlib.ExitStack() as held:
         locked = False
         for attempt in range(MAX_ATTEMPTS):
             tip = store.tip(scope)
-            state = ScopeState(store, scope, tip)
-            change = plan(state)
-            if change is None:
-                return None
-            check_limits(store, state, change, limits)
+            state = BatchState(store, scope, tip)
+            planned: list[tuple[_Request, Change]] = []
+            outcome: dict[int, BaseException | None] = {}
+            for n, req in enumerate(requests):
+                try:
+                    change = req.plan(state)
+                    if change is not None:
+                        check_limits(store, state, change, req.limits)
+                except Exception as exc:  # this caller's error (a precondition, a limit, a bug)
+                    outcome[n] = exc
+                    continue
+                if change is None:
+                    outcome[n] = None
+                    continue
+                state.applied(change, current_size(state, change))
+                planned.append((req, change))
             if state.needs_store_lock and not locked:
                 held.enter_context(store_bytes_lock(store))
                 locked = True
                 continue  # re-plan under the lock: other scopes may have grown while it waited
+            if not planned:
+                for n, req in enumerate(requests):
+                    req.finish(None, outcome.get(n))
+                return
+            chain = ScopeState(store, scope, tip)
             written: list[pygit2.Oid] = []
-            commit, row = commit_change(store, state, change, tip, actor, session, written=written)
-            store.sync_objects(written)
-            if store.cas_ref(scope, tip, commit):
-                store.sync_ref(scope)
-                data = change.data
-                store.index.record(scope, tip, commit, [row], {row.blob: data} if row.blob and data else None)
+            parent = tip
+            rows: list[VersionRow] = []
+            for req, change in planned:
+                parent, row = commit_change(store, chain, change, parent, req.actor, req.session, written=written)
+                rows.append(row)
+            assert parent is not None
+            if store.publish(store.ref_name(scope), tip, parent, written):
+                contents = {
+                    r.blob: c.data for r, (_q, c) in zip(rows, planned, strict=True) if r.blob and c.data
+                }
+                store.index.record(scope, tip, parent, rows, contents)
+                by_request = {id(req): row for (req, _c), row in zip(planned, rows, strict=True)}
+                for n, req in enumerate(requests):
+                    row = by_request.get(id(req))
+                    req.finish(version_from_row(row) if row is not None else None, outcome.get(n))
                 maintain_quietly(store)
-                return version_from_row(row)
+                return
             backoff(attempt)
     raise ConflictError(
         f"could not write to scope {scope!r}: the branch kept moving ({MAX_ATTEMPTS} attempts); try again"

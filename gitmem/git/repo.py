@@ -6,10 +6,15 @@ here, in small try blocks. Everything above (the store handle in ``gitmem.engine
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pygit2
@@ -51,6 +56,42 @@ def syncfs(path: str) -> None:
     os.sync()
 
 
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+INTENT_LOG = "gitmem/intent-log"  # under $GIT_DIR (docs/durability.md)
+INTENT_HEADER = "gitmem-intent-log 1 "
+INTENT_ROTATE_BYTES = 256 * 1024
+
+
+def boot_id() -> str | None:
+    """This boot of the machine (Linux), or None where the kernel does not say.
+
+    A process killed (SIGKILL, OOM) leaves the page cache to the kernel, which writes it out; only a
+    reboot (power loss, kernel crash) can lose what was written but not flushed."""
+    try:
+        with open(BOOT_ID_FILE, encoding="ascii") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def _entry_line(ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]) -> bytes:
+    body = " ".join([ref, str(old) if old is not None else "-", str(new), *(str(o) for o in objects)])
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    return f"{body} {digest}\n".encode()
+
+
+def _parse_entry(line: str) -> tuple[str, str | None, str, list[str]] | None:
+    """(ref, old, new, objects) of one intent-log line, or None for a torn or forged line."""
+    parts = line.split(" ")
+    if len(parts) < 4:
+        return None
+    body, digest = " ".join(parts[:-1]), parts[-1]
+    if hashlib.sha256(body.encode()).hexdigest()[:16] != digest:
+        return None
+    ref, old, new, *objects = parts[:-1]
+    return ref, (None if old == "-" else old), new, objects
+
+
 def open_repository(path: Path) -> pygit2.Repository:
     try:
         return pygit2.Repository(str(path))
@@ -62,12 +103,31 @@ class Repo:
     """A git repository: objects, refs by compare-and-swap, durability, maintenance."""
 
     def __init__(self, repo: pygit2.Repository, path: Path) -> None:
-        self._repo = repo
+        # A pygit2 Repository (a libgit2 git_repository) must not be used by two threads at once:
+        # each thread gets its own, opened on first use (docs/durability.md, "Threads").
+        self._git_dir = repo.path
+        self._opener = threading.get_ident()
+        self._local = threading.local()
+        self._local.repo = repo
+        # Weak: a thread that ends drops its repository (a server's pool threads come and go).
+        self._all_repos: weakref.WeakSet[pygit2.Repository] = weakref.WeakSet([repo])
+        self._repos_lock = threading.Lock()
+        self._recovered = False
         self.path = path
 
     @property
+    def _repo(self) -> pygit2.Repository:
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = pygit2.Repository(self._git_dir)
+            self._local.repo = repo
+            with self._repos_lock:
+                self._all_repos.add(repo)
+        return repo
+
+    @property
     def repo(self) -> pygit2.Repository:
-        """The underlying pygit2 repository."""
+        """The underlying pygit2 repository (this thread's own)."""
         return self._repo
 
     # ------------------------------------------------------------------ refs
@@ -216,10 +276,13 @@ class Repo:
         except (pygit2.GitError, KeyError, ValueError):
             return False
 
-    # Durability. libgit2 writes objects and refs without fsync unless a process-wide option is on;
-    # gitmem leaves that option off and makes exactly what it wrote durable itself, before the ref
-    # moves (objects) and before a write is acknowledged (the ref): per file for a single version,
-    # one syncfs for a batch of thousands (docs/architecture.md, "Concurrency and durability").
+    # Durability (docs/durability.md). libgit2 writes objects and refs without fsync unless a
+    # process-wide option is on; gitmem leaves it off and publishes each commit (or chain of
+    # commits) with one filesystem flush: the ref move is first appended to an intent log, one
+    # syncfs makes the new objects and that line durable, then the ref moves (in the page cache).
+    # After a reboot the first gitmem process replays intent lines whose ref still points at
+    # their old value and whose objects are all readable; so no acknowledged write is lost and no
+    # ref ever points at an object that was not flushed first.
     def sync_objects(self, oids: list[pygit2.Oid]) -> None:
         """fsync the loose files of ``oids`` (objects already in packs are durable) and their dirs."""
         base = os.path.join(self._repo.path, "objects")
@@ -234,6 +297,125 @@ class Repo:
     def sync_all(self) -> None:
         """Make every object written so far durable at once (for batches)."""
         syncfs(os.path.join(self._repo.path, "objects"))
+
+    @property
+    def intent_log_path(self) -> str:
+        return os.path.join(self._git_dir, INTENT_LOG)
+
+    def publish(
+        self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]
+    ) -> bool:
+        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush.
+
+        ``objects`` are the new objects the commit (chain) needs: after a reboot the ref is only
+        replayed onto ``new`` when each of them reads back whole. Returns False on a lost race."""
+        boot = boot_id()
+        if boot is None:  # no way to tell a reboot from a crash: flush objects, then the ref
+            self.sync_all()
+            if not self.cas(ref, old, new):
+                return False
+            self.sync_ref_file(ref)
+            return True
+        self.recover()
+        fd = self._open_log()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # rotation and recovery take it exclusively
+            self._write_header_if_empty(fd, boot)
+            os.write(fd, _entry_line(ref, old, new, objects))
+            syncfs(self._git_dir)  # the one flush: objects and the intent line
+            moved = self.cas(ref, old, new)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if not moved:
+            # A racing recovery may have replayed this very line (it cannot, within one boot; kept
+            # for safety): the ref at ``new`` means the write is published.
+            return self.ref_target(ref) == new
+        if size > INTENT_ROTATE_BYTES:
+            self._rotate(boot)
+        return True
+
+    def _open_log(self) -> int:
+        path = self.intent_log_path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+
+    @staticmethod
+    def _write_header_if_empty(fd: int, boot: str) -> None:
+        if os.fstat(fd).st_size == 0:
+            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+
+    def _rotate(self, boot: str) -> None:
+        """Empty a long intent log: one flush makes every ref move it records durable first."""
+        fd = self._open_log()
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a writer is publishing; the next one rotates
+            if os.fstat(fd).st_size <= INTENT_ROTATE_BYTES:
+                return
+            syncfs(self._git_dir)
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+        finally:
+            os.close(fd)
+
+    def recover(self) -> int:
+        """After a reboot, replay the intent log (once per handle); returns the refs moved.
+
+        A store this process may not write (another user's, a read-only mount) is left as it is."""
+        if self._recovered:
+            return 0
+        boot = boot_id()
+        path = self.intent_log_path
+        if boot is None or not os.path.exists(path):
+            self._recovered = True
+            return 0
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except OSError:
+            self._recovered = True
+            return 0
+        moved = 0
+        try:
+            with open(path, "rb") as fh:
+                first = fh.readline().decode("ascii", "replace")
+            if first == f"{INTENT_HEADER}{boot}\n":
+                self._recovered = True
+                return 0
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with open(path, "rb") as fh:
+                lines = fh.read().decode("ascii", "replace").split("\n")
+            if lines and lines[0] == f"{INTENT_HEADER}{boot}":
+                self._recovered = True
+                return 0  # another process recovered while this one waited
+            for line in lines[1:]:
+                entry = _parse_entry(line)
+                if entry is not None and self._replay(*entry):
+                    moved += 1
+            syncfs(self._git_dir)  # the replayed refs are durable before their lines go
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+        finally:
+            os.close(fd)
+        self._recovered = True
+        return moved
+
+    def _replay(self, ref: str, old: str | None, new: str, objects: list[str]) -> bool:
+        current = self.ref_target(ref)
+        if (str(current) if current is not None else None) != old:
+            return False  # the ref moved on (or the move never happened and another one did)
+        odb = self._repo.odb
+        for oid in [new, *objects]:
+            try:
+                odb.read(oid)  # decompresses the whole object: a torn file fails here
+            except (KeyError, ValueError, pygit2.GitError):
+                return False
+        target = pygit2.Oid(hex=new)
+        with contextlib.suppress(GitmemError):
+            return self.cas(ref, pygit2.Oid(hex=old) if old is not None else None, target, "gitmem recover")
+        return False
 
     # Maintenance. Every single write leaves ~5 loose objects and every push a small pack; reads
     # slow down as they pile up. A geometric repack soaks loose objects into a new pack and merges
@@ -269,4 +451,7 @@ class Repo:
             raise GitmemError(f"git repack failed in {self.path}: {proc.stderr.strip()[:300]}")
 
     def free(self) -> None:
-        self._repo.free()
+        with self._repos_lock:
+            repos, self._all_repos = list(self._all_repos), weakref.WeakSet()
+        for repo in repos:
+            repo.free()
