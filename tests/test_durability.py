@@ -95,7 +95,10 @@ def _check(path: Path, acked: list[str]) -> None:
 
 def _run_child(path: Path, step: str, when: str, mode: str) -> tuple[int, list[str]]:
     res = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), step, when, mode], capture_output=True, text=True, check=False
+        [sys.executable, "-c", CHILD, str(path), step, when, mode],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return res.returncode, [line for line in res.stdout.splitlines() if line]
 
@@ -140,7 +143,9 @@ def test_power_loss_losing_the_ref_move_is_replayed(workspace: Path, monkeypatch
     _check(path, acked)
 
 
-def test_power_loss_losing_objects_keeps_the_old_ref(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_power_loss_losing_objects_keeps_the_old_ref(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An intent line whose objects did not all reach the disk is not replayed (the write was
     never acknowledged): the ref stays where it was and never points at a missing object."""
     with gitmem.create_store("crash", home=workspace) as store:

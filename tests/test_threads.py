@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from pathlib import Path
 
 import gitmem
 from gitmem import Memory

@@ -339,7 +339,9 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
             parent = tip
             rows: list[VersionRow] = []
             for req, change in planned:
-                parent, row = commit_change(store, chain, change, parent, req.actor, req.session, written=written)
+                parent, row = commit_change(
+                    store, chain, change, parent, req.actor, req.session, written=written
+                )
                 rows.append(row)
             assert parent is not None
             if store.publish(store.ref_name(scope), tip, parent, written):
