@@ -351,8 +351,8 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
                 store.index.record(scope, tip, parent, rows, contents)
                 by_request = {id(req): row for (req, _c), row in zip(planned, rows, strict=True)}
                 for n, req in enumerate(requests):
-                    row = by_request.get(id(req))
-                    req.finish(version_from_row(row) if row is not None else None, outcome.get(n))
+                    mine = by_request.get(id(req))
+                    req.finish(version_from_row(mine) if mine is not None else None, outcome.get(n))
                 maintain_quietly(store)
                 return
             backoff(attempt)

@@ -92,6 +92,25 @@ def _parse_entry(line: str) -> tuple[str, str | None, str, list[str]] | None:
     return ref, (None if old == "-" else old), new, objects
 
 
+def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:
+    """Replay a store's intent log after a reboot (see :meth:`Repo.recover`); for callers that hold
+    no :class:`Repo`, such as a hook. Returns the refs moved; one small read when nothing is due."""
+    path = Path(git_dir)
+    log = path / INTENT_LOG
+    boot = boot_id()
+    try:
+        with open(log, "rb") as fh:
+            if boot is None or fh.readline() == f"{INTENT_HEADER}{boot}\n".encode():
+                return 0
+    except OSError:
+        return 0
+    repo = Repo(open_repository(path), path)
+    try:
+        return repo.recover()
+    finally:
+        repo.free()
+
+
 def open_repository(path: Path) -> pygit2.Repository:
     try:
         return pygit2.Repository(str(path))
