@@ -68,6 +68,17 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
     return code in (5, 6) or "locked" in str(exc) or "busy" in str(exc)
 
 
+class _Bulk:
+    """What a catch-up defers to its end: the paths whose search rows change, the counters."""
+
+    __slots__ = ("paths", "memories", "bytes")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.memories = 0
+        self.bytes = 0
+
+
 class Index:
     """The derived index of one store."""
 
@@ -285,11 +296,18 @@ class Index:
             if row is None or hide is None:
                 self._drop_scope(db, scope)
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
-            for commit in self.store.walk(tip, hide):
-                rows = self.rows_for_commit(db, scope, commit)
-                self._apply(db, scope, rows)
-                if len(commit.parent_ids) > 1:
-                    self._reconcile_heads(db, scope, commit)
+            # One transaction for the whole walk; the search rows and the scope's counters are
+            # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
+            bulk = self._local.bulk = _Bulk()
+            try:
+                for commit in self.store.walk(tip, hide):
+                    rows = self.rows_for_commit(db, scope, commit)
+                    self._apply(db, scope, rows)
+                    if len(commit.parent_ids) > 1:
+                        self._reconcile_heads(db, scope, commit)
+            finally:
+                self._local.bulk = None
+            self._finish_bulk(db, scope, bulk)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
         if rewritten:  # content that left history must leave the file too
@@ -330,6 +348,7 @@ class Index:
             self._fresh_blobs = {}
 
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
+        bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for r in rows:
             db.execute(
                 f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -357,12 +376,16 @@ class Index:
                     "SELECT size, created_at, memory_id FROM heads WHERE scope=? AND path=?", (scope, p)
                 ).fetchone()
                 if old is not None:
-                    db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
+                    if p != r.path or r.operation == "deleted":  # else INSERT OR REPLACE below
+                        db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
                     dmem -= 1
                     dbytes -= old[0]
                     if r.operation == "modified" and old[2] == r.memory_id:
                         created = old[1]  # the memory keeps its creation time across edits and renames
-                search.unindex_text(db, scope, p)
+                if bulk is not None:
+                    bulk.paths.add(p)
+                else:
+                    search.unindex_text(db, scope, p)
             if r.operation != "deleted":
                 db.execute(
                     "INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -379,12 +402,34 @@ class Index:
                         r.created_at,
                     ),
                 )
-                self._index_text(db, scope, r)
+                if bulk is None:
+                    self._index_text(db, scope, r)
                 dmem += 1
                 dbytes += r.size or 0
-            db.execute(
-                "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?", (dmem, dbytes, scope)
-            )
+            if bulk is not None:
+                bulk.memories += dmem
+                bulk.bytes += dbytes
+            else:
+                db.execute(
+                    "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?",
+                    (dmem, dbytes, scope),
+                )
+
+    def _finish_bulk(self, db: sqlite3.Connection, scope: str, bulk: _Bulk) -> None:
+        """The search rows of every path a catch-up touched, from the heads it left, and the
+        scope's counters: one pass over the changed paths instead of one per version."""
+        for path in sorted(bulk.paths):
+            search.unindex_text(db, scope, path)
+            head = db.execute(
+                "SELECT version_id, description, blob FROM heads WHERE scope=? AND path=?", (scope, path)
+            ).fetchone()
+            if head is not None:
+                data = self._fresh_blobs.get(head[2]) or self.store.blob_data(pygit2.Oid(hex=head[2]))
+                search.index_text(db, scope, path, head[0], head[1], data)
+        db.execute(
+            "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?",
+            (bulk.memories, bulk.bytes, scope),
+        )
 
     def _index_text(self, db: sqlite3.Connection, scope: str, r: VersionRow) -> None:
         if r.blob is not None:
@@ -427,9 +472,15 @@ class Index:
         other, so a path both lines touched may hold the wrong line's state (merges are rare)."""
         files = {path: str(new) for _kind, path, _old, new in diff_trees(self.store.repo, None, merge.tree)}
         heads = dict(db.execute("SELECT path, blob FROM heads WHERE scope=?", (scope,)).fetchall())
+        bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for path in heads.keys() - files.keys():
             (size,) = db.execute("SELECT size FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
             db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, path))
+            if bulk is not None:
+                bulk.memories -= 1
+                bulk.bytes -= size
+                bulk.paths.add(path)
+                continue
             db.execute("UPDATE scopes SET memories=memories-1, bytes=bytes-? WHERE scope=?", (size, scope))
             search.unindex_text(db, scope, path)
         for path, blob in files.items():
