@@ -145,6 +145,7 @@ class BatchState(ScopeState):
         self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
         self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
         self.taken_ids: set[str] = set()  # memory ids revived by this batch
+        self.peak_delta = 0
 
     def has_live_memory(self, memory_id: str) -> bool:
         """Live at the tip and not deleted or replaced by an earlier change here, or made live by one."""
@@ -180,6 +181,9 @@ class BatchState(ScopeState):
                 files.add(path)
 
     def applied(self, change: Change, old_size: int) -> None:
+        growth = len(change.data or b"") - old_size if change.operation != "deleted" else 0
+        if growth > 0:  # the most the store is above its tip at any step of the batch
+            self.peak_delta = max(self.peak_delta, self.delta_bytes + growth)
         super().applied(change, old_size)
         if change.previous_path is not None and change.previous_path != change.path:
             self._set(change.previous_path, None)
@@ -262,7 +266,10 @@ def apply_batch(
             if state.needs_store_lock and not locked:
                 held.enter_context(store_bytes_lock(store))
                 locked = True
-                continue  # re-plan under the lock: other scopes may have grown while it waited
+                # Only the store's total can have changed under us (this scope's tip is checked
+                # by the compare-and-swap): re-plan only when it now leaves no room for the batch.
+                if not _fits_now(store, scope, tip, state, limits):
+                    continue
             if not changes:
                 return BatchResult([], refused, str(tip) if tip is not None else None)
             now = int(time.time())
@@ -283,6 +290,15 @@ def apply_batch(
                 return BatchResult([version_from_row(r) for r in rows], refused, str(head))
             backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")
+
+
+def _fits_now(store: StoreCore, scope: str, tip: pygit2.Oid | None, state: BatchState, limits: Any) -> bool:
+    """Whether the batch planned on ``state`` still fits ``max_store_bytes`` at every step, counted
+    afresh over every scope (under the store-bytes lock), with this scope still at ``tip``."""
+    if store.tip(scope) != tip:
+        return False
+    fresh = ScopeState(store, scope, tip).store_bytes(exact=True)
+    return bool(fresh + state.peak_delta <= limits.max_store_bytes)
 
 
 # Below this many versions, spawning git costs more than writing loose objects with pygit2.

@@ -73,6 +73,13 @@ class ScopeState:
         # Set by check_limits when this change could push the store past max_store_bytes
         # together with changes in other scopes: the write then re-plans under the store-bytes lock.
         self.needs_store_lock = False
+        self._denied: frozenset[str] | None = None
+
+    def denied_ids(self) -> frozenset[str]:
+        """The store's deny-list, read once per state (a batch checks it for every change)."""
+        if self._denied is None:
+            self._denied = self.store.denied_ids()
+        return self._denied
 
     def _index(self) -> None:
         if not self._indexed:
@@ -450,7 +457,7 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
         return
     violations += policy.check_content(change.path, change.data, limits)
     policy.raise_first(violations)
-    denied = store.denied_ids()
+    denied = state.denied_ids()
     if denied and str(pygit2.hash(change.data)) in denied:
         raise ForbiddenError(
             f"{change.path}: this content was redacted from the store and may not be written back"
