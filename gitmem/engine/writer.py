@@ -237,11 +237,23 @@ def mutate(
     group = _group(store, scope)
     with group.cond:
         group.queue.append(request)
+        if group.lingering:
+            group.arrivals.notify()
         while not request.done and group.busy:
             group.cond.wait()
         if not request.done:  # this thread leads: it commits everything queued so far
             group.busy = True
+            # The writers of the last group are on their way back with their next write: wait
+            # a moment for as many as that group had (a lone writer never waits).
+            want = min(group.last_size, GROUP_MAX)
+            if len(group.queue) < want:
+                group.lingering = True
+                deadline = time.monotonic() + GROUP_LINGER
+                while len(group.queue) < want and (left := deadline - time.monotonic()) > 0:
+                    group.arrivals.wait(left)
+                group.lingering = False
             batch, group.queue = group.queue[:GROUP_MAX], group.queue[GROUP_MAX:]
+            group.last_size = len(batch)
     if not request.done:
         try:
             commit_group(store, scope, batch)
@@ -260,6 +272,7 @@ def mutate(
 
 
 GROUP_MAX = 256  # versions one group commit chains at most
+GROUP_LINGER = 0.002  # seconds a leader waits for the writers of the last group to come back
 
 
 class _Request:
@@ -283,12 +296,16 @@ class _Request:
 
 
 class _Group:
-    __slots__ = ("cond", "queue", "busy")
+    __slots__ = ("cond", "arrivals", "queue", "busy", "lingering", "last_size")
 
     def __init__(self) -> None:
-        self.cond = threading.Condition()
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)  # the queue changed or a group finished
+        self.arrivals = threading.Condition(lock)  # a write arrived (for a lingering leader)
         self.queue: list[_Request] = []
         self.busy = False
+        self.lingering = False
+        self.last_size = 1
 
 
 _GROUPS_LOCK = threading.Lock()
