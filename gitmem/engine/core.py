@@ -9,6 +9,7 @@ the deny-list and the derived index. Users get the typed facade :class:`gitmem.s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import replace
@@ -237,7 +238,17 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
     core = _open_core(name_or_path, home)
     if not core.is_clone:
         core.recover()
+        _drain_pushes(core)
     return core
+
+
+def _drain_pushes(core: StoreCore) -> None:
+    """Record the pushes the post-receive shim spooled (push log, ledger); an open never fails
+    for it: what is left stays spooled for the next one."""
+    from gitmem.push import spool  # the push layer's spool, drained by whoever opens the store
+
+    with contextlib.suppress(Exception):
+        spool.drain(core)
 
 
 def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:

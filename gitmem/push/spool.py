@@ -1,0 +1,121 @@
+"""Pushes spooled by the post-receive shim, recorded by the next gitmem process (docs/durability.md).
+
+The shim (``gitmem/push/hooks/post-receive``) starts no Python: it writes one file per push to
+``$GIT_DIR/gitmem/push-spool/<time>-<pid>.push``, flushed before the push returns, holding the ref
+updates, the push time and the variables that say who pushed. :func:`drain` turns each into the
+push log line and the ledger entry the hook used to write at once (who pushed is decided by
+:func:`gitmem.push.hook.pusher`, as before); the index catches up from git by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem import config
+from gitmem.git.locks import file_lock
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
+    from gitmem.push.pushcheck import RefUpdate
+
+SPOOL_DIR = "push-spool"
+SPOOL_LOCK = "push-spool.lock"
+HEADER = "gitmem-push-spool 1"
+REDACTION_JOURNAL = "journal.json"  # a redaction under way: its recovery goes first
+
+
+class SpoolRecord:
+    """One spooled push: its time, the hook variables it saw, the ref updates (git's stdin)."""
+
+    def __init__(self, time: str, env: dict[str, str], updates: str) -> None:
+        self.time = time
+        self.env = env
+        self.updates = updates
+
+
+def parse(text: str) -> SpoolRecord | None:
+    """The record of one spool file, or None when it is not a whole one."""
+    lines = text.split("\n")
+    if not lines or lines[0] != HEADER or "end" not in lines:
+        return None
+    time, env, updates = "", {}, []
+    for line in lines[1 : lines.index("end")]:
+        kind, _, rest = line.partition(" ")
+        if kind == "time":
+            time = rest
+        elif kind == "env":
+            name, _, value = rest.partition(" ")
+            try:
+                env[name] = bytes.fromhex(value).decode("utf-8", "surrogateescape")
+            except ValueError:
+                return None
+        elif kind == "update":
+            updates.append(rest)
+        else:
+            return None
+    return SpoolRecord(time, env, "".join(u + "\n" for u in updates))
+
+
+def pending(store: StoreCore) -> list[Path]:
+    """Spooled pushes not yet recorded, oldest first (one directory listing)."""
+    try:
+        names = os.listdir(store.gitmem_dir / SPOOL_DIR)
+    except OSError:
+        return []
+    return [store.gitmem_dir / SPOOL_DIR / n for n in sorted(names, key=_order) if n.endswith(".push")]
+
+
+def _order(name: str) -> tuple[int, str]:
+    head = name.split("-", 1)[0]
+    return (int(head) if head.isdigit() else 0, name)
+
+
+def drain(store: StoreCore) -> int:
+    """Record every spooled push (push log, ledger) and remove its file; returns how many.
+
+    Under a lock, so two processes never record one push twice; a crash between the ledger
+    entry and the file's removal records that push once more on the next drain (never zero times).
+    A store this process may not write, a clone, or one with a redaction under way is left as is."""
+    if store.is_clone or not pending(store):
+        return 0
+    if (store.gitmem_dir / REDACTION_JOURNAL).exists() or not os.access(store.gitmem_dir, os.W_OK):
+        return 0
+    from gitmem.push import hook, pushcheck
+
+    done = 0
+    with file_lock(store.gitmem_dir / SPOOL_LOCK):
+        for path in pending(store):  # listed again under the lock
+            try:
+                record = parse(path.read_text(encoding="utf-8", errors="surrogateescape"))
+            except FileNotFoundError:
+                continue
+            if record is None:
+                path.rename(path.with_name(path.name + ".bad"))
+                continue
+            updates = pushcheck.parse_updates(record.updates)
+            options = hook.push_options(record.env)
+            trust = bool(store.settings.acl.get("trust_push_actor"))
+            actor = hook.pusher(record.env, options, trust)
+            _push_log(store, updates, actor, options, record.time or config.now_rfc3339())
+            hook.record_push_in_ledger(store, updates, actor, options)
+            path.unlink()
+            done += 1
+    if done:
+        with contextlib.suppress(Exception):
+            store.maintain()  # every push adds a pack: keep them geometric
+    return done
+
+
+def _push_log(
+    store: StoreCore, updates: list[RefUpdate], actor: str | None, options: list[str], when: str
+) -> None:
+    """The push log lines of :func:`gitmem.push.hook.record_push`, with the time of the push."""
+    with open(store.gitmem_dir / "pushes.jsonl", "a", encoding="utf-8") as fh:
+        for u in updates:
+            rec = {"ref": u.ref, "old": u.old, "new": u.new, "actor": actor, "push_options": list(options)}
+            rec["time"] = when
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
