@@ -221,6 +221,60 @@ def measure_group(store_path: Path, writers: int, per_writer: int, rounds: int) 
     ]
 
 
+def measure_hooks(store_path: Path, workdir: Path, rounds: int) -> Result:
+    """What gitmem's receive hooks add to a push of one commit (the same push into a copy of the
+    store without hooks subtracted) vs ``python -c "import pygit2"``, the least one Python start costs."""
+    from gitmem.push.hookinstall import install_hooks
+
+    install_hooks(store_path, sys.executable)  # the shims of this version (a cached store may be older)
+    bare = workdir / "hookless.git"
+    shutil.rmtree(bare, ignore_errors=True)
+    shutil.copytree(store_path, bare)
+    for hook in (bare / "hooks").iterdir():
+        hook.unlink()
+    env = {k: v for k, v in os.environ.items() if k not in ("REMOTE_USER", "GL_USERNAME", "GITMEM_ACTOR")}
+    env.update(GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@example.com")
+    env.update(GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@example.com")
+
+    def sh(*args: str, cwd: Path | None = None) -> None:
+        subprocess.run(args, cwd=cwd, env=env, check=True, capture_output=True)
+
+    works = {}
+    for name, target in (("hooks", store_path), ("plain", bare)):
+        work = workdir / f"push-{name}"
+        shutil.rmtree(work, ignore_errors=True)
+        sh("git", "clone", "-q", str(target), str(work))
+        works[name] = work
+    counter = itertools.count()
+
+    def push(name: str) -> float:
+        work, n = works[name], next(counter)
+        (work / "bench").mkdir(exist_ok=True)
+        (work / "bench" / f"push-{n}.md").write_text(f"push {n}\n")
+        sh("git", "add", "-A", cwd=work)
+        sh("git", "commit", "-q", "-m", f"push {n}", cwd=work)
+        return clock(lambda: sh("git", "push", "-q", "origin", "HEAD:main", cwd=work))
+
+    floor_cmd = [sys.executable, "-c", "import pygit2"]
+    push("hooks")
+    push("plain")
+    with_hooks, without, floor = [], [], []
+    for _ in range(rounds):
+        with_hooks.append(push("hooks"))
+        without.append(push("plain"))
+        floor.append(clock(lambda: subprocess.run(floor_cmd, check=True)))
+    added = statistics.median(with_hooks) - statistics.median(without)
+    note = f"push {statistics.median(with_hooks) * 1e3:.0f} ms with hooks, {statistics.median(without) * 1e3:.0f} ms without"
+    return Result(
+        "pre- plus post-receive added to a 1-commit push",
+        added,
+        statistics.median(floor),
+        "python -c 'import pygit2'",
+        1.5,
+        note,
+    )
+
+
 def measure_clone(store_path: Path, label: str, workdir: Path) -> Result:
     """``gitmem clone`` of a store vs ``git clone --bare --no-local`` of the same store."""
     from gitmem.push.clone import clone
@@ -492,6 +546,7 @@ class Runner:
         group = self.copy(plan.sizes_spec_small)
         self.step("group commit", measure_group, group, 8, plan.group_writes, plan.batch_rounds)
         self.step("clone", measure_clone, self.copy(main), main.label, self.workdir)
+        self.step("hooks", measure_hooks, self.copy(main), self.workdir, plan.proc_rounds)
 
     def build_info(self) -> list[dict[str, object]]:
         return [

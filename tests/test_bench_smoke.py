@@ -93,6 +93,7 @@ def test_run_quick_prints_its_table(tmp_path: Path) -> None:
         "group commit, 8 threads",
         "group commit, 8 processes",
         "git clone --bare --no-local",
+        "pre- plus post-receive added to a 1-commit push",
     ):
         assert row in res.stdout, row
 

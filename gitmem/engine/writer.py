@@ -524,5 +524,13 @@ def maintain_quietly(store: StoreCore) -> None:
     """Repack when loose objects or packs pile up. The write it follows is already durable and
     published, so a failed repack must not fail it: the next write tries again, and
     ``gitmem maintain`` reports the error."""
-    with contextlib.suppress(GitmemError):
-        store.maintain()
+    if not _MAINTAINING.acquire(blocking=False):
+        return  # another thread of this process is repacking: one repack at a time
+    try:
+        with contextlib.suppress(GitmemError):
+            store.maintain()
+    finally:
+        _MAINTAINING.release()
+
+
+_MAINTAINING = threading.Lock()
