@@ -331,6 +331,9 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
     from gitmem.engine.batch import BatchState  # the overlay-aware state batches use
 
     with contextlib.ExitStack() as held:
+        # Processes writing one scope take turns (no plan, objects and flush thrown away on a lost
+        # compare-and-swap); pushes and batches still race by compare-and-swap alone.
+        held.enter_context(scope_lock(store, scope))
         locked = False
         for attempt in range(MAX_ATTEMPTS):
             tip = store.tip(scope)
@@ -383,6 +386,11 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
     raise ConflictError(
         f"could not write to scope {scope!r}: the branch kept moving ({MAX_ATTEMPTS} attempts); try again"
     )
+
+
+def scope_lock(store: StoreCore, scope: str) -> contextlib.AbstractContextManager[None]:
+    """The lock under which one process at a time group-commits to ``scope``."""
+    return file_lock(store.gitmem_dir / "locks" / f"scope-{scope}.lock")
 
 
 def store_bytes_lock(store: StoreCore) -> contextlib.AbstractContextManager[None]:
