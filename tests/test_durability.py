@@ -45,7 +45,7 @@ if step == "objects":
 elif step == "intent":
     gitrepo._entry_line = wrap(gitrepo._entry_line)
 elif step == "flush":
-    gitrepo.syncfs = wrap(gitrepo.syncfs)
+    gitrepo.syncfs_fd = wrap(gitrepo.syncfs_fd)
 elif step == "ref":
     gitrepo.Repo.cas = wrap(gitrepo.Repo.cas)
 store = gitmem.open_store(path)

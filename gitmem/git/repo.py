@@ -39,21 +39,41 @@ def fsync_path(path: str) -> bool:
     return True
 
 
+_LIBC: object = None
+
+
+def _syncfs_call() -> object:
+    """libc's syncfs (Linux), looked up once; False where there is none."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL(None, use_errno=True).syncfs
+        except (OSError, AttributeError):
+            _LIBC = False
+    return _LIBC
+
+
+def syncfs_fd(fd: int) -> None:
+    """Flush the filesystem holding the open file ``fd`` (Linux syncfs; elsewhere a global sync)."""
+    call = _syncfs_call()
+    if call and call(fd) == 0:  # type: ignore[operator]
+        return
+    os.sync()
+
+
 def syncfs(path: str) -> None:
     """Flush the filesystem holding ``path`` (Linux syncfs; elsewhere a global sync)."""
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
         fd = os.open(path, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    except (OSError, AttributeError):
-        pass
-    os.sync()
+    except OSError:
+        os.sync()
+        return
+    try:
+        syncfs_fd(fd)
+    finally:
+        os.close(fd)
 
 
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
@@ -66,12 +86,19 @@ def boot_id() -> str | None:
     """This boot of the machine (Linux), or None where the kernel does not say.
 
     A process killed (SIGKILL, OOM) leaves the page cache to the kernel, which writes it out; only a
-    reboot (power loss, kernel crash) can lose what was written but not flushed."""
-    try:
-        with open(BOOT_ID_FILE, encoding="ascii") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
+    reboot (power loss, kernel crash) can lose what was written but not flushed. Read once per
+    process (a process never outlives its boot)."""
+    global _BOOT
+    if _BOOT is None:
+        try:
+            with open(BOOT_ID_FILE, encoding="ascii") as fh:
+                _BOOT = fh.read().strip()
+        except OSError:
+            _BOOT = ""
+    return _BOOT or None
+
+
+_BOOT: str | None = None
 
 
 def _entry_line(ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]) -> bytes:
@@ -341,7 +368,7 @@ class Repo:
             fcntl.flock(fd, fcntl.LOCK_SH)  # rotation and recovery take it exclusively
             self._write_header_if_empty(fd, boot)
             os.write(fd, _entry_line(ref, old, new, objects))
-            syncfs(self._git_dir)  # the one flush: objects and the intent line
+            syncfs_fd(fd)  # the one flush: objects and the intent line
             moved = self.cas(ref, old, new)
             size = os.fstat(fd).st_size
         finally:
@@ -356,8 +383,11 @@ class Repo:
 
     def _open_log(self) -> int:
         path = self.intent_log_path
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
 
     @staticmethod
     def _write_header_if_empty(fd: int, boot: str) -> None:
