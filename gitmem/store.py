@@ -314,8 +314,11 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
 
     A history rewrite (redaction, compaction) killed half-way is finished or rolled back first."""
     from gitmem.audit.journal import open_recovered
+    from gitmem.engine.ledger import check_hand_edit
 
-    return Store(open_recovered(name_or_path, home))
+    core = open_recovered(name_or_path, home)
+    check_hand_edit(core)  # a hand edit of gitmem.yaml is recorded, unattributed (docs/identity.md)
+    return Store(core)
 
 
 def create_store(
@@ -326,8 +329,10 @@ def create_store(
     limits: config.Limits | None = None,
     retention: config.Retention | None = None,
     home: str | os.PathLike[str] | None = None,
+    actor: str | None = None,
 ) -> Store:
-    """Create a store: a bare repository with its settings, hooks installed, atomically."""
+    """Create a store: a bare repository with its settings, hooks installed, atomically; the
+    ledger records ``actor`` (default ``service:gitmem``) as its creator."""
     validate_store_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
@@ -372,5 +377,6 @@ def create_store(
     core = StoreCore(open_repository(final), final)
     from gitmem.engine import ledger
 
-    ledger.append(core, "store_created", {"id": settings.id, "name": name})
+    ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
+    ledger.remember_settings(core)
     return Store(core)

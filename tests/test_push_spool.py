@@ -64,7 +64,11 @@ def test_spooled_push_is_recorded_by_the_next_open_once(store: Store, tmp_path: 
     # The machine may die here: the next gitmem process records the push, the index catches up.
     with gitmem.open_store(path) as s:
         (record,) = _pushes(s)
-        assert (record["new"], record["actor"]) == (new, "user:bob\nforged")
+        from gitmem.push import hook
+
+        # the hook's own rules decide who pushed, from the variables the shim recorded
+        expected = hook.pusher({"GITMEM_ACTOR": "user:bob\nforged"}, [], False)
+        assert (record["new"], record["actor"]) == (new, expected)
         assert len(ledger.entries(s.core, kind="push")) == 1
         assert s.read("/b.md").content == "pushed b.md\n"
         assert not list((path / "gitmem" / spool.SPOOL_DIR).glob("*.push"))
@@ -116,3 +120,31 @@ def test_a_legacy_post_receive_still_gets_the_input(store: Store, tmp_path: Path
 )
 def test_parse_refuses_what_is_not_a_whole_record(text: str) -> None:
     assert spool.parse(text) is None
+
+
+def test_the_shim_records_every_variable_the_hook_reads() -> None:
+    from gitmem.push import hook
+
+    shim = (Path(spool.__file__).parent / "hooks" / "post-receive").read_text()
+    line = next(x for x in shim.splitlines() if x.strip().startswith("for var in "))
+    recorded = set(line.split("in", 1)[1].split(";")[0].split())
+    assert set(spool.SPOOLED_ENV) == {*hook.SERVER_IDENTITY, hook.CLIENT_IDENTITY}
+    assert recorded == {*spool.SPOOLED_ENV, "GIT_PUSH_OPTION_COUNT"}
+
+
+def test_a_refused_push_after_a_spooled_one_leaves_a_sound_store(store: Store, tmp_path: Path) -> None:
+    """The pre-receive hook of a later push catches the index up, but never records a spooled push
+    from inside its quarantine (whose objects git deletes when it refuses the push)."""
+    store.write("/a.md", "alpha\n")
+    path = store.path
+    _push_one(store, tmp_path, "b.md")
+    work = tmp_path / "work-b.md"
+    (work / "z.md").write_bytes(b"nul\0")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "bad", cwd=work)
+    proc = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=work, capture_output=True, check=False)
+    assert proc.returncode != 0
+    fsck = subprocess.run(["git", "--git-dir", str(path), "fsck", "--full"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+    with gitmem.open_store(path) as s:
+        assert len(ledger.entries(s.core, kind="push")) == 1

@@ -36,7 +36,7 @@ from typing import Any
 import pygit2
 
 from gitmem import config
-from gitmem.engine import ledger
+from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.rewrite import purge
@@ -167,6 +167,7 @@ def run_rewrite(store: StoreCore, scope: str, build: Callable[[pygit2.Oid], Rewr
                     rw = build(current)
                     store.sync_all()
                     _write_journal(store, rw)
+                receipts.carry(store, rw.commit_map)  # before the branch moves (docs/identity.md)
                 fault("journal")
                 _publish(lock, rw.new_tip)
         except BaseException:

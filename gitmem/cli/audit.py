@@ -75,7 +75,7 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction or push.",
+            "redaction, compaction, push, push_rejected or revert_session.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
@@ -107,7 +107,7 @@ def audit(
                     e.actor,
                     e.scope or "-",
                     e.subject,
-                    e.detail.get("path") or e.detail.get("reason") or "",
+                    e.detail.get("text") or e.detail.get("path") or e.detail.get("reason") or "",
                 ]
                 for e in events
             ],

@@ -8,6 +8,7 @@ whole batch or none of it; a lost race re-plans the whole batch against the new 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class BatchOp:
     description: str | None = None
     if_sha256: str | None = None
     memory_id: str | None = None  # a new memory takes this id unless a live memory has it
+    reverts: str | None = None  # revert-session: the session this version undoes
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,8 @@ def apply_batch(
             for n, op in enumerate(ops):
                 try:
                     change = _plan(state, op)
+                    if change is not None and op.reverts is not None:
+                        change = dataclasses.replace(change, reverts=op.reverts)
                     if change is not None:
                         check_limits(store, state, change, limits)
                 except GitmemError as exc:
@@ -342,7 +346,14 @@ def _write_fast_import(
             files.append((change.previous_path[1:], None))
         files.append((change.path[1:], change.data))
         message = format_message(
-            change.operation, change.path, vid, change.memory_id, actor, session, change.previous_path
+            change.operation,
+            change.path,
+            vid,
+            change.memory_id,
+            actor,
+            session,
+            change.previous_path,
+            change.reverts,
         )
         pending.append(Pending(message, actor, now, files))
     commits = write_commits(store, pending, tip)

@@ -95,18 +95,19 @@ class StoreCore(Repo):
     def update_settings(self, *, actor: str | None = None, **changes: Any) -> StoreSettings:
         """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically.
 
-        Every change is a ledger entry (``archived`` when it sets ``archived_at``)."""
+        Every change is a ledger entry with its actor and a readable diff (``archived`` when it sets
+        ``archived_at``); a hand edit of the file found first is recorded before it, unattributed."""
         self.check_writable()
+        from gitmem.engine import ledger  # the ledger records through this handle
+
+        ledger.check_hand_edit(self)
+        old = self.settings.to_dict()
         new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
         # Round-trip through validation so a bad value never reaches the file.
         new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
         config.save_settings(self.settings_path, new)
         self._settings = new
-        from gitmem.engine import ledger  # the ledger records through this handle
-
-        data = new.to_dict()
-        kind = "archived" if changes.get("archived_at") is not None else "settings_changed"
-        ledger.append(self, kind, {"changes": {k: data[k] for k in sorted(changes)}}, actor=actor)
+        ledger.record_settings_change(self, old, changes, actor)
         return new
 
     def check_writable(self) -> None:
@@ -207,6 +208,16 @@ class StoreCore(Repo):
             self._index = Index(self)
         return self._index
 
+    def drain_pushes(self) -> None:
+        """Record the pushes the post-receive shim spooled (push log, ledger): on open and when
+        the index meets new commits. Never fails the caller: what is left stays spooled."""
+        if self.is_clone:
+            return
+        from gitmem.push import spool  # the push layer's spool, drained by whoever reads the store
+
+        with contextlib.suppress(Exception):
+            spool.drain(self)
+
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
@@ -235,33 +246,29 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
 
     After a reboot, ref moves that were flushed but not yet on disk are replayed first (the
     intent log, docs/durability.md); no journal recovery here (``gitmem.store.open_store`` adds it)."""
-    core = _open_core(name_or_path, home)
+    try:
+        core = _open_core(name_or_path, home)
+    except PermissionError as exc:
+        raise ForbiddenError(f"permission denied: {exc.filename or name_or_path}") from None
     if not core.is_clone:
         core.recover()
-        _drain_pushes(core)
+        core.drain_pushes()
     return core
 
 
-def _drain_pushes(core: StoreCore) -> None:
-    """Record the pushes the post-receive shim spooled (push log, ledger); an open never fails
-    for it: what is left stays spooled for the next one."""
-    from gitmem.push import spool  # the push layer's spool, drained by whoever opens the store
-
-    with contextlib.suppress(Exception):
-        spool.drain(core)
-
-
-def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:
+def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None) -> StoreCore:
     text = os.fspath(name_or_path)
     is_pathlike = os.sep in text or text.startswith(".") or text.endswith(".git")
     if not is_pathlike:
         path = store_path(text, home)
         if not path.is_dir():
             raise NotFoundError(f"store {text!r} does not exist in {stores_dir(home)}")
+        _check_readable(path)
         return StoreCore(open_repository(path), path)
     path = Path(text).expanduser().resolve()
     if not path.exists():
         raise NotFoundError(f"no store at {path}")
+    _check_readable(path)
     repo = open_repository(path)
     if repo.is_bare:
         if (path / config.SETTINGS_FILE).exists():
@@ -273,6 +280,17 @@ def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
         return StoreCore(repo, path, clone_of=origin_url(repo) or str(path))
     gitdir = Path(repo.path).resolve()
     return StoreCore(repo, gitdir, clone_of=origin_url(repo) or str(path))
+
+
+def _check_readable(path: Path) -> None:
+    """Another user's store (or one this process may not read) is "permission denied" (exit 6),
+    not "not a git repository"."""
+    try:
+        for p in (path, path / "objects", path / "refs", path / "HEAD", path / ".git"):
+            if p.exists() and not os.access(p, os.R_OK | (os.X_OK if p.is_dir() else 0)):
+                raise ForbiddenError(f"permission denied: {p} belongs to another user or is not readable")
+    except PermissionError:
+        raise ForbiddenError(f"permission denied: {path} belongs to another user") from None
 
 
 def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:

@@ -1,10 +1,14 @@
-"""The derived SQLite index: versions and heads of every scope (docs/architecture.md, "The index").
+"""The derived SQLite index: versions and heads of every scope (docs/architecture.md#the-index-and-search).
 
 Git is the source of truth. The index lives in ``$GIT_DIR/gitmem/index.sqlite`` (WAL) and is caught
 up incrementally from the last indexed commit of each scope; a missing, stale, corrupt or
 rewritten-under-it index is rebuilt from git transparently. Writers record their own commit
 directly (no diff) when the index was current at their parent; everyone else catches up.
 """
+
+# size-ok: one class owns one SQLite connection, its schema and its write transaction; catch-up, the
+# writers' own records and rewrites all go through that transaction. What splits off already has
+# (derive.py: rows from commits; rows.py: row types; search.py: the full-text tables).
 
 from __future__ import annotations
 
@@ -270,7 +274,7 @@ class Index:
 
     def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
         tip_hex = str(tip) if tip is not None else None
-        rewritten = False
+        rewritten = walked = False
         with self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
@@ -301,6 +305,7 @@ class Index:
             bulk = self._local.bulk = _Bulk()
             try:
                 for commit in self.store.walk(tip, hide):
+                    walked = True
                     rows = self.rows_for_commit(db, scope, commit)
                     self._apply(db, scope, rows)
                     if len(commit.parent_ids) > 1:
@@ -312,6 +317,8 @@ class Index:
         self._known_tips[scope] = tip_hex
         if rewritten:  # content that left history must leave the file too
             self.purge_search()
+        if walked:  # new commits: a push may be waiting in the spool for its ledger entry
+            self.store.drain_pushes()
 
     def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))

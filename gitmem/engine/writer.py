@@ -53,6 +53,7 @@ class Change:
     data: bytes | None
     memory_id: str
     previous_path: str | None = None
+    reverts: str | None = None  # revert-session: the session this version undoes (Gitmem-Reverts)
 
 
 class ScopeState:
@@ -273,7 +274,14 @@ def commit_change(
     if tree_oid is None:
         tree_oid = store.empty_tree()
     message = format_message(
-        change.operation, change.path, version_id, change.memory_id, actor, session, change.previous_path
+        change.operation,
+        change.path,
+        version_id,
+        change.memory_id,
+        actor,
+        session,
+        change.previous_path,
+        change.reverts,
     )
     now = int(time.time()) if when is None else when
     commit = store.create_commit(

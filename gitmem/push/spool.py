@@ -2,7 +2,8 @@
 
 The shim (``gitmem/push/hooks/post-receive``) starts no Python: it writes one file per push to
 ``$GIT_DIR/gitmem/push-spool/<time>-<pid>.push``, flushed before the push returns, holding the ref
-updates, the push time and the variables that say who pushed. :func:`drain` turns each into the
+updates, the push time and the variables that say who pushed (:data:`SPOOLED_ENV` and the push
+options). :func:`drain` turns each into the
 push log line and the ledger entry the hook used to write at once (who pushed is decided by
 :func:`gitmem.push.hook.pusher`, as before); the index catches up from git by itself.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,10 +24,20 @@ if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
     from gitmem.push.pushcheck import RefUpdate
 
+_local = threading.local()
 SPOOL_DIR = "push-spool"
 SPOOL_LOCK = "push-spool.lock"
 HEADER = "gitmem-push-spool 1"
-REDACTION_JOURNAL = "journal.json"  # a redaction under way: its recovery goes first
+REDACTION_JOURNAL = "journal.json"
+# The variables the shim records: every one gitmem.push.hook reads to tell who pushed (a test keeps
+# this, the shim and the hook in step).
+SPOOLED_ENV = (
+    "REMOTE_USER",
+    "GL_USERNAME",
+    "GITEA_PUSHER_NAME",
+    "GL_USER",
+    "GITMEM_ACTOR",
+)  # a redaction under way: its recovery goes first
 
 
 class SpoolRecord:
@@ -79,11 +91,30 @@ def drain(store: StoreCore) -> int:
 
     Under a lock, so two processes never record one push twice; a crash between the ledger
     entry and the file's removal records that push once more on the next drain (never zero times).
-    A store this process may not write, a clone, or one with a redaction under way is left as is."""
-    if store.is_clone or not pending(store):
+    A store this process may not write, a clone, one with a redaction under way, or any store
+    while a git hook runs in this process's environment (a quarantine) is left as is."""
+    if store.is_clone or getattr(_local, "draining", False) or not pending(store):
         return 0
     if (store.gitmem_dir / REDACTION_JOURNAL).exists() or not os.access(store.gitmem_dir, os.W_OK):
         return 0
+    env = config.env_snapshot()
+    if env.get("GIT_QUARANTINE_PATH") or env.get("GIT_OBJECT_DIRECTORY"):
+        # Inside a receive hook: objects written here go to the push's quarantine, which git
+        # deletes if the push is refused; a ledger entry written now could point at nothing.
+        return 0
+    done = 0
+    _local.draining = True  # recording a push catches the index up, which drains: not again here
+    try:
+        done = _drain_locked(store)
+    finally:
+        _local.draining = False
+    if done:
+        with contextlib.suppress(Exception):
+            store.maintain()  # every push adds a pack: keep them geometric
+    return done
+
+
+def _drain_locked(store: StoreCore) -> int:
     from gitmem.push import hook, pushcheck
 
     done = 0
@@ -96,17 +127,18 @@ def drain(store: StoreCore) -> int:
             if record is None:
                 path.rename(path.with_name(path.name + ".bad"))
                 continue
+            # What post_receive did at once, with the variables the shim saw.
             updates = pushcheck.parse_updates(record.updates)
             options = hook.push_options(record.env)
             trust = bool(store.settings.acl.get("trust_push_actor"))
-            actor = hook.pusher(record.env, options, trust)
+            actor = hook.pusher(record.env, options, trust) or hook.UNKNOWN
+            hook.update_index(store, updates)  # the ledger entry lists the versions the push brought
             _push_log(store, updates, actor, options, record.time or config.now_rfc3339())
-            hook.record_push_in_ledger(store, updates, actor, options)
+            hook.record_push_in_ledger(
+                store, updates, actor, options, hook.push_id(record.updates), record.env
+            )
             path.unlink()
             done += 1
-    if done:
-        with contextlib.suppress(Exception):
-            store.maintain()  # every push adds a pack: keep them geometric
     return done
 
 
