@@ -15,7 +15,7 @@ import pytest
 
 import gitmem
 from gitmem.audit.verify import verify
-from gitmem.git import repo as gitrepo
+from gitmem.git import intent as gitrepo  # the intent log's names
 from tests.helpers import git
 
 # The child kills itself at the Nth call of one step of the publish path; it prints each version
@@ -23,6 +23,7 @@ from tests.helpers import git
 CHILD = r"""
 import os, signal, sys, threading
 import gitmem
+from gitmem.git import intent
 from gitmem.git import repo as gitrepo
 from gitmem.engine.batch import BatchOp, apply_batch
 
@@ -43,9 +44,9 @@ def wrap(fn):
 if step == "objects":
     gitrepo.Repo.create_commit = wrap(gitrepo.Repo.create_commit)
 elif step == "intent":
-    gitrepo._entry_line = wrap(gitrepo._entry_line)
+    intent._entry_line = wrap(intent._entry_line)
 elif step == "flush":
-    gitrepo.syncfs_fd = wrap(gitrepo.syncfs_fd)
+    intent.syncfs_fd = wrap(intent.syncfs_fd)
 elif step == "ref":
     gitrepo.Repo.cas = wrap(gitrepo.Repo.cas)
 store = gitmem.open_store(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,12 @@ from gitmem.model.paths import validate_scope, validate_store_name
 if TYPE_CHECKING:
     from gitmem.engine.index import Index
 
-GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
+GITMEM_DIR = "gitmem"
+# Called with a handle when it opens and when its index meets new commits: the push layer registers
+# the recording of spooled pushes here (gitmem.push.spool), so this layer never imports it.
+NEW_COMMIT_HOOKS: list[
+    Callable[[StoreCore], object]
+] = []  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
 
 
 def stores_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -209,14 +215,13 @@ class StoreCore(Repo):
         return self._index
 
     def drain_pushes(self) -> None:
-        """Record the pushes the post-receive shim spooled (push log, ledger): on open and when
-        the index meets new commits. Never fails the caller: what is left stays spooled."""
+        """Run the :data:`NEW_COMMIT_HOOKS` (the push layer records spooled pushes there): on open
+        and when the index meets new commits. Never fails the caller."""
         if self.is_clone:
             return
-        from gitmem.push import spool  # the push layer's spool, drained by whoever reads the store
-
-        with contextlib.suppress(Exception):
-            spool.drain(self)
+        for hook in NEW_COMMIT_HOOKS:
+            with contextlib.suppress(Exception):
+                hook(self)
 
     def close(self) -> None:
         if self._index is not None:

@@ -1,6 +1,6 @@
 """Group commit: the writes of several threads to one scope, chained and published together.
 
-Every single write (:func:`gitmem.engine.writer.mutate`) runs through :func:`mutate` here. Writes
+Every single write runs through :func:`mutate` here. Writes
 that arrive while a commit is being made queue up; the next leader plans them in arrival order on
 one state, writes them as a chain of commits and publishes the chain with one flush and one
 compare-and-swap (docs/durability.md, "Group commit").
@@ -17,6 +17,7 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
+from gitmem.engine.overlay import BatchState
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
     MAX_ATTEMPTS,
@@ -145,8 +146,6 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
     chain of commits and publish the chain with one flush and one compare-and-swap; a lost race
     (another process moved the branch) re-plans all of them. A refused request gets its error,
     the others are committed."""
-    from gitmem.engine.batch import BatchState  # the overlay-aware state batches use
-
     with contextlib.ExitStack() as held:
         # Processes writing one scope take turns (no plan, objects and flush thrown away on a lost
         # compare-and-swap); pushes and batches still race by compare-and-swap alone.

@@ -1,6 +1,6 @@
 """The write path: plan one change against a scope's tip, write its objects, move the branch.
 
-Every change runs through :func:`mutate`: read the scope's tip, plan the change against it (checking
+Every change runs through :func:`gitmem.engine.group.mutate`: read the scope's tip, plan the change against it (checking
 preconditions and limits), write blob + spine trees + commit, then move the branch by
 compare-and-swap. A lost race re-plans against the new tip, so an acknowledged write is never lost
 and a precondition is never checked against a stale state. Batches (gitmem.engine.batch) reuse the pieces.
@@ -13,7 +13,6 @@ import hashlib
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pygit2
@@ -218,20 +217,6 @@ def authorize(
     settings = store.settings
     policy.raise_first(policy.check_acl(settings.acl, scope, actor))
     return actor, session, settings.limits
-
-
-def mutate(
-    store: StoreCore,
-    scope: str,
-    plan: Callable[[ScopeState], Change | None],
-    *,
-    actor: str | None,
-    session: str | None,
-) -> Version | None:
-    """Plan and commit one change to one memory (group-committed: :func:`gitmem.engine.group.mutate`)."""
-    from gitmem.engine import group  # group commit builds on the pieces below
-
-    return group.mutate(store, scope, plan, actor=actor, session=session)
 
 
 def scope_lock(store: StoreCore, scope: str) -> contextlib.AbstractContextManager[None]:

@@ -6,9 +6,6 @@ here, in small try blocks. Everything above (the store handle in ``gitmem.engine
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
 import os
 import subprocess
 import threading
@@ -20,6 +17,8 @@ from pathlib import Path
 import pygit2
 
 from gitmem.errors import GitmemError, NotFoundError
+from gitmem.git import intent
+from gitmem.git.intent import syncfs
 
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
 FILEMODE_TREE = pygit2.enums.FileMode.TREE
@@ -37,105 +36,6 @@ def fsync_path(path: str) -> bool:
     finally:
         os.close(fd)
     return True
-
-
-_LIBC: object = None
-
-
-def _syncfs_call() -> object:
-    """libc's syncfs (Linux), looked up once; False where there is none."""
-    global _LIBC
-    if _LIBC is None:
-        try:
-            import ctypes
-
-            _LIBC = ctypes.CDLL(None, use_errno=True).syncfs
-        except (OSError, AttributeError):
-            _LIBC = False
-    return _LIBC
-
-
-def syncfs_fd(fd: int) -> None:
-    """Flush the filesystem holding the open file ``fd`` (Linux syncfs; elsewhere a global sync)."""
-    call = _syncfs_call()
-    if call and call(fd) == 0:  # type: ignore[operator]
-        return
-    os.sync()
-
-
-def syncfs(path: str) -> None:
-    """Flush the filesystem holding ``path`` (Linux syncfs; elsewhere a global sync)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        os.sync()
-        return
-    try:
-        syncfs_fd(fd)
-    finally:
-        os.close(fd)
-
-
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
-INTENT_LOG = "gitmem/intent-log"  # under $GIT_DIR (docs/durability.md)
-INTENT_HEADER = "gitmem-intent-log 1 "
-INTENT_ROTATE_BYTES = 256 * 1024
-
-
-def boot_id() -> str | None:
-    """This boot of the machine (Linux), or None where the kernel does not say.
-
-    A process killed (SIGKILL, OOM) leaves the page cache to the kernel, which writes it out; only a
-    reboot (power loss, kernel crash) can lose what was written but not flushed. Read once per
-    process (a process never outlives its boot)."""
-    global _BOOT
-    if _BOOT is None:
-        try:
-            with open(BOOT_ID_FILE, encoding="ascii") as fh:
-                _BOOT = fh.read().strip()
-        except OSError:
-            _BOOT = ""
-    return _BOOT or None
-
-
-_BOOT: str | None = None
-
-
-def _entry_line(ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]) -> bytes:
-    body = " ".join([ref, str(old) if old is not None else "-", str(new), *(str(o) for o in objects)])
-    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
-    return f"{body} {digest}\n".encode()
-
-
-def _parse_entry(line: str) -> tuple[str, str | None, str, list[str]] | None:
-    """(ref, old, new, objects) of one intent-log line, or None for a torn or forged line."""
-    parts = line.split(" ")
-    if len(parts) < 4:
-        return None
-    body, digest = " ".join(parts[:-1]), parts[-1]
-    if hashlib.sha256(body.encode()).hexdigest()[:16] != digest:
-        return None
-    ref, old, new, *objects = parts[:-1]
-    return ref, (None if old == "-" else old), new, objects
-
-
-def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:
-    """Replay a store's intent log after a reboot (see :meth:`Repo.recover`); for callers that hold
-    no :class:`Repo`, such as a hook. Returns the refs moved; one small read when nothing is due."""
-    path = Path(git_dir)
-    log = path / INTENT_LOG
-    boot = boot_id()
-    try:
-        with open(log, "rb") as fh:
-            if boot is None or fh.readline() == f"{INTENT_HEADER}{boot}\n".encode():
-                return 0
-    except OSError:
-        return 0
-    repo = Repo(open_repository(path), path)
-    try:
-        return repo.recover()
-    finally:
-        repo.free()
 
 
 def open_repository(path: Path) -> pygit2.Repository:
@@ -170,6 +70,11 @@ class Repo:
             with self._repos_lock:
                 self._all_repos.add(repo)
         return repo
+
+    @property
+    def git_dir(self) -> str:
+        """The repository's git directory, as libgit2 names it."""
+        return str(self._git_dir)
 
     @property
     def repo(self) -> pygit2.Repository:
@@ -344,127 +249,20 @@ class Repo:
         """Make every object written so far durable at once (for batches)."""
         syncfs(os.path.join(self._repo.path, "objects"))
 
-    @property
-    def intent_log_path(self) -> str:
-        return os.path.join(self._git_dir, INTENT_LOG)
-
     def publish(
         self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]
     ) -> bool:
-        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush.
-
-        ``objects`` are the new objects the commit (chain) needs: after a reboot the ref is only
-        replayed onto ``new`` when each of them reads back whole. Returns False on a lost race."""
-        boot = boot_id()
-        if boot is None:  # no way to tell a reboot from a crash: flush objects, then the ref
-            self.sync_all()
-            if not self.cas(ref, old, new):
-                return False
-            self.sync_ref_file(ref)
-            return True
-        self.recover()
-        fd = self._open_log()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # rotation and recovery take it exclusively
-            self._write_header_if_empty(fd, boot)
-            os.write(fd, _entry_line(ref, old, new, objects))
-            syncfs_fd(fd)  # the one flush: objects and the intent line
-            moved = self.cas(ref, old, new)
-            size = os.fstat(fd).st_size
-        finally:
-            os.close(fd)
-        if not moved:
-            # A racing recovery may have replayed this very line (it cannot, within one boot; kept
-            # for safety): the ref at ``new`` means the write is published.
-            return self.ref_target(ref) == new
-        if size > INTENT_ROTATE_BYTES:
-            self._rotate(boot)
-        return True
-
-    def _open_log(self) -> int:
-        path = self.intent_log_path
-        try:
-            return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-
-    @staticmethod
-    def _write_header_if_empty(fd: int, boot: str) -> None:
-        if os.fstat(fd).st_size == 0:
-            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
-
-    def _rotate(self, boot: str) -> None:
-        """Empty a long intent log: one flush makes every ref move it records durable first."""
-        fd = self._open_log()
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return  # a writer is publishing; the next one rotates
-            if os.fstat(fd).st_size <= INTENT_ROTATE_BYTES:
-                return
-            syncfs(self._git_dir)
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
-        finally:
-            os.close(fd)
+        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush
+        (:func:`gitmem.git.intent.publish`). Returns False on a lost race."""
+        return intent.publish(self, ref, old, new, objects)
 
     def recover(self) -> int:
-        """After a reboot, replay the intent log (once per handle); returns the refs moved.
-
-        A store this process may not write (another user's, a read-only mount) is left as it is."""
+        """After a reboot, replay the intent log (once per handle); returns the refs moved."""
         if self._recovered:
             return 0
-        boot = boot_id()
-        path = self.intent_log_path
-        if boot is None or not os.path.exists(path):
-            self._recovered = True
-            return 0
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        except OSError:
-            self._recovered = True
-            return 0
-        moved = 0
-        try:
-            with open(path, "rb") as fh:
-                first = fh.readline().decode("ascii", "replace")
-            if first == f"{INTENT_HEADER}{boot}\n":
-                self._recovered = True
-                return 0
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            with open(path, "rb") as fh:
-                lines = fh.read().decode("ascii", "replace").split("\n")
-            if lines and lines[0] == f"{INTENT_HEADER}{boot}":
-                self._recovered = True
-                return 0  # another process recovered while this one waited
-            for line in lines[1:]:
-                entry = _parse_entry(line)
-                if entry is not None and self._replay(*entry):
-                    moved += 1
-            syncfs(self._git_dir)  # the replayed refs are durable before their lines go
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
-        finally:
-            os.close(fd)
+        moved = intent.recover(self)
         self._recovered = True
         return moved
-
-    def _replay(self, ref: str, old: str | None, new: str, objects: list[str]) -> bool:
-        current = self.ref_target(ref)
-        if (str(current) if current is not None else None) != old:
-            return False  # the ref moved on (or the move never happened and another one did)
-        odb = self._repo.odb
-        for oid in [new, *objects]:
-            try:
-                odb.read(oid)  # decompresses the whole object: a torn file fails here
-            except (KeyError, ValueError, pygit2.GitError):
-                return False
-        target = pygit2.Oid(hex=new)
-        with contextlib.suppress(GitmemError):
-            return self.cas(ref, pygit2.Oid(hex=old) if old is not None else None, target, "gitmem recover")
-        return False
 
     # Maintenance. Every single write leaves ~5 loose objects and every push a small pack; reads
     # slow down as they pile up. A geometric repack soaks loose objects into a new pack and merges
@@ -504,3 +302,22 @@ class Repo:
             repos, self._all_repos = list(self._all_repos), weakref.WeakSet()
         for repo in repos:
             repo.free()
+
+
+def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:
+    """Replay a store's intent log after a reboot (see :meth:`Repo.recover`); for callers that hold
+    no :class:`Repo`, such as a hook. Returns the refs moved; one small read when nothing is due."""
+    path = Path(git_dir)
+    log = path / intent.INTENT_LOG
+    boot = intent.boot_id()
+    try:
+        with open(log, "rb") as fh:
+            if boot is None or fh.readline() == f"{intent.INTENT_HEADER}{boot}\n".encode():
+                return 0
+    except OSError:
+        return 0
+    repo = Repo(open_repository(path), path)
+    try:
+        return repo.recover()
+    finally:
+        repo.free()

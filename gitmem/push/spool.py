@@ -151,3 +151,13 @@ def _push_log(
             rec = {"ref": u.ref, "old": u.old, "new": u.new, "actor": actor, "push_options": list(options)}
             rec["time"] = when
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
+
+
+def _register() -> None:
+    from gitmem.engine import core
+
+    if drain not in core.NEW_COMMIT_HOOKS:
+        core.NEW_COMMIT_HOOKS.append(drain)
+
+
+_register()
