@@ -17,7 +17,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -325,6 +325,16 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], rounds: int) -
             ta.append(clock(a))
             tb.append(clock(b))
     return statistics.median(ta), statistics.median(tb)
+
+
+def interleaved_many(fns: Sequence[Callable[[], object]], rounds: int) -> list[float]:
+    """Median seconds of each of ``fns``, run in rotation (the order shifts every round)."""
+    times: list[list[float]] = [[] for _ in fns]
+    for i in range(rounds):
+        for k in range(len(fns)):
+            j = (i + k) % len(fns)
+            times[j].append(clock(fns[j]))
+    return [statistics.median(t) for t in times]
 
 
 # ---------------------------------------------------------------------- results

@@ -20,6 +20,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,11 +46,13 @@ from bench.common import (  # noqa: E402
     fast_import_stream,
     human,
     interleaved,
+    interleaved_many,
     memory_path,
     table,
     work_copy,
 )
 from gitmem.engine.batch import BatchOp, apply_batch  # noqa: E402
+from gitmem.git.repo import syncfs  # noqa: E402
 from gitmem.model.versions import format_message  # noqa: E402
 
 FLOOR_REF = "refs/bench/floor"  # outside refs/heads: not a scope, so gitmem never indexes it
@@ -87,10 +90,11 @@ def raw_write(repo: pygit2.Repository, ref_name: str, path: str, data: bytes, me
     return new
 
 
-def measure_write(store_path: Path, label: str, rounds: int, memory: int, memories: int) -> Result:
-    """Store.write of a modified memory vs :func:`raw_write` of the same bytes, both durable: the
-    floor with libgit2's own fsync of objects and refs (``enable_fsync_gitdir``), the library with
-    that process-wide option off, as in production (it fsyncs exactly what it wrote itself)."""
+def measure_write(store_path: Path, label: str, rounds: int, memory: int, memories: int) -> list[Result]:
+    """Store.write of a modified memory (durable: one flush, docs/durability.md) vs three floors
+    of :func:`raw_write` of the same bytes, timed in rotation in the same run: unsynced, with
+    libgit2's own per-file fsync (``enable_fsync_gitdir``), and followed by one ``syncfs`` (the
+    single-flush floor)."""
     path = memory_path(memory, memories)
     store = gitmem.open_store(store_path)
     repo = pygit2.Repository(str(store_path))
@@ -102,20 +106,191 @@ def measure_write(store_path: Path, label: str, rounds: int, memory: int, memori
     counter = itertools.count()
 
     def lib() -> None:
-        pygit2.settings.enable_fsync_gitdir(False)
         store.write(path, texts[next(counter) % len(texts)], actor=ACTOR)
 
-    def floor() -> None:
+    def unsynced() -> None:
+        raw_write(repo, FLOOR_REF, path, texts[next(counter) % len(texts)], message)
+
+    def fsynced() -> None:
         pygit2.settings.enable_fsync_gitdir(True)
         raw_write(repo, FLOOR_REF, path, texts[next(counter) % len(texts)], message)
         pygit2.settings.enable_fsync_gitdir(False)
 
+    def one_flush() -> None:
+        raw_write(repo, FLOOR_REF, path, texts[next(counter) % len(texts)], message)
+        syncfs(str(store_path))
+
+    pygit2.settings.enable_fsync_gitdir(False)  # the library makes its writes durable itself
+    fns = [lib, unsynced, fsynced, one_flush]
     for _ in range(3):  # warm up: open the index, load the packs
-        lib()
-        floor()
-    g, f = interleaved(lib, floor, rounds)
+        for fn in fns:
+            fn()
+    g, u, f, one = interleaved_many(fns, rounds)
     store.close()
-    return Result(f"write, {label}", g, f, "raw pygit2", 1.5)
+    return [
+        Result(f"write, {label}", g, u, "raw pygit2, unsynced", None, "informative: no durability"),
+        Result(f"write, {label}", g, f, "raw pygit2, libgit2 fsync", 1.0),
+        Result(f"write, {label}", g, one, "raw pygit2 + one syncfs", 1.25, f"{1 / g:,.0f} durable writes/s"),
+    ]
+
+
+def _threaded_writes(store_path: Path, writers: int, per_writer: int) -> float:
+    """Seconds for ``writers`` threads sharing one Store to make ``per_writer`` durable writes each
+    (new memories in one scope: every write a version, no preconditions to collide)."""
+    store = gitmem.open_store(store_path)
+    tag = next(_GROUP_RUN)
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        try:
+            for k in range(per_writer):
+                store.write(f"/group/r{tag}/w{i}/m{k}", f"run {tag} writer {i} write {k}\n", actor=ACTOR)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    elapsed = time.perf_counter() - t
+    store.close()
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+_GROUP_RUN = itertools.count()
+
+
+def _process_writes(store_path: Path, writers: int, per_writer: int) -> float:
+    """Seconds for ``writers`` processes (``gitmem`` CLI-free: one Python each) to write ``per_writer`` each."""
+    tag = next(_GROUP_RUN)
+    script = (
+        "import sys, gitmem\n"
+        "s = gitmem.open_store(sys.argv[1]); w = sys.argv[2]\n"
+        "sys.stdin.readline()\n"  # start together
+        f"[s.write(f'/group/p{tag}/w{{w}}/m{{k}}', f'{{w}} {{k}}\\n', actor='{ACTOR}') for k in range({per_writer})]\n"
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(store_path), str(i)], stdin=subprocess.PIPE)
+        for i in range(writers)
+    ]
+    time.sleep(0.5 + 0.1 * writers)  # every process imported gitmem and opened the store
+    t = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write(b"go\n")
+        p.stdin.close()
+    for p in procs:
+        if p.wait() != 0:
+            raise RuntimeError("a writer process failed")
+    return time.perf_counter() - t
+
+
+def measure_group(store_path: Path, writers: int, per_writer: int, rounds: int) -> list[Result]:
+    """Durable versions/s of ``writers`` concurrent writers to one scope (threads sharing one
+    Store; separate processes) vs one writer, per version: ratio <= 25% is >= 4x one writer."""
+    one = statistics.median(
+        _threaded_writes(store_path, 1, per_writer * 2) / (per_writer * 2) for _ in range(rounds)
+    )
+    threads = statistics.median(
+        _threaded_writes(store_path, writers, per_writer) / (writers * per_writer) for _ in range(rounds)
+    )
+    procs = statistics.median(
+        _process_writes(store_path, writers, per_writer) / (writers * per_writer) for _ in range(rounds)
+    )
+    return [
+        Result(
+            f"group commit, {writers} threads, one scope",
+            threads,
+            one,
+            "1 writer, per version",
+            0.25,
+            f"{1 / threads:,.0f} vs {1 / one:,.0f} durable versions/s",
+        ),
+        Result(
+            f"group commit, {writers} processes, one scope",
+            procs,
+            one,
+            "1 writer, per version",
+            0.25,
+            f"{1 / procs:,.0f} vs {1 / one:,.0f} durable versions/s",
+        ),
+    ]
+
+
+def measure_hooks(store_path: Path, workdir: Path, rounds: int) -> Result:
+    """What gitmem's receive hooks add to a push of one commit (the same push into a copy of the
+    store without hooks subtracted) vs ``python -c "import pygit2"``, the least one Python start costs."""
+    from gitmem.push.hookinstall import install_hooks
+
+    install_hooks(store_path, sys.executable)  # the shims of this version (a cached store may be older)
+    bare = workdir / "hookless.git"
+    shutil.rmtree(bare, ignore_errors=True)
+    shutil.copytree(store_path, bare)
+    for hook in (bare / "hooks").iterdir():
+        hook.unlink()
+    env = {k: v for k, v in os.environ.items() if k not in ("REMOTE_USER", "GL_USERNAME", "GITMEM_ACTOR")}
+    env.update(GIT_AUTHOR_NAME="bench", GIT_AUTHOR_EMAIL="bench@example.com")
+    env.update(GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="bench@example.com")
+
+    def sh(*args: str, cwd: Path | None = None) -> None:
+        subprocess.run(args, cwd=cwd, env=env, check=True, capture_output=True)
+
+    works = {}
+    for name, target in (("hooks", store_path), ("plain", bare)):
+        work = workdir / f"push-{name}"
+        shutil.rmtree(work, ignore_errors=True)
+        sh("git", "clone", "-q", str(target), str(work))
+        works[name] = work
+    counter = itertools.count()
+
+    def push(name: str) -> float:
+        work, n = works[name], next(counter)
+        (work / "bench").mkdir(exist_ok=True)
+        (work / "bench" / f"push-{n}.md").write_text(f"push {n}\n")
+        sh("git", "add", "-A", cwd=work)
+        sh("git", "commit", "-q", "-m", f"push {n}", cwd=work)
+        return clock(lambda: sh("git", "push", "-q", "origin", "HEAD:main", cwd=work))
+
+    floor_cmd = [sys.executable, "-c", "import pygit2"]
+    push("hooks")
+    push("plain")
+    with_hooks, without, floor = [], [], []
+    for _ in range(rounds):
+        with_hooks.append(push("hooks"))
+        without.append(push("plain"))
+        floor.append(clock(lambda: subprocess.run(floor_cmd, check=True)))
+    added = statistics.median(with_hooks) - statistics.median(without)
+    note = f"push {statistics.median(with_hooks) * 1e3:.0f} ms with hooks, {statistics.median(without) * 1e3:.0f} ms without"
+    return Result(
+        "pre- plus post-receive added to a 1-commit push",
+        added,
+        statistics.median(floor),
+        "python -c 'import pygit2'",
+        1.5,
+        note,
+    )
+
+
+def measure_clone(store_path: Path, label: str, workdir: Path) -> Result:
+    """``gitmem clone`` of a store vs ``git clone --bare --no-local`` of the same store."""
+    from gitmem.push.clone import clone
+
+    dest, floor_dest = workdir / "clone-lib", workdir / "clone-floor.git"
+    for d in (dest, floor_dest):
+        shutil.rmtree(d, ignore_errors=True)
+    g = clock(lambda: clone(str(store_path), dest))
+    f = clock(
+        lambda: subprocess.run(
+            ["git", "clone", "-q", "--bare", "--no-local", str(store_path), str(floor_dest)], check=True
+        )
+    )
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(floor_dest, ignore_errors=True)
+    return Result(f"clone, {label}", g, f, "git clone --bare --no-local", 1.2)
 
 
 def measure_history_length(short: Path, long: Path, rounds: int) -> Result:
@@ -242,7 +417,7 @@ def measure_batch(workdir: Path, n: int, rounds: int) -> Result:
         floor_times.append(clock(lambda repo=repo: fast_import(repo, iter(stream))))  # type: ignore[misc]
     g, f = statistics.median(lib_times), statistics.median(floor_times)
     note = f"{n / g:,.0f} vs {n / f:,.0f} commits/s"
-    return Result(f"batch write of {human(n)} memories", g, f, "git fast-import", 2.0, note)
+    return Result(f"batch write of {human(n)} memories", g, f, "git fast-import", 1.5, note)
 
 
 # ---------------------------------------------------------------------- index rebuild
@@ -273,6 +448,12 @@ class Plan:
     proc_rounds: int
     batch: int
     batch_rounds: int
+    group_writes: int = 40  # durable writes per writer in the group-commit rows
+    rebuild_versions: int = 0  # also rebuild a store this long (--versions 1000000); 0: not run
+
+    @property
+    def sizes_spec_small(self) -> Spec:
+        return self.size_specs[0]
 
     @property
     def specs(self) -> list[Spec]:
@@ -288,8 +469,8 @@ def make_plan(quick: bool, sizes: list[int] | None = None, versions: int | None 
     """The plan of a full run, or of a ``--quick`` one (small stores, few rounds)."""
     if quick:
         v = versions or 5000
-        return Plan(sizes or [1000], Spec(1000, v), Spec(100, 100), Spec(100, v), 20, 5, 7, 3, 7, 200, 1)
-    v = versions or 100_000
+        return Plan(sizes or [1000], Spec(1000, v), Spec(100, 100), Spec(100, v), 20, 5, 7, 3, 7, 200, 1, 10)
+    v = min(versions or 100_000, 100_000)
     return Plan(
         sizes or [1000, 10_000, 100_000],
         Spec(10_000, v),
@@ -302,6 +483,7 @@ def make_plan(quick: bool, sizes: list[int] | None = None, versions: int | None 
         15,
         1000,
         3,
+        rebuild_versions=versions if versions is not None and versions > 100_000 else 0,
     )
 
 
@@ -316,12 +498,11 @@ class Runner:
         self.results: list[Result] = []
         self.builds: dict[Spec, Built] = {}
 
-    def step(self, what: str, fn: Callable[..., Result], *args: object, **kw: object) -> Result:
+    def step(self, what: str, fn: Callable[..., Result | list[Result]], *args: object, **kw: object) -> None:
         t = time.perf_counter()
         result = fn(*args, **kw)
-        self.results.append(result)
+        self.results.extend(result if isinstance(result, list) else [result])
         _log(f"  {what}: {time.perf_counter() - t:.1f} s")
-        return result
 
     def copy(self, spec: Spec) -> Path:
         return work_copy(self.builds[spec], self.workdir)
@@ -359,6 +540,13 @@ class Runner:
         small = [n for n in plan.sizes if n <= 10_000] or [min(plan.sizes)]
         reindex = Spec(max(small), max(small))
         self.step("index rebuild", measure_reindex, self.copy(reindex), reindex.label, reindex.versions)
+        if plan.rebuild_versions:
+            big = Spec(plan.rebuild_versions // 10, plan.rebuild_versions, seed_chunk=1000)
+            self.step("index rebuild, big", measure_reindex, self.copy(big), big.label, big.versions)
+        group = self.copy(plan.sizes_spec_small)
+        self.step("group commit", measure_group, group, 8, plan.group_writes, plan.batch_rounds)
+        self.step("clone", measure_clone, self.copy(main), main.label, self.workdir)
+        self.step("hooks", measure_hooks, self.copy(main), self.workdir, plan.proc_rounds)
 
     def build_info(self) -> list[dict[str, object]]:
         return [
@@ -394,7 +582,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=lambda s: [int(x) for x in s.split(",") if x],
         help="memory counts of the size stores (default 1000,10000,100000; quick: 1000)",
     )
-    ap.add_argument("--versions", type=int, help="history length of the long stores (default 100000)")
+    ap.add_argument(
+        "--versions",
+        type=int,
+        help="history length of the long stores (default 100000); above 100000 the main stores keep "
+        "100000 and one more store this long is built for an index-rebuild row (e.g. 1000000)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where built stores are cached")
     return ap.parse_args(argv)

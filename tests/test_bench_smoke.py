@@ -52,10 +52,50 @@ def test_generation_is_deterministic() -> None:
 
 
 def test_write_measurement_produces_numbers(tiny: Path) -> None:
-    result = run.measure_write(tiny, "tiny", rounds=2, memory=1, memories=TINY.memories)
-    _numbers(result)
-    assert result.limit == 1.5
-    assert "| write, tiny " in common.table([result])
+    results = run.measure_write(tiny, "tiny", rounds=2, memory=1, memories=TINY.memories)
+    for result in results:
+        _numbers(result)
+    assert [r.floor for r in results] == [
+        "raw pygit2, unsynced",
+        "raw pygit2, libgit2 fsync",
+        "raw pygit2 + one syncfs",
+    ]
+    assert [r.limit for r in results] == [None, 1.0, 1.25]
+    assert "| write, tiny " in common.table(results)
+
+
+def test_group_commit_and_clone_measurements_produce_numbers(tmp_path: Path, tiny: Path) -> None:
+    results = run.measure_group(tiny, writers=3, per_writer=2, rounds=1)
+    assert [r.limit for r in results] == [0.25, 0.25]
+    for result in results:
+        _numbers(result)
+    with gitmem.open_store(tiny) as store:  # every group-commit write landed
+        assert sum(1 for v in store.versions() if v.path.startswith("/group/")) == 4 + 6 + 6
+    _numbers(run.measure_clone(tiny, "tiny", tmp_path))
+
+
+def test_run_quick_prints_its_table(tmp_path: Path) -> None:
+    """``bench/run.py --quick`` completes and prints every row (no timing asserted)."""
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--cache", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    for row in (
+        "raw pygit2, unsynced",
+        "raw pygit2, libgit2 fsync",
+        "raw pygit2 + one syncfs",
+        "raw tree[path]",
+        "git fast-import",
+        "git log --raw",
+        "group commit, 8 threads",
+        "group commit, 8 processes",
+        "git clone --bare --no-local",
+        "pre- plus post-receive added to a 1-commit push",
+    ):
+        assert row in res.stdout, row
 
 
 def test_read_and_history_measurements_produce_numbers(tiny: Path) -> None:

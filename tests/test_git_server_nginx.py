@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import gitmem
 from gitmem.store import Store
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -141,6 +142,7 @@ def test_hooks_under_nginx_fcgiwrap_http_backend(nginx: str, store: Store, tmp_p
     new = git("rev-parse", "HEAD", cwd=work).stdout.strip()
     git("push", "-q", "origin", "main", cwd=work)
     assert str(store.core.tip("main")) == new
+    gitmem.open_store(store.path).close()  # the next gitmem process records the spooled push
     record = json.loads((store.core.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
     assert (record["new"], record["actor"]) == (new, "user:alice")
 

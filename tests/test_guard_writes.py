@@ -18,6 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import gitmem
 from gitmem import sessions
 from gitmem.audit.timeline import audit
 from gitmem.cli.app import app
@@ -222,6 +223,7 @@ def test_push_of_a_secret_is_refused_and_a_flagged_push_is_recorded(seeded: Stor
 
     seeded.update_settings(guard={"secrets": "flag"})
     assert git("push", "-q", "origin", "main", cwd=work).returncode == 0
+    gitmem.open_store(seeded.path).close()  # the next gitmem process records the spooled push
     (event,) = audit(seeded.core, flagged=True)
     assert event.detail["path"] == "/deploy.md"
     assert event.detail["findings"] == [{"rule": "github-token", "kind": "secret", "line": 3}]
@@ -237,6 +239,7 @@ def test_flagged_write_lands_with_trailer_ledger_and_audit(seeded: Store) -> Non
     assert "Gitmem-Flag: secret github-token line 3; pii email line 4" in message
     assert "Gitmem-Flag" not in seeded.core.repo[pygit2.Oid(hex=clean.commit)].message
     assert seeded.read("/n.md").content.startswith("# Deploy notes")
+    gitmem.open_store(seeded.path).close()  # the next gitmem process records the spooled push
     (event,) = audit(seeded.core, flagged=True)
     assert (event.type, event.subject, event.scope, event.session) == (
         "flag",

@@ -14,6 +14,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+import gitmem
 from gitmem import config
 from gitmem.store import Store
 
@@ -104,6 +105,7 @@ def test_push_option_actor_and_acl(seeded: Store, tmp_path: Path) -> None:
         "remote: gitmem: refs/heads/main: an unidentified pusher may not write scope 'main' (acl.write['main'])"
     )
     git("push", "-q", "-o", "actor=user:alice", "origin", "main", cwd=work)
+    gitmem.open_store(seeded.path).close()  # the next gitmem process records the spooled push
     record = json.loads((seeded.core.gitmem_dir / "pushes.jsonl").read_text().splitlines()[-1])
     assert (record["new"], record["actor"], record["push_options"]) == (
         new,

@@ -76,6 +76,7 @@ def forged(vid: str, mid: str, actor: str = "user:admin", session: str = "sesn_f
 
 
 def ids(store: Store) -> dict[str, tuple[str, str, str]]:
+    store.core.index.ensure_all()  # caught up from git (post-receive no longer indexes the push)
     rows = store.core.index.version_rows()
     return {r.id: (r.scope, r.commit_id, r.actor) for r in rows}
 

@@ -55,6 +55,7 @@ def remote_lines(stderr: str) -> list[str]:
 
 
 def pushes(store: Store) -> list[dict[str, object]]:
+    gitmem.open_store(store.path).close()  # the next gitmem process records the spooled pushes
     path = store.core.gitmem_dir / "pushes.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 

@@ -62,12 +62,16 @@ def test_tools_over_http_write_read_search_history(store: Store, workspace: Path
                         "edit_memory", store="notes", path="/todo.md", old_str="milk", new_str="oat milk"
                     )
                 )
-                assert ok(await call("read_memory", store="notes", path="/todo.md"))["content"] == "oat milk\n"
+                assert (
+                    ok(await call("read_memory", store="notes", path="/todo.md"))["content"] == "oat milk\n"
+                )
                 hits = ok(await call("search_memories", store="notes", query="editor"))
                 assert hits["hits"][0]["path"] == "/prefs/editor.md"
                 history = ok(await call("memory_history", store="notes", path="/todo.md"))
                 assert [h["operation"] for h in history["versions"]] == ["modified", "created"]
-                assert ok(await call("read_memory", store="docs", path="/readme.md"))["content"] == "read only\n"
+                assert (
+                    ok(await call("read_memory", store="docs", path="/readme.md"))["content"] == "read only\n"
+                )
                 refused = await call("write_memory", store="docs", path="/x.md", content="x")
                 assert refused.is_error and "forbidden" in text(refused)
 
@@ -92,7 +96,10 @@ def test_token_session_tags_writes_and_read_only_token_has_no_write_tools(
             async with connect(url, reader) as c:
                 names = {t.name for t in (await c.list_tools()).tools}
                 assert names == READ_TOOLS
-                assert ok(await c.call_tool("read_memory", {"store": "notes", "path": "/a.md"}))["content"] == "alpha\n"
+                assert (
+                    ok(await c.call_tool("read_memory", {"store": "notes", "path": "/a.md"}))["content"]
+                    == "alpha\n"
+                )
                 missing = await c.call_tool(
                     "write_memory", {"store": "notes", "path": "/c.md", "content": "c"}
                 )

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ import pygit2
 from gitmem.engine.core import StoreCore
 from gitmem.engine.guard import flag_trailer, record_flags
 from gitmem.engine.memories import refuse_conflict, with_description
+from gitmem.engine.overlay import BatchState
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
     MAX_ATTEMPTS,
@@ -127,91 +128,6 @@ def _plan(state: ScopeState, op: BatchOp) -> Change | None:
     raise InvalidInputError(f"unknown batch operation {op.op!r}")
 
 
-class _Pending:
-    """Content a batch has planned but not written yet (quacks like a pygit2.Blob)."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-
-class BatchState(ScopeState):
-    """A scope state that sees the batch's planned changes on top of the base tree."""
-
-    def __init__(self, store: StoreCore, scope: str, tip: pygit2.Oid | None) -> None:
-        super().__init__(store, scope, tip)
-        self.base_tree = self.tree
-        self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
-        self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
-        self.taken_ids: set[str] = set()  # memory ids revived by this batch
-
-    def blob(self, path: str) -> Any:
-        if path in self.pending:
-            data = self.pending[path]
-            return _Pending(data) if data is not None else None
-        return self._base_blob(path)
-
-    def _base_blob(self, path: str) -> pygit2.Blob | None:
-        if self.base_tree is None:
-            return None
-        try:
-            obj = self.base_tree[path[1:]]
-        except KeyError:
-            return None
-        return obj if isinstance(obj, pygit2.Blob) else None
-
-    def _set(self, path: str, data: bytes | None) -> None:
-        self.pending[path] = data
-        parts = path.split("/")
-        for i in range(2, len(parts)):
-            files = self.pending_dirs.setdefault("/".join(parts[:i]), set())
-            if data is None:
-                files.discard(path)
-            else:
-                files.add(path)
-
-    def applied(self, change: Change, old_size: int) -> None:
-        super().applied(change, old_size)
-        if change.previous_path is not None and change.previous_path != change.path:
-            self._set(change.previous_path, None)
-        self._set(change.path, change.data)
-
-    def conflict(self, path: str, ignore: str | None = None) -> str | None:
-        segments = path[1:].split("/")
-        for i in range(1, len(segments) + 1):
-            here = "/" + "/".join(segments[:i])
-            if here != ignore and self.blob(here) is not None:
-                return here
-        for planned in self.pending_dirs.get(path, ()):
-            if planned != ignore:
-                return planned
-        base = None
-        if self.base_tree is not None:
-            try:
-                base = self.base_tree[path[1:]]
-            except KeyError:
-                base = None
-        if isinstance(base, pygit2.Tree):
-            for found in _files_under(base, path):
-                if found != ignore and self.pending.get(found, b"") is not None:
-                    return found
-        return None
-
-
-def _files_under(tree: pygit2.Tree, base: str) -> Iterator[str]:
-    for entry in tree:
-        p = f"{base}/{entry.name}"
-        if isinstance(entry, pygit2.Tree):
-            yield from _files_under(entry, p)
-        else:
-            yield p
-
-
 def apply_batch(
     store: StoreCore,
     ops: Sequence[BatchOp],
@@ -275,17 +191,22 @@ def apply_batch(
             if state.needs_store_lock and not locked:
                 held.enter_context(store_bytes_lock(store))
                 locked = True
-                continue  # re-plan under the lock: other scopes may have grown while it waited
+                # Only the store's total can have changed under us (this scope's tip is checked
+                # by the compare-and-swap): re-plan only when it now leaves no room for the batch.
+                if not _fits_now(store, scope, tip, state, limits):
+                    continue
             if not changes:
                 return BatchResult([], refused, str(tip) if tip is not None else None)
             now = int(time.time())
+            written: list[pygit2.Oid] = []
             if len(changes) >= FAST_IMPORT_MIN:
                 head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now, reviewed_by)
+                written = [pygit2.Oid(hex=r.commit_id) for r in rows]  # in one pack: the commits tell
             else:
-                head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now, reviewed_by)
-            store.sync_all()
-            if store.cas_ref(scope, tip, head):
-                store.sync_ref(scope)
+                head, rows = _write_pygit2(
+                    store, scope, tip, changes, actor, session, now, written, reviewed_by
+                )
+            if store.publish(store.ref_name(scope), tip, head, written):
                 contents = {
                     r.blob: c.data
                     for r, c in zip(rows, changes, strict=True)
@@ -303,6 +224,15 @@ def apply_batch(
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")
 
 
+def _fits_now(store: StoreCore, scope: str, tip: pygit2.Oid | None, state: BatchState, limits: Any) -> bool:
+    """Whether the batch planned on ``state`` still fits ``max_store_bytes`` at every step, counted
+    afresh over every scope (under the store-bytes lock), with this scope still at ``tip``."""
+    if store.tip(scope) != tip:
+        return False
+    fresh = ScopeState(store, scope, tip).store_bytes(exact=True)
+    return bool(fresh + state.peak_delta <= limits.max_store_bytes)
+
+
 # Below this many versions, spawning git costs more than writing loose objects with pygit2.
 FAST_IMPORT_MIN = 32
 
@@ -315,6 +245,7 @@ def _write_pygit2(
     actor: str,
     session: str | None,
     now: int,
+    written: list[pygit2.Oid],
     reviewed_by: str | None = None,
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     state = ScopeState(store, scope, tip)
@@ -322,7 +253,7 @@ def _write_pygit2(
     rows = []
     for change in changes:
         parent, row = commit_change(
-            store, state, change, parent, actor, session, now, reviewed_by=reviewed_by
+            store, state, change, parent, actor, session, now, written, reviewed_by=reviewed_by
         )
         rows.append(row)
     assert parent is not None

@@ -9,9 +9,11 @@ the deny-list and the derived index. Users get the typed facade :class:`gitmem.s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,12 @@ from gitmem.model.paths import validate_scope, validate_store_name
 if TYPE_CHECKING:
     from gitmem.engine.index import Index
 
-GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
+GITMEM_DIR = "gitmem"
+# Called with a handle when it opens and when its index meets new commits: the push layer registers
+# the recording of spooled pushes here (gitmem.push.spool), so this layer never imports it.
+NEW_COMMIT_HOOKS: list[
+    Callable[[StoreCore], object]
+] = []  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
 
 
 def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
@@ -217,6 +224,15 @@ class StoreCore(Repo):
             self._index = Index(self)
         return self._index
 
+    def drain_pushes(self) -> None:
+        """Run the :data:`NEW_COMMIT_HOOKS` (the push layer records spooled pushes there): on open
+        and when the index meets new commits. Never fails the caller."""
+        if self.is_clone:
+            return
+        for hook in NEW_COMMIT_HOOKS:
+            with contextlib.suppress(Exception):
+                hook(self)
+
     def close(self) -> None:
         if self._index is not None:
             self._index.close()
@@ -243,11 +259,16 @@ def origin_url(repo: pygit2.Repository) -> str | None:
 def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:
     """A store handle by name in the workspace, or by path to a bare store or a clone of one.
 
-    No journal recovery here (``gitmem.store.open_store`` adds it)."""
+    After a reboot, ref moves that were flushed but not yet on disk are replayed first (the
+    intent log, docs/durability.md); no journal recovery here (``gitmem.store.open_store`` adds it)."""
     try:
-        return _open_core(name_or_path, home)
+        core = _open_core(name_or_path, home)
     except PermissionError as exc:
         raise ForbiddenError(f"permission denied: {exc.filename or name_or_path}") from None
+    if not core.is_clone:
+        core.recover()
+        core.drain_pushes()
+    return core
 
 
 def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None) -> StoreCore:

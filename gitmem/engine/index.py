@@ -12,10 +12,12 @@ directly (no diff) when the index was current at their parent; everyone else cat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,23 +72,67 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
     return code in (5, 6) or "locked" in str(exc) or "busy" in str(exc)
 
 
+class _Bulk:
+    """What a catch-up defers to its end: the paths whose search rows change, the counters."""
+
+    __slots__ = ("paths", "memories", "bytes")
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.memories = 0
+        self.bytes = 0
+
+
 class Index:
     """The derived index of one store."""
 
     def __init__(self, store: StoreCore) -> None:
         self.store = store
         self.path = store.gitmem_dir / INDEX_FILE
-        self._db: sqlite3.Connection | None = None
+        # Threads (docs/durability.md, "Threads"): each thread has its own SQLite connection (WAL
+        # readers never block; writers serialize in BEGIN IMMEDIATE); ``close`` bumps a generation
+        # and every thread replaces a connection of an older one on its next use.
+        self._local = threading.local()
+        self._generation = 0
+        self._shared: sqlite3.Connection | None = None  # the in-memory index, one per process
+        self._shared_lock = threading.RLock()
         self._known_tips: dict[str, str | None] = {}
-        self._fresh_blobs: dict[str, bytes] = {}  # blobs rows_for_commit just read, for the FTS rows
         self.in_memory = False  # True when the store's directory cannot hold the index file
 
     # ------------------------------------------------------------------ connection
     @property
+    def _db(self) -> sqlite3.Connection | None:
+        conn: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if conn is not None and getattr(self._local, "generation", -1) != self._generation:
+            if conn is not self._shared:
+                conn.close()
+            self._local.db = conn = None
+        return conn
+
+    @_db.setter
+    def _db(self, conn: sqlite3.Connection | None) -> None:
+        self._local.db = conn
+        self._local.generation = self._generation
+
+    @property
+    def _fresh_blobs(self) -> dict[str, bytes]:
+        """Blobs this thread's catch-up or record just read or wrote, for the FTS rows."""
+        blobs: dict[str, bytes] | None = getattr(self._local, "fresh_blobs", None)
+        if blobs is None:
+            blobs = self._local.fresh_blobs = {}
+        return blobs
+
+    @_fresh_blobs.setter
+    def _fresh_blobs(self, blobs: dict[str, bytes]) -> None:
+        self._local.fresh_blobs = blobs
+
+    @property
     def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            self._db = self._connect()
-        return self._db
+        db = self._db
+        if db is None:
+            db = self._connect()
+            self._db = db
+        return db
 
     def _connect(self) -> sqlite3.Connection:
         if not self._location_writable():
@@ -135,8 +181,15 @@ class Index:
         return not self.path.exists() or os.access(self.path, os.R_OK | os.W_OK)
 
     def _memory_db(self) -> sqlite3.Connection:
-        """An index for this process only, caught up from git like the file one."""
+        """An index for this process only, caught up from git like the file one (one connection
+        shared by the threads, its write transactions under a lock)."""
         self.in_memory = True
+        with self._shared_lock:
+            if self._shared is None:
+                self._shared = self._new_memory_db()
+            return self._shared
+
+    def _new_memory_db(self) -> sqlite3.Connection:
         db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.executescript(_SCHEMA + search.SCHEMA)
         db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
@@ -152,9 +205,16 @@ class Index:
                 p.unlink()
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        """Close this thread's connection; other threads' are replaced on their next use."""
+        db = self._db
+        self._generation += 1
+        if db is not None and db is not self._shared:
+            db.close()
+        self._local.db = None
+        with self._shared_lock:
+            if self._shared is not None:
+                self._shared.close()
+                self._shared = None
 
     def rebuild(self) -> int:
         """Drop the index and rebuild it from git; returns the number of versions indexed."""
@@ -169,13 +229,14 @@ class Index:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._shared_lock if db is self._shared else contextlib.nullcontext():
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     # ------------------------------------------------------------------ catch-up
     def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None:
@@ -213,7 +274,7 @@ class Index:
 
     def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
         tip_hex = str(tip) if tip is not None else None
-        rewritten = False
+        rewritten = walked = False
         with self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
@@ -239,15 +300,25 @@ class Index:
             if row is None or hide is None:
                 self._drop_scope(db, scope)
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
-            for commit in self.store.walk(tip, hide):
-                rows = self.rows_for_commit(db, scope, commit)
-                self._apply(db, scope, rows)
-                if len(commit.parent_ids) > 1:
-                    self._reconcile_heads(db, scope, commit)
+            # One transaction for the whole walk; the search rows and the scope's counters are
+            # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
+            bulk = self._local.bulk = _Bulk()
+            try:
+                for commit in self.store.walk(tip, hide):
+                    walked = True
+                    rows = self.rows_for_commit(db, scope, commit)
+                    self._apply(db, scope, rows)
+                    if len(commit.parent_ids) > 1:
+                        self._reconcile_heads(db, scope, commit)
+            finally:
+                self._local.bulk = None
+            self._finish_bulk(db, scope, bulk)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
         if rewritten:  # content that left history must leave the file too
             self.purge_search()
+        if walked:  # new commits: a push may be waiting in the spool for its ledger entry
+            self.store.drain_pushes()
 
     def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))
@@ -284,6 +355,7 @@ class Index:
             self._fresh_blobs = {}
 
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
+        bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for r in rows:
             db.execute(
                 f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -311,12 +383,16 @@ class Index:
                     "SELECT size, created_at, memory_id FROM heads WHERE scope=? AND path=?", (scope, p)
                 ).fetchone()
                 if old is not None:
-                    db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
+                    if p != r.path or r.operation == "deleted":  # else INSERT OR REPLACE below
+                        db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
                     dmem -= 1
                     dbytes -= old[0]
                     if r.operation == "modified" and old[2] == r.memory_id:
                         created = old[1]  # the memory keeps its creation time across edits and renames
-                search.unindex_text(db, scope, p)
+                if bulk is not None:
+                    bulk.paths.add(p)
+                else:
+                    search.unindex_text(db, scope, p)
             if r.operation != "deleted":
                 db.execute(
                     "INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -333,12 +409,34 @@ class Index:
                         r.created_at,
                     ),
                 )
-                self._index_text(db, scope, r)
+                if bulk is None:
+                    self._index_text(db, scope, r)
                 dmem += 1
                 dbytes += r.size or 0
-            db.execute(
-                "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?", (dmem, dbytes, scope)
-            )
+            if bulk is not None:
+                bulk.memories += dmem
+                bulk.bytes += dbytes
+            else:
+                db.execute(
+                    "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?",
+                    (dmem, dbytes, scope),
+                )
+
+    def _finish_bulk(self, db: sqlite3.Connection, scope: str, bulk: _Bulk) -> None:
+        """The search rows of every path a catch-up touched, from the heads it left, and the
+        scope's counters: one pass over the changed paths instead of one per version."""
+        for path in sorted(bulk.paths):
+            search.unindex_text(db, scope, path)
+            head = db.execute(
+                "SELECT version_id, description, blob FROM heads WHERE scope=? AND path=?", (scope, path)
+            ).fetchone()
+            if head is not None:
+                data = self._fresh_blobs.get(head[2]) or self.store.blob_data(pygit2.Oid(hex=head[2]))
+                search.index_text(db, scope, path, head[0], head[1], data)
+        db.execute(
+            "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?",
+            (bulk.memories, bulk.bytes, scope),
+        )
 
     def _index_text(self, db: sqlite3.Connection, scope: str, r: VersionRow) -> None:
         if r.blob is not None:
@@ -381,9 +479,15 @@ class Index:
         other, so a path both lines touched may hold the wrong line's state (merges are rare)."""
         files = {path: str(new) for _kind, path, _old, new in diff_trees(self.store.repo, None, merge.tree)}
         heads = dict(db.execute("SELECT path, blob FROM heads WHERE scope=?", (scope,)).fetchall())
+        bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for path in heads.keys() - files.keys():
             (size,) = db.execute("SELECT size FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
             db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, path))
+            if bulk is not None:
+                bulk.memories -= 1
+                bulk.bytes -= size
+                bulk.paths.add(path)
+                continue
             db.execute("UPDATE scopes SET memories=memories-1, bytes=bytes-? WHERE scope=?", (size, scope))
             search.unindex_text(db, scope, path)
         for path, blob in files.items():

@@ -1,7 +1,7 @@
 """Memory operations: create, read, list, write, str_replace, insert, delete, rename.
 
 Each operation is a planner (what the change is, checked against the scope's current state) run by
-:func:`gitmem.engine.writer.mutate`, which commits it with compare-and-swap and retry.
+:func:`gitmem.engine.group.mutate`, which commits it with compare-and-swap and retry.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import pygit2
 
 from gitmem.engine.core import StoreCore
+from gitmem.engine.group import mutate
 from gitmem.engine.writer import (
     MAX_ATTEMPTS,
     Change,
     ScopeState,
     decode_content,
     encode_content,
-    mutate,
     sha256_hex,
 )
 from gitmem.errors import (

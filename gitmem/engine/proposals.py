@@ -241,7 +241,7 @@ def subject_path(message: str) -> tuple[str | None, str] | None:
 
 
 def _state_class() -> type[Any]:
-    from gitmem.engine.batch import BatchState
+    from gitmem.engine.overlay import BatchState
 
     class ProposalState(BatchState):
         """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else
@@ -336,10 +336,9 @@ def propose(
                 changes.append(change)
         if not changes:
             return Proposed(p, [], refused)
-        head, rows = _write_pygit2(store, scope, tip, changes, who, session, int(time.time()))
-        store.sync_all()
-        if store.cas(p.ref, tip, head, "gitmem proposal"):
-            store.sync_ref_file(p.ref)
+        written: list[pygit2.Oid] = []
+        head, rows = _write_pygit2(store, scope, tip, changes, who, session, int(time.time()), written)
+        if store.publish(p.ref, tip, head, written):
             record_flags(store, scope, changes, rows, who, session)
             save(store, p)
             return Proposed(p, [version_from_row(r) for r in rows], refused)

@@ -1,6 +1,6 @@
 """The write path: plan one change against a scope's tip, write its objects, move the branch.
 
-Every change runs through :func:`mutate`: read the scope's tip, plan the change against it (checking
+Every change runs through :func:`gitmem.engine.group.mutate`: read the scope's tip, plan the change against it (checking
 preconditions and limits), write blob + spine trees + commit, then move the branch by
 compare-and-swap. A lost race re-plans against the new tip, so an acknowledged write is never lost
 and a precondition is never checked against a stale state. Batches (gitmem.engine.batch) reuse the pieces.
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import random
+import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,9 +20,9 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
-from gitmem.engine.guard import flag_trailer, record_flags, screen
+from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
-from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
 from gitmem.model import policy
@@ -81,6 +80,13 @@ class ScopeState:
         # Set by check_limits when this change could push the store past max_store_bytes
         # together with changes in other scopes: the write then re-plans under the store-bytes lock.
         self.needs_store_lock = False
+        self._denied: frozenset[str] | None = None
+
+    def denied_ids(self) -> frozenset[str]:
+        """The store's deny-list, read once per state (a batch checks it for every change)."""
+        if self._denied is None:
+            self._denied = self.store.denied_ids()
+        return self._denied
 
     def _index(self) -> None:
         if not self._indexed:
@@ -221,56 +227,9 @@ def authorize(
     return actor, session, settings.limits
 
 
-def mutate(
-    store: StoreCore,
-    scope: str,
-    plan: Callable[[ScopeState], Change | None],
-    *,
-    actor: str | None,
-    session: str | None,
-) -> Version | None:
-    """Plan and commit one change to one memory, with compare-and-swap and retry. A writer in
-    review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
-    from gitmem.engine import (
-        proposals,
-    )  # cycle-ok: a routed write is planned by proposals with writer's own pieces
-
-    owner = proposals.route(store, scope, actor, session)
-    if owner is not None:
-        done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
-        return done.versions[0] if done.versions else None
-    actor, session, limits = authorize(store, scope, actor, session)
-    with contextlib.ExitStack() as held:
-        locked = False
-        for attempt in range(MAX_ATTEMPTS):
-            tip = store.tip(scope)
-            state = ScopeState(store, scope, tip)
-            change = plan(state)
-            if change is None:
-                return None
-            check_limits(store, state, change, limits)
-            if state.needs_store_lock and not locked:
-                held.enter_context(store_bytes_lock(store))
-                locked = True
-                continue  # re-plan under the lock: other scopes may have grown while it waited
-            written: list[pygit2.Oid] = []
-            commit, row = commit_change(store, state, change, tip, actor, session, written=written)
-            store.sync_objects(written)
-            if store.cas_ref(scope, tip, commit):
-                store.sync_ref(scope)
-                data = change.data
-                store.index.record(scope, tip, commit, [row], {row.blob: data} if row.blob and data else None)
-                record_flags(store, scope, [change], [row], actor, session)
-                maintain_quietly(store)
-                logging.getLogger("gitmem.write").info(
-                    "%s %s %s in scope %r of %s (commit %s)",
-                    row.operation, row.path, row.id, scope, store.name, str(commit)[:12],
-                )  # fmt: skip
-                return version_from_row(row)
-            backoff(attempt)
-    raise ConflictError(
-        f"could not write to scope {scope!r}: the branch kept moving ({MAX_ATTEMPTS} attempts); try again"
-    )
+def scope_lock(store: StoreCore, scope: str) -> contextlib.AbstractContextManager[None]:
+    """The lock under which one process at a time group-commits to ``scope``."""
+    return file_lock(store.gitmem_dir / "locks" / f"scope-{scope}.lock")
 
 
 def store_bytes_lock(store: StoreCore) -> contextlib.AbstractContextManager[None]:
@@ -372,7 +331,7 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
         return
     violations += policy.check_content(change.path, change.data, limits)
     policy.raise_first(violations)
-    denied = store.denied_ids()
+    denied = state.denied_ids()
     if denied and str(pygit2.hash(change.data)) in denied:
         raise ForbiddenError(
             f"{change.path}: this content was redacted from the store and may not be written back"
@@ -423,5 +382,13 @@ def maintain_quietly(store: StoreCore) -> None:
     """Repack when loose objects or packs pile up. The write it follows is already durable and
     published, so a failed repack must not fail it: the next write tries again, and
     ``gitmem maintain`` reports the error."""
-    with contextlib.suppress(GitmemError):
-        store.maintain()
+    if not _MAINTAINING.acquire(blocking=False):
+        return  # another thread of this process is repacking: one repack at a time
+    try:
+        with contextlib.suppress(GitmemError):
+            store.maintain()
+    finally:
+        _MAINTAINING.release()
+
+
+_MAINTAINING = threading.Lock()

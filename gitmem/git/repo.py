@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pygit2
 
 from gitmem.errors import GitmemError, NotFoundError
+from gitmem.git import intent
+from gitmem.git.intent import syncfs
 
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
 FILEMODE_TREE = pygit2.enums.FileMode.TREE
@@ -34,23 +38,6 @@ def fsync_path(path: str) -> bool:
     return True
 
 
-def syncfs(path: str) -> None:
-    """Flush the filesystem holding ``path`` (Linux syncfs; elsewhere a global sync)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    except (OSError, AttributeError):
-        pass
-    os.sync()
-
-
 def open_repository(path: Path) -> pygit2.Repository:
     try:
         return pygit2.Repository(str(path))
@@ -62,12 +49,36 @@ class Repo:
     """A git repository: objects, refs by compare-and-swap, durability, maintenance."""
 
     def __init__(self, repo: pygit2.Repository, path: Path) -> None:
-        self._repo = repo
+        # A pygit2 Repository (a libgit2 git_repository) must not be used by two threads at once:
+        # each thread gets its own, opened on first use (docs/durability.md, "Threads").
+        self._git_dir = repo.path
+        self._opener = threading.get_ident()
+        self._local = threading.local()
+        self._local.repo = repo
+        # Weak: a thread that ends drops its repository (a server's pool threads come and go).
+        self._all_repos: weakref.WeakSet[pygit2.Repository] = weakref.WeakSet([repo])
+        self._repos_lock = threading.Lock()
+        self._recovered = False
         self.path = path
 
     @property
+    def _repo(self) -> pygit2.Repository:
+        repo: pygit2.Repository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = pygit2.Repository(self._git_dir)
+            self._local.repo = repo
+            with self._repos_lock:
+                self._all_repos.add(repo)
+        return repo
+
+    @property
+    def git_dir(self) -> str:
+        """The repository's git directory, as libgit2 names it."""
+        return str(self._git_dir)
+
+    @property
     def repo(self) -> pygit2.Repository:
-        """The underlying pygit2 repository."""
+        """The underlying pygit2 repository (this thread's own)."""
         return self._repo
 
     # ------------------------------------------------------------------ refs
@@ -216,10 +227,13 @@ class Repo:
         except (pygit2.GitError, KeyError, ValueError):
             return False
 
-    # Durability. libgit2 writes objects and refs without fsync unless a process-wide option is on;
-    # gitmem leaves that option off and makes exactly what it wrote durable itself, before the ref
-    # moves (objects) and before a write is acknowledged (the ref): per file for a single version,
-    # one syncfs for a batch of thousands (docs/architecture.md#concurrency-and-durability).
+    # Durability (docs/durability.md). libgit2 writes objects and refs without fsync unless a
+    # process-wide option is on; gitmem leaves it off and publishes each commit (or chain of
+    # commits) with one filesystem flush: the ref move is first appended to an intent log, one
+    # syncfs makes the new objects and that line durable, then the ref moves (in the page cache).
+    # After a reboot the first gitmem process replays intent lines whose ref still points at
+    # their old value and whose objects are all readable; so no acknowledged write is lost and no
+    # ref ever points at an object that was not flushed first.
     def sync_objects(self, oids: list[pygit2.Oid]) -> None:
         """fsync the loose files of ``oids`` (objects already in packs are durable) and their dirs."""
         base = os.path.join(self._repo.path, "objects")
@@ -234,6 +248,21 @@ class Repo:
     def sync_all(self) -> None:
         """Make every object written so far durable at once (for batches)."""
         syncfs(os.path.join(self._repo.path, "objects"))
+
+    def publish(
+        self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]
+    ) -> bool:
+        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush
+        (:func:`gitmem.git.intent.publish`). Returns False on a lost race."""
+        return intent.publish(self, ref, old, new, objects)
+
+    def recover(self) -> int:
+        """After a reboot, replay the intent log (once per handle); returns the refs moved."""
+        if self._recovered:
+            return 0
+        moved = intent.recover(self)
+        self._recovered = True
+        return moved
 
     # Maintenance. Every single write leaves ~5 loose objects and every push a small pack; reads
     # slow down as they pile up. A geometric repack soaks loose objects into a new pack and merges
@@ -269,4 +298,26 @@ class Repo:
             raise GitmemError(f"git repack failed in {self.path}: {proc.stderr.strip()[:300]}")
 
     def free(self) -> None:
-        self._repo.free()
+        with self._repos_lock:
+            repos, self._all_repos = list(self._all_repos), weakref.WeakSet()
+        for repo in repos:
+            repo.free()
+
+
+def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:
+    """Replay a store's intent log after a reboot (see :meth:`Repo.recover`); for callers that hold
+    no :class:`Repo`, such as a hook. Returns the refs moved; one small read when nothing is due."""
+    path = Path(git_dir)
+    log = path / intent.INTENT_LOG
+    boot = intent.boot_id()
+    try:
+        with open(log, "rb") as fh:
+            if boot is None or fh.readline() == f"{intent.INTENT_HEADER}{boot}\n".encode():
+                return 0
+    except OSError:
+        return 0
+    repo = Repo(open_repository(path), path)
+    try:
+        return repo.recover()
+    finally:
+        repo.free()

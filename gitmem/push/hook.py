@@ -133,6 +133,11 @@ def pre_receive(
     from gitmem.push import pushcheck
 
     git_dir = Path(repo.path).resolve()
+    from gitmem.git.repo import recover_intent_log
+
+    # After a reboot a write acknowledged before it may sit only in the intent log: replay it
+    # before judging a push against the refs (one small read when nothing is due).
+    recover_intent_log(git_dir)
     settings = config.load_settings_cached(
         git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
     )
@@ -303,12 +308,13 @@ def record_push(
     actor: str | None,
     options: Sequence[str],
     session: str | None = None,
+    when: str | None = None,
 ) -> None:
     """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (server-side, never
     cloned: it keeps the raw commit ids that the public ledger only holds as keyed digests)."""
     import json
 
-    when = config.now_rfc3339()
+    when = when or config.now_rfc3339()
     store.gitmem_dir.mkdir(exist_ok=True)
     with open(store.gitmem_dir / PUSH_LOG, "a", encoding="utf-8") as fh:
         for u in updates:

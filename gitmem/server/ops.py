@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import pygit2
 
+from gitmem.engine.group import mutate
 from gitmem.engine.memories import refuse_conflict
 from gitmem.engine.rows import HeadRow
-from gitmem.engine.writer import Change, ScopeState, decode_content, encode_content, mutate, sha256_hex
+from gitmem.engine.writer import Change, ScopeState, decode_content, encode_content, sha256_hex
 from gitmem.errors import InvalidInputError, NotFoundError, PreconditionFailedError
 from gitmem.model.paths import validate_path
 from gitmem.model.versions import Version

@@ -1,0 +1,222 @@
+"""Group commit: the writes of several threads to one scope, chained and published together.
+
+Every single write runs through :func:`mutate` here. Writes
+that arrive while a commit is being made queue up; the next leader plans them in arrival order on
+one state, writes them as a chain of commits and publishes the chain with one flush and one
+compare-and-swap (docs/durability.md, "Group commit").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import pygit2
+
+from gitmem.config import Limits
+from gitmem.engine.core import StoreCore
+from gitmem.engine.guard import record_flags
+from gitmem.engine.overlay import BatchState
+from gitmem.engine.rows import VersionRow
+from gitmem.engine.writer import (
+    MAX_ATTEMPTS,
+    Change,
+    ScopeState,
+    authorize,
+    backoff,
+    check_limits,
+    commit_change,
+    current_size,
+    maintain_quietly,
+    scope_lock,
+    store_bytes_lock,
+    version_from_row,
+)
+from gitmem.errors import ConflictError
+from gitmem.model.versions import Version
+
+
+def mutate(
+    store: StoreCore,
+    scope: str,
+    plan: Callable[[ScopeState], Change | None],
+    *,
+    actor: str | None,
+    session: str | None,
+) -> Version | None:
+    """Plan and commit one change to one memory, with compare-and-swap and retry.
+
+    Threads writing to one scope through one handle are group-committed: the writes that arrive
+    while a commit is being made are chained onto the next one, in arrival order, and published
+    with one flush and one ref move; each caller returns (acknowledged) only after that. A writer in
+    review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
+    from gitmem.engine import (
+        proposals,
+    )  # cycle-ok: a routed write is planned by proposals with the writer's own pieces
+
+    owner = proposals.route(store, scope, actor, session)
+    if owner is not None:
+        done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
+        return done.versions[0] if done.versions else None
+    actor, session, limits = authorize(store, scope, actor, session)
+    request = _Request(plan, actor, session, limits)
+    group = _group(store, scope)
+    with group.cond:
+        group.queue.append(request)
+        if group.lingering:
+            group.arrivals.notify()
+        while not request.done and group.busy:
+            group.cond.wait()
+        if not request.done:  # this thread leads: it commits everything queued so far
+            group.busy = True
+            # The writers of the last group are on their way back with their next write: wait
+            # a moment for as many as that group had (a lone writer never waits).
+            want = min(group.last_size, GROUP_MAX)
+            if len(group.queue) < want:
+                group.lingering = True
+                deadline = time.monotonic() + GROUP_LINGER
+                while len(group.queue) < want and (left := deadline - time.monotonic()) > 0:
+                    group.arrivals.wait(left)
+                group.lingering = False
+            batch, group.queue = group.queue[:GROUP_MAX], group.queue[GROUP_MAX:]
+            group.last_size = len(batch)
+    if not request.done:
+        try:
+            commit_group(store, scope, batch)
+        except BaseException as exc:
+            for r in batch:
+                if not r.done:
+                    r.finish(None, exc)
+            raise
+        finally:
+            with group.cond:
+                group.busy = False
+                group.cond.notify_all()
+    if request.error is not None:
+        raise request.error
+    return request.result
+
+
+_log = logging.getLogger("gitmem.write")
+GROUP_MAX = 256  # versions one group commit chains at most
+GROUP_LINGER = 0.002  # seconds a leader waits for the writers of the last group to come back
+
+
+class _Request:
+    """One caller's write waiting in a group commit."""
+
+    __slots__ = ("plan", "actor", "session", "limits", "done", "result", "error")
+
+    def __init__(
+        self, plan: Callable[[ScopeState], Change | None], actor: str, session: str | None, limits: Limits
+    ) -> None:
+        self.plan = plan
+        self.actor = actor
+        self.session = session
+        self.limits = limits
+        self.done = False
+        self.result: Version | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: Version | None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+
+
+class _Group:
+    __slots__ = ("cond", "arrivals", "queue", "busy", "lingering", "last_size")
+
+    def __init__(self) -> None:
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)  # the queue changed or a group finished
+        self.arrivals = threading.Condition(lock)  # a write arrived (for a lingering leader)
+        self.queue: list[_Request] = []
+        self.busy = False
+        self.lingering = False
+        self.last_size = 1
+
+
+_GROUPS_LOCK = threading.Lock()
+
+
+def _group(store: StoreCore, scope: str) -> _Group:
+    with _GROUPS_LOCK:
+        groups: dict[str, _Group] | None = getattr(store, "_write_groups", None)
+        if groups is None:
+            groups = {}
+            store._write_groups = groups  # type: ignore[attr-defined]
+        group = groups.get(scope)
+        if group is None:
+            group = groups[scope] = _Group()
+        return group
+
+
+def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None:
+    """Plan ``requests`` in order on one state (each sees the ones before it), write them as a
+    chain of commits and publish the chain with one flush and one compare-and-swap; a lost race
+    (another process moved the branch) re-plans all of them. A refused request gets its error,
+    the others are committed."""
+    with contextlib.ExitStack() as held:
+        # Processes writing one scope take turns (no plan, objects and flush thrown away on a lost
+        # compare-and-swap); pushes and batches still race by compare-and-swap alone.
+        held.enter_context(scope_lock(store, scope))
+        locked = False
+        for attempt in range(MAX_ATTEMPTS):
+            tip = store.tip(scope)
+            state = BatchState(store, scope, tip)
+            planned: list[tuple[_Request, Change]] = []
+            outcome: dict[int, BaseException | None] = {}
+            for n, req in enumerate(requests):
+                try:
+                    change = req.plan(state)
+                    if change is not None:
+                        check_limits(store, state, change, req.limits)
+                except Exception as exc:  # this caller's error (a precondition, a limit, a bug)
+                    outcome[n] = exc
+                    continue
+                if change is None:
+                    outcome[n] = None
+                    continue
+                state.applied(change, current_size(state, change))
+                planned.append((req, change))
+            if state.needs_store_lock and not locked:
+                held.enter_context(store_bytes_lock(store))
+                locked = True
+                continue  # re-plan under the lock: other scopes may have grown while it waited
+            if not planned:
+                for n, req in enumerate(requests):
+                    req.finish(None, outcome.get(n))
+                return
+            chain = ScopeState(store, scope, tip)
+            written: list[pygit2.Oid] = []
+            parent = tip
+            rows: list[VersionRow] = []
+            for req, change in planned:
+                parent, row = commit_change(
+                    store, chain, change, parent, req.actor, req.session, written=written
+                )
+                rows.append(row)
+            assert parent is not None
+            if store.publish(store.ref_name(scope), tip, parent, written):
+                contents = {
+                    r.blob: c.data for r, (_q, c) in zip(rows, planned, strict=True) if r.blob and c.data
+                }
+                store.index.record(scope, tip, parent, rows, contents)
+                for (req, change), row in zip(planned, rows, strict=True):
+                    record_flags(store, scope, [change], [row], req.actor, req.session)
+                    _log.info(
+                        "%s %s %s in scope %r of %s (commit %s)",
+                        row.operation, row.path, row.id, scope, store.name, row.commit_id[:12],
+                    )  # fmt: skip
+                by_request = {id(req): row for (req, _c), row in zip(planned, rows, strict=True)}
+                for n, req in enumerate(requests):
+                    mine = by_request.get(id(req))
+                    req.finish(version_from_row(mine) if mine is not None else None, outcome.get(n))
+                maintain_quietly(store)
+                return
+            backoff(attempt)
+    raise ConflictError(
+        f"could not write to scope {scope!r}: the branch kept moving ({MAX_ATTEMPTS} attempts); try again"
+    )

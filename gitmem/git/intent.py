@@ -1,0 +1,222 @@
+"""The intent log: each publish costs one filesystem flush (docs/durability.md).
+
+A ref move is first appended to ``$GIT_DIR/gitmem/intent-log``; one ``syncfs`` makes the new objects
+and that line durable; then the ref moves, in the page cache. After a reboot the first gitmem
+process replays the lines whose ref still points at their old value and whose objects all read back
+whole, so no acknowledged write is lost and no ref ever points at an object that was not flushed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitmem.errors import GitmemError
+
+if TYPE_CHECKING:
+    from gitmem.git.repo import Repo
+
+_LIBC: object = None
+
+
+def _syncfs_call() -> object:
+    """libc's syncfs (Linux), looked up once; False where there is none."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL(None, use_errno=True).syncfs
+        except (OSError, AttributeError):
+            _LIBC = False
+    return _LIBC
+
+
+def syncfs_fd(fd: int) -> None:
+    """Flush the filesystem holding the open file ``fd`` (Linux syncfs; elsewhere a global sync)."""
+    call = _syncfs_call()
+    if call and call(fd) == 0:  # type: ignore[operator]
+        return
+    os.sync()
+
+
+def syncfs(path: str) -> None:
+    """Flush the filesystem holding ``path`` (Linux syncfs; elsewhere a global sync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        os.sync()
+        return
+    try:
+        syncfs_fd(fd)
+    finally:
+        os.close(fd)
+
+
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+INTENT_LOG = "gitmem/intent-log"  # under $GIT_DIR (docs/durability.md)
+INTENT_HEADER = "gitmem-intent-log 1 "
+INTENT_ROTATE_BYTES = 256 * 1024
+
+
+def boot_id() -> str | None:
+    """This boot of the machine (Linux), or None where the kernel does not say.
+
+    A process killed (SIGKILL, OOM) leaves the page cache to the kernel, which writes it out; only a
+    reboot (power loss, kernel crash) can lose what was written but not flushed. Read once per
+    process (a process never outlives its boot)."""
+    global _BOOT
+    if _BOOT is None:
+        try:
+            with open(BOOT_ID_FILE, encoding="ascii") as fh:
+                _BOOT = fh.read().strip()
+        except OSError:
+            _BOOT = ""
+    return _BOOT or None
+
+
+_BOOT: str | None = None
+
+
+def _entry_line(ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]) -> bytes:
+    body = " ".join([ref, str(old) if old is not None else "-", str(new), *(str(o) for o in objects)])
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    return f"{body} {digest}\n".encode()
+
+
+def _parse_entry(line: str) -> tuple[str, str | None, str, list[str]] | None:
+    """(ref, old, new, objects) of one intent-log line, or None for a torn or forged line."""
+    parts = line.split(" ")
+    if len(parts) < 4:
+        return None
+    body, digest = " ".join(parts[:-1]), parts[-1]
+    if hashlib.sha256(body.encode()).hexdigest()[:16] != digest:
+        return None
+    ref, old, new, *objects = parts[:-1]
+    return ref, (None if old == "-" else old), new, objects
+
+
+def log_path(repo: Repo) -> str:
+    return os.path.join(repo.git_dir, INTENT_LOG)
+
+
+def publish(
+    repo: Repo, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]
+) -> bool:
+    """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush.
+
+    ``objects`` are the new objects the commit (chain) needs: after a reboot the ref is only
+    replayed onto ``new`` when each of them reads back whole. Returns False on a lost race."""
+    boot = boot_id()
+    if boot is None:  # no way to tell a reboot from a crash: flush objects, then the ref
+        repo.sync_all()
+        if not repo.cas(ref, old, new):
+            return False
+        repo.sync_ref_file(ref)
+        return True
+    repo.recover()
+    fd = _open_log(repo)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # rotation and recovery take it exclusively
+        _write_header_if_empty(fd, boot)
+        os.write(fd, _entry_line(ref, old, new, objects))
+        syncfs_fd(fd)  # the one flush: objects and the intent line
+        moved = repo.cas(ref, old, new)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if not moved:
+        # A racing recovery may have replayed this very line (it cannot, within one boot; kept
+        # for safety): the ref at ``new`` means the write is published.
+        return repo.ref_target(ref) == new
+    if size > INTENT_ROTATE_BYTES:
+        _rotate(repo, boot)
+    return True
+
+
+def _open_log(repo: Repo) -> int:
+    path = log_path(repo)
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+
+
+def _write_header_if_empty(fd: int, boot: str) -> None:
+    if os.fstat(fd).st_size == 0:
+        os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+
+
+def _rotate(repo: Repo, boot: str) -> None:
+    """Empty a long intent log: one flush makes every ref move it records durable first."""
+    fd = _open_log(repo)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a writer is publishing; the next one rotates
+        if os.fstat(fd).st_size <= INTENT_ROTATE_BYTES:
+            return
+        syncfs_fd(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def recover(repo: Repo) -> int:
+    """After a reboot, replay the intent log; returns the refs moved.
+
+    A store this process may not write (another user's, a read-only mount) is left as it is."""
+    boot = boot_id()
+    path = log_path(repo)
+    if boot is None or not os.path.exists(path):
+        return 0
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    except OSError:
+        return 0
+    moved = 0
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline().decode("ascii", "replace")
+        if first == f"{INTENT_HEADER}{boot}\n":
+            return 0
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with open(path, "rb") as fh:
+            lines = fh.read().decode("ascii", "replace").split("\n")
+        if lines and lines[0] == f"{INTENT_HEADER}{boot}":
+            return 0  # another process recovered while this one waited
+        for line in lines[1:]:
+            entry = _parse_entry(line)
+            if entry is not None and _replay(repo, *entry):
+                moved += 1
+        syncfs_fd(fd)  # the replayed refs are durable before their lines go
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+    finally:
+        os.close(fd)
+    return moved
+
+
+def _replay(repo: Repo, ref: str, old: str | None, new: str, objects: list[str]) -> bool:
+    current = repo.ref_target(ref)
+    if (str(current) if current is not None else None) != old:
+        return False  # the ref moved on (or the move never happened and another one did)
+    odb = repo.repo.odb
+    for oid in [new, *objects]:
+        try:
+            odb.read(oid)  # decompresses the whole object: a torn file fails here
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+    target = pygit2.Oid(hex=new)
+    with contextlib.suppress(GitmemError):
+        return repo.cas(ref, pygit2.Oid(hex=old) if old is not None else None, target, "gitmem recover")
+    return False
