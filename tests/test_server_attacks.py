@@ -101,6 +101,7 @@ def test_no_request_field_header_or_query_chooses_the_actor(env: Env) -> None:
 
 def test_expired_revoked_and_malformed_tokens_are_401(env: Env) -> None:
     tokens = TokenStore(env["home"])
+    other_last = "B" if env["admin"].endswith("A") else "A"
     tok, secret = tokens.create(stores={"notes": "rw"}, expires="1h")
     data = json.loads((env["home"] / "tokens.json").read_text())
     data["tokens"][tok.id]["expires_at"] = "2020-01-01T00:00:00Z"
@@ -108,7 +109,7 @@ def test_expired_revoked_and_malformed_tokens_are_401(env: Env) -> None:
     auth = [
         {"x-api-key": secret},
         {"authorization": "Basic " + env["admin"]},  # not Bearer: the x-api-key below is not used
-        {"authorization": "Bearer " + env["admin"][:-1] + "A"},
+        {"authorization": "Bearer " + env["admin"][:-1] + other_last},  # one character off
         {"authorization": "Bearer " + env["admin"] + "x"},
     ]
     for headers in auth:
@@ -493,3 +494,57 @@ def test_a_scoped_token_learns_nothing_of_redactions_in_other_scopes(env: Env) -
         json={"path": "/guess.md", "content": "hunter2"},
     )
     assert r.status_code == 200 and "redacted" not in r.text
+
+
+def test_token_creates_at_once_keep_every_token_0600(workspace: Path) -> None:
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "gitmem", "token", "create", "--store", "notes:ro", "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    secrets = [json.loads(p.communicate()[0])["secret"] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0]
+    tokens = TokenStore(workspace)
+    assert len(tokens.list()) == 4 and len({tokens.authenticate(s).id for s in secrets}) == 4
+    assert stat.S_IMODE(os.stat(workspace / "tokens.json").st_mode) == 0o600
+    assert not any(s in (workspace / "tokens.json").read_text() for s in secrets)
+
+
+def _some_request(env: Env, i: int, k: int, sid: str, scope: str, m: dict[str, Any]) -> httpx.Response:
+    base, q = f"/v1/memory_stores/{sid}", f"?scope={scope}"
+    method, path, body = [
+        ("POST", f"{base}/memories/{m['id']}{q}", {"content": f"u{k}"}),
+        ("GET", f"{base}/memories{q}&view=full&depth=1", None),
+        ("GET", f"{base}/memory_versions{q}&view=full&limit=5", None),
+        ("POST", f"{base}/memory_versions/{m['memory_version_id']}/redact{q}", None),
+        ("POST", f"{base}/memories/{m['id']}{q}", {"path": f"/mv/{i}_{k}.md"}),
+        ("DELETE", f"{base}/memories/{m['id']}{q}", None),
+    ][k % 6]
+    return call(env, method, path, json=body)
+
+
+def test_mixed_concurrent_requests_never_500(env: Env) -> None:
+    """Creates, updates, renames, deletes, redactions and full listings in two stores and three
+    scopes at once: libgit2 and SQLite handles must never be shared by two threads."""
+    answers: list[httpx.Response] = []
+
+    def worker(i: int) -> httpx.Response:
+        mine: list[tuple[str, str, dict[str, Any]]] = []
+        for k in range(24):
+            sid, scope = (env["sid"], env["other"])[k % 2], ("main", "team", f"s{i}")[k % 3]
+            if k % 4 == 0 or not mine:
+                body = {"path": f"/d{k % 3}/m{i}_{k}.md", "content": f"c{i}.{k}"}
+                r = call(env, "POST", f"/v1/memory_stores/{sid}/memories?scope={scope}", json=body)
+                if r.status_code == 200:
+                    mine.append((sid, scope, r.json()))
+            else:
+                r = _some_request(env, i, k, *mine[k % len(mine)])
+            answers.append(r)
+        return r
+
+    burst(6, worker)
+    assert answers and all(r.status_code < 500 for r in answers), [
+        r.text for r in answers if r.status_code >= 500
+    ]

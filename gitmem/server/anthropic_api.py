@@ -26,12 +26,12 @@ from gitmem.errors import (
     ForbiddenError,
     GitmemError,
     InvalidInputError,
-    LimitExceededError,
     NotFoundError,
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
 from gitmem.server import errors, ops, wire
+from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore, parse_time
@@ -39,7 +39,6 @@ from gitmem.store import Store, create_store, delete_store
 
 log = logging.getLogger("gitmem.server")
 Json = dict[str, Any]
-BETAS = ("agent-memory-2026-07-22", "managed-agents-2026-04-01")
 STORE_FIELDS = ("name", "description", "metadata")
 
 
@@ -64,43 +63,6 @@ class Call:
                 f"token {self.token.id} may only use scope {self.token.scope!r}, not {scope!r}"
             )
         return scope
-
-
-class BodyTooLarge(LimitExceededError):
-    """The request body is over the server's limit (413 before parsing)."""
-
-
-class BodyTimeout(Exception):
-    """The client did not send its whole body in time (408)."""
-
-
-async def read_body(request: Request, max_bytes: int, timeout: float) -> bytes:
-    """The whole body, at most ``max_bytes``, within ``timeout`` seconds (a slow client is cut off)."""
-    chunks: list[bytes] = []
-    size = 0
-    with anyio.move_on_after(timeout) as deadline:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_bytes:
-                raise BodyTooLarge(f"the request body is over {max_bytes} bytes")
-            chunks.append(chunk)
-    if deadline.cancelled_caught:
-        raise BodyTimeout
-    return b"".join(chunks)
-
-
-def _secret(request: Request) -> str | None:
-    auth = request.headers.get("authorization")
-    if auth is not None:
-        scheme, _, value = auth.partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else None
-    return request.headers.get("x-api-key")
-
-
-def _check_beta(request: Request) -> None:
-    sent = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",")}
-    if all(b in sent for b in BETAS):
-        raise InvalidInputError(f"anthropic-beta: send one of {BETAS[0]} or {BETAS[1]}, not both")
 
 
 def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
@@ -130,9 +92,9 @@ class AnthropicApi:
         async def handler(request: Request) -> Response:
             rid: str = request.state.request_id
             try:
-                token = self.tokens.authenticate(_secret(request))
+                token = self.tokens.authenticate(secret(request))
                 request.state.token_id = token.id
-                _check_beta(request)
+                check_beta(request)
                 raw = await read_body(request, self.max_body, self.body_timeout) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
                 # Not cancellable: a client that disconnects leaves no version or one complete version.

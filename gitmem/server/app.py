@@ -41,6 +41,7 @@ from gitmem.server.tokens import TokenStore
 
 MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
 BODY_TIMEOUT_SECONDS = 30.0  # a client has this long to send its whole body (slowloris: 408)
+# Unless a face set its own (the console, git's smart HTTP).
 SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]
 # Metric labels: any other method (a client may send any token) counts as "other", so that
 # made-up methods cannot grow the metrics without bound.
@@ -69,11 +70,9 @@ class _Front:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [
-                    *message["headers"],
-                    (b"request-id", rid.encode("ascii")),
-                    *SECURITY_HEADERS,
-                ]
+                headers = [*message["headers"], (b"request-id", rid.encode("ascii"))]
+                present = {k.lower() for k, _v in headers}
+                message["headers"] = headers + [h for h in SECURITY_HEADERS if h[0] not in present]
             await send(message)
 
         self.metrics.in_flight.inc()
