@@ -9,12 +9,13 @@ token's (and its session), never something the request says.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -25,12 +26,12 @@ from gitmem.errors import (
     ForbiddenError,
     GitmemError,
     InvalidInputError,
-    LimitExceededError,
     NotFoundError,
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
 from gitmem.server import errors, ops, wire
+from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore, parse_time
@@ -38,7 +39,6 @@ from gitmem.store import Store, create_store, delete_store
 
 log = logging.getLogger("gitmem.server")
 Json = dict[str, Any]
-BETAS = ("agent-memory-2026-07-22", "managed-agents-2026-04-01")
 STORE_FIELDS = ("name", "description", "metadata")
 
 
@@ -65,35 +65,6 @@ class Call:
         return scope
 
 
-class BodyTooLarge(LimitExceededError):
-    """The request body is over the server's limit (413 before parsing)."""
-
-
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise BodyTooLarge(f"the request body is over {max_bytes} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _secret(request: Request) -> str | None:
-    auth = request.headers.get("authorization")
-    if auth is not None:
-        scheme, _, value = auth.partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else None
-    return request.headers.get("x-api-key")
-
-
-def _check_beta(request: Request) -> None:
-    sent = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",")}
-    if all(b in sent for b in BETAS):
-        raise InvalidInputError(f"anthropic-beta: send one of {BETAS[0]} or {BETAS[1]}, not both")
-
-
 def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
     """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
     from gitmem.engine.proposals import reviewing
@@ -104,11 +75,15 @@ def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
 
 
 class AnthropicApi:
-    def __init__(self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int) -> None:
+    def __init__(
+        self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int, body_timeout: float
+    ) -> None:
         self.pool = pool
         self.tokens = tokens
         self.metrics = metrics
         self.max_body = max_body
+        self.body_timeout = body_timeout
+        self._creating = threading.Lock()  # the library's create_store is not safe from threads
 
     # ------------------------------------------------------------------ plumbing
     def endpoint(
@@ -117,15 +92,23 @@ class AnthropicApi:
         async def handler(request: Request) -> Response:
             rid: str = request.state.request_id
             try:
-                token = self.tokens.authenticate(_secret(request))
+                token = self.tokens.authenticate(secret(request))
                 request.state.token_id = token.id
-                _check_beta(request)
-                raw = await read_body(request, self.max_body) if with_body else b""
+                check_beta(request)
+                raw = await read_body(request, self.max_body, self.body_timeout) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
                 # Not cancellable: a client that disconnects leaves no version or one complete version.
                 data = await anyio.to_thread.run_sync(_as_token, fn, call)
             except GitmemError as exc:
-                return self.error(errors.from_exception(exc, rid))
+                if errors.status_of(exc)[0] >= 500:
+                    log.error("request %s failed: %s", rid, exc.message)
+                return self.error(errors.from_exception(exc, rid, str(self.pool.home)))
+            except BodyTimeout:
+                message = f"the request body did not arrive within {self.body_timeout:g} seconds"
+                return self.error(errors.reply(408, "timeout_error", message, rid))
+            except ClientDisconnect:  # gone before its body arrived: nothing was done, nobody to tell
+                log.info("request %s: the client disconnected", rid)
+                return Response(status_code=400)
             except Exception:
                 log.exception("request %s failed", rid)
                 return self.error(errors.reply(500, "api_error", "internal server error", rid))
@@ -175,7 +158,8 @@ class AnthropicApi:
         allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
         if not allowed:
             what = "write" if write else "read"
-            raise ForbiddenError(f"token {call.token.id} may not {what} store {name!r}")
+            store_id = call.params["memory_store_id"]  # not its name: the token may not even see that
+            raise ForbiddenError(f"token {call.token.id} may not {what} memory store {store_id}")
         return name
 
     @staticmethod
@@ -205,7 +189,8 @@ class AnthropicApi:
         description = wire.string(data, "description", nullable=True) or ""
         metadata = wire.metadata_patch(data.get("metadata"), patch=False)
         try:
-            store = create_store(name, description=description, metadata=metadata, home=self.pool.home)  # type: ignore[arg-type]
+            with self._creating:
+                store = create_store(name, description=description, metadata=metadata, home=self.pool.home)  # type: ignore[arg-type]
         except InvalidInputError as exc:
             raise InvalidInputError(f"invalid store: {exc.message}") from None
         with store:
@@ -218,6 +203,10 @@ class AnthropicApi:
         limit = wire.limit(q)
         what = ("stores", include_archived, q.get("created_at[gte]"), q.get("created_at[lte]"))
         after = wire.decode_cursor(q.get("page"), what)
+        if after is not None and not (
+            isinstance(after, list) and len(after) == 2 and all(isinstance(k, str) for k in after)
+        ):
+            raise InvalidInputError("page: not a cursor of this listing")
         found = []
         for s in self.pool.all_settings():
             if not call.token.may_read(s.name) or (s.archived_at is not None and not include_archived):
@@ -279,9 +268,8 @@ class AnthropicApi:
         self._admin(call)
         name = self._name(call, write=True)
         store_id = call.params["memory_store_id"]
-        self.pool.forget(name)
-        delete_store(name, self.pool.home)
-        self.pool.forget(name)
+        with self.pool.retiring(name):  # waits for the requests working in it, then lends it no more
+            delete_store(name, self.pool.home)
         return {"id": store_id, "type": "memory_store_deleted"}
 
     # ------------------------------------------------------------------ memories
@@ -313,7 +301,7 @@ class AnthropicApi:
             validate_prefix(prefix)
         except InvalidInputError as exc:
             raise InvalidInputError(f"path_prefix: {exc.message}") from None
-        what = ("memories", scope, prefix, depth)
+        what = ("memories", call.params["memory_store_id"], scope, prefix, depth)
         after = wire.decode_cursor(q.get("page"), what)
         if after is not None and not isinstance(after, str):
             raise InvalidInputError("page: not a cursor of this listing")
@@ -413,7 +401,7 @@ class AnthropicApi:
             "since": wire.time_param(q, "created_at[gte]"),
             "until": wire.time_param(q, "created_at[lte]"),
         }
-        what = ("versions", scope, *(str(v) for v in filters.values()))
+        what = ("versions", call.params["memory_store_id"], scope, *(str(v) for v in filters.values()))
         after = wire.decode_cursor(q.get("page"), what)
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id

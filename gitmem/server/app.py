@@ -4,9 +4,10 @@
 
 ``create_app(home)`` builds it; :func:`serve` runs it on uvicorn. In front of every route: a request
 id (``request-id`` header, ``req_...``), a structured access log line (logger ``gitmem.access``,
-one JSON object per request), Prometheus counters, and the body limit (413 from the
+one JSON object per request), Prometheus counters, the body limit (413 from the
 ``content-length`` header, before anything is read or parsed; git pushes under ``/git/`` have
-their own, larger limit, counted as the body streams).
+their own, larger limit, counted as the body streams), and the headers that keep browsers and
+caches from doing anything with an answer but hand it to the client (``nosniff``, ``no-store``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
 MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
+BODY_TIMEOUT_SECONDS = 30.0  # a client has this long to send its whole body (slowloris: 408)
+# Unless a face set its own (the console, git's smart HTTP).
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]
+# Metric labels: any other method (a client may send any token) counts as "other", so that
+# made-up methods cannot grow the metrics without bound.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 access_log = logging.getLogger("gitmem.access")
 
 
@@ -63,7 +70,9 @@ class _Front:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"request-id", rid.encode("ascii"))]
+                headers = [*message["headers"], (b"request-id", rid.encode("ascii"))]
+                present = {k.lower() for k, _v in headers}
+                message["headers"] = headers + [h for h in SECURITY_HEADERS if h[0] not in present]
             await send(message)
 
         self.metrics.in_flight.inc()
@@ -84,8 +93,9 @@ class _Front:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
             label = getattr(route, "path", "unmatched")
-            self.metrics.requests.labels(scope["method"], label, str(status[0])).inc()
-            self.metrics.latency.labels(scope["method"], label).observe(elapsed)
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.metrics.requests.labels(method, label, str(status[0])).inc()
+            self.metrics.latency.labels(method, label).observe(elapsed)
             state: dict[str, Any] = scope.get("state", {})
             access_log.info(
                 json.dumps(
@@ -117,13 +127,14 @@ def create_app(
     home: str | os.PathLike[str] | None = None,
     *,
     max_body: int = MAX_BODY_BYTES,
+    body_timeout: float = BODY_TIMEOUT_SECONDS,
     idle_seconds: float = 60.0,
 ) -> Any:
     """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace)."""
     pool = StorePool(home, idle_seconds=idle_seconds)
     tokens = TokenStore(pool.home)
     metrics = Metrics()
-    api = AnthropicApi(pool, tokens, metrics, max_body)
+    api = AnthropicApi(pool, tokens, metrics, max_body, body_timeout)
     console = Console(pool, tokens, max_body=max_body)
     databricks = DatabricksApi(pool, tokens, metrics, max_body)
     git_http = GitHttp(pool.home, tokens)
@@ -168,6 +179,9 @@ def create_app(
         exception_handlers={404: not_found, 405: not_found},
         lifespan=lifespan,
     )
+    # No redirect from /x/ to /x: Starlette builds its Location from the Host header, which any
+    # client sets (an open redirect); an API client gets a 404 instead.
+    app.router.redirect_slashes = False
     app.state.pool = pool
     app.state.tokens = tokens
     app.state.metrics = metrics

@@ -35,7 +35,6 @@ from gitmem.errors import (
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.server import wire
-from gitmem.server.anthropic_api import BodyTooLarge, read_body
 from gitmem.server.databricks_wire import (
     _EDITS,
     BASE,
@@ -56,6 +55,7 @@ from gitmem.server.databricks_wire import (
     text_field,
 )
 from gitmem.server.git_http import secret_from_headers
+from gitmem.server.intake import BodyTooLarge, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore

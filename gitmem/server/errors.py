@@ -3,7 +3,9 @@
 Body: ``{"type": "error", "error": {"type": ..., "message": ...}, "request_id": ...}``. Every 409
 is deterministic (a failed precondition, a taken path, an archived store) and carries
 ``x-should-retry: false``, so that the SDK answers a conflict in one attempt instead of three.
-Invalid input is 400 and oversize content 413 (both permanent for the SDK), never 422.
+Invalid input is 400 and oversize content 413 (both permanent for the SDK), never 422. A client
+never learns where the server keeps its files: a 5xx says only "internal server error" (the details
+go to the server's log), and the workspace's path is cut out of every other message.
 """
 
 from __future__ import annotations
@@ -70,11 +72,13 @@ def reply(status: int, error_type: str, message: str, request_id: str, **extra: 
     return ErrorReply(status, body, headers)
 
 
-def from_exception(exc: GitmemError, request_id: str) -> ErrorReply:
-    """The reply for a gitmem error."""
+def from_exception(exc: GitmemError, request_id: str, home: str = "") -> ErrorReply:
+    """The reply for a gitmem error; ``home`` (the workspace path) never appears in it."""
     status, name = status_of(exc)
     extra: dict[str, str] = {}
     if isinstance(exc, PathConflictError):
         extra = {"conflicting_path": exc.conflicting_path, "conflicting_memory_id": exc.conflicting_memory_id}
-    message = exc.message if status < 500 else f"internal error: {exc.message}"
+    if status >= 500:
+        return reply(status, name, "internal server error", request_id)
+    message = exc.message.replace(home, "<home>") if home else exc.message
     return reply(status, name, message, request_id, **extra)

@@ -53,7 +53,10 @@ def check_path(path: object, field: str = "path") -> str:
         validate_path(path)
     except InvalidInputError as exc:
         raise InvalidInputError(f"{field}: {exc.message}") from None
-    if path == MARKER_PATH:
+    # Also as a folder and in any case: the SDK writes its marker file at the root of a local
+    # folder, where /.anthropic-memory-store/x (or, on a case-insensitive disk, /.Anthropic-...)
+    # would take its place and break every session's download of the store.
+    if path.split("/")[1].casefold() == MARKER_PATH[1:]:
         raise InvalidInputError(f"{field}: {MARKER_PATH} is reserved for the SDK's sync marker")
     return path
 

@@ -6,6 +6,10 @@ at once (that crashes the process). The pool therefore lends Store objects, like
 ones are closed after ``idle_seconds``. Writes to one scope are also serialized in this process
 (``pool.write_lock``), so that the threads of one server do not spin on the branch's
 compare-and-swap; other processes still race through the library's CAS path.
+
+Deleting a store (``with pool.retiring(name)``) first waits for every lent Store of it to come
+back and lends no new one, so that no request is half-way through a store whose files vanish
+(that would fail with libgit2 errors, or recreate parts of the deleted directory).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 
 from gitmem import config
 from gitmem.config import StoreSettings
-from gitmem.errors import NotFoundError
+from gitmem.errors import ConfigError, NotFoundError
 from gitmem.store import Store, list_stores, open_store
 
 
@@ -31,6 +35,9 @@ class StorePool:
         self._idle: dict[str, list[tuple[float, Store]]] = {}
         self._ids: dict[str, str] = {}  # memstore_ id -> store name
         self._write_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._lent: dict[str, int] = {}  # store name -> Stores of it lent right now
+        self._retiring: set[str] = set()  # stores being deleted: lent to nobody
+        self._returned = threading.Condition(self._lock)
         self.opened = 0  # Store objects opened so far (for /metrics)
 
     # ------------------------------------------------------------------ lending
@@ -42,18 +49,49 @@ class StorePool:
             yield store
         except BaseException:
             store.close()  # a failed operation may leave caches in any state: do not lend it again
+            self._returned_one(name)
             raise
         self._give_back(name, store)
+        self._returned_one(name)
 
     def _take(self, name: str) -> Store:
         with self._lock:
+            if name in self._retiring:
+                raise NotFoundError(f"memory store {name!r} is being deleted")
+            self._lent[name] = self._lent.get(name, 0) + 1
             idle = self._idle.get(name)
             if idle:
                 return idle.pop()[1]
-        store = open_store(name, self.home)
+        try:
+            store = open_store(name, self.home)
+        except BaseException:
+            self._returned_one(name)
+            raise
         with self._lock:
             self.opened += 1
         return store
+
+    def _returned_one(self, name: str) -> None:
+        with self._lock:
+            self._lent[name] -= 1
+            if not self._lent[name]:
+                del self._lent[name]
+                self._returned.notify_all()
+
+    @contextlib.contextmanager
+    def retiring(self, name: str) -> Iterator[None]:
+        """For the ``with`` block (deleting the store), no Store of ``name`` is lent or open."""
+        with self._lock:
+            if name in self._retiring:
+                raise NotFoundError(f"memory store {name!r} is being deleted")
+            self._retiring.add(name)
+            self._returned.wait_for(lambda: name not in self._lent)
+        try:
+            self.forget(name)
+            yield
+        finally:
+            with self._lock:
+                self._retiring.discard(name)
 
     def _give_back(self, name: str, store: Store) -> None:
         now = time.monotonic()
@@ -95,7 +133,7 @@ class StorePool:
                 with self.store(name) as s:
                     if s.settings.id == store_id:
                         return name
-            except NotFoundError:
+            except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
                 pass
         for settings in self.all_settings():
             if settings.id == store_id:

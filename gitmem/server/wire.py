@@ -11,6 +11,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from gitmem.server.tokens import parse_time
 Json = dict[str, Any]
 VIEWS = ("basic", "full")
 MAX_FULL_PAGE = 20
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # ---------------------------------------------------------------------- times and actors
@@ -119,6 +121,9 @@ def body(raw: bytes, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -
             raise InvalidInputError(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidInputError("the request body must be a JSON object")
+    bad = _surrogate_field(data)
+    if bad is not None:
+        raise InvalidInputError(f"{bad}: not valid UTF-8 text (it contains a lone surrogate)")
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise InvalidInputError(f"{unknown[0]}: unknown field (allowed: {', '.join(allowed)})")
@@ -126,6 +131,26 @@ def body(raw: bytes, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -
         if name not in data:
             raise InvalidInputError(f"{name}: this field is required")
     return data
+
+
+def _surrogate_field(data: Json) -> str | None:
+    """The field (``metadata.k``) holding a lone surrogate: JSON can say ``"\\ud800"``, UTF-8 cannot,
+    so such text could be neither stored nor ever rendered again. Iterative: bodies nest deeply."""
+    todo: list[tuple[str, Any]] = [("", data)]
+    while todo:
+        name, value = todo.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return name or "body"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                field = f"{name}.{ascii(key)[1:-1]}" if name else ascii(key)[1:-1]
+                if _SURROGATE.search(key):
+                    return field
+                todo.append((field, item))
+        elif isinstance(value, list):
+            todo.extend((f"{name}[{i}]", item) for i, item in enumerate(value))
+    return None
 
 
 def string(data: Mapping[str, Any], name: str, *, nullable: bool = False) -> str | None:
