@@ -166,7 +166,7 @@ def check_trailers(store: StoreCore) -> list[str]:
             if bad:
                 problems.append(f"commit {commit.id} in scope {scope!r}: malformed trailers: {bad[0]}")
                 continue
-            receipt = received.get(str(commit.id))
+            receipt = received.get(str(commit.id), scope)
             if "Gitmem-Compaction" in trailers:
                 if receipt is not None and not receipt.trusted:
                     problems.append(

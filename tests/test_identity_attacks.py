@@ -1,0 +1,167 @@
+"""Attacks on push identity and attribution (docs/identity.md): every pusher is an attacker.
+
+Each test is a real push (file://, git daemon on 127.0.0.1, gitmem serve's git HTTP) that broke the
+store's account of who changed what, and checks that it holds now: the versions a push brings are
+the pusher's, their ids are the store's, and a rebuilt index gives every id to the same commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitmem.engine import ledger
+from gitmem.push import hook
+from gitmem.store import Store
+from tests.test_identity import clone, commit, daemon, forged, git, gitmem_cli, ids, seeded
+
+__all__ = ["daemon", "seeded"]  # fixtures
+
+
+def rebuilt_ids(store: Store) -> dict[str, tuple[str, str, str]]:
+    """Every version id -> (scope, commit, actor) after deleting the index and reindexing."""
+    store.core.index.close()
+    (store.path / "gitmem" / "index.sqlite").unlink()
+    gitmem_cli("reindex", store.name)
+    return ids(store)
+
+
+def all_versions(store: Store) -> list[tuple[str, str, str, str]]:
+    rows = store.core.index.version_rows()
+    return sorted((r.scope, r.id, r.memory_id, r.actor) for r in rows)
+
+
+# ---------------------------------------------------------------------- copies of existing commits
+def test_another_users_versions_pushed_onto_a_new_scope_are_the_pushers(
+    seeded: Store, tmp_path: Path
+) -> None:
+    """Before: ``git push origin main:copy`` by anyone made alice's versions appear on ``copy`` as
+    hers, under her version ids (``show <id>`` then answered from the copy), and the push entry
+    listed no version."""
+    work = clone(seeded, tmp_path)
+    originals = {v.id for v in seeded.versions(scope="main")}
+    git("push", "-q", "origin", "main:aaa", cwd=work, env={"REMOTE_USER": "mallory"})
+    copies = seeded.versions(scope="aaa")
+    assert len(copies) == 2
+    assert {v.actor for v in copies} == {"user:mallory"}
+    assert not originals & {v.id for v in copies}  # no id the store already gave out
+    assert {v.memory_id for v in copies}.isdisjoint({v.memory_id for v in seeded.versions(scope="main")})
+    for vid in originals:
+        assert seeded.version(vid).scope == "main"
+    push = ledger.entries(seeded.core, kind="push")[-1]
+    assert sorted(v["version"] for v in push.data["versions"]) == sorted(v.id for v in copies)
+    assert push.data["commits"] == 2
+    before = ids(seeded)
+    assert rebuilt_ids(seeded) == before
+
+
+def test_a_trusted_pushers_copy_of_existing_commits_is_not_trusted(seeded: Store, tmp_path: Path) -> None:
+    """Trailers are believed on the commits a mirror brings into the store, not on commits the
+    store already has: their ids are taken."""
+    seeded.update_settings(acl={"trust_trailers": ["user:mirror"]}, actor="user:root")
+    work = clone(seeded, tmp_path)
+    git("push", "-q", "origin", "main:mirror-copy", cwd=work, env={"GITMEM_ACTOR": "user:mirror"})
+    main = {v.id for v in seeded.versions(scope="main")}
+    copies = seeded.versions(scope="mirror-copy")
+    assert copies and not main & {v.id for v in copies}
+    assert {v.actor for v in copies} == {"user:mirror"}
+    before = ids(seeded)
+    assert rebuilt_ids(seeded) == before
+
+
+def test_a_commit_pushed_to_two_scopes_at_once_is_the_pushers_on_both(seeded: Store, tmp_path: Path) -> None:
+    work = clone(seeded, tmp_path)
+    git("checkout", "-q", "--orphan", "x", cwd=work)
+    git("rm", "-q", "-rf", ".", cwd=work)
+    (work / "n.md").write_text("new\n")
+    commit(work, "n")
+    git("push", "-q", "origin", "x:s1", "x:s2", cwd=work, env={"REMOTE_USER": "bob"})
+    s1, s2 = seeded.versions(scope="s1"), seeded.versions(scope="s2")
+    assert [v.actor for v in s1] == [v.actor for v in s2] == ["user:bob"]
+    assert s1[0].id != s2[0].id
+    # Later, someone else copies s1 onto s3: it is theirs, not bob's.
+    git("push", "-q", "origin", "x:s3", cwd=work, env={"REMOTE_USER": "eve"})
+    assert [v.actor for v in seeded.versions(scope="s3")] == ["user:eve"]
+    before = ids(seeded)
+    assert len(before) == 2 + 3
+    assert rebuilt_ids(seeded) == before
+
+
+def test_a_merge_of_another_scope_brings_its_versions_as_the_pushers(seeded: Store, tmp_path: Path) -> None:
+    seeded.write("/t.md", "team\n", scope="team", actor="user:bob")
+    work = clone(seeded, tmp_path)
+    git("merge", "-q", "--allow-unrelated-histories", "-m", "merge", "origin/team", cwd=work)
+    git("push", "-q", "origin", "main", cwd=work, env={"REMOTE_USER": "mallory"})
+    on_main = [v for v in seeded.versions(scope="main") if v.path == "/t.md"]
+    assert on_main and {v.actor for v in on_main} == {"user:mallory"}
+    team_ids = {v.id for v in seeded.versions(scope="team")}
+    assert team_ids.isdisjoint({v.id for v in on_main})
+    before = ids(seeded)
+    assert rebuilt_ids(seeded) == before
+
+
+def test_forged_trailers_on_a_copy_over_git_daemon(seeded: Store, daemon: str, tmp_path: Path) -> None:
+    """The daemon's GITEA_PUSHER_NAME names carol; a forged commit on top of a copy of main takes
+    no id and no actor from its trailers."""
+    first = seeded.versions(path="/secret.md")[-1]
+    work = tmp_path / "work"
+    git("clone", "-q", f"{daemon}/notes.git", str(work))
+    git("checkout", "-q", "-b", "evil", cwd=work)
+    (work / "secret.md").write_text("decoy\n")
+    cid = commit(work, forged(first.id, first.memory_id, actor="user:alice"))
+    git("push", "-q", "origin", "evil", cwd=work, env={"GITMEM_ACTOR": "user:alice"})
+    evil = seeded.versions(scope="evil")
+    assert len(evil) == 3 and {v.actor for v in evil} == {"user:carol"}
+    assert first.id not in {v.id for v in evil} and any(v.commit == cid for v in evil)
+    assert seeded.version(first.id).scope == "main"
+    before = ids(seeded)
+    assert rebuilt_ids(seeded) == before
+
+
+# ---------------------------------------------------------------------- malformed identities
+@pytest.mark.parametrize(
+    ("value", "actor"),
+    [
+        ("bob", "user:bob"),
+        ("user:bob", "user:bob"),
+        ("api:key_1", "api:key_1"),
+        ("cn:bob", "user:cn:bob"),  # not a kind gitmem knows: the whole value is the name
+        (":bob", "user::bob"),
+        ("evil\nx:y", "user:evil_x:y"),  # a newline never reaches a TSV row or the audit table
+        ("ser vice:gitmem", "user:ser_vice:gitmem"),
+        ("al\u202eice", "user:al_ice"),  # a right-to-left override is a format character
+        ("bøb", "user:bøb"),
+        ("  bob  ", "user:bob"),
+        ("user:", None),
+        (" ", None),
+        ("\t\n", None),
+        ("", None),
+    ],
+)
+def test_identity_values_become_valid_actors_or_nobody(value: str, actor: str | None) -> None:
+    from gitmem.model.versions import validate_actor
+
+    got = hook.pusher({"REMOTE_USER": value}, [], False)
+    assert got == actor
+    if got is not None:
+        assert validate_actor(got) == got
+
+
+def test_a_blank_server_identity_falls_to_the_next_and_options_need_trust() -> None:
+    assert hook.pusher({"REMOTE_USER": " ", "GL_USERNAME": "gl"}, [], False) == "user:gl"
+    assert hook.pusher({"REMOTE_USER": "", "GITMEM_ACTOR": "user:me"}, [], False) == "user:me"
+    assert hook.pusher({}, ["actor=user:root"], False) is None
+    assert hook.pusher({}, ["actor=root\nx"], True) == "user:root_x"
+    assert hook.pusher({}, ["actor=user:"], True) is None
+    assert hook.identity_source({"REMOTE_USER": " ", "GL_USER": "g"}) == "GL_USER"
+
+
+def test_a_pushed_identity_with_a_newline_is_recorded_as_a_valid_actor(seeded: Store, tmp_path: Path) -> None:
+    work = clone(seeded, tmp_path)
+    (work / "n.md").write_text("n\n")
+    cid = commit(work, "n")
+    git("push", "-q", "origin", "main", cwd=work, env={"REMOTE_USER": "evil\n2026\tcreated\tuser:alice"})
+    (v,) = [v for v in seeded.versions() if v.commit == cid]
+    assert v.actor == "user:evil_2026_created_user:alice"
+    out = gitmem_cli("log", "notes").stdout
+    assert all(len(line.split("\t")) == 7 for line in out.splitlines())
