@@ -6,6 +6,7 @@ the pusher's, their ids are the store's, and a rebuilt index gives every id to t
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,64 @@ def test_a_pushed_identity_with_a_newline_is_recorded_as_a_valid_actor(seeded: S
     assert v.actor == "user:evil_2026_created_user:alice"
     out = gitmem_cli("log", "notes").stdout
     assert all(len(line.split("\t")) == 7 for line in out.splitlines())
+
+
+# ---------------------------------------------------------------------- tampering with the server's logs
+def _pushed(store: Store, tmp_path: Path) -> tuple[Path, str]:
+    work = clone(store, tmp_path)
+    (work / "b.md").write_text("bob's\n")
+    commit(work, "b")
+    git("push", "-q", "-o", "session=sesn_bob", "origin", "main", cwd=work, env={"REMOTE_USER": "bob"})
+    (work / "c.md").write_text("bob's too\n")
+    commit(work, forged("memver_01JAAAAAAAAAAAAAAAAAAAAAAA", "mem_01JAAAAAAAAAAAAAAAAAAAAAAA"))
+    git("push", "-q", "origin", "main", cwd=work, env={"REMOTE_USER": "bob"})
+    return work, (store.path / "gitmem" / "receipts.jsonl").read_text()
+
+
+def _verify_detail(store: Store, name: str) -> tuple[bool, str]:
+    from gitmem.audit.verify import verify
+
+    store.core.index.close()
+    report = verify(store.core, raise_on_failure=False)
+    check = next(c for c in report.checks if c.name == name)
+    return check.ok, check.detail or ""
+
+
+def test_verify_finds_an_edited_or_truncated_receipts_file(seeded: Store, tmp_path: Path) -> None:
+    """Before: editing the pusher in receipts.jsonl, or deleting a receipt (so the rebuilt index
+    believed the forged ``Gitmem-Version``), changed the audit and ``verify`` said ok."""
+    _work, text = _pushed(seeded, tmp_path)
+    assert _verify_detail(seeded, "receipts") == (True, "")
+    path = seeded.path / "gitmem" / "receipts.jsonl"
+    first, second = text.splitlines()
+    path.write_text(first.replace('"user:bob"', '"user:alice"') + "\n" + second + "\n")
+    rebuilt_ids(seeded)
+    ok, detail = _verify_detail(seeded, "receipts")
+    assert not ok and "says user:alice" in detail and "receipts.jsonl was edited" in detail
+    path.write_text(first + "\n")
+    rebuilt_ids(seeded)
+    assert "memver_01JAAAAAAAAAAAAAAAAAAAAAAA" in ids(seeded)  # the forgery wins without its receipt...
+    ok, detail = _verify_detail(seeded, "receipts")
+    assert not ok and "which the index no longer has" in detail  # ...and verify says so
+    path.write_text(text)
+    rebuilt_ids(seeded)
+    assert _verify_detail(seeded, "receipts") == (True, "")
+
+
+def test_receipts_check_holds_through_redaction_and_compaction(seeded: Store, tmp_path: Path) -> None:
+    import gitmem
+
+    work, _text = _pushed(seeded, tmp_path)
+    (work / "b.md").write_text("bob's, edited\n")
+    commit(work, "b2")
+    git("push", "-q", "origin", "main", cwd=work, env={"REMOTE_USER": "bob"})
+    old = next(v for v in seeded.versions(path="/b.md") if v.operation == "created")
+    seeded.redact(old.id, reason="test", actor="user:sec")
+    seeded.update_settings(retention=gitmem.config.Retention(min_days=0, max_days=1, keep_recent=0))
+    from gitmem.audit.retention import prune
+
+    result = prune(seeded.core, actor="user:root", now=int(time.time()) + 3 * 86400)
+    assert result.compactions and result.compactions[0].dropped
+    assert _verify_detail(seeded, "receipts") == (True, "")
+    before = ids(seeded)
+    assert rebuilt_ids(seeded) == before
