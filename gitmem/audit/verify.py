@@ -190,17 +190,17 @@ def check_receipts(store: StoreCore) -> list[str]:
     book = receipts.load(store.path)
     pushes = {str(e.data.get("push")): e for e in ledger.entries(store, kind="push") if e.data.get("push")}
     dropped: set[str] = set()
-    for e in ledger.entries(store, kind="compaction"):
-        dropped.update(str(v) for v in e.data.get("dropped", []) if isinstance(v, str))
+    for c in ledger.entries(store, kind="compaction"):
+        dropped.update(str(v) for v in c.data.get("dropped", []) if isinstance(v, str))
     problems = []
     for r in book.values():
-        e = pushes.get(r.push)
-        if e is None:  # a push that failed after its checks passed (a lost race) leaves receipts
+        p = pushes.get(r.push)
+        if p is None:  # a push that failed after its checks passed (a lost race) leaves receipts
             continue
-        if r.actor != e.actor or r.session != e.data.get("session", r.session):
+        if r.actor != p.actor or r.session != p.data.get("session", r.session):
             problems.append(
                 f"the receipt of commit {r.commit} on scope {r.scope!r} says {r.actor} (session "
-                f"{r.session}) but push {r.push} was by {e.actor} (session {e.data.get('session')}): "
+                f"{r.session}) but push {r.push} was by {p.actor} (session {p.data.get('session')}): "
                 "receipts.jsonl was edited"
             )
     store.index.ensure_all()
