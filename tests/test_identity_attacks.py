@@ -6,10 +6,13 @@ the pusher's, their ids are the store's, and a rebuilt index gives every id to t
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gitmem.engine import ledger
 from gitmem.push import hook
@@ -227,3 +230,95 @@ def test_receipts_check_holds_through_redaction_and_compaction(seeded: Store, tm
     assert _verify_detail(seeded, "receipts") == (True, "")
     before = ids(seeded)
     assert rebuilt_ids(seeded) == before
+
+
+# ---------------------------------------------------------------------- settings: odd YAML and hand edits
+def _settings_text(store: Store) -> str:
+    return (store.path / "gitmem.yaml").read_text()
+
+
+def test_a_key_given_twice_in_gitmem_yaml_is_refused(store: Store) -> None:
+    """Before: PyYAML kept the last of two keys silently, so a file that reads
+    ``trust_push_actor: false`` at a glance trusted every ``-o actor=``."""
+    import gitmem
+    from gitmem.errors import ConfigError
+
+    path = store.path / "gitmem.yaml"
+    original = _settings_text(store)
+    body = original.replace("acl: {}\n", "")
+    assert body != original
+    path.write_text(
+        body + "acl:\n  trust_push_actor: false\n  require_identity: false\n  trust_push_actor: true\n"
+    )
+    with pytest.raises(ConfigError, match=r"key 'trust_push_actor' is given twice \(line \d+\)") as exc:
+        gitmem.open_store("notes").settings  # noqa: B018
+    assert str(path) in exc.value.message
+    proc = gitmem_cli("store", "show", "notes", check=False)
+    assert proc.returncode != 0 and "given twice" in proc.stderr and "Traceback" not in proc.stderr
+    # Anchors, aliases and merge keys are still YAML: explicit keys override merged ones.
+    path.write_text(
+        body + "acl:\n  write:\n    main: &w [user:a, user:b]\n    team: *w\n    <<: {x: [user:c]}\n"
+    )
+    assert gitmem.open_store("notes").settings.acl["write"] == {
+        "main": ["user:a", "user:b"],
+        "team": ["user:a", "user:b"],
+        "x": ["user:c"],
+    }
+
+
+@pytest.mark.parametrize("value", ["garbage", "", "2026-13-01T00:00:00Z", "x" * 100])
+def test_archived_at_must_be_a_timestamp(store: Store, value: str) -> None:
+    """Before: ``archived_at: garbage`` made the store read-only, "archived at garbage"."""
+    import gitmem
+    from gitmem.errors import ConfigError
+
+    path = store.path / "gitmem.yaml"
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "archived_at": value}))
+    with pytest.raises(ConfigError, match="archived_at"):
+        gitmem.open_store("notes").settings  # noqa: B018
+
+
+def test_huge_numbers_and_strings_for_booleans_in_settings(store: Store) -> None:
+    import gitmem
+    from gitmem.errors import ConfigError
+
+    path = store.path / "gitmem.yaml"
+    data = yaml.safe_load(path.read_text())
+    for bad, key in (
+        ({"require_trailers": "true"}, "require_trailers"),
+        ({"acl": {"require_identity": "yes"}}, "acl.require_identity"),
+        ({"acl": {"trust_trailers": "user:*"}}, "acl.trust_trailers"),
+        ({"acl": {"write": {"main": [["user:a"]]}}}, "acl.write.main"),
+        ({"retention": {"min_days": 1.5}}, "retention.min_days"),
+        ({"limits": {"max_memories": True}}, "limits.max_memories"),
+    ):
+        path.write_text(yaml.safe_dump({**data, **bad}))
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            gitmem.open_store("notes").settings  # noqa: B018
+    path.write_text(yaml.safe_dump({**data, "retention": {"min_days": 10**30, "max_days": 10**31}}))
+    s = gitmem.open_store("notes")
+    s.write("/a.md", "a\n")
+    assert gitmem_cli("prune", "notes").returncode == 0  # no overflow
+
+
+def test_a_hand_edit_is_recorded_exactly_once(store: Store) -> None:
+    import gitmem
+
+    path = store.path / "gitmem.yaml"
+    path.write_text(_settings_text(store).replace("min_days: 30", "min_days: 5"))
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "gitmem", *args], stdout=subprocess.DEVNULL)
+        for args in (("store", "show", "notes"), ("verify", "notes"), ("ls", "notes"), ("verify", "notes"))
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    with gitmem.open_store("notes") as s:
+        s.write("/a.md", "a\n")
+    hand = [e for e in ledger.entries(store.core) if e.actor == "unknown"]
+    assert len(hand) == 1
+    assert hand[0].data["diff"] == [{"key": "retention.min_days", "old": 30, "new": 5}]
+    path.write_text(_settings_text(store).replace("min_days: 5", "min_days: 30"))
+    gitmem_cli("verify", "notes")
+    gitmem_cli("verify", "notes")
+    hand = [e for e in ledger.entries(store.core) if e.actor == "unknown"]
+    assert [h.data["diff"][0]["new"] for h in hand] == [5, 30]
