@@ -322,3 +322,33 @@ def test_a_hand_edit_is_recorded_exactly_once(store: Store) -> None:
     gitmem_cli("verify", "notes")
     hand = [e for e in ledger.entries(store.core) if e.actor == "unknown"]
     assert [h.data["diff"][0]["new"] for h in hand] == [5, 30]
+
+
+# ---------------------------------------------------------------------- gitmem serve's git HTTP
+def test_http_push_is_the_tokens_whatever_the_client_says(
+    store: Store, workspace: Path, tmp_path: Path
+) -> None:
+    """The token names the pusher and its session; ``-o actor=``/``-o session=`` and the client's
+    GITMEM_ACTOR do not, and a copy of another user's versions onto a new scope is the token's."""
+    pytest.importorskip("uvicorn")
+    from tests.serverkit import running, token
+
+    store.write("/a.md", "alice's\n", actor="user:alice")
+    with running(workspace) as url:
+        secret = token(workspace, actor="user:agent", stores={"notes": "rw"}, session="sesn_tok")
+        repo_url = url.replace("http://", f"http://agent:{secret}@") + "/git/notes.git"
+        work = tmp_path / "w"
+        git("clone", "-q", repo_url, str(work))
+        (work / "b.md").write_text("b\n")
+        cid = commit(work, forged("memver_01JAAAAAAAAAAAAAAAAAAAAAAA", "mem_01JAAAAAAAAAAAAAAAAAAAAAAA"))
+        opts = ["-o", "actor=user:root", "-o", "session=sesn_client"]
+        env = {"GITMEM_ACTOR": "user:root", "REMOTE_USER": "root"}
+        git("push", "-q", *opts, "origin", "main", "main:aaa", cwd=work, env=env)
+    (v,) = [v for v in store.versions(scope="main") if v.commit == cid]
+    assert (v.actor, v.session) == ("user:agent", "sesn_tok") and v.id != "memver_01JAAAAAAAAAAAAAAAAAAAAAAA"
+    copies = store.versions(scope="aaa")
+    assert len(copies) == 2 and {(c.actor, c.session) for c in copies} == {("user:agent", "sesn_tok")}
+    alice = store.versions(scope="main", path="/a.md")[0]
+    assert alice.actor == "user:alice" and alice.id not in {c.id for c in copies}
+    before = ids(store)
+    assert rebuilt_ids(store) == before
