@@ -209,6 +209,16 @@ def _guard(src: str, value: Any) -> dict[str, Any]:
     return {**DEFAULT_GUARD, **value}
 
 
+def _is_timestamp(value: Any) -> bool:
+    if not isinstance(value, str) or not value or len(value) > 40:
+        return False
+    try:
+        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
 def settings_from_dict(data: Any, src: str) -> StoreSettings:
     """Validate a parsed settings mapping; errors name ``src`` and the key."""
     if not isinstance(data, dict):
@@ -226,8 +236,8 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
     if len(data.get("description", "")) > MAX_DESCRIPTION:
         raise ConfigError(f"{src}: key 'description' is over {MAX_DESCRIPTION} characters")
     archived = data.get("archived_at")
-    if archived is not None and not isinstance(archived, str):
-        raise ConfigError(f"{src}: key 'archived_at' must be a timestamp string or null")
+    if archived is not None and not _is_timestamp(archived):
+        raise ConfigError(f"{src}: key 'archived_at' must be an RFC 3339 timestamp string or null")
     metadata = {} if data.get("metadata") is None else data["metadata"]  # [] or "" are errors, not {}
     if not isinstance(metadata, dict):
         raise ConfigError(f"{src}: key 'metadata' must be a mapping")
@@ -266,7 +276,9 @@ def load_settings(path: Path) -> StoreSettings:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: settings file is not UTF-8") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_unique_keys_loader())  # noqa: S506 (a SafeLoader subclass)
+    except _DuplicateKey as exc:
+        raise ConfigError(f"{path}: key '{exc.key}' is given twice (line {exc.line})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -274,6 +286,37 @@ def load_settings(path: Path) -> StoreSettings:
     except (ValueError, RecursionError) as exc:  # e.g. "archived_at: 2026-02-30"
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     return settings_from_dict(data, str(path))
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int) -> None:
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+def _unique_keys_loader() -> Any:
+    """yaml's SafeLoader refusing a key given twice in one mapping: PyYAML keeps the last one
+    silently, so ``trust_push_actor: false`` read first and ``true`` further down would be true."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _value in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # "<<: *anchor": explicit keys may override merged ones
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        duplicate = key in seen
+                        seen.add(key)
+                    except TypeError:  # an unhashable key: SafeLoader refuses it itself
+                        continue
+                    if duplicate:
+                        raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
 
 
 def load_settings_cached(path: Path, cache: Path) -> StoreSettings:

@@ -32,6 +32,7 @@ def test_verify_passes_on_a_fresh_store(store: Store) -> None:
         "ledger",
         "redactions purged",
         "trailers",
+        "receipts",
         "settings",
         "index",
     ]

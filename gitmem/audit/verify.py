@@ -50,6 +50,7 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
         _run("ledger", lambda: ledger.check_chain(store)),
         _run("redactions purged", lambda: check_purged(store)),
         _run("trailers", lambda: check_trailers(store)),
+        _run("receipts", lambda: check_receipts(store)),
         _run("settings", lambda: check_settings(store)),
         _run("index", lambda: check_index(store)),
     ]
@@ -166,7 +167,7 @@ def check_trailers(store: StoreCore) -> list[str]:
             if bad:
                 problems.append(f"commit {commit.id} in scope {scope!r}: malformed trailers: {bad[0]}")
                 continue
-            receipt = received.get(str(commit.id))
+            receipt = received.get(str(commit.id), scope)
             if "Gitmem-Compaction" in trailers:
                 if receipt is not None and not receipt.trusted:
                     problems.append(
@@ -176,6 +177,52 @@ def check_trailers(store: StoreCore) -> list[str]:
                 continue
             if require and trailer_problems(trailers):
                 problems.append(f"commit {commit.id} in scope {scope!r}: {trailer_problems(trailers)[0]}")
+    return problems
+
+
+def check_receipts(store: StoreCore) -> list[str]:
+    """The push receipts (``$GIT_DIR/gitmem/receipts.jsonl``) against the ledger's push entries,
+    which are chained: a receipt whose pusher or session is not its push's, and a version a push
+    brought that the index no longer derives (a receipt deleted or rewritten, so the rebuilt index
+    gives the commit other ids or another actor), are reported (docs/identity.md)."""
+    from gitmem.engine import receipts
+
+    book = receipts.load(store.path)
+    pushes = {str(e.data.get("push")): e for e in ledger.entries(store, kind="push") if e.data.get("push")}
+    dropped: set[str] = set()
+    for c in ledger.entries(store, kind="compaction"):
+        dropped.update(str(v) for v in c.data.get("dropped", []) if isinstance(v, str))
+    problems = []
+    for r in book.values():
+        p = pushes.get(r.push)
+        if p is None:  # a push that failed after its checks passed (a lost race) leaves receipts
+            continue
+        if r.actor != p.actor or r.session != p.data.get("session", r.session):
+            problems.append(
+                f"the receipt of commit {r.commit} on scope {r.scope!r} says {r.actor} (session "
+                f"{r.session}) but push {r.push} was by {p.actor} (session {p.data.get('session')}): "
+                "receipts.jsonl was edited"
+            )
+    store.index.ensure_all()
+    db = store.index.db
+    for pid, e in pushes.items():
+        trusted = bool(e.data.get("trusted_trailers"))
+        for v in e.data.get("versions", []):
+            if not isinstance(v, dict) or str(v.get("version")) in dropped:
+                continue
+            row = db.execute(
+                "SELECT actor FROM versions WHERE id=? AND scope=?", (v.get("version"), v.get("scope"))
+            ).fetchone()
+            if row is None:
+                problems.append(
+                    f"push {pid} brought version {v.get('version')} to scope {v.get('scope')!r}, which "
+                    "the index no longer has: its receipt was removed or changed"
+                )
+            elif not trusted and row[0] != e.actor:
+                problems.append(
+                    f"version {v.get('version')} is attributed to {row[0]}, but push {pid} by {e.actor} "
+                    "brought it: its receipt was changed"
+                )
     return problems
 
 

@@ -69,7 +69,7 @@ def rows_for_commit(
     when = max(commit.author.time, commit.committer.time)
     trailers = parse_trailers(commit.message)
     cid = str(commit.id)
-    receipt = receipts.load(Path(repo.path)).get(cid)
+    receipt = receipts.load(Path(repo.path)).get(cid, scope)
     received = receipt is not None and not receipt.trusted
     key = cid
     if receipt is not None and received:

@@ -1,7 +1,8 @@
 """Receipts: what the store knew about each pushed commit when it received it (docs/identity.md).
 
 The pre-receive hook, once a push passed every check and before git moves any ref, appends one
-line per new commit to ``$GIT_DIR/gitmem/receipts.jsonl`` (server-side, never cloned)::
+line per commit the push brings to a scope (new to the store, or already in it on another scope) to
+``$GIT_DIR/gitmem/receipts.jsonl`` (server-side, never cloned)::
 
     {"commit": <id>, "key": <id it was received as>, "scope": ..., "actor": <the pusher>,
      "session": <push option or null>, "at": <receive time, epoch seconds>, "trusted": <bool>}
@@ -13,6 +14,11 @@ the receive time. Because the receipt exists before any reader can see the commi
 index and any rebuild derive the same versions. A history rewrite (redaction, compaction) that gives
 a received commit a new id carries its receipt over (:func:`carry`) before the branch moves; ``key``
 stays the id the commit was received as, so its version ids never change.
+
+Receipts are per commit *and scope*: a commit the store already has (another user's version, say)
+pushed onto a new scope gets a receipt of its own there, so its copy is the pusher's, with ids of its
+own, and never the original author's with the original ids. The first receipt for a (commit, scope)
+wins, so every rebuild reads the same one.
 """
 
 from __future__ import annotations
@@ -83,40 +89,67 @@ def _parse(line: str) -> Receipt | None:
         return None  # a torn last line (crash while appending): the push it belonged to never landed
 
 
-_cache: dict[Path, tuple[tuple[int, int, int], dict[str, Receipt]]] = {}
+@dataclass(frozen=True)
+class Receipts:
+    """Every receipt of a store, by (commit, scope); the first one recorded for each wins."""
+
+    exact: dict[tuple[str, str], Receipt]
+
+    def get(self, commit: str, scope: str) -> Receipt | None:
+        """The receipt of ``commit`` on ``scope`` (None: the store's own write, or a commit on
+        this scope from before receipts existed, whose trailers readers check as they always did)."""
+        return self.exact.get((commit, scope))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.exact
+
+    def __bool__(self) -> bool:
+        return bool(self.exact)
+
+    def values(self) -> list[Receipt]:
+        return list(self.exact.values())
 
 
-def load(git_dir: Path) -> dict[str, Receipt]:
-    """Every receipt by commit id (the first one recorded for a commit wins), cached by file stat."""
+EMPTY = Receipts({})
+_cache: dict[Path, tuple[tuple[int, int, int], Receipts]] = {}
+
+
+def load(git_dir: Path) -> Receipts:
+    """Every receipt (the first one recorded for a commit and scope wins), cached by file stat."""
     path = _path(git_dir)
     try:
         st = path.stat()
     except (FileNotFoundError, NotADirectoryError):
-        return {}
+        return EMPTY
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
     cached = _cache.get(path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    out: dict[str, Receipt] = {}
+    exact: dict[tuple[str, str], Receipt] = {}
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        return {}
+        return EMPTY
     for line in text.splitlines():
         r = _parse(line)
         if r is not None:
-            out.setdefault(r.commit, r)
+            exact.setdefault((r.commit, r.scope), r)
+    out = Receipts(exact)
     _cache[path] = (key, out)
     return out
 
 
 def append(git_dir: Path, receipts: Iterable[Receipt]) -> None:
-    """Append receipts durably (fsynced) for commits not yet received."""
+    """Append receipts durably (fsynced) for (commit, scope) pairs not yet received."""
     path = _path(git_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(path.with_name(RECEIPTS_FILE + ".lock")):
         known = load(git_dir)
-        lines = [r.to_json() + "\n" for r in receipts if r.commit not in known]
+        lines, fresh = [], set()
+        for r in receipts:
+            if (r.commit, r.scope) not in known and (r.commit, r.scope) not in fresh:
+                fresh.add((r.commit, r.scope))
+                lines.append(r.to_json() + "\n")
         if not lines:
             return
         fd = os.open(
@@ -136,10 +169,13 @@ def carry(store: StoreCore, commit_map: Mapping[str, str]) -> int:
     known = load(store.path)
     if not known:
         return 0
+    by_commit: dict[str, list[Receipt]] = {}
+    for r in known.values():
+        by_commit.setdefault(r.commit, []).append(r)
     out = []
     for old, new in commit_map.items():
-        r = known.get(old)
-        if r is None or new in known:
+        mine = [r for r in by_commit.get(old, []) if (new, r.scope) not in known]
+        if not mine:
             continue
         try:
             same = (
@@ -148,6 +184,6 @@ def carry(store: StoreCore, commit_map: Mapping[str, str]) -> int:
         except GitmemError:
             same = False
         if same:
-            out.append(Receipt(new, r.key, r.scope, r.actor, r.session, r.at, r.trusted, r.push))
+            out += [Receipt(new, r.key, r.scope, r.actor, r.session, r.at, r.trusted, r.push) for r in mine]
     append(store.path, out)
     return len(out)

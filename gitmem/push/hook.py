@@ -55,36 +55,44 @@ def option(options: Sequence[str], name: str) -> str | None:
     return found
 
 
-def _as_actor(value: str, prefix: str) -> str:
-    import re
+ACTOR_KINDS = ("session", "user", "api", "service", "git")  # gitmem.model.versions._ACTOR_RE
 
-    text = value if ":" in value else prefix + value
-    kind, _, rest = text.partition(":")
-    return f"{kind}:" + re.sub(r"[\s<>\x00-\x1f\x7f]", "_", rest)[:200]
+
+def as_actor(value: str) -> str | None:
+    """An identity as a valid actor: ``kind:name`` when it names one of :data:`ACTOR_KINDS` (gitmem
+    serve's tokens do), else ``user:<value>`` (``cn:bob`` is ``user:cn:bob``). Whitespace, control
+    and format characters (a newline, a right-to-left override) become ``_``; a value with no name
+    left (empty, blank, ``user:``) is None: nobody."""
+    import unicodedata
+
+    text = value.strip()
+    kind, sep, rest = text.partition(":")
+    if not (sep and kind in ACTOR_KINDS):
+        kind, rest = "user", text
+    name = "".join(
+        "_" if ch.isspace() or ch in "<>" or unicodedata.category(ch)[0] == "C" else ch for ch in rest
+    )[:200]
+    return f"{kind}:{name}" if name.strip("_") else None
 
 
 def pusher(env: Mapping[str, str], options: Sequence[str], trust_options: bool) -> str | None:
     """Who pushes: the server's identity variable (:data:`SERVER_IDENTITY`, in that order) as
     ``user:<name>``, else ``GITMEM_ACTOR``, else (only when the store's acl sets
-    ``trust_push_actor``) a ``-o actor=...`` push option; None when nobody said (``unknown``)."""
-    for var in SERVER_IDENTITY:
-        value = env.get(var)
-        if value:
-            return _as_actor(value, "user:")
-    value = env.get(CLIENT_IDENTITY)
-    if value:
-        return _as_actor(value, "user:")
+    ``trust_push_actor``) a ``-o actor=...`` push option; None when nobody said (``unknown``).
+    A variable whose value names nobody (see :func:`as_actor`) counts as unset."""
+    for var in (*SERVER_IDENTITY, CLIENT_IDENTITY):
+        actor = as_actor(env.get(var) or "")
+        if actor is not None:
+            return actor
     if trust_options:
-        value = option(options, "actor")
-        if value:
-            return _as_actor(value, "user:")
+        return as_actor(option(options, "actor") or "")
     return None
 
 
 def identity_source(env: Mapping[str, str]) -> str:
     """Which variable named the pusher (for the audit)."""
     for var in (*SERVER_IDENTITY, CLIENT_IDENTITY):
-        if env.get(var):
+        if as_actor(env.get(var) or "") is not None:
             return var
     return "none"
 
@@ -174,11 +182,15 @@ def pre_receive(
     from gitmem.engine import receipts
 
     pid = push_id(text)
+    # Trailers are believed only on the commits a trusted pusher brings into the store: the ones it
+    # already had (on another scope) are copies, whose ids are taken.
     receipts.append(
         git_dir,
         [
-            receipts.Receipt(c, c, scope, actor or UNKNOWN, ctx.session, received_at, ctx.trusted, pid)
-            for c, scope in commits.items()
+            receipts.Receipt(
+                c, c, scope, actor or UNKNOWN, ctx.session, received_at, ctx.trusted and c in commits, pid
+            )
+            for c, scope in pushcheck.arrivals(repo, updates)
         ],
     )
     return lines
@@ -357,18 +369,20 @@ def record_push_in_ledger(
     db = store.index.db
     for r in mine:
         for vid, scope, op in db.execute(
-            "SELECT id, scope, operation FROM versions WHERE commit_id=? ORDER BY seq", (r.commit,)
+            "SELECT id, scope, operation FROM versions WHERE commit_id=? AND scope=? ORDER BY seq",
+            (r.commit, r.scope),
         ):
             versions.append({"version": vid, "scope": scope, "operation": op})
         with contextlib.suppress(GitmemError):
             authors.add(store.commit(r.commit).author.email)
+    commit_count = len({r.commit for r in mine})
     record: dict[str, object] = {
         "updates": refs,
         "actor": actor,
         "identity": identity_source(env or {}),
         "push_options": keys,
         "push": pid,
-        "commits": len(mine),
+        "commits": commit_count,
         "versions": versions,
         "authors": sorted(authors),  # self-asserted: information only
     }

@@ -168,6 +168,24 @@ def new_commits(repo: pygit2.Repository, tips: Sequence[str]) -> list[pygit2.Com
     return list(walker)
 
 
+def arrivals(repo: pygit2.Repository, updates: Sequence[RefUpdate]) -> list[tuple[str, str]]:
+    """(commit, scope) for every commit each update brings to its scope, oldest first: the new
+    commits, and the ones the store already has on other scopes (a scope made from another one, a
+    merge of another scope, another user's version pushed onto a scope). Each gets its own receipt,
+    so a copy is the pusher's and never keeps the original's actor or ids (docs/identity.md)."""
+    out: list[tuple[str, str]] = []
+    for u in updates:
+        if not u.scope or u.is_delete or _commit(repo, u.new) is None:
+            continue
+        walker = repo.walk(
+            pygit2.Oid(hex=u.new), pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        )
+        if not u.is_create and _commit(repo, u.old) is not None:
+            walker.hide(pygit2.Oid(hex=u.old))
+        out += [(str(c.id), u.scope) for c in walker]
+    return out
+
+
 def check_commit(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, ctx: PushContext, seen: set[pygit2.Oid]
 ) -> list[Violation]:
