@@ -1,0 +1,201 @@
+"""The console under attack: every field an agent controls, rendered in a real Chromium; CSRF,
+sessions, redirects, IDOR, verb tampering, headers on every response, and denial of service.
+
+Memory content, descriptions, paths, actors, session ids, ledger data, redaction reasons, store
+descriptions and what a pushed commit carries are all written by agents. The sweep writes hostile
+values into each of them (the library's own calls, and real ``git push`` over the server's smart
+HTTP), then opens every page in headless Chromium and checks that no script ran
+(``window.__pwned`` stays unset) and that no element or attribute from the data made it into the
+DOM as markup.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")
+
+import gitmem  # noqa: E402
+from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
+from tests.serverkit import running, token  # noqa: E402
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+try:
+    from selenium import webdriver
+except ImportError:  # pragma: no cover - the browser tests skip then
+    webdriver = None
+
+needs_browser = pytest.mark.skipif(
+    webdriver is None or CHROMIUM is None or DRIVER is None,
+    reason="needs selenium and the Debian packages chromium and chromium-driver",
+)
+
+# Each payload sets window.__pwned to a name saying where it came from, should it ever run.
+HOSTILE_PATH = "/\"><img src=x onerror=\"window.__pwned='path'\">/<svg onload=window.__pwned='p2'>'.md"
+HOSTILE_DESC = "</title><script>window.__pwned='desc'</script><img src=x onerror=window.__pwned='d2'>"
+SNIPPET = (
+    "**</mark><script>window.__pwned='snip'</script>** hostileword "
+    "**<img src=x onerror=window.__pwned='snip2'>** hostileword\n"
+)
+DIFF_LINE = "</td></tr></table><script>window.__pwned='diff'</script><img src=x onerror=window.__pwned='d'>"
+REASON = "<script>window.__pwned='reason'</script><img src=x onerror=window.__pwned='r2'>"
+ACTOR = "user:\"'&amp;onmouseover=window.__pwned=1//"  # actors may hold quotes, not <> or spaces
+SESSION = "sesn.evil:1-x"
+
+
+@dataclass(frozen=True)
+class Hostile:
+    seeded: Seeded
+    memory_id: str
+    versions: list[str]  # of the hostile memory, oldest first
+    redacted: str  # a version with a hostile redaction reason
+
+
+def git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("REMOTE_USER", "GITMEM_ACTOR")}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed:\n{proc.stderr}")
+    return proc
+
+
+def hostile_seed(home: Path) -> Hostile:
+    seeded = seed(home)
+    with gitmem.open_store("notes", home) as s:
+        s.update_settings(description=HOSTILE_DESC, actor="user:admin")
+        v1 = s.write(HOSTILE_PATH, SNIPPET, description=HOSTILE_DESC, actor=ACTOR, session=SESSION)
+        v2 = s.write(HOSTILE_PATH, SNIPPET + DIFF_LINE + "\n", description=HOSTILE_DESC, actor=ACTOR)
+        v3 = s.write(HOSTILE_PATH, DIFF_LINE + "\n", actor=ACTOR, session=SESSION)
+        leak = s.write("/leak.md", "hostileword leaked\n", actor=ACTOR)
+        s.write("/leak.md", "fine now\n", actor=ACTOR)
+        assert v1 and v2 and v3 and leak
+        s.redact(leak.id, reason=REASON, actor="user:admin")
+    gitmem.create_store("evil", description=HOSTILE_DESC, home=home).close()
+    return Hostile(seeded, v1.memory_id, [v1.id, v2.id, v3.id], leak.id)
+
+
+def push_hostile(url: str, home: Path, work: Path) -> None:
+    """Real pushes over the server's git smart HTTP: one accepted with a hostile file name, one
+    rejected (a file over the size limit, with a hostile name) so that the timeline shows both."""
+    secret = token(home, actor="user:pusher", stores={"notes": "rw"}, session=SESSION)
+    git("clone", "-q", f"{url.replace('http://', f'http://agent:{secret}@')}/git/notes.git", str(work))
+    (work / "<img src=x onerror=window.__pwned='pushed'>.md").write_text("pushed hostileword\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "<script>window.__pwned='msg'</script>", cwd=work)
+    git("push", "-q", "origin", "main", cwd=work)
+    (work / "<svg onload=window.__pwned='rejected'>.md").write_text("x" * 200_000)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "too big", cwd=work)
+    assert git("push", "origin", "main", cwd=work, check=False).returncode != 0
+
+
+# ---------------------------------------------------------------------- the browser sweep
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="gitmem-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+    ):
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# Any element or attribute that only markup from the data could have made.
+_INJECTED = """
+const bad = [];
+for (const el of document.querySelectorAll('*')) {
+  const tag = el.tagName.toLowerCase();
+  if (['img', 'iframe', 'object', 'embed', 'base', 'foreignobject'].includes(tag)) bad.push(tag);
+  if (tag === 'script' && el.getAttribute('src') !== '/console/static/console.js') bad.push('script');
+  if (tag === 'svg' && el.id !== 'chart') bad.push('svg');
+  for (const a of el.attributes) {
+    if (a.name.startsWith('on')) bad.push(tag + '@' + a.name);
+    if (/^\\s*javascript:/i.test(a.value)) bad.push(tag + '@' + a.name + '=javascript');
+  }
+}
+return bad;
+"""
+
+
+@needs_browser
+def test_no_field_an_agent_writes_runs_as_script_on_any_page(
+    browser: Any, workspace: Path, tmp_path: Path
+) -> None:
+    h = hostile_seed(workspace)
+    with running(workspace) as url:
+        push_hostile(url, workspace, tmp_path / "clone")
+        browser.delete_all_cookies()
+        browser.get(url + "/console/login")
+        browser.find_element("css selector", "#token").send_keys(h.seeded.admin)
+        browser.find_element("css selector", "form button[type=submit]").click()
+        v1, v2, v3 = h.versions
+        m = f"/console/stores/notes/memory?scope=main&id={h.memory_id}"
+        pages = [
+            "/console/stores",
+            "/console/stores/notes",
+            "/console/stores/notes?q=hostileword",
+            "/console/stores/notes?prefix=/%22%3E%3Cimg%20src=x%20onerror=%22window.__pwned='path'%22%3E/",
+            m,
+            f"{m}&a={v1}&b={v3}&mode=unified",
+            f"{m}&a={v1}&b={v3}&mode=split",
+            f"/console/stores/notes/restore?version={v1}",
+            "/console/stores/notes/audit",
+            "/console/stores/notes/audit?group=session",
+            "/console/stores/notes/audit?type=push_rejected",
+            f"/console/stores/notes/audit?actor={ACTOR}",
+            "/console/sessions",
+            f"/console/stores/notes/revert?session={SESSION}",
+            f"/console/stores/notes/redact?version={v1}",
+            "/console/stores/notes/redact?pattern=hostileword&scope=main",
+            "/console/stores/notes/redact?pattern=%3Cscript%3E(&scope=main",  # an error echoing it
+            f"/console/stores/notes/versions/{h.redacted}",
+            "/console/stores/notes/integrity",
+            "/console/stores/evil",
+            "/console/stores/notes?page=%3Cimg%20src=x%20onerror=window.__pwned=1%3E",
+            "/console/stores/notes/memory?scope=main&id=x&mode=%3Csvg%20onload=window.__pwned=1%3E",
+            "/console/stores/notes/audit?since=%3Cscript%3Ewindow.__pwned=1%3C/script%3E",
+            "/console/stores/%3Cscript%3Ewindow.__pwned=1%3C%2Fscript%3E",
+            "/console/no-such-page-%3Cscript%3Ewindow.__pwned=1%3C/script%3E",
+        ]
+        seen = ""
+        for page in pages:
+            browser.get(url + page)
+            assert browser.execute_script("return typeof window.__pwned") == "undefined", page
+            assert browser.execute_script(_INJECTED) == [], page
+            seen += browser.find_element("css selector", "body").text
+    # the payloads are there, as text: each field really was rendered
+    for shown in (HOSTILE_DESC, "window.__pwned='snip'", DIFF_LINE, REASON, "window.__pwned='pushed'"):
+        assert shown in seen, shown
+    assert "rejected: max_memory_bytes x1" in seen  # the rejected push is there (its record keeps no names)
