@@ -149,16 +149,29 @@ class Console:
             Route(s + "/integrity", p(audit.integrity_run, post=True), methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
         ]
-        return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner)))]
+        return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner, self.renderer)))]
 
 
 class _Inner:
-    """The console's routes as one ASGI app (so that the security headers wrap all of them)."""
+    """The console's routes as one ASGI app (so that the security headers wrap all of them).
 
-    def __init__(self, routes: list[BaseRoute]) -> None:
+    A path without a route (404) or a method a route does not take (405) gets the console's own
+    error page here: left to the app's handler, it would be sent past the security headers."""
+
+    def __init__(self, routes: list[BaseRoute], renderer: Renderer) -> None:
         from starlette.routing import Router
 
         self.router = Router(routes=routes)
+        self.renderer = renderer
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.router(scope, receive, send)
+        from starlette.exceptions import HTTPException
+
+        try:
+            await self.router(scope, receive, send)
+        except HTTPException as exc:
+            path = scope.get("path", "")  # the whole path: a Mount keeps it, and sets root_path
+            what = "no such page" if exc.status_code == 404 else f"{scope.get('method')} is not allowed here"
+            response = self.renderer.error(exc.status_code, f"{what}: {path}", None)
+            response.headers.update(exc.headers or {})
+            await response(scope, receive, send)
