@@ -194,6 +194,7 @@ def redact_do(ctx: Ctx) -> Page:
                 done = store.redact(f["version"], reason=f["reason"], actor=ctx.token.actor)
         elif f["pattern"]:
             scope = f["scope"] or "main"
+            internals.preview_pattern(store, f["pattern"], scope)  # 400 if it backtracks too long
             with ctx.pool.write_lock(name, scope):
                 done = redaction.redact_pattern(
                     store.core, f["pattern"], reason=f["reason"], scope=scope, actor=ctx.token.actor
