@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")
@@ -313,3 +314,138 @@ def test_a_backtracking_pattern_cannot_hang_the_server(url: str, seeded: Seeded)
     assert benign.status_code == 200 and "/prefs/editor.md" in benign.text
     with gitmem.open_store("notes", seeded.home) as s:
         assert s.core.tip("main") == tip  # nothing was rewritten
+
+
+def _login(c: httpx.Client, secret: str, **headers: str) -> httpx.Response:
+    page = c.get("/console/login")
+    return c.post("/console/login", data={"csrf": csrf_of(page.text), "token": secret}, headers=headers)
+
+
+def test_login_csrf_and_session_fixation_are_refused(url: str, seeded: Seeded) -> None:
+    with httpx.Client(base_url=url) as c:
+        page = c.get("/console/login")
+        c.cookies.clear()  # a cross-site form: no pre-login cookie (SameSite=Strict) to match
+        no_cookie = c.post("/console/login", data={"csrf": csrf_of(page.text), "token": seeded.alice})
+        elsewhere = _login(c, seeded.alice, origin="http://127.0.0.1:1")  # a sibling port is another origin
+        assert no_cookie.status_code == elsewhere.status_code == 403
+        assert "gitmem_console=" not in no_cookie.headers.get("set-cookie", "")
+        # a session id planted before the sign-in (cookie tossing) is never adopted
+        c.cookies.set("gitmem_console", "planted-by-the-attacker", path="/console/")
+        ok = _login(c, seeded.alice)
+        assert ok.status_code == 303
+        sid = ok.headers["set-cookie"].split("gitmem_console=", 1)[1].split(";")[0]
+        assert sid and sid != "planted-by-the-attacker" and len(sid) >= 43
+    with httpx.Client(base_url=url, cookies={"gitmem_console": "planted-by-the-attacker"}) as other:
+        assert other.get("/console/stores").status_code == 303  # to the sign-in
+    db = (seeded.home / "console" / "sessions.sqlite").read_bytes()
+    assert sid.encode() not in db  # only its hash is kept
+
+
+def test_signing_in_again_ends_the_session_the_browser_had(url: str, seeded: Seeded) -> None:
+    with httpx.Client(base_url=url) as c:
+        _login(c, seeded.admin)
+        first = c.cookies.get("gitmem_console", path="/console/")
+        _login(c, seeded.auditor)
+        assert "admin" not in c.get("/console/stores").text.split("</header>")[0]
+    with httpx.Client(base_url=url, cookies={"gitmem_console": first or ""}) as stale:
+        assert stale.get("/console/stores").status_code == 303  # the admin session is gone
+
+
+def test_csrf_tokens_are_per_session_and_never_in_a_url(url: str, seeded: Seeded) -> None:
+    import re
+
+    with sign_in(url, seeded.alice) as a, sign_in(url, seeded.alice) as b:
+        page_a = a.get(f"/console/stores/notes/memory?scope=main&id={seeded.editor_id}").text
+        token_a = csrf_of(page_a)
+        assert token_a != csrf_of(b.get("/console/stores").text)
+        crossed = b.post(
+            "/console/stores/notes/restore",
+            data={"csrf": token_a, "version": seeded.first_version, "confirm": "yes"},
+        )
+        in_query = a.post(
+            f"/console/stores/notes/restore?csrf={token_a}",
+            data={"version": seeded.first_version, "confirm": "yes"},
+        )
+        assert crossed.status_code == in_query.status_code == 403
+        for href in re.findall(r'(?:href|action)="([^"]*)"', page_a):
+            assert token_a not in href
+    with gitmem.open_store("notes", seeded.home) as s:
+        assert len(s.versions("/prefs/editor.md")) == 4
+
+
+def test_verb_tampering_writes_nothing(url: str, seeded: Seeded) -> None:
+    with sign_in(url, seeded.admin) as c:
+        csrf = csrf_of(c.get("/console/stores").text)
+        q = {"version": seeded.first_version, "confirm": "yes", "csrf": csrf, "session": "sesn_agent1"}
+        replies = [
+            c.get("/console/stores/notes/restore", params=q),
+            c.get("/console/stores/notes/restore", params=q, headers={"x-http-method-override": "POST"}),
+            c.head("/console/stores/notes/restore", params=q),
+            c.get("/console/stores/notes/revert", params=q),
+            c.get("/console/stores/notes/redact", params={**q, "version": seeded.secret_version, "reason": "x"}),
+            c.request("PUT", "/console/stores/notes/restore", data=q),
+            c.request("DELETE", "/console/stores/notes/restore", params=q),
+            c.post("/console/stores/notes/restore?_method=GET", content="", headers={"content-type": "text/plain"}),
+        ]
+    assert [r.status_code for r in replies] == [200, 200, 200, 200, 200, 405, 405, 400]
+    with gitmem.open_store("notes", seeded.home) as s:
+        assert len(s.versions("/prefs/editor.md")) == 4
+        assert s.version(seeded.secret_version).redaction is None
+        assert s.read("/agent/todo.md").content  # not reverted
+
+
+def test_ids_of_other_stores_scopes_and_tokens_get_404_or_403(url: str, seeded: Seeded) -> None:
+    team_only = token(seeded.home, actor="user:teamer", stores={"notes": "rw"}, scope="team")
+    with gitmem.open_store("secret", seeded.home) as s:
+        other_store_version = s.versions(limit=1)[0].id
+    with gitmem.open_store("notes", seeded.home) as s:
+        team_version = s.versions(scope="team", limit=1)[0]
+    with sign_in(url, seeded.alice) as c:
+        for page in (
+            f"/console/stores/notes/versions/{other_store_version}",
+            f"/console/stores/notes/restore?version={other_store_version}",
+            "/console/stores/secret",
+            "/console/stores/secret/audit",
+            "/console/stores/secret/integrity",
+            "/console/stores/%2e%2e",
+            "/console/stores/notes.git",
+            "/console/stores/%2e%2e%2fsecret",
+            "/console/stores/.notes",
+        ):
+            assert c.get(page).status_code == 404, page
+    with sign_in(url, team_only) as c:
+        csrf = csrf_of(c.get("/console/stores").text)
+        assert c.get(f"/console/stores/notes/memory?scope=main&id={seeded.editor_id}").status_code == 404
+        assert c.get("/console/stores/notes/audit?scope=main").status_code == 404
+        assert c.get(f"/console/stores/notes/versions/{seeded.first_version}").status_code == 404
+        assert "/prefs/editor.md" not in c.get("/console/stores/notes/audit").text
+        assert "sesn_agent1" not in c.get("/console/sessions").text
+        posted = c.post(
+            "/console/stores/notes/restore",
+            data={"csrf": csrf, "version": seeded.first_version, "confirm": "yes"},
+        )
+        assert posted.status_code == 404
+        assert c.get(f"/console/stores/notes/restore?version={team_version.id}").status_code == 200
+    with sign_in(url, seeded.auditor) as c:
+        csrf = csrf_of(c.get("/console/stores").text)
+        for form in (
+            ("/console/stores/notes/revert", {"session": "sesn_agent1"}),
+            ("/console/stores/notes/restore", {"version": seeded.first_version}),
+            ("/console/stores/notes/redact", {"version": seeded.secret_version, "reason": "x"}),
+        ):
+            assert c.post(form[0], data={"csrf": csrf, "confirm": "yes", **form[1]}).status_code == 403
+    with gitmem.open_store("notes", seeded.home) as s:
+        s.update_settings(archived_at="2026-01-01T00:00:00Z", actor="user:admin")
+    with sign_in(url, seeded.admin) as c:
+        csrf = csrf_of(c.get("/console/stores").text)
+        for form in (
+            ("/console/stores/notes/revert", {"session": "sesn_agent1"}),
+            ("/console/stores/notes/restore", {"version": seeded.first_version}),
+            ("/console/stores/notes/redact", {"version": seeded.secret_version, "reason": "x"}),
+        ):
+            reply = c.post(form[0], data={"csrf": csrf, "confirm": "yes", **form[1]})
+            assert reply.status_code in (403, 409), (form, reply.status_code)
+    with gitmem.open_store("notes", seeded.home) as s:
+        assert len(s.versions("/prefs/editor.md")) == 4
+        assert s.version(seeded.secret_version).redaction is None
+        assert s.read("/agent/todo.md").content

@@ -102,6 +102,8 @@ class Console:
         except AuthenticationError as exc:
             return await self.login_form(request, exc.message, 401)
         request.state.token_id = signed.token.id
+        # The session this browser had (another token's, perhaps) ends: one browser, one session.
+        await anyio.to_thread.run_sync(self.sessions.sign_out, request.cookies.get(COOKIE))
         response = RedirectResponse(_next(form.get("next")), status_code=303)
         self._cookie(response, request, COOKIE, sid, SESSION_SECONDS)
         response.delete_cookie(PRE_COOKIE, path=PREFIX + "/")
