@@ -382,10 +382,16 @@ def test_verb_tampering_writes_nothing(url: str, seeded: Seeded) -> None:
             c.get("/console/stores/notes/restore", params=q, headers={"x-http-method-override": "POST"}),
             c.head("/console/stores/notes/restore", params=q),
             c.get("/console/stores/notes/revert", params=q),
-            c.get("/console/stores/notes/redact", params={**q, "version": seeded.secret_version, "reason": "x"}),
+            c.get(
+                "/console/stores/notes/redact", params={**q, "version": seeded.secret_version, "reason": "x"}
+            ),
             c.request("PUT", "/console/stores/notes/restore", data=q),
             c.request("DELETE", "/console/stores/notes/restore", params=q),
-            c.post("/console/stores/notes/restore?_method=GET", content="", headers={"content-type": "text/plain"}),
+            c.post(
+                "/console/stores/notes/restore?_method=GET",
+                content="",
+                headers={"content-type": "text/plain"},
+            ),
         ]
     assert [r.status_code for r in replies] == [200, 200, 200, 200, 200, 405, 405, 400]
     with gitmem.open_store("notes", seeded.home) as s:
@@ -449,3 +455,37 @@ def test_ids_of_other_stores_scopes_and_tokens_get_404_or_403(url: str, seeded: 
         assert len(s.versions("/prefs/editor.md")) == 4
         assert s.version(seeded.secret_version).redaction is None
         assert s.read("/agent/todo.md").content
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.example/x",
+        "/console//evil.example",
+        "/console/..//evil.example",
+        "/console/../../evil",
+        "%2Fconsole%2F%2E%2E%2F%2F%2Fevil.example",
+        "/console/%2e%2e/%2e%2e/healthz",
+        "/console/\\\\evil.example",
+        "https://evil.example/console/",
+        "/console/./../metrics",
+    ],
+)
+def test_next_never_leaves_the_console(url: str, seeded: Seeded, target: str) -> None:
+    with httpx.Client(base_url=url) as c:
+        page = c.get("/console/login", params={"next": target})
+        assert 'name="next" value="/console/stores"' in page.text
+        reply = c.post(
+            "/console/login", data={"csrf": csrf_of(page.text), "token": seeded.alice, "next": target}
+        )
+    assert reply.headers["location"] == "/console/stores"
+
+
+def test_next_keeps_a_page_inside_the_console(url: str, seeded: Seeded) -> None:
+    target = "/console/stores/notes/audit?type=modified&actor=user:bob"
+    with httpx.Client(base_url=url) as c:
+        page = c.get("/console/login", params={"next": target})
+        reply = c.post(
+            "/console/login", data={"csrf": csrf_of(page.text), "token": seeded.alice, "next": target}
+        )
+    assert reply.headers["location"] == target

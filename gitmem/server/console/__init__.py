@@ -8,6 +8,7 @@ writes only where it may write. ``browse`` and ``audit`` hold the pages, ``web``
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 from urllib.parse import unquote
 
@@ -41,7 +42,11 @@ __all__ = ["Console"]
 def _next(value: str | None) -> str:
     """Only a path inside the console: never an open redirect to another site."""
     target = unquote(value or "")
-    if not target.startswith(PREFIX + "/") or target.startswith("//") or "\\" in target:
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    inside = posixpath.normpath(path) + ("/" if path.endswith("/") else "")
+    if not target.startswith(PREFIX + "/") or "\\" in target or not inside.startswith(PREFIX + "/"):
+        return f"{PREFIX}/stores"
+    if any(seg in (".", "..", "") for seg in path.split("/")[1:-1]):  # /console/../, /console//x
         return f"{PREFIX}/stores"
     return target
 
