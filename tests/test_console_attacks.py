@@ -489,3 +489,27 @@ def test_next_keeps_a_page_inside_the_console(url: str, seeded: Seeded) -> None:
             "/console/login", data={"csrf": csrf_of(page.text), "token": seeded.alice, "next": target}
         )
     assert reply.headers["location"] == target
+
+
+def test_a_push_to_two_scopes_is_not_hidden_from_the_timeline(
+    url: str, seeded: Seeded, tmp_path: Path
+) -> None:
+    """A push's ledger event names every scope it updated ("main,team"): shown to whoever may
+    read them all, so that an agent cannot hide its push by updating two scopes at once."""
+    secret = token(seeded.home, actor="user:twoscopes", stores={"notes": "rw"})
+    work = tmp_path / "two"
+    git("clone", "-q", f"{url.replace('http://', f'http://agent:{secret}@')}/git/notes.git", str(work))
+    (work / "one.md").write_text("on main\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "main", cwd=work)
+    git("checkout", "-q", "-b", "team", "origin/team", cwd=work)
+    (work / "two.md").write_text("on team\n")
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "team", cwd=work)
+    git("push", "-q", "origin", "main", "team", cwd=work)
+    with sign_in(url, seeded.admin) as c:
+        events = c.get("/console/stores/notes/audit?type=push").text
+    assert "pushed by user:twoscopes" in events
+    team_only = token(seeded.home, actor="user:teamer", stores={"notes": "ro"}, scope="team")
+    with sign_in(url, team_only) as c:
+        assert "user:twoscopes" not in c.get("/console/stores/notes/audit?type=push").text

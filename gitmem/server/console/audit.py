@@ -54,7 +54,7 @@ def audit_page(ctx: Ctx) -> Page:
         events = [
             e
             for e in timeline.audit(store.core, scope=scope, **filters)  # type: ignore[arg-type]
-            if e.scope is None or e.scope in scopes
+            if e.scope is None or set(e.scope.split(",")) <= set(scopes)  # a push: "main,team"
         ]
         actors = sorted({e.actor for e in events})
     versions = [e for e in events if e.type in OPERATIONS]
