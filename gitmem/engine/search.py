@@ -76,6 +76,7 @@ def search(
     limit: int = 10,
     path_prefix: str | None = None,
     raw: bool = False,
+    marks: tuple[str, str] = (SNIPPET_OPEN, SNIPPET_CLOSE),
 ) -> list[SearchHit]:
     """Memories at the head of ``scope`` matching ``query``, best first.
 
@@ -85,6 +86,8 @@ def search(
         scope: the one scope searched; other scopes' memories are never returned.
         limit: at most this many hits (1-1000).
         path_prefix: only memories under this directory (``/notes/``, segment-aligned).
+        marks: what the snippet puts before and after each match (a caller that must tell them
+            from the same text in the memory, as the web console does, passes unguessable ones).
 
     Raises:
         InvalidInputError: a bad scope, limit or prefix, or (with ``raw``) an FTS5 syntax error.
@@ -99,7 +102,7 @@ def search(
         return []
     index = store.index
     index.ensure(scope)  # catch up from git: pushes, syncs and rewrites made elsewhere show up
-    params: list[object] = [SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, scope]
+    params: list[object] = [marks[0], marks[1], SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, scope]
     where = ""
     if path_prefix is not None and path_prefix != "/":
         # Every path under the prefix sorts between prefix and prefix + U+10FFFF.

@@ -8,6 +8,7 @@ writes only where it may write. ``browse`` and ``audit`` hold the pages, ``web``
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 from urllib.parse import unquote
 
@@ -41,7 +42,11 @@ __all__ = ["Console"]
 def _next(value: str | None) -> str:
     """Only a path inside the console: never an open redirect to another site."""
     target = unquote(value or "")
-    if not target.startswith(PREFIX + "/") or target.startswith("//") or "\\" in target:
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    inside = posixpath.normpath(path) + ("/" if path.endswith("/") else "")
+    if not target.startswith(PREFIX + "/") or "\\" in target or not inside.startswith(PREFIX + "/"):
+        return f"{PREFIX}/stores"
+    if any(seg in (".", "..", "") for seg in path.split("/")[1:-1]):  # /console/../, /console//x
         return f"{PREFIX}/stores"
     return target
 
@@ -102,6 +107,8 @@ class Console:
         except AuthenticationError as exc:
             return await self.login_form(request, exc.message, 401)
         request.state.token_id = signed.token.id
+        # The session this browser had (another token's, perhaps) ends: one browser, one session.
+        await anyio.to_thread.run_sync(self.sessions.sign_out, request.cookies.get(COOKIE))
         response = RedirectResponse(_next(form.get("next")), status_code=303)
         self._cookie(response, request, COOKIE, sid, SESSION_SECONDS)
         response.delete_cookie(PRE_COOKIE, path=PREFIX + "/")
@@ -149,16 +156,29 @@ class Console:
             Route(s + "/integrity", p(audit.integrity_run, post=True), methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
         ]
-        return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner)))]
+        return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner, self.renderer)))]
 
 
 class _Inner:
-    """The console's routes as one ASGI app (so that the security headers wrap all of them)."""
+    """The console's routes as one ASGI app (so that the security headers wrap all of them).
 
-    def __init__(self, routes: list[BaseRoute]) -> None:
+    A path without a route (404) or a method a route does not take (405) gets the console's own
+    error page here: left to the app's handler, it would be sent past the security headers."""
+
+    def __init__(self, routes: list[BaseRoute], renderer: Renderer) -> None:
         from starlette.routing import Router
 
         self.router = Router(routes=routes)
+        self.renderer = renderer
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.router(scope, receive, send)
+        from starlette.exceptions import HTTPException
+
+        try:
+            await self.router(scope, receive, send)
+        except HTTPException as exc:
+            path = scope.get("path", "")  # the whole path: a Mount keeps it, and sets root_path
+            what = "no such page" if exc.status_code == 404 else f"{scope.get('method')} is not allowed here"
+            response = self.renderer.error(exc.status_code, f"{what}: {path}", None)
+            response.headers.update(exc.headers or {})
+            await response(scope, receive, send)

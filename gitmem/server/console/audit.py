@@ -54,7 +54,7 @@ def audit_page(ctx: Ctx) -> Page:
         events = [
             e
             for e in timeline.audit(store.core, scope=scope, **filters)  # type: ignore[arg-type]
-            if e.scope is None or e.scope in scopes
+            if e.scope is None or set(e.scope.split(",")) <= set(scopes)  # a push: "main,team"
         ]
         actors = sorted({e.actor for e in events})
     versions = [e for e in events if e.type in OPERATIONS]
@@ -194,6 +194,7 @@ def redact_do(ctx: Ctx) -> Page:
                 done = store.redact(f["version"], reason=f["reason"], actor=ctx.token.actor)
         elif f["pattern"]:
             scope = f["scope"] or "main"
+            internals.preview_pattern(store, f["pattern"], scope)  # 400 if it backtracks too long
             with ctx.pool.write_lock(name, scope):
                 done = redaction.redact_pattern(
                     store.core, f["pattern"], reason=f["reason"], scope=scope, actor=ctx.token.actor

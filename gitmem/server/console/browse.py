@@ -76,11 +76,6 @@ def _crumbs(prefix: str) -> list[tuple[str, str]]:
     return [(p, "/" + "/".join(parts[: i + 1]) + "/") for i, p in enumerate(parts)]
 
 
-def snippet_parts(snippet: str) -> list[tuple[bool, str]]:
-    """``a **b** c`` -> [(False, "a "), (True, "b"), (False, " c")]: the template marks the odd ones."""
-    return [(i % 2 == 1, part) for i, part in enumerate(snippet.split("**")) if part]
-
-
 def store_page(ctx: Ctx) -> Page:
     name = ctx.readable(ctx.params["store"])
     prefix = ctx.query.get("prefix") or "/"
@@ -95,12 +90,10 @@ def store_page(ctx: Ctx) -> Page:
         scope = ctx.scope_of(name, store, default=scopes[0] if scopes else None)
         known = scope in scopes
         items: list[Memory | Prefix] = store.list(prefix, scope=scope, depth=1) if known else []
-        hits = []
+        hits: list[internals.Hit] = []
         if query and known:
-            for h in store.search(
-                query, scope=scope, limit=SEARCH_LIMIT, path_prefix=None if prefix == "/" else prefix
-            ):
-                hits.append({"hit": h, "parts": snippet_parts(h.snippet)})
+            path_prefix = None if prefix == "/" else prefix
+            hits = internals.search(store, query, scope=scope, limit=SEARCH_LIMIT, path_prefix=path_prefix)
         stats = internals.scope_stats(store, [scope])[0] if known else internals.ScopeStats(scope, 0, 0)
         values: dict[str, Any] = {
             "title": name,

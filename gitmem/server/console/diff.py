@@ -28,7 +28,9 @@ class Pair:
 def unified(diff_text: str) -> list[Line]:
     out: list[Line] = []
     old = new = 0
-    for raw in diff_text.splitlines():
+    # Lines end at "\n" only, as Store.diff made them: splitlines() would also break at a CR,
+    # U+2028, U+0085 or a form feed inside a line, hiding its rest or making up -/+/@@ lines.
+    for raw in diff_text.split("\n"):
         m = _HUNK.match(raw)
         if not out and not m:
             continue  # the "--- a/path" and "+++ b/path" header

@@ -7,11 +7,16 @@ memory, the sessions that wrote to a store, a memory's head by id, and the dry-r
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 import pygit2
 
+from gitmem.engine import search as searching
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.ids import is_id
@@ -38,6 +43,33 @@ def scope_stats(store: Store, scopes: list[str]) -> list[ScopeStats]:
 def head_of(store: Store, scope: str, memory_id: str) -> HeadRow | None:
     store.core.index.ensure(scope)
     return store.core.index.head_by_memory(scope, memory_id)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search hit with its snippet cut into (matched, text) parts."""
+
+    hit: searching.SearchHit
+    parts: list[tuple[bool, str]]
+
+
+def search(store: Store, query: str, *, scope: str, limit: int, path_prefix: str | None) -> list[Hit]:
+    """The store's own search, with snippet marks no memory can contain: random per call, so a
+    memory's own ``**`` (or anything else it holds) never comes out marked as a match."""
+    nonce = secrets.token_hex(16)
+    start, end = f"\ue000{nonce}<", f">{nonce}\ue000"
+    hits = searching.search(
+        store.core, query, scope=scope, limit=limit, path_prefix=path_prefix, marks=(start, end)
+    )
+    out = []
+    for h in hits:
+        parts: list[tuple[bool, str]] = []
+        for i, piece in enumerate(h.snippet.split(start)):
+            marked, _, rest = piece.partition(end) if i else ("", "", piece)
+            parts += [(True, marked)] if marked else []
+            parts += [(False, rest)] if rest else []
+        out.append(Hit(h, parts))
+    return out
 
 
 @dataclass(frozen=True)
@@ -98,9 +130,45 @@ def preview_version(store: Store, version_id: str) -> RedactionPreview:
     return _preview(store, row.scope, [row.blob], what)
 
 
+PATTERN_SECONDS = 5.0
+_MATCHER = (
+    "import json, re, sys\n"
+    "req = json.load(sys.stdin)\n"
+    "rx = re.compile(req['pattern'])\n"
+    "print(json.dumps([i for i, t in enumerate(req['texts']) if sum(1 for _ in rx.finditer(t))]))\n"
+)
+
+
+def matching(pattern: str, texts: list[str], seconds: float = PATTERN_SECONDS) -> list[int]:
+    """The indexes of ``texts`` that ``pattern`` matches, every match found (as a redaction's
+    substitution finds them), in a child process killed after ``seconds``.
+
+    Python's re holds the GIL while it backtracks, so a pattern such as ``(a+)+$`` over text an
+    agent wrote would otherwise freeze every request of the server, for as long as it runs."""
+    payload = json.dumps({"pattern": pattern, "texts": texts})  # ASCII: lone surrogates escaped
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-I", "-c", _MATCHER],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise InvalidInputError(
+            f"pattern {pattern!r} took more than {seconds:g} s over the {len(texts)} versions of the "
+            "scope: simplify it (nested repeats such as (a+)+ backtrack without end)"
+        ) from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["it failed"])[-1]
+        raise InvalidInputError(f"pattern {pattern!r} could not be run: {last}")
+    return [int(i) for i in json.loads(proc.stdout)]
+
+
 def preview_pattern(store: Store, pattern: str, scope: str) -> RedactionPreview:
     try:
-        regex = re.compile(pattern)
+        re.compile(pattern)
     except re.error as exc:
         raise InvalidInputError(f"invalid pattern {pattern!r}: {exc}") from None
     index = store.core.index
@@ -113,13 +181,12 @@ def preview_pattern(store: Store, pattern: str, scope: str) -> RedactionPreview:
         )
     ]
     core = store.core
-    matching = [
-        b for b in blobs if regex.search(core.blob_data(pygit2.Oid(hex=b)).decode("utf-8", "surrogateescape"))
-    ]
+    texts = [core.blob_data(pygit2.Oid(hex=b)).decode("utf-8", "surrogateescape") for b in blobs]
+    found = [blobs[i] for i in matching(pattern, texts)]
     what = f"pattern {pattern!r}"
-    if not matching:
+    if not found:
         return RedactionPreview(scope, what, [], [f"the pattern matches no version in scope {scope!r}"])
-    return _preview(store, scope, matching, what)
+    return _preview(store, scope, found, what)
 
 
 def _preview(store: Store, scope: str, blobs: list[str], what: str) -> RedactionPreview:
