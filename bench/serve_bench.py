@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -121,6 +122,13 @@ def library_floor(home: Path, rounds: int) -> dict[str, float]:
 
 def bench(clients: list[int], per_client: int) -> dict[str, Any]:
     home = Path(tempfile.mkdtemp(prefix="serve-bench-"))
+    try:
+        return _bench(home, clients, per_client)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _bench(home: Path, clients: list[int], per_client: int) -> dict[str, Any]:
     gitmem.create_store("bench", home=home).close()
     _tok, secret = TokenStore(home).create(stores={"bench": "rw"})
     out: dict[str, Any] = {"floor_library": library_floor(home, max(20, per_client))}
@@ -194,11 +202,18 @@ def _peak_rss_mb(pid: int) -> float:
 def bench_memory(stores: int, clients: int, per_client: int) -> dict[str, Any]:
     """A real ``gitmem serve`` subprocess over ``stores`` stores; ``clients`` threads each read random
     stores; the server's peak RSS (VmHWM) afterwards. Stores open lazily and idle ones close."""
+    home = Path(tempfile.mkdtemp(prefix="serve-bench-mem-"))
+    try:
+        return _bench_memory(home, stores, clients, per_client)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _bench_memory(home: Path, stores: int, clients: int, per_client: int) -> dict[str, Any]:
     import os
     import random
     import subprocess
 
-    home = Path(tempfile.mkdtemp(prefix="serve-bench-mem-"))
     ids = []
     for i in range(stores):
         with gitmem.create_store(f"s{i:04d}", home=home) as st:

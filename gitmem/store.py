@@ -20,7 +20,7 @@ import pygit2
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path, stores_dir
-from gitmem.errors import ConflictError
+from gitmem.errors import ConflictError, InvalidInputError
 from gitmem.git.repo import open_repository
 from gitmem.ids import new_id
 from gitmem.model.guard import GuardPolicy
@@ -29,11 +29,21 @@ from gitmem.push import spool as _spool  # noqa: F401  (registers the recording 
 
 if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
+    from gitmem.audit.restore import Restored
     from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.search import SearchHit
     from gitmem.model.versions import Version
 
-__all__ = ["Store", "create_store", "delete_store", "list_stores", "open_store", "store_path", "stores_dir"]
+__all__ = [
+    "Store",
+    "create_store",
+    "delete_store",
+    "list_stores",
+    "open_store",
+    "restore_store",
+    "store_path",
+    "stores_dir",
+]
 
 
 class Store:
@@ -375,17 +385,7 @@ def create_store(
             limits=limits or config.Limits(),
             retention=retention or config.Retention(),
         )
-        # The checks a later open applies: bad limits refuse the store now, not brick it then.
-        config.settings_from_dict(settings.to_dict(), f"settings of new store {name!r}")
-        config.save_settings(tmp / config.SETTINGS_FILE, settings)
-        (tmp / GITMEM_DIR).mkdir(exist_ok=True)
-        cfg = repo.config
-        cfg["gc.auto"] = 6700
-        cfg["core.logAllRefUpdates"] = False
-        repo.free()
-        from gitmem.push.hookinstall import install_hooks
-
-        install_hooks(tmp, label=name)  # pre-receive/post-receive shims + receive.* settings
+        _configure(tmp, repo, settings)
         try:
             os.rename(tmp, final)
         except OSError:
@@ -399,3 +399,104 @@ def create_store(
     ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
     ledger.remember_settings(core)
     return Store(core)
+
+
+def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) -> None:
+    """Settings, git config and hooks of a new store's repository (not yet in the workspace)."""
+    # The checks a later open applies: bad limits refuse the store now, not brick it then.
+    config.settings_from_dict(settings.to_dict(), f"settings of new store {settings.name!r}")
+    config.save_settings(git_dir / config.SETTINGS_FILE, settings)
+    (git_dir / GITMEM_DIR).mkdir(exist_ok=True)
+    cfg = repo.config
+    cfg["gc.auto"] = 6700
+    cfg["core.logAllRefUpdates"] = False
+    repo.free()
+    from gitmem.push.hookinstall import install_hooks
+
+    install_hooks(git_dir, label=settings.name)  # pre-receive/post-receive shims + receive.* settings
+
+
+def restore_store(
+    name: str,
+    bundle: str | os.PathLike[str],
+    *,
+    backup: str | os.PathLike[str] | None = None,
+    description: str | None = None,
+    home: str | os.PathLike[str] | None = None,
+    actor: str | None = None,
+    allow_unverified: bool = False,
+) -> Restored:
+    """Create store ``name`` from a ``gitmem export --format bundle`` file: every scope with its
+    versions and ids, and the audit ledger, continued by one ``store_created`` entry naming the bundle.
+
+    ``backup`` is a directory with the private files a bundle cannot carry (``gitmem.yaml``,
+    ``secret``, ``denylist``, ``ledger_head``; docs/operations.md#backup): settings come from its
+    ``gitmem.yaml`` (which must be the settings of store ``name``), else they are new ones keeping
+    the store id the ledger recorded. The restored store is checked as ``gitmem verify`` does; when
+    a check fails nothing is left in the workspace (IntegrityError naming the checks), unless
+    ``allow_unverified``. Bad input (not a bundle, foreign refs, a bad backup file) changes nothing.
+    """
+    import secrets
+
+    from gitmem.audit import restore
+    from gitmem.errors import IntegrityError
+
+    validate_store_name(name)
+    if description is not None:
+        config.validate_description(description)
+    bundle_path = Path(bundle)
+    refs = restore.bundle_refs(bundle_path)
+    files, saved = restore.read_private(Path(backup) if backup is not None else None)
+    if saved is not None and saved.name != name:
+        raise InvalidInputError(
+            f"{backup}: its gitmem.yaml holds the settings of store {saved.name!r}, not {name!r}: "
+            "restore a store under its own name"
+        )
+    if saved is not None and description is not None:
+        raise InvalidInputError("the backup's gitmem.yaml sets the description: give no --description")
+    final = store_path(name, home)
+    if final.exists():
+        raise ConflictError(f"store {name!r} already exists at {final}")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    digest = restore.file_sha256(bundle_path)
+    tmp = final.parent / f".{name}.restoring-{secrets.token_hex(8)}"
+    tmp.mkdir()  # exclusive, and with the umask's mode like any store (mkdtemp would make it 0700)
+    try:
+        repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
+        restore.fetch_bundle(tmp, bundle_path, refs)
+        restore.install_private(tmp, files)
+        now = config.now_rfc3339()
+        settings = saved or StoreSettings(
+            id=_bundle_store_id(tmp) or new_id("memstore"),
+            name=name,
+            description=description or "",
+            created_at=now,
+            updated_at=now,
+        )
+        _configure(tmp, repo, settings)
+        with StoreCore(open_repository(tmp), tmp) as core:
+            count, report = restore.record_and_verify(core, bundle_path, digest, refs, sorted(files), actor)
+            scopes = core.scopes()
+        restore.forget_caches(tmp)
+        if not report.ok and not allow_unverified:
+            failed = "; ".join(f"{c.name}: {c.detail}" for c in report.checks if not c.ok)
+            raise IntegrityError(
+                f"the store restored from {bundle_path} does not verify, so it was not kept: {failed} "
+                "(--backup DIR brings the secret, deny-list and ledger anchor; --allow-unverified keeps it)"
+            )
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            raise ConflictError(f"store {name!r} already exists at {final}") from None
+    finally:
+        restore.forget_caches(tmp)
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return restore.Restored(settings, digest, scopes, count, sorted(files), report)
+
+
+def _bundle_store_id(git_dir: Path) -> str | None:
+    from gitmem.audit.restore import ledger_store_id
+
+    with StoreCore(open_repository(git_dir), git_dir) as core:
+        return ledger_store_id(core)

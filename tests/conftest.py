@@ -3,13 +3,53 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import gitmem
 from gitmem.store import Store
+
+# ---------------------------------------------------------------------- nothing left in the temp dir
+# The run gets its own temporary directory (TMPDIR, inherited by xdist workers and every subprocess);
+# pytest's own tmp_path roots stay where they were. Whatever is left in it at the end fails the run.
+_RUN_TMP = "GITMEM_TEST_RUN_TMP"
+_leftovers = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or os.environ.get(_RUN_TMP):
+        return  # an xdist worker (or a nested run): the controller made the directory
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    run_tmp = tempfile.mkdtemp(prefix="gitmem-tests-")
+    os.environ[_RUN_TMP] = os.environ["TMPDIR"] = run_tmp
+    tempfile.tempdir = None  # gettempdir() looks at TMPDIR again
+    config.stash[_leftovers] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or _leftovers not in config.stash:
+        return
+    run_tmp = Path(os.environ[_RUN_TMP])
+    left = sorted(str(p.relative_to(run_tmp)) for p in run_tmp.iterdir()) if run_tmp.is_dir() else []
+    config.stash[_leftovers] = left
+    shutil.rmtree(run_tmp, ignore_errors=True)
+    if left and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    left = config.stash.get(_leftovers, [])
+    if left:
+        terminalreporter.write_line(
+            f"FAILED: the tests left {len(left)} entries in the temporary directory: {', '.join(left[:20])}",
+            red=True,
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
+import pygit2
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -175,18 +176,16 @@ def test_git_directory_names_are_refused(path: str) -> None:
         validate_path(path)
 
 
+@pytest.fixture(scope="module")
+def names_repo(tmp_path_factory: pytest.TempPathFactory) -> pygit2.Repository:
+    return pygit2.init_repository(str(tmp_path_factory.mktemp("names")), bare=True)
+
+
 @given(st.text(alphabet=".gitGIT~1 :\\a", min_size=1, max_size=8))
-def test_path_rules_accept_only_names_libgit2_can_store(name: str) -> None:
-    import tempfile
-
-    import pygit2
-
-    global _REPO
-    if _REPO is None:
-        _REPO = pygit2.init_repository(tempfile.mkdtemp(prefix="gitmem-names-"), bare=True)
-    tb = _REPO.TreeBuilder()
+def test_path_rules_accept_only_names_libgit2_can_store(names_repo: pygit2.Repository, name: str) -> None:
+    tb = names_repo.TreeBuilder()
     try:
-        tb.insert(name, _REPO.create_blob(b"x"), pygit2.enums.FileMode.BLOB)
+        tb.insert(name, names_repo.create_blob(b"x"), pygit2.enums.FileMode.BLOB)
         stored = True
     except pygit2.GitError:
         stored = False
@@ -196,9 +195,6 @@ def test_path_rules_accept_only_names_libgit2_can_store(name: str) -> None:
     except InvalidInputError:
         accepted = False
     assert accepted == stored
-
-
-_REPO = None
 
 
 @pytest.mark.parametrize("name", ["notes\n", "a\n"])

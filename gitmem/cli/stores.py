@@ -140,11 +140,39 @@ def create(
         int | None, typer.Option(min=1, help="Compact versions older than this.")
     ] = None,
     keep_recent: Annotated[int | None, typer.Option(min=0, help="Versions per memory always kept.")] = None,
+    from_bundle: Annotated[
+        Path | None,
+        typer.Option(
+            help="Restore from this `gitmem export --format bundle` file (scopes, versions, ledger)."
+        ),
+    ] = None,
+    backup: Annotated[
+        Path | None,
+        typer.Option(
+            help="--from-bundle: directory with the backup's gitmem.yaml, secret, denylist, ledger_head."
+        ),
+    ] = None,
+    allow_unverified: Annotated[
+        bool, typer.Option(help="--from-bundle: keep the store even when gitmem verify fails (exit 7).")
+    ] = False,
     actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Create a store (a bare git repository with its settings and hooks)."""
+    """Create a store (a bare git repository with its settings and hooks), or restore one from a bundle."""
+    if from_bundle is not None:
+        given = [metadata, max_memory_bytes, max_memories, max_store_bytes, max_path_bytes]
+        given += [retention_min_days, retention_max_days, keep_recent]
+        if any(v is not None for v in given):
+            _refuse(
+                "--from-bundle takes the settings from --backup's gitmem.yaml (or defaults): "
+                "change them afterwards with gitmem store update",
+                json,
+            )
+        _restore(name, from_bundle, backup, description, allow_unverified, actor, home, json)
+        return
+    if backup is not None or allow_unverified:
+        _refuse("--backup and --allow-unverified go with --from-bundle", json)
 
     def call() -> StoreSettings:
         limits = _limits(
@@ -178,6 +206,52 @@ def create(
             return s.settings
 
     common.run(json, call, _render_settings)
+
+
+def _refuse(message: str, as_json: bool) -> None:
+    def call() -> None:
+        raise InvalidInputError(message)
+
+    common.run(as_json, call)
+
+
+def _restore(
+    name: str,
+    bundle: Path,
+    backup: Path | None,
+    description: str,
+    allow_unverified: bool,
+    actor: str | None,
+    home: Path | None,
+    json: bool,
+) -> None:
+    from gitmem.audit.restore import Restored
+
+    def call() -> Restored:
+        return store_mod.restore_store(
+            name,
+            bundle,
+            backup=backup,
+            description=description or None,
+            home=common.home(home),
+            actor=_actor(actor),
+            allow_unverified=allow_unverified,
+        )
+
+    def render(r: Restored) -> None:
+        _render_settings(r.settings)
+        files = ", ".join(r.private_files) or "none (see docs/operations.md#backup)"
+        typer.echo(
+            f"restored scopes {', '.join(r.scopes)} and {r.ledger_entries} ledger entries from {bundle}"
+        )
+        typer.echo(f"backup files restored: {files}")
+        for c in r.verify.checks:
+            ok, failed = common.green("ok"), common.red("FAILED")
+            typer.echo(f"{ok}\t{c.name}" if c.ok else f"{failed}\t{c.name}: {c.detail}")
+
+    restored = common.run(json, call, render)
+    if not restored.verify.ok:
+        raise typer.Exit(7)
 
 
 @store_app.command("list")
