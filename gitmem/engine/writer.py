@@ -19,8 +19,9 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
+from gitmem.engine.denylist import refuse_denied
 from gitmem.engine.rows import HeadRow, VersionRow
-from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
 from gitmem.model import policy
@@ -335,14 +336,12 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
     violations = policy.check_path(change.path, limits)
     if change.data is None:
         policy.raise_first(violations)
+        if change.operation != "deleted":
+            refuse_denied(store, change.path, None)
         return
     violations += policy.check_content(change.path, change.data, limits)
     policy.raise_first(violations)
-    denied = store.denied_ids()
-    if denied and str(pygit2.hash(change.data)) in denied:
-        raise ForbiddenError(
-            f"{change.path}: this content was redacted from the store and may not be written back"
-        )
+    refuse_denied(store, change.path, change.data)
     old_size = current_size(state, change)
     count, _bytes = state.stats()
     if change.operation == "created":
