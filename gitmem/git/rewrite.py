@@ -319,7 +319,8 @@ def purge(store: Repo, oids: list[str]) -> None:
 def scrub_maintenance(store: Repo, retired: set[str]) -> None:
     """Rewrite what git maintenance left that names retired objects or packs just removed: the
     multi-pack index (and its bitmap and reverse index), the commit-graph (single file or split
-    chain), ``packed-refs`` lines shadowed by a rewritten loose ref, and reflogs."""
+    chain), ``packed-refs`` lines shadowed by a rewritten loose ref, ``info/refs`` and
+    ``objects/info/packs``, and reflogs."""
     pack_dir = store.path / "objects" / "pack"
     midx = pack_dir / "multi-pack-index"
     if midx.exists():
@@ -348,6 +349,9 @@ def scrub_maintenance(store: Repo, retired: set[str]) -> None:
     if any(line[:40] in retired or line[1:41] in retired for line in text.splitlines()):
         # Every ref's current value packed again: the stale (shadowed) lines are gone.
         _git(store, "pack-refs", "--all")
+    if (store.path / "info" / "refs").exists() or (info / "packs").exists():
+        # Dumb-transport files (git gc and repack write them): refs and packs as they are now.
+        _git(store, "update-server-info")
     _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
 
 

@@ -1,0 +1,173 @@
+"""Redaction that holds (issue 11): across scopes, sessions, clones, git maintenance, pushes.
+
+Each test names the item it covers; every one failed on the code before this change."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+import gitmem
+from gitmem.audit import redact
+from gitmem.audit.verify import verify
+from gitmem.errors import ForbiddenError
+from gitmem.store import Store
+from tests.helpers import git
+from tests.secret_scan import scan_store
+
+SECRET = "sk-XYZ-9f8e7d6c"
+
+
+def _two_scopes(store: Store) -> tuple[gitmem.Version, gitmem.Version]:
+    a = store.write("/k.md", f"key {SECRET}\n")
+    b = store.write("/k.md", f"key {SECRET}\n", scope="alice")
+    store.write("/k.md", "rotated\n")
+    store.write("/k.md", "rotated too\n", scope="alice")
+    assert a is not None and b is not None
+    return a, b
+
+
+# ---------------------------------------------------------------------- 1. several scopes
+def test_1_one_redaction_covers_every_scope(store: Store, workspace: Path) -> None:
+    a, b = _two_scopes(store)
+    r = redact.redact(store.core, b.id, reason="leak")
+    assert r.scopes == ["alice", "main"]
+    assert {(t.scope, t.version) for t in r.touched} == {("main", a.id), ("alice", b.id)}
+    assert store.read("/k.md").content == "rotated\n"
+    assert store.read("/k.md", scope="alice").content == "rotated too\n"
+    assert scan_store(store.path, SECRET.encode(), workspace=workspace) == []
+    assert verify(store.core).ok
+
+
+def test_1_pattern_covers_every_scope_and_scope_narrows(store: Store) -> None:
+    _two_scopes(store)
+    store.write("/t.md", "only in team: sk-XYZ-other\n", scope="team")
+    store.write("/t.md", "clean\n", scope="team")
+    with pytest.raises(ForbiddenError, match="also in scope"):
+        redact.redact_pattern(store.core, r"sk-XYZ-9f8e7d6c", reason="x", scope="main")
+    r = redact.redact_pattern(store.core, r"sk-XYZ-[0-9a-z]+", reason="x", scope="team")
+    assert r.scopes == ["team"]
+    r = redact.redact_pattern(store.core, r"sk-XYZ-[0-9a-f]+", reason="x")
+    assert r.scopes == ["alice", "main"]
+    assert scan_store(store.path, b"sk-XYZ", remembered_pattern=True) == []
+
+
+def test_1_every_live_match_listed_at_once(store: Store) -> None:
+    store.write("/k.md", f"key {SECRET}\n")
+    store.write("/k.md", f"key {SECRET}\n", scope="alice")
+    store.write("/j.md", f"other {SECRET}\n", scope="bob")
+    before = _state(store)
+    with pytest.raises(ForbiddenError) as exc:
+        redact.redact_pattern(store.core, SECRET, reason="x")
+    msg = exc.value.message
+    assert "/k.md in scope 'alice'" in msg and "/k.md in scope 'main'" in msg and "/j.md in scope 'bob'" in msg
+    assert _state(store) == before
+
+
+def _state(store: Store) -> dict[str, bytes]:
+    """Every file of the store's git dir (refs, objects, ledger, deny-list, index) by content."""
+    out = {}
+    for dirpath, _d, names in os.walk(store.path):
+        for n in names:
+            p = Path(dirpath) / n
+            if n.endswith(("-shm", "-wal", ".lock", "lock")):
+                continue
+            out[str(p.relative_to(store.path))] = p.read_bytes()
+    return out
+
+
+# ---------------------------------------------------------------------- 3. git maintenance
+@pytest.mark.parametrize(
+    "maintenance",
+    [
+        [["gc", "--aggressive", "--prune=now"]],
+        [["repack", "-a", "-d", "--write-bitmap-index"], ["multi-pack-index", "write", "--bitmap"]],
+        [["repack", "-d"], ["commit-graph", "write", "--reachable", "--split"]],
+        [["pack-refs", "--all"], ["commit-graph", "write", "--reachable"]],
+    ],
+)
+def test_3_redaction_after_git_maintenance(store: Store, maintenance: list[list[str]]) -> None:
+    a, _b = _two_scopes(store)
+    for args in maintenance:
+        git(store.path, *args)
+    r = redact.redact(store.core, a.id, reason="leak")
+    assert verify(store.core).ok
+    assert git(store.path, "fsck", "--full", "--strict").returncode == 0
+    blob = [b for b in r.versions]
+    assert blob
+    assert scan_store(store.path, SECRET.encode()) == []
+    # Nothing git maintenance left names the redacted blob or a retired commit.
+    retired = _retired_ids(store, r.id)
+    left = [f for f in scan_store(store.path, b"", ids=retired) if "/gitmem/denylist:" not in f]
+    assert retired and left == []
+    # And a second redaction after more maintenance works too.
+    v = store.write("/z.md", "second sk-AAA\n")
+    store.write("/z.md", "fine\n")
+    assert v is not None
+    git(store.path, "gc", "--prune=now")
+    git(store.path, "commit-graph", "write", "--reachable")
+    redact.redact(store.core, v.id, reason="leak")
+    assert verify(store.core).ok
+
+
+def _retired_ids(store: Store, rid: str) -> list[str]:
+    from gitmem.engine import ledger
+
+    return sorted(ledger.denied_by(store.core)[f"redaction {rid}"])
+
+
+# ---------------------------------------------------------------------- 6. concurrent repack
+def test_6_purge_survives_concurrent_repack(store: Store) -> None:
+    versions = []
+    for i in range(30):
+        v = store.write(f"/m{i}.md", f"secret {SECRET} {i}\n")
+        versions.append(v)
+        store.write(f"/m{i}.md", f"clean {i}\n")
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            subprocess.run(["git", f"--git-dir={store.path}", "repack", "-d", "-q"], check=False)
+            subprocess.run(["git", f"--git-dir={store.path}", "prune-packed"], check=False)
+
+    t = threading.Thread(target=churn)
+    t.start()
+    try:
+        r = redact.redact_pattern(store.core, r"sk-XYZ-[0-9a-f]+", reason="x")
+    finally:
+        stop.set()
+        t.join()
+    assert len(r.versions) == 30
+    assert scan_store(store.path, SECRET.encode()) == []
+    assert verify(store.core).ok
+
+
+# ---------------------------------------------------------------------- 10. modes
+def test_10_private_files_are_0600(store: Store) -> None:
+    a, _b = _two_scopes(store)
+    redact.redact(store.core, a.id, reason="leak")
+    redact_dir = store.path / "gitmem"
+    for name in ("denylist", "secret", "index.sqlite", "ledger_head"):
+        mode = stat.S_IMODE((redact_dir / name).stat().st_mode)
+        assert mode == 0o600, (name, oct(mode))
+    v = store.write("/p.md", "pat sk-QQQ1\n")
+    store.write("/p.md", "x\n")
+    assert v is not None
+    redact.redact_pattern(store.core, "sk-QQQ[0-9]", reason="x")
+    assert stat.S_IMODE((redact_dir / "denypatterns").stat().st_mode) == 0o600
+
+
+# ---------------------------------------------------------------------- 11. archived stores
+def test_11_redaction_works_in_an_archived_store(store: Store) -> None:
+    a, _b = _two_scopes(store)
+    store.core.update_settings(archived_at="2026-01-01T00:00:00Z")
+    r = redact.redact(store.core, a.id, reason="leak")
+    assert r.scopes == ["alice", "main"]
+    assert scan_store(store.path, SECRET.encode()) == []
+    with pytest.raises(ForbiddenError, match="archived"):
+        store.write("/n.md", "new\n")
