@@ -66,7 +66,11 @@ def _git_objects(git_dir: Path) -> Iterable[tuple[str, bytes]]:
 
 
 def find_secret(
-    roots: Iterable[Path | str], secret: bytes, *, git_dirs: Iterable[Path | str] = (), ids: Iterable[str] = ()
+    roots: Iterable[Path | str],
+    secret: bytes,
+    *,
+    git_dirs: Iterable[Path | str] = (),
+    ids: Iterable[str] = (),
 ) -> list[str]:
     """Where ``secret`` (or one of ``ids``) still is under ``roots``; empty: nowhere."""
     needles = [secret] if secret else []

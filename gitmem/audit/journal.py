@@ -397,3 +397,51 @@ def open_recovered(
     if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
         recover(core)
     return core
+
+
+# ---------------------------------------------------------------------- pushes and rewrites
+PUSH_WAIT = 60.0  # seconds a push waits for a running rewrite before it is refused
+
+
+def guard_push(git_dir: Path, *, wait: float = PUSH_WAIT) -> str | None:
+    """For the pre-receive hook: pushes and rewrites exclude each other. Waits (up to ``wait``
+    seconds) while a rewrite holds the store lock, then finishes an interrupted rewrite (journal
+    recovery) so the push is checked against the deny-list the rewrite leaves. Returns None to go
+    on, or the refusal line. Cheap when no rewrite is around (one non-blocking flock)."""
+    lock = git_dir / "gitmem" / LOCK_FILE
+    journal = git_dir / "gitmem" / JOURNAL_FILE
+    if not lock.exists() and not journal.exists():
+        return None
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None if not journal.exists() else _refusal("its journal cannot be recovered here")
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return _refusal("it is still running")
+                time.sleep(0.05)
+        if journal.exists():
+            # A rewrite was killed half-way: finish or roll it back first (outside the push's
+            # quarantine: a plain handle on the store). The lock is ours; recovery takes its own.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            core = open_core(str(git_dir))
+            try:
+                recover(core, blocking=True)
+            finally:
+                core.close()
+    finally:
+        os.close(fd)
+    return None
+
+
+def _refusal(why: str) -> str:
+    return (
+        f"gitmem: a history rewrite (redaction or compaction) of this store is in progress and {why}; "
+        "nothing was changed: push again when it has finished (gitmem verify completes an interrupted one)"
+    )

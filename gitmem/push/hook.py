@@ -74,6 +74,12 @@ def pre_receive(
     from gitmem.push import pushcheck
 
     git_dir = Path(repo.path).resolve()
+    if (git_dir / "gitmem" / "journal.json").exists() or _rewrite_running(git_dir):
+        from gitmem.audit.journal import guard_push  # pushes and rewrites exclude each other
+
+        refused = guard_push(git_dir)
+        if refused is not None:
+            return [refused]
     settings = config.load_settings_cached(
         git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
     )
@@ -98,6 +104,24 @@ def pre_receive(
     if lines:
         lines.append(f"gitmem: push rejected ({len(violations)} problem(s)); nothing was changed")
     return lines
+
+
+def _rewrite_running(git_dir: Path) -> bool:
+    """Whether a history rewrite holds the store lock now (one non-blocking shared flock)."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(git_dir / "gitmem" / "lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def scope_stats(
