@@ -273,3 +273,90 @@ def test_2_push_during_redaction_never_breaks_the_store(store: Store, tmp_path: 
         # The fork landed before the redaction: it was covered too.
         assert report.ok
     assert all(c.ok for c in report.checks if c.name in ("fsck", "index", "trailers"))
+
+
+# ---------------------------------------------------------------------- 4, 5. sessions, write paths
+def _contents(store: Store) -> dict[str, str | None]:
+    return {m.path: m.content for m in store.list(with_content=True)}  # type: ignore[union-attr]
+
+
+def test_4_a_session_cannot_bring_a_redacted_secret_back(
+    store: Store, tmp_path: Path, workspace: Path
+) -> None:
+    from gitmem import sessions
+
+    v = store.write("/k.md", f"key {SECRET}\n")
+    assert v is not None
+    editing = sessions.start_session(["notes"], root=tmp_path / "m1")
+    idle = sessions.start_session(["notes"], root=tmp_path / "m2")
+    store.write("/k.md", "rotated\n", actor="user:bob")
+    r = redact.redact_pattern(store.core, r"sk-XYZ-[0-9a-f]+", reason="leak")
+    assert r.sessions == sorted(
+        [f"{editing.id}:{tmp_path / 'm1' / 'notes'}", f"{idle.id}:{tmp_path / 'm2' / 'notes'}"]
+    )
+    # The agent keeps editing its copy, which still holds the secret.
+    (tmp_path / "m1" / "notes" / "k.md").write_text(f"key {SECRET}\nand more notes\n")
+    first = sessions.sync_session(editing.id).mounts[0]
+    second = sessions.sync_session(idle.id).mounts[0]
+    assert first.versions == [] and second.versions == []
+    assert all(SECRET not in (c or "") for c in _contents(store).values())
+    assert (tmp_path / "m1" / "notes" / "k.md").read_text() == "rotated\n"
+    assert (tmp_path / "m2" / "notes" / "k.md").read_text() == "rotated\n"
+    assert any("redacted" in i.reason for i in first.refused)
+    assert verify(store.core).ok
+    found = scan_store(store.path, SECRET.encode(), workspace=workspace, remembered_pattern=True)
+    found += [
+        f for f in scan_store(tmp_path / "m1", SECRET.encode()) + scan_store(tmp_path / "m2", SECRET.encode())
+    ]
+    assert found == []
+
+
+def test_4_every_write_path_refuses_redacted_content(store: Store, tmp_path: Path) -> None:
+    from gitmem.engine.batch import BatchOp, apply_batch
+    from gitmem.integrations.anthropic_tool import MemoryBackend
+
+    v = store.write("/k.md", f"key {SECRET}\n")
+    store.write("/k.md", "rotated\n")
+    p = store.write("/p.md", "pw hunter2-abc\n")
+    store.write("/p.md", "none\n")
+    assert v is not None and p is not None
+    redact.redact(store.core, v.id, reason="leak")
+    redact.redact_pattern(store.core, r"hunter2-[a-z]+", reason="pw")
+    before = _state(store)
+    with pytest.raises(ForbiddenError, match="redacted"):
+        store.write("/again.md", f"key {SECRET}\n")  # the deny-listed blob, byte for byte
+    with pytest.raises(ForbiddenError, match="pattern"):
+        store.write("/again.md", "new hunter2-xyz\n")
+    with pytest.raises(ForbiddenError, match="pattern"):
+        store.write("/hunter2-abc.md", "clean\n")  # in a path
+    with pytest.raises(ForbiddenError):
+        apply_batch(store.core, [BatchOp("create", "/b.md", content="hunter2-qq\n")], scope="main")
+    tool = MemoryBackend(store)
+    with pytest.raises(Exception, match="redacted pattern"):
+        tool.create("/memories/t.md", "tool hunter2-zz\n")
+    assert _state(store) == before
+    # A push with a match is refused by the hook.
+    work = _clone(store, tmp_path)
+    (work / "x.md").write_text("pushed hunter2-pp\n")
+    git(work, "add", "x.md")
+    git(work, "commit", "-qm", "x")
+    push = subprocess.run(["git", "push", "origin", "main"], cwd=work, capture_output=True, text=True)
+    assert push.returncode != 0 and "redacted pattern" in push.stderr
+
+
+def test_5_a_refused_conflict_copy_keeps_both_sides(store: Store, tmp_path: Path) -> None:
+    from gitmem import sessions
+
+    long = "/" + "n" * 230 + ".md"  # fits a file name, but not with ".conflict-<session>" added
+    store.write(long, "original\n")
+    sess = sessions.start_session(["notes"], root=tmp_path / "m")
+    store.write(long, "theirs\n", actor="user:bob")
+    local = tmp_path / "m" / "notes" / long[1:]
+    local.write_text("mine\n")
+    report = sessions.sync_session(sess.id).mounts[0]
+    assert [(c.path, c.kept_as) for c in report.conflicts] == [(long, None)]
+    assert local.read_text() == "mine\n" and store.read(long).content == "theirs\n"
+    # The next sync must not overwrite the other writer's change.
+    again = sessions.sync_session(sess.id).mounts[0]
+    assert store.read(long).content == "theirs\n" and local.read_text() == "mine\n"
+    assert [c.path for c in again.conflicts] == [long]

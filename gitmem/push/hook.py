@@ -70,7 +70,7 @@ def pre_receive(
     repo: pygit2.Repository, text: str, env: Mapping[str, str], now: int | None = None
 ) -> list[str]:
     """Check a push; returns the ``gitmem: ...`` lines (empty: accept)."""
-    from gitmem.engine.denylist import read_denylist
+    from gitmem.engine.denylist import read_denylist, read_patterns
     from gitmem.push import pushcheck
 
     git_dir = Path(repo.path).resolve()
@@ -89,6 +89,7 @@ def pre_receive(
         settings=settings,
         pusher=pusher(env, options, bool(settings.acl.get("trust_push_actor"))),
         denylist=read_denylist(git_dir),
+        patterns=read_patterns(git_dir),
         now=now,
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
     )
