@@ -360,3 +360,175 @@ def test_5_a_refused_conflict_copy_keeps_both_sides(store: Store, tmp_path: Path
     again = sessions.sync_session(sess.id).mounts[0]
     assert store.read(long).content == "theirs\n" and local.read_text() == "mine\n"
     assert [c.path for c in again.conflicts] == [long]
+
+
+# ---------------------------------------------------------------------- 7, 8. clones
+def test_7_fetch_purge_removes_redacted_content_from_a_clone(store: Store, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+    from gitmem.push.clone import clone
+
+    a, _b = _two_scopes(store)
+    dest = tmp_path / "c"
+    clone(str(store.path), dest)
+    git(dest, "gc", "-q")  # the clone packed its objects too
+    redact.redact(store.core, a.id, reason="leak")
+    assert scan_store(store.path, SECRET.encode()) == []
+    res = CliRunner().invoke(app, ["fetch", "--purge", str(dest)])
+    assert res.exit_code == 0, res.output
+    assert "purged" in res.output and "(verified)" in res.output
+    assert scan_store(store.path, SECRET.encode(), clones=[dest]) == []
+    assert (dest / "k.md").read_text() == "rotated\n"
+    out = CliRunner().invoke(app, ["verify", str(dest)])
+    assert "skipped\tredactions purged: a clone has no deny-list" in out.output
+    assert "ok\tredactions purged" not in out.output
+
+
+def test_7_fetch_purge_refuses_local_work_on_the_old_history(store: Store, tmp_path: Path) -> None:
+    from gitmem.errors import ConflictError
+    from gitmem.push.clone import clone, fetch
+
+    a, _b = _two_scopes(store)
+    dest = tmp_path / "c"
+    clone(str(store.path), dest)
+    (dest / "mine.md").write_text("local work\n")
+    git(dest, "add", "mine.md")
+    git(dest, "commit", "-qm", "mine")
+    redact.redact(store.core, a.id, reason="leak")
+    head = git(dest, "rev-parse", "HEAD").stdout
+    with pytest.raises(ConflictError, match="rebase them first"):
+        fetch(dest, purge=True)
+    assert git(dest, "rev-parse", "HEAD").stdout == head  # nothing was purged or reset
+
+
+def test_7_verify_on_a_plain_git_clone_does_not_say_ok(store: Store, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+
+    _two_scopes(store)
+    dest = tmp_path / "plain"
+    subprocess.run(["git", "clone", "-q", str(store.path), str(dest)], check=True)
+    out = CliRunner().invoke(app, ["verify", str(dest)]).output
+    assert "ok\tledger" not in out and "ok\tredactions purged" not in out
+    assert "skipped\tledger" in out and "skipped\tredactions purged" in out
+
+
+def test_8_fetch_never_replaces_the_clone_ledger(store: Store, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+    from gitmem.engine import ledger
+    from gitmem.push.clone import clone
+
+    _two_scopes(store)
+    store.core.update_settings(description="two entries in the ledger")
+    dest = tmp_path / "c"
+    clone(str(store.path), dest)
+    mine = git(dest, "rev-parse", "refs/gitmem/ledger").stdout.strip()
+    # Rewrite the store's ledger: a new chain with different entries.
+    repo = store.core.repo
+    tip = repo.references[ledger.LEDGER_REF].target
+    first = store.core.commit(tip)
+    while first.parents:
+        first = first.parents[0]
+    repo.references[ledger.LEDGER_REF].set_target(first.id)
+    (store.core.gitmem_dir / ledger.ANCHOR_FILE).unlink()
+    ledger.append(store.core, "settings_changed", {"changes": {"x": 1}})  # a forged continuation
+    res = CliRunner().invoke(app, ["fetch", str(dest)])
+    assert res.exit_code == 7, res.output
+    assert "ledger" in res.output and "rewritten" in res.output
+    assert git(dest, "rev-parse", "refs/gitmem/ledger").stdout.strip() == mine
+
+
+# ---------------------------------------------------------------------- 9. ledger tampering
+def _drop_last_ledger_entries(store: Store, keep: int) -> None:
+    from gitmem.engine import ledger
+
+    entries = ledger.entries(store.core)
+    store.core.repo.references[ledger.LEDGER_REF].set_target(entries[keep - 1].commit)
+
+
+def test_9_deleted_anchor_is_detected(store: Store) -> None:
+    from gitmem.engine import ledger
+
+    a, _b = _two_scopes(store)
+    redact.redact(store.core, a.id, reason="leak")
+    n = len(ledger.entries(store.core))
+    _drop_last_ledger_entries(store, n - 1)  # the redaction entry is gone...
+    (store.core.gitmem_dir / ledger.ANCHOR_FILE).unlink()  # ...and so is the anchor
+    report = verify(store.core, raise_on_failure=False)
+    assert not report.ok
+    assert any("anchor" in c.detail for c in report.checks if not c.ok)
+
+
+def test_9_removing_an_entry_with_its_denylist_block_is_detected(store: Store) -> None:
+    from gitmem.engine import ledger
+
+    a, _b = _two_scopes(store)
+    r = redact.redact(store.core, a.id, reason="leak")
+    n = len(ledger.entries(store.core))
+    _drop_last_ledger_entries(store, n - 1)
+    entries = ledger.entries(store.core)
+    (store.core.gitmem_dir / ledger.ANCHOR_FILE).write_text(f"{entries[-1].seq} {entries[-1].digest}\n")
+    deny = store.core.gitmem_dir / "denylist"
+    text = deny.read_text()
+    deny.write_text(text[: text.index(f"# redaction {r.id}")])
+    report = verify(store.core, raise_on_failure=False)
+    assert not report.ok
+    bad = [c for c in report.checks if not c.ok]
+    assert any(r.id in c.detail for c in bad), bad
+
+
+# ---------------------------------------------------------------------- 13. previews
+def test_13_dry_runs_list_exactly_and_write_nothing(store: Store) -> None:
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+
+    a, b = _two_scopes(store)
+    before = _state(store)
+    res = CliRunner().invoke(
+        app, ["redact", "notes", "--pattern", "sk-XYZ-[0-9a-f]+", "--reason", "x", "--dry-run"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "would redact 2 version(s) in scope(s) 'alice', 'main'" in res.output
+    assert f"main\t{a.id}\t/k.md" in res.output and f"alice\t{b.id}\t/k.md" in res.output
+    store.write("/live.md", f"now {SECRET}\n")
+    before = _state(store)
+    res = CliRunner().invoke(
+        app, ["redact", "notes", "--pattern", "sk-XYZ-[0-9a-f]+", "--reason", "x", "--dry-run"]
+    )
+    assert res.exit_code == 6 and "/live.md in scope 'main'" in res.output
+    assert _state(store) == before
+    store.core.update_settings(
+        retention=store.settings.retention.__class__(max_days=1, min_days=0, keep_recent=1)
+    )
+    before = _state(store)
+    res = CliRunner().invoke(app, ["prune", "notes", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert _state(store) == before
+
+
+def test_refusals_are_one_error_line_and_change_nothing(store: Store) -> None:
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+
+    store.write("/k.md", f"key {SECRET}\n")
+    before = _state(store)
+    cases = [
+        (["redact", "notes", "--pattern", "(", "--reason", "x"], 2, "invalid pattern"),
+        (["redact", "notes", "--pattern", "x*", "--reason", "x"], 2, "empty string"),
+        (["redact", "notes", "--pattern", "nomatch", "--reason", "x"], 2, "matches no version"),
+        (["redact", "notes", "--pattern", SECRET, "--reason", "x"], 6, "current content of /k.md"),
+        (["redact", "notes", "memver_00000000000000000000000000", "--reason", "x"], 3, "does not exist"),
+        (["redact", "notes", "--pattern", SECRET, "--reason", ""], 2, "reason"),
+    ]
+    for args, code, text in cases:
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == code, (args, res.output)
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and text in lines[0], (args, res.output)
+        assert _state(store) == before
