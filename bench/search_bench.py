@@ -245,13 +245,36 @@ def bench_rebuild(store: Store, rounds: int = 2) -> dict[str, Any]:
     return {"with_fts_s": t_with, "without_fts_s": t_without, "ratio": t_with / t_without}
 
 
+def bench_quality(tmp: Path) -> dict[str, Any]:
+    """Recall of natural-language questions on the labelled set of bench/search_eval.py."""
+    from bench import search_eval
+
+    with gitmem.create_store("quality", home=tmp / "quality") as store:
+        memories = search_eval.seed(store)
+        at1, at5 = search_eval.recall_at(store, 1), search_eval.recall_at(store, 5)
+    return {
+        "memories": memories,
+        "questions": at5.questions,
+        "recall_at_1": at1.recall,
+        "recall_at_5": at5.recall,
+        "missed_at_5": [list(m[:2]) for m in at5.missed],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--memories", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--writes", type=int, default=100)
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: proves the script runs")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.memories, args.queries, args.writes = (
+            min(args.memories, 300),
+            min(args.queries, 20),
+            min(args.writes, 5),
+        )
     with tempfile.TemporaryDirectory(prefix="gitmem-search-bench-") as tmp:
         corpus = Corpus(args.memories)
         t0 = time.perf_counter()
@@ -266,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             "query": bench_queries(store, raw, corpus.queries(args.queries)),
             "write": bench_writes(store, corpus, args.writes),
             "rebuild": bench_rebuild(store),
+            "quality": bench_quality(Path(tmp)),
         }
         raw.close()
         store.close()
@@ -289,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{'index rebuild from git':<34}{r['with_fts_s']:>11.2f}s{r['without_fts_s']:>11.2f}s{r['ratio']:>8.2f}"
     )
     print(f"mean hits per query {q['mean_hits']:.1f}; index file {results['index_file_mb']:.1f} MB")
+    ql = results["quality"]
+    print(
+        f"search quality: {ql['questions']} labelled questions over {ql['memories']} memories "
+        f"(bench/search_eval.py): recall@1 {ql['recall_at_1']:.2f}, recall@5 {ql['recall_at_5']:.2f}"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -39,6 +39,11 @@ def env(name: str) -> str | None:
     return value or None
 
 
+def export_home(home: Path) -> None:
+    """Set ``$GITMEM_HOME`` for child processes (``gitmem serve --workers N`` spawns its workers)."""
+    os.environ["GITMEM_HOME"] = str(home)
+
+
 def env_snapshot() -> dict[str, str]:
     """A copy of the environment, for code (the hook) that must look at several variables."""
     return dict(os.environ)

@@ -66,6 +66,12 @@ class ForbiddenError(GitmemError):
     type_name = "forbidden"
 
 
+class AuthenticationError(ForbiddenError):
+    """A missing, unknown, revoked or expired API token (the server answers 401)."""
+
+    type_name = "authentication"
+
+
 class IntegrityError(GitmemError):
     """The store failed a consistency check (verify)."""
 

@@ -76,17 +76,18 @@ def test_stdio_server_tools_resources_and_errors(store: Store, workspace: Path) 
             ok(await call("edit_memory", store="notes", path="/todo.md", old_str="milk", new_str="oat milk"))
             ok(await call("edit_memory", store="notes", path="/todo.md", insert_line=0, insert_text="# list"))
             assert (
-                ok(await call("read_memory", store="notes", path="/todo.md")) == "# list\noat milk\nbread\n"
+                ok(await call("read_memory", store="notes", path="/todo.md"))["content"]
+                == "# list\noat milk\nbread\n"
             )
-            ok(await call("rename_memory", store="notes", old_path="/todo.md", new_path="/lists/todo.md"))
+            ok(await call("rename_memory", store="notes", path="/todo.md", new_path="/lists/todo.md"))
             listed = ok(await call("list_memories", store="notes", prefix="/"))
-            assert [m["path"] for m in listed] == ["/lists/todo.md", "/prefs/editor.md"]
+            assert [m["path"] for m in listed["memories"]] == ["/lists/todo.md", "/prefs/editor.md"]
             hits = ok(await call("search_memories", store="notes", query="editor"))
-            assert hits[0]["path"] == "/prefs/editor.md"
+            assert hits["hits"][0]["path"] == "/prefs/editor.md"
             history = ok(await call("memory_history", store="notes", path="/lists/todo.md"))
-            assert [h["operation"] for h in history] == ["modified"] * 3 + ["created"]
+            assert [h["operation"] for h in history["versions"]] == ["modified"] * 3 + ["created"]
             ok(await call("delete_memory", store="notes", path="/lists/todo.md"))
-            assert ok(await call("read_memory", store="docs", path="/readme.md")) == "read only\n"
+            assert ok(await call("read_memory", store="docs", path="/readme.md"))["content"] == "read only\n"
 
             # errors come back as tool errors, and the server keeps serving
             for name, args in [
@@ -102,7 +103,7 @@ def test_stdio_server_tools_resources_and_errors(store: Store, workspace: Path) 
             assert "forbidden" in text(await call("write_memory", store="docs", path="/x.md", content="x"))
 
             uris = [r.uri for r in (await c.list_resources()).resources]
-            assert uris == ["gitmem://notes/prefs/editor.md", "gitmem://docs/readme.md"]
+            assert uris == ["gitmem://docs/readme.md", "gitmem://notes/prefs/editor.md"]  # sorted, paginated
             got = await c.read_resource("gitmem://notes/prefs/editor.md")
             assert got.contents[0].text.endswith("vim, tabs\n")
             with pytest.raises(MCPError):
@@ -139,9 +140,14 @@ def test_writes_get_a_generated_session(store: Store) -> None:
 
 
 def test_store_specs() -> None:
-    assert parse_store_spec("notes") == ("notes", False)
-    assert parse_store_spec("notes:ro") == ("notes", True)
-    assert parse_store_spec("notes:rw") == ("notes", False)
+    assert parse_store_spec("notes") == ("notes", None, False)
+    assert parse_store_spec("notes:ro") == ("notes", None, True)
+    assert parse_store_spec("notes:rw") == ("notes", None, False)
+    assert parse_store_spec("notes@team") == ("notes", "team", False)
+    assert parse_store_spec("notes:ro@team") == parse_store_spec("notes@team:ro") == ("notes", "team", True)
+    for bad in ("notes@", "notes@te am", "Bad Name", "notes@team:rx"):
+        with pytest.raises(InvalidInputError):
+            parse_store_spec(bad)
     with pytest.raises(InvalidInputError):
         parse_store_spec("notes:rx")
 

@@ -86,10 +86,11 @@ def test_limit_and_best_first(store: Store) -> None:
 
 
 # ---------------------------------------------------------------------- query syntax
-def test_all_plain_words_must_match_with_stemming_case_and_diacritics(store: Store) -> None:
+def test_plain_words_rank_by_how_many_match_with_stemming_case_and_diacritics(store: Store) -> None:
     write(store, "/a.md", "The dogs were RUNNING to the Café")
     write(store, "/b.md", "the dog sat")
-    assert paths(store.search("dog run")) == ["/a.md"]
+    assert paths(store.search("dog run")) == ["/a.md", "/b.md"]  # both words beat one
+    assert paths(store.search("dog AND run")) == ["/a.md"]  # AND: both must match
     assert paths(store.search("cafe")) == ["/a.md"]
     assert sorted(paths(store.search("Dogs"))) == ["/a.md", "/b.md"]
 
@@ -99,6 +100,16 @@ def test_quoted_phrase_needs_adjacent_words(store: Store) -> None:
     write(store, "/b.md", "the apple is red")
     assert paths(store.search('"red apple"')) == ["/a.md"]
     assert sorted(paths(store.search("red apple"))) == ["/a.md", "/b.md"]
+    assert paths(store.search('"red apple" fell')) == ["/a.md"]  # the phrase is required
+
+
+def test_a_question_finds_the_memory_that_answers_it(store: Store) -> None:
+    write(store, "/people/alice.md", "Alice: prefers tea, no sugar")
+    write(store, "/people/bob.md", "Bob drinks coffee")
+    write(store, "/notes/what.md", "what does this do? to be decided")
+    hits = paths(store.search("What does Alice prefer to drink?"))
+    assert hits[0] == "/people/alice.md"
+    assert "/notes/what.md" not in hits  # only stop words in common
 
 
 def test_prefix_terms(store: Store) -> None:

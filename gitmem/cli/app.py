@@ -30,6 +30,8 @@ COMMAND_MODULES = (
     "mcp",
     "sessions",
     "audit",
+    "serve",
+    "tokens",
 )
 
 

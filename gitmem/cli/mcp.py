@@ -15,9 +15,22 @@ if TYPE_CHECKING:
 StoresOpt = Annotated[
     list[str],
     typer.Option(
-        "--store", help="A store to serve: NAME, NAME:rw or NAME:ro (read-only: no write tools). Repeatable."
+        "--store",
+        help="A store to serve: NAME or NAME@SCOPE, with :rw or :ro (read-only: no write tools). Repeatable.",
     ),
 ]
+
+
+def _pairs(pairs: list[str]) -> dict[str, str]:
+    from gitmem.errors import InvalidInputError
+
+    out = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise InvalidInputError(f"invalid --instructions {pair!r}: expected NAME=TEXT")
+        out[name] = text
+    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -35,6 +48,9 @@ def mcp(
     actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    instructions: Annotated[
+        list[str] | None, typer.Option("--instructions", help="NAME=TEXT: instructions shown for a store.")
+    ] = None,
 ) -> None:
     """Serve stores over stdio as an MCP server (needs the 'mcp' extra).
 
@@ -58,6 +74,7 @@ def mcp(
             scope=scope,
             session=common.session(session),
             actor=common.actor(actor),
+            instructions=_pairs(instructions or []),
         )
 
     common.run(json, call, _render)

@@ -1,10 +1,14 @@
-"""The derived SQLite index: versions and heads of every scope (docs/architecture.md, "The index").
+"""The derived SQLite index: versions and heads of every scope (docs/architecture.md#the-index-and-search).
 
 Git is the source of truth. The index lives in ``$GIT_DIR/gitmem/index.sqlite`` (WAL) and is caught
 up incrementally from the last indexed commit of each scope; a missing, stale, corrupt or
 rewritten-under-it index is rebuilt from git transparently. Writers record their own commit
 directly (no diff) when the index was current at their parent; everyone else catches up.
 """
+
+# size-ok: one class owns one SQLite connection, its schema and its write transaction; catch-up, the
+# writers' own records and rewrites all go through that transaction. What splits off already has
+# (derive.py: rows from commits; rows.py: row types; search.py: the full-text tables).
 
 from __future__ import annotations
 

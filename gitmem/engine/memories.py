@@ -337,7 +337,8 @@ def read(store: StoreCore, path: str, *, scope: str = "main", version: str | Non
     validate_path(path)
     validate_scope(scope)
     if version is not None:
-        from gitmem.engine import history
+        # Reading at a version is history's job, and history's restore writes through this module.
+        from gitmem.engine import history  # cycle-ok: read(version=) delegates to history at call time
 
         return history.read_version(store, version, path=path, scope=scope)
     for _attempt in range(MAX_ATTEMPTS):

@@ -10,8 +10,9 @@ plus a WAL checkpoint) after every history rewrite (redaction and compaction cal
 catch-up that finds history rewritten); SQLite >= 3.44 also gets FTS5's 'secure-delete'. The index
 runs with ``secure_delete`` on, so freed pages hold zeros rather than old text.
 
-Queries: plain words (every term must match; English stemming, case and diacritics folded),
-``"quoted phrases"`` and ``prefix*`` terms. Everything else a user types is escaped, so FTS5 syntax
+Queries: natural language ranked over any of its words (stop words dropped; English stemming,
+case and diacritics folded); ``"quoted phrases"`` and words joined by ``AND`` must match;
+``prefix*`` terms. Everything else a user types is escaped, so FTS5 syntax
 (``-``, ``:``, ``(``, ``AND``/``OR``/``NEAR``, stray ``*`` or ``"``) never raises; ``raw=True`` passes
 FTS5 syntax through for experts. Ranking is BM25 with the description weighted above path and body.
 A prefix is matched against stemmed terms (``memo*`` finds "memory", stored as "memori"; ``runn*``
@@ -79,7 +80,7 @@ def search(
     """Memories at the head of ``scope`` matching ``query``, best first.
 
     Args:
-        query: words (all must match), ``"phrases"`` and ``prefix*`` terms; with ``raw``, an
+        query: words (any may match, best first), required ``"phrases"`` and ``a AND b``, and ``prefix*`` terms; with ``raw``, an
             FTS5 query over the columns ``path``, ``description`` and ``body``.
         scope: the one scope searched; other scopes' memories are never returned.
         limit: at most this many hits (1-1000).
@@ -112,12 +113,154 @@ def search(
     return [SearchHit(path, desc, float(score), snip or "", vid) for path, desc, score, snip, vid in rows]
 
 
-# ---------------------------------------------------------------------- query escaping
-def fts_query(text: str) -> str:
-    """A user's query as a valid FTS5 expression: every word and ``"phrase"`` a quoted FTS5
-    string (implicit AND), ``word*`` and ``"phrase"*`` prefix queries; terms without a single
-    letter or digit are dropped. The result never has an FTS5 syntax error ("" for nothing)."""
-    terms: list[str] = []
+# ---------------------------------------------------------------------- query parsing
+#: Words that carry no meaning in a question ("What does Alice prefer to drink?"): dropped from
+#: the any-term part of a query unless nothing else is left. Written for this project.
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "done",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "please",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "us",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "tell",
+        "know",
+        "remember",
+        "recall",
+        "anything",
+        "something",
+        "thing",
+        "things",
+    ]
+)
+
+
+def _terms(text: str) -> list[tuple[str, str, bool]]:
+    """The query as (kind, text, prefix) terms: ``word``, ``phrase`` or the operator ``AND``."""
+    out: list[tuple[str, str, bool]] = []
     # Control characters (NUL ends an FTS5 string early) separate words like spaces do.
     text = "".join(" " if unicodedata.category(c) in ("Cc", "Cs") else c for c in text)
     i, n = 0, len(text)
@@ -133,16 +276,61 @@ def fts_query(text: str) -> str:
             prefix = i < n and text[i] == "*"
             while i < n and text[i] == "*":
                 i += 1
-        else:
-            start = i
-            while i < n and not text[i].isspace() and text[i] != '"':
-                i += 1
-            term = text[start:i]
-            prefix = term.endswith("*")
-            term = term.rstrip("*")
+            if any(c.isalnum() for c in term):
+                out.append(("phrase", term, prefix))
+            continue
+        start = i
+        while i < n and not text[i].isspace() and text[i] != '"':
+            i += 1
+        term = text[start:i]
+        if term == "AND":
+            out.append(("AND", term, False))
+            continue
+        prefix = term.endswith("*")
+        term = term.rstrip("*")
+        # Punctuation around a word ("drink?", "Alice:") is no part of it; inside one it stays
+        # ("e-mail", "v1.2") and the tokenizer splits it as it split the indexed text.
+        term = term.strip("".join(c for c in set(term) if not c.isalnum()) or " ") if not prefix else term
         if any(c.isalnum() for c in term):
-            terms.append('"' + term.replace('"', '""') + '"' + ("*" if prefix else ""))
-    return " ".join(terms)
+            out.append(("word", term, prefix))
+    return out
+
+
+def _quote(term: str, prefix: bool) -> str:
+    return '"' + term.replace('"', '""') + '"' + ("*" if prefix else "")
+
+
+def fts_query(text: str) -> str:
+    """A user's query as a valid FTS5 expression ("" for nothing), never an FTS5 syntax error.
+
+    Natural language ranks by relevance over *any* of its words: plain words are OR-ed (stop words
+    dropped, stemming by the index's Porter tokenizer), so BM25 puts the memories that match more
+    and rarer words first. What must match is said explicitly: a ``"quoted phrase"`` is required,
+    and so are the words on either side of an ``AND`` (``tea AND alice``). ``word*`` and
+    ``"phrase"*`` are prefix terms.
+    """
+    terms = _terms(text)
+    required: list[str] = []
+    optional: list[tuple[str, str, bool]] = []
+    for idx, (kind, term, prefix) in enumerate(terms):
+        if kind == "AND":
+            continue
+        joined = (idx > 0 and terms[idx - 1][0] == "AND") or (
+            idx + 1 < len(terms) and terms[idx + 1][0] == "AND"
+        )
+        if kind == "phrase" or joined:
+            required.append(_quote(term, prefix))
+        else:
+            optional.append((kind, term, prefix))
+    meaningful = [t for t in optional if t[2] or t[1].lower() not in STOP_WORDS]
+    words = [_quote(term, prefix) for _kind, term, prefix in (meaningful or optional)]
+    if required and not meaningful:
+        words = []  # "the" beside a phrase adds nothing
+    parts = list(dict.fromkeys(required))
+    if words:
+        unique = list(dict.fromkeys(words))
+        parts.append(unique[0] if len(unique) == 1 else "(" + " OR ".join(unique) + ")")
+    return " AND ".join(parts)
 
 
 # ---------------------------------------------------------------------- index maintenance

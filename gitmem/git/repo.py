@@ -219,7 +219,7 @@ class Repo:
     # Durability. libgit2 writes objects and refs without fsync unless a process-wide option is on;
     # gitmem leaves that option off and makes exactly what it wrote durable itself, before the ref
     # moves (objects) and before a write is acknowledged (the ref): per file for a single version,
-    # one syncfs for a batch of thousands (docs/architecture.md, "Concurrency and durability").
+    # one syncfs for a batch of thousands (docs/architecture.md#concurrency-and-durability).
     def sync_objects(self, oids: list[pygit2.Oid]) -> None:
         """fsync the loose files of ``oids`` (objects already in packs are durable) and their dirs."""
         base = os.path.join(self._repo.path, "objects")

@@ -1,39 +1,55 @@
 """An MCP server for gitmem stores, over stdio (``gitmem mcp``), built on the ``mcp`` package (2.x).
 
-Tools: ``list_memories``, ``read_memory``, ``memory_history`` and ``search_memories`` for every
-served store; ``write_memory``, ``create_memory``, ``edit_memory``
-(str_replace or insert), ``delete_memory`` and ``rename_memory`` only when at least one store is
-served read-write, and then only for those stores (a server of read-only stores has no write tools).
-Resources: every memory as ``gitmem://STORE/PATH`` (``gitmem://notes/prefs/editor.md``), listed live.
+Tools: ``list_memories`` (paginated: a page of about 100 with a cursor and totals), ``read_memory``,
+``memory_history`` and ``search_memories`` (ranked over any of the words) for every served store;
+``write_memory``, ``create_memory``, ``edit_memory`` (str_replace or insert), ``delete_memory`` and
+``rename_memory`` only when at least one store is served read-write, and then only for those stores
+(a server of read-only stores has no write tools). Every tool declares an output schema and returns
+structured content (with the same JSON as text). Arguments are ``store``, ``path`` and ``new_path``
+everywhere; an unknown argument is refused, and a bad one is named in one short sentence.
+Resources: every memory as ``gitmem://STORE/PATH`` (``gitmem://notes/prefs/editor.md``), listed live
+in pages of :data:`PAGE_SIZE`.
 
-Every write is a version tagged with the server's session id (``--session``, else a new
-``sesn_<ulid>``: one MCP connection is one session). Gitmem errors come back as tool errors
-(``is_error``), never as a crash of the server.
+A store is served in its own scope (``NAME@SCOPE``) or the server's. Every write is a version tagged
+with the server's session id (``--session``, else a new ``sesn_<ulid>``: one MCP connection is one
+session). Gitmem errors come back as tool errors (``is_error``), never as a crash of the server.
 """
 
+import base64
+import binascii
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,  # pydantic needs these on Python < 3.12
+    TypeVar,
+)
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ListResourcesResult, PaginatedRequestParams, ToolAnnotations
 from mcp.types import Resource as MCPResource
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
+from typing_extensions import TypedDict
 
 from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.ids import new_id
-from gitmem.model.versions import Version, validate_session
+from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.versions import Version, validate_actor, validate_session
 from gitmem.store import Store, open_store
 
 __all__ = ["ServedStore", "build_server", "parse_store_spec", "serve"]
 
 T = TypeVar("T")
 URI_PREFIX = "gitmem://"
+PAGE_SIZE = 100  # memories per list_memories page and per resources/list page
+MAX_PAGE = 200
+RESULT_BUDGET = 16_000  # characters of a tool result's JSON: well inside a model's context
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 _DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
@@ -41,11 +57,13 @@ _DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
 
 @dataclass(frozen=True)
 class ServedStore:
-    """A store the server exposes, and whether it may be written through it."""
+    """A store the server exposes: in ``scope`` (None: the server's), and whether it may be written."""
 
     name: str
     store: Store
     read_only: bool = False
+    scope: str | None = None
+    instructions: str | None = None  # shown to the model beside the store's description
 
 
 @dataclass(frozen=True)
@@ -57,40 +75,150 @@ class ServeSummary:
     stores: list[str]
 
 
-def parse_store_spec(spec: str) -> tuple[str, bool]:
-    """``NAME``, ``NAME:rw`` or ``NAME:ro`` -> (name, read_only)."""
-    name, sep, mode = spec.rpartition(":")
-    if not sep:
-        return spec, False
+def parse_store_spec(spec: str) -> tuple[str, str | None, bool]:
+    """``NAME``, ``NAME@SCOPE``, each with ``:rw`` or ``:ro`` (``notes:ro@team`` or ``notes@team:ro``),
+    as in ``gitmem session start`` -> (name, scope or None, read_only)."""
+    head, at, scope = spec.partition("@")
+    mode = "rw"
+    if ":" in head:
+        head, _, mode = head.partition(":")
+    elif at and scope.endswith((":ro", ":rw")):
+        scope, mode = scope[:-3], scope[-2:]
     if mode not in ("ro", "rw"):
-        raise InvalidInputError(f"invalid store {spec!r}: use NAME, NAME:rw or NAME:ro")
-    return name, mode == "ro"
+        raise InvalidInputError(f"invalid store {spec!r}: use NAME[@SCOPE], with :rw or :ro")
+    if at and not scope:
+        raise InvalidInputError(f"invalid store {spec!r}: empty scope after '@'")
+    validate_store_name(head)
+    return head, (validate_scope(scope) if at else None), mode == "ro"
 
 
-def _version_dict(v: Version | None) -> dict[str, Any]:
+# ---------------------------------------------------------------------- result shapes (output schemas)
+class VersionResult(TypedDict):
+    """``changed`` false (and nothing else) when the write changed nothing."""
+
+    changed: bool
+    version: NotRequired[str]
+    memory_id: NotRequired[str]
+    operation: NotRequired[str]
+    path: NotRequired[str]
+    previous_path: NotRequired[str | None]
+    content_sha256: NotRequired[str | None]
+    size: NotRequired[int | None]
+    session: NotRequired[str | None]
+    actor: NotRequired[str]
+    created_at: NotRequired[str]
+
+
+class MemoryEntry(TypedDict):
+    path: str
+    size: int
+    description: str | None
+    content_sha256: str
+
+
+class PrefixEntry(TypedDict):
+    prefix: str
+    memories: int
+
+
+class MemoryPage(TypedDict):
+    store: str
+    scope: str
+    prefix: str
+    total: int
+    memories: list[MemoryEntry]
+    prefixes: list[PrefixEntry]
+    next_cursor: str | None
+
+
+class MemoryContent(TypedDict):
+    path: str
+    content: str
+    description: str | None
+    content_sha256: str
+    version: str
+    size: int
+
+
+class History(TypedDict):
+    versions: list[VersionResult]
+
+
+class SearchHitResult(TypedDict):
+    path: str
+    description: str | None
+    score: float
+    snippet: str
+
+
+class SearchResults(TypedDict):
+    query: str
+    hits: list[SearchHitResult]
+
+
+def _version_dict(v: Version | None) -> VersionResult:
     if v is None:
-        return {"changed": False}
-    return {
-        "changed": True,
-        "version": v.id,
-        "memory_id": v.memory_id,
-        "operation": v.operation,
-        "path": v.path,
-        "previous_path": v.previous_path,
-        "content_sha256": v.content_sha256,
-        "size": v.size,
-        "session": v.session,
-        "actor": v.actor,
-        "created_at": v.created_at.isoformat().replace("+00:00", "Z"),
-    }
+        return VersionResult(changed=False)
+    return VersionResult(
+        changed=True,
+        version=v.id,
+        memory_id=v.memory_id,
+        operation=v.operation,
+        path=v.path,
+        previous_path=v.previous_path,
+        content_sha256=v.content_sha256,
+        size=v.size,
+        session=v.session,
+        actor=v.actor,
+        created_at=v.created_at.isoformat().replace("+00:00", "Z"),
+    )
 
 
-def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=1)
+def encode_cursor(after: str) -> str:
+    """An opaque cursor: the last path of the page (pages stay right while others write)."""
+    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        after = data["after"]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise InvalidInputError("invalid cursor: pass next_cursor of the previous page unchanged") from None
+    if not isinstance(after, str):
+        raise InvalidInputError("invalid cursor: pass next_cursor of the previous page unchanged")
+    return after
+
+
+def _fit(items: Sequence[Any], limit: int, budget: int = RESULT_BUDGET) -> list[Any]:
+    """The first ``limit`` items, fewer when their JSON would pass ``budget`` characters (long paths
+    and descriptions): a page always fits in a model's context, and holds at least one item."""
+    out: list[Any] = []
+    used = 200  # the page's own fields
+    for item in items[:limit]:
+        fields = (item.path, getattr(item, "description", None) or "", getattr(item, "content_sha256", ""))
+        used += 110 + sum(len(json.dumps(f, ensure_ascii=False)) for f in fields)
+        if out and used > budget:
+            break
+        out.append(item)
+    return out
+
+
+def _short(exc: ValidationError) -> str:
+    """One sentence for a pydantic validation error: which argument, and what it must be."""
+    parts = []
+    for err in exc.errors()[:3]:
+        name = ".".join(str(p) for p in err["loc"]) or "arguments"
+        kind = err.get("type", "")
+        if kind == "missing":
+            parts.append(f"argument {name!r} is required")
+        else:
+            parts.append(f"argument {name!r}: {str(err.get('msg', 'invalid value')).rstrip('.').lower()}")
+    return "invalid_input: " + "; ".join(parts)
 
 
 class GitmemMCPServer(MCPServer[Any]):
-    """MCPServer whose resource list is the served stores' memories at the time of the request."""
+    """MCPServer with gitmem's argument rules and a live, paginated resource list."""
 
     def __init__(
         self,
@@ -107,10 +235,28 @@ class GitmemMCPServer(MCPServer[Any]):
         self._gitmem_scope = scope
         self._gitmem_call = call
 
-    async def list_resources(self) -> list[MCPResource]:
-        out = await super().list_resources()
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            known = set(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise ToolError(
+                    f"invalid_input: unknown argument{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(map(repr, unknown))} for {name}; it takes {', '.join(sorted(known))}"
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(_short(exc.__cause__)) from None
+            raise
+
+    def _all_resources(self) -> list[MCPResource]:
+        out = []
         for name, served in self._gitmem_stores.items():
-            for m in self._gitmem_call(served.store.list, "/", scope=self._gitmem_scope):
+            scope = served.scope or self._gitmem_scope
+            for m in self._gitmem_call(served.store.list, "/", scope=scope):
                 if isinstance(m, Memory):
                     out.append(
                         MCPResource(
@@ -123,21 +269,45 @@ class GitmemMCPServer(MCPServer[Any]):
                     )
         return out
 
+    async def list_resources(self) -> list[MCPResource]:
+        return [*await super().list_resources(), *self._all_resources()]
+
+    async def _handle_list_resources(
+        self, ctx: Any, params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        items = sorted(self._all_resources(), key=lambda r: str(r.uri))
+        start = 0
+        if params is not None and params.cursor:
+            try:
+                after = decode_cursor(params.cursor)
+            except InvalidInputError as exc:
+                raise ValueError(exc.message) from None
+            start = next((i for i, r in enumerate(items) if str(r.uri) > after), len(items))
+        page = items[start : start + PAGE_SIZE]
+        more = start + PAGE_SIZE < len(items)
+        return ListResourcesResult(
+            resources=page, next_cursor=encode_cursor(str(page[-1].uri)) if more else None
+        )
+
 
 def build_server(
-    stores: list[ServedStore],
+    stores: Sequence[ServedStore],
     *,
     scope: str = "main",
     session: str | None = None,
     actor: str | None = None,
 ) -> GitmemMCPServer:
-    """An MCP server exposing ``stores`` (in ``scope``); writes are tagged with ``session``."""
+    """An MCP server exposing ``stores`` (each in its own scope, else ``scope``); writes are tagged
+    with ``session`` and ``actor``. A bad session or actor is refused here, before anything is served."""
     if not stores:
         raise InvalidInputError("serve at least one store")
+    validate_scope(scope)
     session = validate_session(session) or new_id("sesn")
+    if actor is not None:
+        validate_actor(actor)
     by_name = {s.name: s for s in stores}
     writable = [s.name for s in stores if not s.read_only]
-    lock = threading.Lock()  # MCPServer runs sync tools in worker threads; a Store is not thread-safe
+    lock = threading.Lock()  # MCPServer runs sync tools in worker threads
 
     def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with lock:
@@ -146,15 +316,21 @@ def build_server(
             except GitmemError as exc:
                 raise ToolError(f"{exc.type_name}: {exc.message}") from None
 
-    def readable(name: str) -> Store:
+    def served(name: str) -> ServedStore:
         if name not in by_name:
             raise ToolError(f"not_found: store {name!r} is not served here; use one of {', '.join(by_name)}")
-        return by_name[name].store
+        return by_name[name]
+
+    def scope_of(name: str) -> str:
+        return served(name).scope or scope
 
     def rw(name: str) -> Store:
         if name in by_name and by_name[name].read_only:
             raise ToolError(f"forbidden: store {name!r} is served read-only")
-        return readable(name)
+        return served(name).store
+
+    def kw(name: str) -> dict[str, Any]:
+        return {"actor": actor, "session": session, "scope": scope_of(name)}
 
     names = list(by_name)
     StoreArg = Annotated[str, Field(description="Store name.", json_schema_extra={"enum": names})]
@@ -166,8 +342,6 @@ def build_server(
         str | None,
         Field(description="Only if the memory's current content SHA-256 is this (optimistic lock)."),
     ]
-    kw: dict[str, Any] = {"actor": actor, "session": session, "scope": scope}
-    store_list = ", ".join(f"{s.name} ({'read-only' if s.read_only else 'read-write'})" for s in stores)
     server = GitmemMCPServer(
         by_name,
         scope,
@@ -176,51 +350,94 @@ def build_server(
         name="gitmem",
         version="0.1.0",
         log_level="WARNING",
-        instructions=f"gitmem memory stores: {store_list}; scope {scope!r}; session {session}. "
-        "Every change is a version: memory_history shows them.",
+        instructions=_instructions(stores, scope, session),
     )
 
     # ---------------------------------------------------------------- read tools (every store)
-    def list_memories(store: StoreArg, prefix: str = "/", depth: int = 0) -> str:
-        """List memories under a prefix ('/' or a directory ending in '/'); depth 1 rolls up subdirectories."""
-        s = readable(store)
-        items = call(lambda: s.list(prefix, scope=scope, depth=depth))
-        rows = [
-            {"path": m.path, "size": m.size, "description": m.description, "content_sha256": m.content_sha256}
-            if isinstance(m, Memory)
-            else {"prefix": m.path, "memories": m.memories}
-            for m in items
-        ]
-        return _text(rows)
-
-    def read_memory(store: StoreArg, path: PathArg, version: str | None = None) -> str:
-        """Read a memory's content (at its head, or at an older version id)."""
-        s = readable(store)
-        memory = call(lambda: s.read(path, scope=scope, version=version))
-        return memory.content or ""
-
-    def memory_history(store: StoreArg, path: PathArg | None = None, limit: int = 20) -> str:
-        """Versions, newest first: of one memory (across renames) or of the whole scope."""
-        s = readable(store)
-        found = call(lambda: s.versions(path, scope=scope, limit=limit))
-        return _text([_version_dict(v) for v in found])
-
-    server.add_tool(list_memories, annotations=_READ_ONLY, structured_output=False)
-    server.add_tool(read_memory, annotations=_READ_ONLY, structured_output=False)
-    server.add_tool(memory_history, annotations=_READ_ONLY, structured_output=False)
-
-    def search_memories(store: StoreArg, query: str, limit: int = 10, prefix: str | None = None) -> str:
-        """Full-text search over paths, descriptions and contents; best matches first."""
-        s = readable(store)
-        hits = call(lambda: s.search(query, scope=scope, limit=limit, path_prefix=prefix))
-        return _text(
-            [
-                {"path": h.path, "description": h.description, "score": h.score, "snippet": h.snippet}
-                for h in hits
-            ]
+    def list_memories(
+        store: StoreArg,
+        prefix: Annotated[str, Field(description="A directory ending in '/', or '/' for all.")] = "/",
+        depth: Annotated[
+            int, Field(description="0: the whole subtree; 1: children, subdirectories rolled up.")
+        ] = 0,
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="Entries per page.")] = PAGE_SIZE,
+        cursor: Annotated[str | None, Field(description="next_cursor of the previous page.")] = None,
+    ) -> MemoryPage:
+        """List memories under a prefix, a page at a time (total says how many there are)."""
+        s = served(store).store
+        after = call(decode_cursor, cursor) if cursor else None
+        items = call(lambda: s.list(prefix, scope=scope_of(store), depth=depth))
+        rest = [m for m in items if after is None or m.path > after]
+        page = _fit(rest, limit)
+        return MemoryPage(
+            store=store,
+            scope=scope_of(store),
+            prefix=prefix,
+            total=len(items),
+            memories=[
+                MemoryEntry(
+                    path=m.path, size=m.size, description=m.description, content_sha256=m.content_sha256
+                )
+                for m in page
+                if isinstance(m, Memory)
+            ],
+            prefixes=[
+                PrefixEntry(prefix=m.path, memories=m.memories) for m in page if not isinstance(m, Memory)
+            ],
+            next_cursor=encode_cursor(page[-1].path) if len(rest) > len(page) else None,
         )
 
-    server.add_tool(search_memories, annotations=_READ_ONLY, structured_output=False)
+    def read_memory(
+        store: StoreArg,
+        path: PathArg,
+        version: Annotated[str | None, Field(description="An older version id (memver_...).")] = None,
+    ) -> MemoryContent:
+        """Read a memory's content (at its head, or at an older version id)."""
+        s = served(store).store
+        m = call(lambda: s.read(path, scope=scope_of(store), version=version))
+        return MemoryContent(
+            path=m.path,
+            content=m.content or "",
+            description=m.description,
+            content_sha256=m.content_sha256,
+            version=m.version_id,
+            size=m.size,
+        )
+
+    def memory_history(
+        store: StoreArg,
+        path: Annotated[str | None, Field(description="One memory's path; omit for the whole scope.")] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_PAGE)] = 20,
+    ) -> History:
+        """Versions, newest first: of one memory (across renames) or of the whole scope."""
+        s = served(store).store
+        found = call(lambda: s.versions(path, scope=scope_of(store), limit=limit))
+        return History(versions=[_version_dict(v) for v in found])
+
+    def search_memories(
+        store: StoreArg,
+        query: Annotated[
+            str,
+            Field(
+                description='Words or a question (ranked by relevance); "a phrase" and a AND b must match.'
+            ),
+        ],
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        prefix: Annotated[str | None, Field(description="Only memories under this directory.")] = None,
+    ) -> SearchResults:
+        """Search paths, descriptions and contents; the most relevant memories first."""
+        s = served(store).store
+        hits = call(lambda: s.search(query, scope=scope_of(store), limit=limit, path_prefix=prefix))
+        return SearchResults(
+            query=query,
+            hits=[
+                SearchHitResult(path=h.path, description=h.description, score=h.score, snippet=h.snippet)
+                for h in hits
+            ],
+        )
+
+    for tool in (list_memories, read_memory, memory_history, search_memories):
+        server.add_tool(tool, annotations=_READ_ONLY, structured_output=True)
 
     # ---------------------------------------------------------------- write tools (read-write stores only)
     if writable:
@@ -231,18 +448,21 @@ def build_server(
             content: str,
             description: str | None = None,
             if_sha256: ShaArg = None,
-        ) -> str:
+        ) -> VersionResult:
             """Create or replace a memory with the whole new content. Writing the same content is a no-op."""
             s = rw(store)
-            v = call(lambda: s.write(path, content, description=description, if_sha256=if_sha256, **kw))
-            return _text(_version_dict(v))
+            return _version_dict(
+                call(
+                    lambda: s.write(path, content, description=description, if_sha256=if_sha256, **kw(store))
+                )
+            )
 
         def create_memory(
             store: WStoreArg, path: PathArg, content: str, description: str | None = None
-        ) -> str:
+        ) -> VersionResult:
             """Create a new memory; fails if the path (or an overlapping one) exists."""
             s = rw(store)
-            return _text(_version_dict(call(lambda: s.create(path, content, description=description, **kw))))
+            return _version_dict(call(lambda: s.create(path, content, description=description, **kw(store))))
 
         def edit_memory(
             store: WStoreArg,
@@ -256,7 +476,7 @@ def build_server(
             ] = None,
             insert_text: Annotated[str | None, Field(description="insert: the text to insert.")] = None,
             if_sha256: ShaArg = None,
-        ) -> str:
+        ) -> VersionResult:
             """Edit a memory: give old_str (+ new_str) to replace one unique occurrence, or
             insert_line + insert_text to insert after a line."""
             s = rw(store)
@@ -264,28 +484,33 @@ def build_server(
                 raise ToolError("invalid_input: give either old_str (str_replace) or insert_line (insert)")
             if old_str is not None:
                 new = new_str or ""
-                v = call(lambda: s.str_replace(path, old_str, new, if_sha256=if_sha256, **kw))
+                v = call(lambda: s.str_replace(path, old_str, new, if_sha256=if_sha256, **kw(store)))
             else:
                 assert insert_line is not None
                 text = insert_text or ""
-                v = call(lambda: s.insert(path, insert_line, text, if_sha256=if_sha256, **kw))
-            return _text(_version_dict(v))
+                v = call(lambda: s.insert(path, insert_line, text, if_sha256=if_sha256, **kw(store)))
+            return _version_dict(v)
 
-        def delete_memory(store: WStoreArg, path: PathArg, if_sha256: ShaArg = None) -> str:
+        def delete_memory(store: WStoreArg, path: PathArg, if_sha256: ShaArg = None) -> VersionResult:
             """Delete a memory (its versions stay in the history)."""
             s = rw(store)
-            return _text(_version_dict(call(lambda: s.delete(path, if_sha256=if_sha256, **kw))))
+            return _version_dict(call(lambda: s.delete(path, if_sha256=if_sha256, **kw(store))))
 
-        def rename_memory(store: WStoreArg, old_path: PathArg, new_path: PathArg) -> str:
+        def rename_memory(
+            store: WStoreArg,
+            path: PathArg,
+            new_path: Annotated[str, Field(description="Where the memory moves to (must be free).")],
+            if_sha256: ShaArg = None,
+        ) -> VersionResult:
             """Move a memory to a new path, keeping its identity and history; never overwrites."""
             s = rw(store)
-            return _text(_version_dict(call(lambda: s.rename(old_path, new_path, **kw))))
+            return _version_dict(call(lambda: s.rename(path, new_path, if_sha256=if_sha256, **kw(store))))
 
-        server.add_tool(write_memory, annotations=_WRITE, structured_output=False)
-        server.add_tool(create_memory, annotations=_WRITE, structured_output=False)
-        server.add_tool(edit_memory, annotations=_WRITE, structured_output=False)
-        server.add_tool(delete_memory, annotations=_DESTRUCTIVE, structured_output=False)
-        server.add_tool(rename_memory, annotations=_WRITE, structured_output=False)
+        server.add_tool(write_memory, annotations=_WRITE, structured_output=True)
+        server.add_tool(create_memory, annotations=_WRITE, structured_output=True)
+        server.add_tool(edit_memory, annotations=_WRITE, structured_output=True)
+        server.add_tool(delete_memory, annotations=_DESTRUCTIVE, structured_output=True)
+        server.add_tool(rename_memory, annotations=_WRITE, structured_output=True)
 
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:
@@ -294,7 +519,7 @@ def build_server(
         s = by_name[store].store
         with lock:
             try:
-                return s.read("/" + path, scope=scope).content or ""
+                return s.read("/" + path, scope=scope_of(store)).content or ""
             except GitmemError as exc:
                 raise ResourceNotFoundError(f"{exc.type_name}: {exc.message}") from None
 
@@ -314,16 +539,37 @@ def serve(
     scope: str = "main",
     session: str | None = None,
     actor: str | None = None,
+    instructions: dict[str, str] | None = None,
 ) -> ServeSummary:
-    """Open the stores named by ``specs`` (``NAME[:ro|:rw]``) and serve them over stdio until EOF."""
-    from gitmem.model.paths import validate_scope
-
+    """Open the stores named by ``specs`` (``NAME[@SCOPE][:ro|:rw]``) and serve them over stdio until EOF."""
     validate_scope(scope)
+    parsed = [parse_store_spec(spec) for spec in specs]
+    notes = dict(instructions or {})
+    unknown = sorted(set(notes) - {name for name, _, _ in parsed})
+    if unknown:
+        raise InvalidInputError(f"--instructions names {', '.join(unknown)}, which is not a served store")
     stores = []
-    for spec in specs:
-        name, read_only = parse_store_spec(spec)
+    for name, own_scope, read_only in parsed:
         opened = open_store(name, home)
-        stores.append(ServedStore(opened.name, opened, read_only))
+        stores.append(ServedStore(opened.name, opened, read_only, own_scope, notes.get(name)))
     server = build_server(stores, scope=scope, session=session, actor=actor)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])
+
+
+def _instructions(stores: Sequence[ServedStore], scope: str, session: str) -> str:
+    """What the client shows the model: each store with its access, scope and description."""
+    lines = [
+        f"gitmem memory stores (session {session}). Every change is a version: memory_history shows them. "
+        "list_memories pages through a store; search_memories ranks memories for a question."
+    ]
+    for s in stores:
+        access = "read-only" if s.read_only else "read-write"
+        line = f"- {s.name} ({access}, scope {s.scope or scope})"
+        description = s.store.settings.description
+        if description:
+            line += f": {description}"
+        if s.instructions:
+            line += f" Instructions: {s.instructions}"
+        lines.append(line)
+    return "\n".join(lines)

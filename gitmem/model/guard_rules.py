@@ -1,0 +1,421 @@
+"""Secret detection of the write-time guard: well-known credential formats, passwords in URLs and
+assignments, private-key blocks and high-entropy strings. Pure functions; no I/O.
+
+Everything works on the text as ASCII bytes, each non-ASCII character replaced by one ``?`` (see
+:func:`ascii_view`), so byte offsets are character offsets. Speed comes from a prefilter: one
+``bytes.translate`` marks the characters a token can be made of, and only runs of at least
+:data:`MIN_TOKEN` of them are looked at by the token rules and the entropy test. Rules that need
+context (URLs, ``password = ...``, PEM blocks) are gated by plain substring searches.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+
+class Hit(NamedTuple):
+    """One match before the policy's allow-list: ``value`` is the sensitive text and never leaves
+    the guard; ``preview`` is what may be shown."""
+
+    rule: str
+    kind: str
+    start: int
+    end: int
+    value: str
+    preview: str
+    rank: int  # lower wins when two hits overlap
+
+
+def ascii_view(text: str) -> bytes:
+    """``text`` as bytes with one byte per character (non-ASCII and lone surrogates become ``?``)."""
+    if text.isascii():
+        return text.encode("ascii")
+    return text.encode("ascii", "replace")
+
+
+def mask(value: str | bytes, visible: int = 0) -> str:
+    """``value`` shown as its first ``visible`` characters (at most a quarter of it), an ellipsis
+    and its length: never the value itself."""
+    raw = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    keep = min(visible, len(raw) // 4)
+    return f"{raw[:keep]}… ({len(raw)} chars)"
+
+
+# ------------------------------------------------------------------------------------ tokens
+_TOKEN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_=.-")
+_TOKEN_TABLE = bytes(0x61 if i in _TOKEN_CHARS else 0x20 for i in range(256))
+MIN_TOKEN = 20
+_RUN = b"a" * MIN_TOKEN
+_ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def token_spans(data: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of every run of at least :data:`MIN_TOKEN` token characters."""
+    marked = data.translate(_TOKEN_TABLE)
+    find = marked.find
+    i = find(_RUN)
+    while i >= 0:
+        j = find(b" ", i + MIN_TOKEN)
+        if j < 0:
+            j = len(marked)
+        yield i, j
+        i = find(_RUN, j)
+
+
+def _has_random_mix(value: bytes) -> bool:
+    return _count(value, _DIGITS) > 0 and _count(value, _UPPER) > 0 and _count(value, _LOWER) > 0
+
+
+def _jwt_header(value: bytes) -> bool:
+    head = value.split(b".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(head + b"=" * (-len(head) % 4)))
+    except (ValueError, binascii.Error):
+        return False
+    return isinstance(decoded, dict)
+
+
+def _slack_ids(value: bytes) -> bool:
+    return _count(value, _DIGITS) > 0
+
+
+class _Rule(NamedTuple):
+    id: str
+    pattern: bytes
+    reveal: int  # length of the published prefix that the preview may show
+    fixed: bool = False  # a fixed-length format: the next character must not be alphanumeric
+    check: Callable[[bytes], bool] | None = None  # a test of the part after the prefix
+
+
+# Token prefixes and lengths are the providers' published formats; the regexes are this project's.
+TOKEN_RULES: tuple[_Rule, ...] = (
+    *(_Rule("aws-access-key-id", p + rb"[A-Z2-7]{16}", 4, fixed=True) for p in (b"AKIA", b"ASIA", b"ABIA", b"ACCA")),
+    _Rule("gcp-api-key", rb"AIza[0-9A-Za-z_-]{35}", 4, fixed=True),
+    _Rule("google-oauth-client-secret", rb"GOCSPX-[0-9A-Za-z_-]{28}", 7, fixed=True),
+    _Rule("google-oauth-token", rb"ya29\.[0-9A-Za-z_-]{30,}", 5),
+    _Rule("google-oauth-token", rb"1//0[0-9A-Za-z_-]{40,}", 4),
+    _Rule("azure-storage-key", rb"AccountKey=[A-Za-z0-9+/]{86}==", 11),
+    _Rule("azure-storage-key", rb"SharedAccessKey=[A-Za-z0-9+/]{43}=", 16),
+    *(_Rule("github-token", b"gh" + c + rb"_[A-Za-z0-9]{36}", 4, fixed=True) for c in (b"p", b"o", b"u", b"s", b"r")),
+    _Rule("github-token", rb"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}", 11, fixed=True),
+    _Rule("gitlab-token", rb"glpat-[A-Za-z0-9_-]{20,}", 6),
+    *(_Rule("slack-token", b"xox" + c + rb"-[A-Za-z0-9-]{10,}", 5, check=_slack_ids) for c in (b"b", b"p", b"a", b"o", b"s", b"r")),
+    _Rule("slack-webhook", rb"hooks\.slack\.com/services/T[A-Z0-9]{8,}/B[A-Z0-9]{8,}/[A-Za-z0-9]{24}", 16),
+    _Rule("stripe-live-key", rb"sk_live_[A-Za-z0-9]{24,}", 8),
+    _Rule("stripe-live-key", rb"rk_live_[A-Za-z0-9]{24,}", 8),
+    _Rule("anthropic-api-key", rb"sk-ant-[A-Za-z0-9_-]{32,}", 7),
+    _Rule("openai-api-key", rb"sk-(?!ant-)[A-Za-z0-9_-]{20,}", 3, check=_has_random_mix),
+    _Rule("twilio-api-key", rb"SK[0-9a-fA-F]{32}", 2, fixed=True),
+    _Rule("sendgrid-api-key", rb"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", 3, fixed=True),
+    _Rule("npm-token", rb"npm_[A-Za-z0-9]{36}", 4, fixed=True),
+    _Rule("pypi-token", rb"pypi-AgE[A-Za-z0-9_-]{50,}", 5),
+    _Rule("jwt", rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", 3, check=_jwt_header),
+)  # fmt: skip
+
+
+# Every branch starts with a literal byte and holds no group, so the regex engine skips a position
+# on its first byte; which rule matched is found afterwards (the first whose own regex matches).
+def _grouped(patterns: list[bytes]) -> bytes:
+    """One alternation with the branches grouped by their first byte: ``a(?:x|y)|b(?:z)``."""
+    groups: dict[bytes, list[bytes]] = {}
+    for p in patterns:
+        groups.setdefault(p[:1], []).append(p[1:])
+    return b"|".join(re.escape(k) + b"(?:" + b"|".join(rest) + b")" for k, rest in groups.items())
+
+
+_TOKEN_RE = re.compile(_grouped([r.pattern for r in TOKEN_RULES]))
+_RULE_RES = tuple((r, re.compile(r.pattern)) for r in TOKEN_RULES)
+RULE_IDS: tuple[str, ...] = tuple(dict.fromkeys(r.id for r in TOKEN_RULES)) + (
+    "aws-secret-access-key",
+    "gcp-service-account-key",
+    "private-key",
+    "url-password",
+    "password-assignment",
+    "high-entropy-string",
+)
+
+
+class _Tokens:
+    """The candidate tokens joined by newlines, so that each regex runs once over all of them;
+    positions in the joined bytes map back to the text with :meth:`at`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.spans = list(token_spans(data))
+        self.joined = b"\n".join(data[s:e] for s, e in self.spans)
+        self.starts: list[int] = []
+        pos = 0
+        for s, e in self.spans:
+            self.starts.append(pos)
+            pos += e - s + 1
+
+    def at(self, pos: int) -> int:
+        """The text offset of joined position ``pos``."""
+        k = bisect.bisect_right(self.starts, pos) - 1
+        return self.spans[k][0] + pos - self.starts[k]
+
+
+def _token_rules(tokens: _Tokens) -> Iterator[Hit]:
+    joined = tokens.joined
+    for m in _TOKEN_RE.finditer(joined):
+        s, e = m.span()
+        rule = next(r for r, regex in _RULE_RES if regex.match(joined, s, e))
+        if s > 0 and joined[s - 1] in _ALNUM:
+            continue
+        if rule.fixed and e < len(joined) and joined[e] in _ALNUM:
+            continue
+        value = m.group()
+        tail = value[rule.reveal :]
+        if len(set(tail)) < 6 or (
+            rule.check is not None and not rule.check(tail if rule.id != "jwt" else value)
+        ):
+            continue
+        start = tokens.at(s)
+        yield Hit(rule.id, "secret", start, start + e - s, value.decode(), mask(value, rule.reveal), 0)
+
+
+_AWS_SECRET_RE = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])")
+
+
+def _aws_secrets(data: bytes, lower: bytes) -> Iterator[Hit]:
+    """A 40-character AWS secret access key, when its line names AWS and a secret before it."""
+    i = lower.find(b"aws")
+    while i >= 0:
+        start = lower.rfind(b"\n", 0, i) + 1
+        end = lower.find(b"\n", i)
+        end = len(lower) if end < 0 else end
+        if b"secret" in lower[start:end]:
+            for m in _AWS_SECRET_RE.finditer(data, start, end):
+                s = m.start()
+                context = lower[max(start, s - 120) : s]
+                if b"aws" in context and b"secret" in context and _count(m.group(), _DIGITS):
+                    yield Hit(
+                        "aws-secret-access-key", "secret", s, s + 40, m.group().decode(), mask(m.group()), 0
+                    )
+        i = lower.find(b"aws", end)
+
+
+# ----------------------------------------------------------------------------------- entropy
+_DIGITS = b"0123456789"
+_UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = b"abcdefghijklmnopqrstuvwxyz"
+_HEX = b"0123456789abcdefABCDEF"
+_LOWER_RUN = re.compile(rb"[a-z]{3,}")
+# Public keys in the ssh wire format start with the key type's length and name, base64-encoded.
+_SSH_PUBLIC = (b"AAAAB3NzaC1", b"AAAAC3NzaC1", b"AAAAE2VjZHNh")
+
+
+def _count(value: bytes, chars: bytes) -> int:
+    return len(value) - len(value.translate(None, chars))
+
+
+def entropy(value: bytes) -> float:
+    """Shannon entropy of ``value`` in bits per character."""
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def _threshold(n: int, alphabet: int) -> float:
+    """About the 1st percentile of the entropy of ``n`` random characters of a base64 (64) or
+    single-case alphanumeric (36) alphabet: fitted on random samples, 20 <= n <= 64."""
+    n = min(n, 64)
+    if alphabet == 64:
+        return math.log2(n) - 0.45 - 0.01 * n
+    return math.log2(n) - 0.55 - 0.018 * n
+
+
+def _decodes_to_text(value: bytes) -> bool:
+    """``value`` is base64 of printable text (an encoded note, not a key)."""
+    url = b"-" in value or b"_" in value
+    if url and (b"+" in value or b"/" in value):
+        return False
+    body = value.rstrip(b"=")
+    try:
+        raw = (base64.urlsafe_b64decode if url else base64.b64decode)(body + b"=" * (-len(body) % 4))
+    except (ValueError, binascii.Error):
+        return False
+    if not raw:
+        return False
+    printable = len(raw) - len(raw.translate(None, bytes(range(32, 127)) + b"\t\n\r"))
+    return printable >= 0.9 * len(raw)
+
+
+def _random_piece(piece: bytes) -> bool:
+    n = len(piece)
+    if not piece.translate(None, _HEX):
+        return False  # hex: digests, ids and UUIDs look exactly like random keys (see docs/guard.md)
+    if _count(piece, b"/-_") >= max(3, n // 16):
+        return False  # words joined by separators: a path, a slug, a snake_case name
+    digits, upper, lower = _count(piece, _DIGITS), _count(piece, _UPPER), _count(piece, _LOWER)
+    if digits and upper and lower:
+        alphabet = 64
+        if sum(len(w) for w in _LOWER_RUN.findall(piece)) > 0.4 * n:
+            return False  # camelCase words
+    elif digits and (upper or lower) and n >= 32:
+        alphabet = 36
+    else:
+        return False
+    if entropy(piece) < _threshold(n, alphabet):
+        return False
+    if sum(b - a == 1 for a, b in zip(piece, piece[1:], strict=False)) > n // 4:
+        return False  # an alphabet or a counting sequence, not a random draw
+    return not _decodes_to_text(piece)
+
+
+# A run of base64 / base64url characters, at least MIN_TOKEN long, holding a digit.
+_PIECE_RE = re.compile(
+    rb"(?<![A-Za-z0-9+/_-])(?=[A-Za-z+/_-]*[0-9])[A-Za-z0-9][A-Za-z0-9+/_-]{%d,}[A-Za-z0-9]" % (MIN_TOKEN - 2)
+)
+
+
+# Pieces already judged not random (ids, digests, words): memories are rewritten with small edits,
+# so most of a write's pieces were seen by the previous one. Only rejects are kept, so the cache
+# never holds a secret; it is dropped whole when full.
+_NOT_RANDOM: set[bytes] = set()
+_NOT_RANDOM_MAX = 8192
+
+
+def _high_entropy(data: bytes, tokens: _Tokens, skip: list[tuple[int, int]]) -> Iterator[Hit]:
+    for m in _PIECE_RE.finditer(tokens.joined):
+        piece = m.group()
+        if piece in _NOT_RANDOM:
+            continue
+        if piece.startswith(_SSH_PUBLIC) or not _random_piece(piece):
+            if len(_NOT_RANDOM) >= _NOT_RANDOM_MAX:
+                _NOT_RANDOM.clear()
+            _NOT_RANDOM.add(piece)
+            continue
+        s = tokens.at(m.start())
+        if data[max(0, s - 7) : s] == b"base64," or any(a <= s < b for a, b in skip):
+            continue  # a data: URI (an embedded image), or a certificate / public key block
+        yield Hit("high-entropy-string", "secret", s, s + len(piece), piece.decode(), mask(piece, 3), 2)
+
+
+# ------------------------------------------------------------------------ gated by substrings
+_PEM_RE = re.compile(rb"-----BEGIN ([A-Z0-9 ]{0,40})-----")
+_PEM_BODY = re.compile(rb"[A-Za-z0-9+/=\s\\n:,-]{0,300}?[A-Za-z0-9+/]{40}")
+
+
+def pem_blocks(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(start, end, label) of each PEM block (``end`` is after its END line, or its header)."""
+    for m in _PEM_RE.finditer(data):
+        label = m.group(1)
+        end_marker = data.find(b"-----END " + label + b"-----", m.end())
+        end = end_marker + len(label) + 14 if end_marker >= 0 else m.end()
+        yield m.start(), end, label
+
+
+def _private_keys(data: bytes) -> Iterator[Hit]:
+    for start, end, label in pem_blocks(data):
+        if not label.endswith((b"PRIVATE KEY", b"PRIVATE KEY BLOCK")):
+            continue
+        header_end = start + len(label) + 16
+        if not _PEM_BODY.match(data, header_end):
+            continue  # a header without key material: prose about the format
+        before = data[max(0, start - 40) : start]
+        rule = "gcp-service-account-key" if b'"private_key"' in before else "private-key"
+        value = data[header_end:end].decode("ascii", "replace")
+        preview = f"-----BEGIN {label.decode()}-----… ({end - start} chars)"
+        yield Hit(rule, "secret", start, max(end, header_end), value, preview, 0)
+
+
+_URL_AUTH = re.compile(rb"([^\s:/@?#\[\]\"'<>]{1,128}):([^\s/@?#\"'<>]{1,256})@[A-Za-z0-9.-]+")
+_SCHEME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-"
+
+
+def _placeholder(value: bytes) -> bool:
+    """An obvious stand-in: a template, a variable, a mask or a well-known dummy word."""
+    low = value.lower()
+    if value[:1] in b"$<{%[(*" or len(set(value)) < 3 or value.isupper() and b"_" in value:
+        return True
+    dummies = (b"xxx", b"***", b"...", b"example", b"placeholder", b"redacted", b"your", b"changeme")
+    if any(d in low for d in dummies):
+        return True
+    return low in {b"password", b"passwd", b"pass", b"secret", b"token", b"none", b"null", b"true", b"false"}
+
+
+def _url_passwords(data: bytes) -> Iterator[Hit]:
+    i = data.find(b"://")
+    if i < 0 or b"@" not in data:
+        return
+    while i >= 0:
+        m = _URL_AUTH.match(data, i + 3)
+        if m and not _placeholder(m.group(2)):
+            before = data[max(0, i - 32) : i]
+            scheme = before[len(before.rstrip(_SCHEME_CHARS)) :].lstrip(b"0123456789+.-")
+            if scheme:
+                s, e = m.span(2)
+                preview = f"{scheme.decode()}://…:… (password of {e - s} chars)"
+                yield Hit("url-password", "secret", s, e, m.group(2).decode(), preview, 1)
+        i = data.find(b"://", i + 3)
+
+
+_KEYWORDS = (b"pass", b"pwd", b"secret", b"key", b"token")
+_KEY_NAMES = (
+    "password", "passwd", "passphrase", "pwd", "_pass", "secret", "secret_key", "secretkey",
+    "api_key", "apikey", "private_key", "access_token", "auth_token", "refresh_token", "_token",
+)  # fmt: skip
+_KEY_ALONE = {"pass", "token"}
+# A keyword, the rest of the name, an assignment: each regex starts with its literal keyword, which
+# the regex engine finds with a fast substring search; only assignments reach Python code.
+_KEYWORD_RES = tuple(re.compile(w + rb"""([a-z0-9_.-]{0,64})["']?[ \t]*[=:]""") for w in _KEYWORDS)
+_NAME_CHARS = b"abcdefghijklmnopqrstuvwxyz0123456789_.-"
+_ASSIGN = re.compile(
+    rb"""["']?[ \t]*(?::=|=>|=|:)[ \t]*(?:"([^"\s]{4,256})"|'([^'\s]{4,256})'|([^\s"',;`]{8,256}))"""
+)
+
+
+def _assignments(data: bytes, lower: bytes) -> Iterator[Hit]:
+    seen: set[int] = set()
+    for keyword in _KEYWORD_RES:
+        for ahead in keyword.finditer(lower):
+            at, e = ahead.start(), ahead.end(1)
+            left = max(0, at - 64)
+            s = left + len(lower[left:at].rstrip(_NAME_CHARS))
+            if e in seen:
+                continue
+            seen.add(e)
+            name = lower[s:e].decode().replace("-", "_").replace(".", "_")
+            if not (name.endswith(_KEY_NAMES) or name in _KEY_ALONE):
+                continue
+            m = _ASSIGN.match(data, e)
+            if not m:
+                continue
+            group = 1 if m.group(1) else 2 if m.group(2) else 3
+            value = m.group(group)
+            if _placeholder(value) or group == 3 and not _plain_secret(value):
+                continue
+            vs, ve = m.span(group)
+            preview = f"{data[s:e].decode()}=… ({ve - vs} chars)"
+            yield Hit("password-assignment", "secret", vs, ve, value.decode(), preview, 1)
+
+
+def _plain_secret(value: bytes) -> bool:
+    """An unquoted value that looks like a secret rather than code: letters and digits, no call."""
+    return bool(_count(value, _DIGITS)) and bool(_count(value, _UPPER + _LOWER)) and b"(" not in value
+
+
+# ------------------------------------------------------------------------------------ driver
+def secret_hits(data: bytes) -> list[Hit]:
+    """Every secret-kind hit in ``data`` (an :func:`ascii_view`), overlapping ones included."""
+    hits: list[Hit] = []
+    lower = data.lower()
+    pem = b"-----BEGIN " in data
+    tokens = _Tokens(data)
+    if tokens.spans:
+        hits.extend(_token_rules(tokens))
+        hits.extend(_aws_secrets(data, lower))
+        public = [(s, e) for s, e, label in pem_blocks(data) if b"PRIVATE" not in label] if pem else []
+        hits.extend(_high_entropy(data, tokens, public))
+    if pem:
+        hits.extend(_private_keys(data))
+    hits.extend(_url_passwords(data))
+    hits.extend(_assignments(data, lower))
+    return hits

@@ -1,0 +1,491 @@
+"""The Anthropic memory stores API (all 14 endpoints) over gitmem stores.
+
+Each handler authenticates, reads and checks the request, then runs one library call in a worker
+thread on a Store lent by the pool, and renders the result. A request works in the token's scope
+(else ``main``); ``?scope=`` picks another scope the token allows. The actor of every version is the
+token's (and its session), never something the request says.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gitmem import config
+from gitmem.engine.memories import Memory
+from gitmem.errors import (
+    ConflictError,
+    ForbiddenError,
+    GitmemError,
+    InvalidInputError,
+    LimitExceededError,
+    NotFoundError,
+)
+from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.versions import Version
+from gitmem.server import errors, ops, wire
+from gitmem.server.metrics import Metrics
+from gitmem.server.pool import StorePool
+from gitmem.server.tokens import Token, TokenStore, parse_time
+from gitmem.store import Store, create_store, delete_store
+
+log = logging.getLogger("gitmem.server")
+Json = dict[str, Any]
+BETAS = ("agent-memory-2026-07-22", "managed-agents-2026-04-01")
+STORE_FIELDS = ("name", "description", "metadata")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One authenticated request, as the handlers see it."""
+
+    token: Token
+    params: Mapping[str, str]
+    query: Mapping[str, str]
+    raw: bytes
+    request_id: str
+
+    def scope(self) -> str:
+        scope = self.query.get("scope") or self.token.default_scope()
+        try:
+            validate_scope(scope)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"scope: {exc.message}") from None
+        if self.token.scope is not None and scope != self.token.scope:
+            raise ForbiddenError(
+                f"token {self.token.id} may only use scope {self.token.scope!r}, not {scope!r}"
+            )
+        return scope
+
+
+class BodyTooLarge(LimitExceededError):
+    """The request body is over the server's limit (413 before parsing)."""
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise BodyTooLarge(f"the request body is over {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _secret(request: Request) -> str | None:
+    auth = request.headers.get("authorization")
+    if auth is not None:
+        scheme, _, value = auth.partition(" ")
+        return value.strip() if scheme.lower() == "bearer" else None
+    return request.headers.get("x-api-key")
+
+
+def _check_beta(request: Request) -> None:
+    sent = {b.strip() for b in request.headers.get("anthropic-beta", "").split(",")}
+    if all(b in sent for b in BETAS):
+        raise InvalidInputError(f"anthropic-beta: send one of {BETAS[0]} or {BETAS[1]}, not both")
+
+
+class AnthropicApi:
+    def __init__(self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int) -> None:
+        self.pool = pool
+        self.tokens = tokens
+        self.metrics = metrics
+        self.max_body = max_body
+
+    # ------------------------------------------------------------------ plumbing
+    def endpoint(
+        self, fn: Callable[[Call], Json], *, with_body: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def handler(request: Request) -> Response:
+            rid: str = request.state.request_id
+            try:
+                token = self.tokens.authenticate(_secret(request))
+                request.state.token_id = token.id
+                _check_beta(request)
+                raw = await read_body(request, self.max_body) if with_body else b""
+                call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
+                # Not cancellable: a client that disconnects leaves no version or one complete version.
+                data = await anyio.to_thread.run_sync(fn, call)
+            except GitmemError as exc:
+                return self.error(errors.from_exception(exc, rid))
+            except Exception:
+                log.exception("request %s failed", rid)
+                return self.error(errors.reply(500, "api_error", "internal server error", rid))
+            return JSONResponse(data)
+
+        return handler
+
+    def error(self, reply: errors.ErrorReply) -> Response:
+        self.metrics.rejections.labels(str(reply.status)).inc()
+        if reply.status == 409:
+            self.metrics.conflicts.labels(reply.error_type).inc()
+        return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
+
+    def routes(self) -> list[Route]:
+        e = self.endpoint
+        base = "/v1/memory_stores"
+        mem = base + "/{memory_store_id}/memories"
+        ver = base + "/{memory_store_id}/memory_versions"
+        return [
+            Route(base, e(self.create_store, with_body=True), methods=["POST"]),
+            Route(base, e(self.list_stores), methods=["GET"]),
+            Route(base + "/{memory_store_id}", e(self.retrieve_store), methods=["GET"]),
+            Route(base + "/{memory_store_id}", e(self.update_store, with_body=True), methods=["POST"]),
+            Route(base + "/{memory_store_id}", e(self.delete_store), methods=["DELETE"]),
+            Route(
+                base + "/{memory_store_id}/archive", e(self.archive_store, with_body=True), methods=["POST"]
+            ),
+            Route(mem, e(self.create_memory, with_body=True), methods=["POST"]),
+            Route(mem, e(self.list_memories), methods=["GET"]),
+            Route(mem + "/{memory_id}", e(self.retrieve_memory), methods=["GET"]),
+            Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
+            Route(mem + "/{memory_id}", e(self.delete_memory), methods=["DELETE"]),
+            Route(ver, e(self.list_versions), methods=["GET"]),
+            Route(ver + "/{memory_version_id}", e(self.retrieve_version), methods=["GET"]),
+            Route(
+                ver + "/{memory_version_id}/redact", e(self.redact_version, with_body=True), methods=["POST"]
+            ),
+        ]
+
+    # ------------------------------------------------------------------ access
+    def _admin(self, call: Call) -> None:
+        if not call.token.admin:
+            raise ForbiddenError(f"token {call.token.id} is not an admin token: managing stores needs one")
+
+    def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
+        name = self.pool.name_of(call.params["memory_store_id"])
+        allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
+        if not allowed:
+            what = "write" if write else "read"
+            raise ForbiddenError(f"token {call.token.id} may not {what} store {name!r}")
+        return name
+
+    @staticmethod
+    def _writable(store: Store) -> None:
+        archived = store.settings.archived_at
+        if archived is not None:
+            raise ConflictError(
+                f"memory store {store.settings.id} was archived at {archived} and is read-only"
+            )
+
+    def _memory_id(self, call: Call) -> str:
+        value = wire.id_param(call.params["memory_id"], "mem", "memory_id")
+        assert value is not None
+        return value
+
+    def _version_id(self, call: Call) -> str:
+        value = wire.id_param(call.params["memory_version_id"], "memver", "memory_version_id")
+        assert value is not None
+        return value
+
+    # ------------------------------------------------------------------ stores
+    def create_store(self, call: Call) -> Json:
+        self._admin(call)
+        data = wire.body(call.raw, STORE_FIELDS, required=("name",))
+        name = wire.string(data, "name")
+        assert name is not None
+        description = wire.string(data, "description", nullable=True) or ""
+        metadata = wire.metadata_patch(data.get("metadata"), patch=False)
+        try:
+            store = create_store(name, description=description, metadata=metadata, home=self.pool.home)  # type: ignore[arg-type]
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"invalid store: {exc.message}") from None
+        with store:
+            return wire.store_json(store.settings)
+
+    def list_stores(self, call: Call) -> Json:
+        q = call.query
+        include_archived = wire.boolean(q, "include_archived")
+        since, until = wire.time_param(q, "created_at[gte]"), wire.time_param(q, "created_at[lte]")
+        limit = wire.limit(q)
+        what = ("stores", include_archived, q.get("created_at[gte]"), q.get("created_at[lte]"))
+        after = wire.decode_cursor(q.get("page"), what)
+        found = []
+        for s in self.pool.all_settings():
+            if not call.token.may_read(s.name) or (s.archived_at is not None and not include_archived):
+                continue
+            created = parse_time(s.created_at) if s.created_at else None
+            if created is not None and ((since and created < since) or (until and created > until)):
+                continue
+            found.append(s)
+        found.sort(key=lambda s: (s.created_at, s.id), reverse=True)  # newest first
+        if after is not None:
+            found = [s for s in found if [s.created_at, s.id] < after]
+        chosen = found[:limit]
+        more = len(found) > limit
+        cursor = wire.encode_cursor([chosen[-1].created_at, chosen[-1].id], what) if more else None
+        return wire.page([wire.store_json(s) for s in chosen], cursor)
+
+    def retrieve_store(self, call: Call) -> Json:
+        with self.pool.store(self._name(call)) as store:
+            return wire.store_json(store.settings)
+
+    def update_store(self, call: Call) -> Json:
+        self._admin(call)
+        name = self._name(call, write=True)
+        data = wire.body(call.raw, STORE_FIELDS)
+        new_name = wire.string(data, "name", nullable=True)
+        description = wire.string(data, "description", nullable=True)
+        patch = wire.metadata_patch(data.get("metadata"), patch=True)
+        with self.pool.store(name) as store:
+            self._writable(store)
+            if new_name is not None and new_name != name:
+                raise InvalidInputError(
+                    "name: gitmem stores cannot be renamed (the name is the store's directory); "
+                    "create a new store instead"
+                )
+            changes: dict[str, Any] = {}
+            if description is not None:
+                changes["description"] = config.validate_description(description)
+            if patch:
+                merged = dict(store.settings.metadata)
+                for key, value in patch.items():
+                    if value is None:
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = value
+                changes["metadata"] = config.validate_metadata(merged)
+            if not changes and new_name is None:
+                return wire.store_json(store.settings)
+            return wire.store_json(store.update_settings(actor=call.token.actor, **changes))
+
+    def archive_store(self, call: Call) -> Json:
+        self._admin(call)
+        wire.body(call.raw, ())
+        with self.pool.store(self._name(call, write=True)) as store:
+            if store.settings.archived_at is None:
+                store.update_settings(actor=call.token.actor, archived_at=config.now_rfc3339())
+            return wire.store_json(store.settings)
+
+    def delete_store(self, call: Call) -> Json:
+        self._admin(call)
+        name = self._name(call, write=True)
+        store_id = call.params["memory_store_id"]
+        self.pool.forget(name)
+        delete_store(name, self.pool.home)
+        self.pool.forget(name)
+        return {"id": store_id, "type": "memory_store_deleted"}
+
+    # ------------------------------------------------------------------ memories
+    def create_memory(self, call: Call) -> Json:
+        scope = call.scope()
+        name = self._name(call, write=True, scope=scope)
+        chosen = wire.view(call.query, "basic")
+        data = wire.body(call.raw, ("path", "content"), required=("path", "content"))
+        path = ops.check_path(data["path"])
+        content = wire.string(data, "content")
+        assert content is not None
+        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+            self._writable(store)
+            version = store.create(
+                path, content, scope=scope, actor=call.token.actor, session=call.token.session
+            )
+            self.metrics.writes.labels("created").inc()
+            rec = ops.written(store, scope, version, content.encode("utf-8"), with_content=chosen == "full")
+            return wire.memory_json(rec, store.settings.id)
+
+    def list_memories(self, call: Call) -> Json:
+        scope = call.scope()
+        q = call.query
+        chosen = wire.view(q, "basic")
+        limit = wire.limit(q, chosen)
+        depth = wire.integer(q, "depth", 0, 0, 1)
+        prefix = q.get("path_prefix") or "/"
+        try:
+            validate_prefix(prefix)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"path_prefix: {exc.message}") from None
+        what = ("memories", scope, prefix, depth)
+        after = wire.decode_cursor(q.get("page"), what)
+        if after is not None and not isinstance(after, str):
+            raise InvalidInputError("page: not a cursor of this listing")
+        with self.pool.store(self._name(call, scope=scope)) as store:
+            store_id = store.settings.id
+            items = store.list(prefix, scope=scope, depth=depth)
+            if after is not None:
+                items = [
+                    i
+                    for i in items
+                    if i.path > after and not (after.endswith("/") and i.path.startswith(after))
+                ]
+            chosen_items = items[:limit]
+            out: list[Json] = []
+            for item in chosen_items:
+                if not isinstance(item, Memory):
+                    out.append(wire.prefix_json(item.path))
+                elif chosen == "full":
+                    row = ops.head(store, scope, item.memory_id)
+                    if row is not None:  # deleted since the listing: skipped
+                        out.append(wire.memory_json(ops.record(store, row, with_content=True), store_id))
+                else:
+                    out.append(wire.memory_json(_record(item), store_id))
+            more = len(items) > limit
+            cursor = wire.encode_cursor(chosen_items[-1].path, what) if more else None
+            return wire.page(out, cursor)
+
+    def retrieve_memory(self, call: Call) -> Json:
+        scope = call.scope()
+        chosen = wire.view(call.query, "full")
+        mid = self._memory_id(call)
+        with self.pool.store(self._name(call, scope=scope)) as store:
+            rec = ops.get(store, scope, mid, with_content=chosen == "full")
+            return wire.memory_json(rec, store.settings.id)
+
+    def update_memory(self, call: Call) -> Json:
+        scope = call.scope()
+        name = self._name(call, write=True, scope=scope)
+        chosen = wire.view(call.query, "basic")
+        mid = self._memory_id(call)
+        data = wire.body(call.raw, ("content", "path", "precondition"))
+        content = wire.string(data, "content", nullable=True)
+        path = ops.check_path(data["path"]) if data.get("path") is not None else None
+        sha = wire.precondition(data.get("precondition"))
+        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+            self._writable(store)
+            before = store.settings.id
+            rec = ops.update(
+                store,
+                scope,
+                mid,
+                content=content,
+                path=path,
+                if_sha256=sha,
+                actor=call.token.actor,
+                session=call.token.session,
+                with_content=chosen == "full",
+            )
+            self.metrics.writes.labels("modified").inc()
+            return wire.memory_json(rec, before)
+
+    def delete_memory(self, call: Call) -> Json:
+        scope = call.scope()
+        name = self._name(call, write=True, scope=scope)
+        mid = self._memory_id(call)
+        expected = call.query.get("expected_content_sha256")
+        sha = wire.sha256_field(expected, "expected_content_sha256") if expected is not None else None
+        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+            self._writable(store)
+            ops.delete(store, scope, mid, if_sha256=sha, actor=call.token.actor, session=call.token.session)
+            self.metrics.writes.labels("deleted").inc()
+        return {"id": mid, "type": "memory_deleted"}
+
+    # ------------------------------------------------------------------ versions
+    def _content(self, store: Store, v: Version) -> str | None:
+        if v.redaction is not None or v.operation == "deleted":
+            return None
+        try:
+            return store.read(v.path, scope=v.scope, version=v.id).content
+        except NotFoundError:
+            return None
+
+    def list_versions(self, call: Call) -> Json:
+        scope = call.scope()
+        q = call.query
+        chosen = wire.view(q, "basic")
+        limit = wire.limit(q, chosen)
+        memory_id = wire.id_param(q.get("memory_id"), "mem", "memory_id")
+        api_key = q.get("api_key_id")
+        if api_key is not None and not api_key.startswith("apikey_"):
+            raise InvalidInputError(f"api_key_id: expected an apikey_ id, got {api_key!r}")
+        filters: dict[str, Any] = {
+            "memory_id": memory_id,
+            "session": q.get("session_id"),
+            "actor": f"api:{api_key}" if api_key else None,
+            "operation": q.get("operation"),
+            "since": wire.time_param(q, "created_at[gte]"),
+            "until": wire.time_param(q, "created_at[lte]"),
+        }
+        what = ("versions", scope, *(str(v) for v in filters.values()))
+        after = wire.decode_cursor(q.get("page"), what)
+        with self.pool.store(self._name(call, scope=scope)) as store:
+            store_id = store.settings.id
+            try:
+                found = store.versions(scope=scope, **filters)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"operation: {exc.message}") from None
+            if after is not None:
+                found = _after(found, after)
+            chosen_rows = found[:limit]
+            out = [
+                wire.version_json(v, store_id, self._content(store, v) if chosen == "full" else None)
+                for v in chosen_rows
+            ]
+            more = len(found) > limit
+            last = chosen_rows[-1] if chosen_rows else None
+            cursor = (
+                wire.encode_cursor([last.id, int(last.created_at.timestamp())], what)
+                if more and last
+                else None
+            )
+            return wire.page(out, cursor)
+
+    def _version(self, store: Store, call: Call, scope: str) -> Version:
+        vid = self._version_id(call)
+        v = store.version(vid)
+        if v.scope != scope:
+            raise NotFoundError(f"version {vid} does not exist in scope {scope!r}")
+        return v
+
+    def retrieve_version(self, call: Call) -> Json:
+        scope = call.scope()
+        chosen = wire.view(call.query, "full")
+        with self.pool.store(self._name(call, scope=scope)) as store:
+            v = self._version(store, call, scope)
+            return wire.version_json(
+                v, store.settings.id, self._content(store, v) if chosen == "full" else None
+            )
+
+    def redact_version(self, call: Call) -> Json:
+        scope = call.scope()
+        name = self._name(call, write=True, scope=scope)
+        wire.body(call.raw, ())
+        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+            v = self._version(store, call, scope)
+            if v.redaction is None:
+                try:
+                    store.redact(
+                        v.id,
+                        reason=f"redacted through the API with token {call.token.id}",
+                        actor=call.token.actor,
+                    )
+                except ForbiddenError as exc:  # the head of a live memory, or an archived store
+                    raise ConflictError(exc.message) from None
+                self.metrics.writes.labels("redacted").inc()
+                v = store.version(v.id)
+            return wire.version_json(v, store.settings.id, None)
+
+
+def _record(m: Memory) -> ops.MemoryRecord:
+    return ops.MemoryRecord(
+        m.memory_id,
+        m.path,
+        None,
+        m.content_sha256,
+        m.size,
+        m.version_id,
+        int(m.created_at.timestamp()) if m.created_at else 0,
+        int(m.updated_at.timestamp()) if m.updated_at else 0,
+    )
+
+
+def _after(found: list[Version], cursor: Any) -> list[Version]:
+    if not (
+        isinstance(cursor, list)
+        and len(cursor) == 2
+        and isinstance(cursor[0], str)
+        and isinstance(cursor[1], int)
+    ):
+        raise InvalidInputError("page: not a cursor of this listing")
+    for i, v in enumerate(found):
+        if v.id == cursor[0]:
+            return found[i + 1 :]
+    return [v for v in found if int(v.created_at.timestamp()) < cursor[1]]

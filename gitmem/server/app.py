@@ -1,0 +1,182 @@
+"""The server's ASGI app: the Anthropic memory stores API, ``/healthz`` and ``/metrics``.
+
+``create_app(home)`` builds it; :func:`serve` runs it on uvicorn. In front of every route: a request
+id (``request-id`` header, ``req_...``), a structured access log line (logger ``gitmem.access``,
+one JSON object per request), Prometheus counters, and the body limit (413 from the
+``content-length`` header, before anything is read or parsed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gitmem import config
+from gitmem.ids import new_id
+from gitmem.server import errors
+from gitmem.server.anthropic_api import AnthropicApi
+from gitmem.server.metrics import CONTENT_TYPE, Metrics
+from gitmem.server.pool import StorePool
+from gitmem.server.tokens import TokenStore
+
+MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
+access_log = logging.getLogger("gitmem.access")
+
+
+class _Front:
+    """Request id, access log, metrics and the early body-size check, as plain ASGI middleware."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = new_id("req")
+        scope.setdefault("state", {})["request_id"] = rid
+        started = time.perf_counter()
+        status = [500]
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"request-id", rid.encode("ascii"))]
+            await send(message)
+
+        self.metrics.in_flight.inc()
+        try:
+            length = _content_length(scope)
+            if length is not None and length > self.max_body:
+                reply = errors.reply(
+                    413, "request_too_large", f"the request body is over {self.max_body} bytes", rid
+                )
+                self.metrics.rejections.labels("413").inc()
+                await JSONResponse(reply.body, 413)(scope, receive, send_with_id)
+            else:
+                await self.app(scope, receive, send_with_id)
+        finally:
+            self.metrics.in_flight.dec()
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            label = getattr(route, "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], label, str(status[0])).inc()
+            self.metrics.latency.labels(scope["method"], label).observe(elapsed)
+            state: dict[str, Any] = scope.get("state", {})
+            access_log.info(
+                json.dumps(
+                    {
+                        "request_id": rid,
+                        "method": scope["method"],
+                        "path": scope["path"],
+                        "route": label,
+                        "status": status[0],
+                        "ms": round(elapsed * 1000, 2),
+                        "token": state.get("token_id"),
+                        "client": (scope.get("client") or ("", 0))[0],
+                    }
+                )
+            )
+
+
+def _content_length(scope: Scope) -> int | None:
+    for key, value in scope.get("headers", []):
+        if key == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def create_app(
+    home: str | os.PathLike[str] | None = None,
+    *,
+    max_body: int = MAX_BODY_BYTES,
+    idle_seconds: float = 60.0,
+) -> Any:
+    """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace)."""
+    pool = StorePool(home, idle_seconds=idle_seconds)
+    tokens = TokenStore(pool.home)
+    metrics = Metrics()
+    api = AnthropicApi(pool, tokens, metrics, max_body)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "stores": len(pool.all_settings())})
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        kind = "not_found_error" if status == 404 else "invalid_request_error"
+        reply = errors.reply(
+            status, kind, f"no route for {request.method} {request.url.path}", request.state.request_id
+        )
+        return JSONResponse(reply.body, status_code=status)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        pool.close()  # uvicorn waited for in-flight requests before this runs
+
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", prometheus, methods=["GET"]),
+            *api.routes(),
+        ],
+        exception_handlers={404: not_found, 405: not_found},
+        lifespan=lifespan,
+    )
+    app.state.pool = pool
+    app.state.tokens = tokens
+    app.state.metrics = metrics
+    return _Front(app, metrics, max_body)
+
+
+def app_from_environment() -> Any:
+    """The factory uvicorn's worker processes call (``--workers N``): the workspace from config."""
+    return create_app(config.workspace_home(None))
+
+
+def serve(
+    home: str | os.PathLike[str] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    workers: int = 1,
+    log_level: str = "info",
+) -> None:
+    """Run the server until SIGINT/SIGTERM; in-flight requests finish first (graceful shutdown)."""
+    import uvicorn
+
+    logging.basicConfig(level=log_level.upper(), format="%(message)s")
+    common: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "timeout_keep_alive": 5,
+        "timeout_graceful_shutdown": 30,
+        "access_log": False,  # gitmem.access writes one structured line per request instead
+        "server_header": False,
+    }
+    if workers > 1:
+        config.export_home(config.workspace_home(home))
+        uvicorn.run("gitmem.server.app:app_from_environment", factory=True, workers=workers, **common)
+    else:
+        uvicorn.run(create_app(home), **common)

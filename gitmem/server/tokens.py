@@ -1,0 +1,264 @@
+"""API tokens: who a request is, which stores and scopes it may touch, and the actor it writes as.
+
+Every face of the server (the Anthropic API, git over HTTP, remote MCP, the console) authenticates
+with these. A token's secret is shown once, at creation; the workspace keeps only its SHA-256
+(``<home>/tokens.json``, mode 0600). The secret is 256 random bits, so a plain hash is as strong as
+a slow one, and it carries the token's public id so that a lookup needs no scan::
+
+    gitmem_<ULID>_<43 characters of base64url>   ->   id apikey_<ULID>
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitmem import config
+from gitmem.errors import AuthenticationError, ConfigError, InvalidInputError, NotFoundError
+from gitmem.git.locks import file_lock
+from gitmem.ids import ULID_RE, new_ulid
+from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.versions import validate_actor, validate_session
+
+TOKENS_FILE = "tokens.json"
+ALL_STORES = "*"
+ACCESS = ("ro", "rw")
+_SECRET_RE = re.compile(rf"^gitmem_({ULID_RE})_([A-Za-z0-9_-]{{43}})\Z")
+_ID_RE = re.compile(rf"^apikey_{ULID_RE}\Z")
+_DURATION_RE = re.compile(r"^(\d{1,6})([mhdw])\Z")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass(frozen=True)
+class Token:
+    """One API token (never its secret).
+
+    ``stores`` maps a store name (or ``*``: every store) to ``ro`` or ``rw``; an admin token may
+    read and write every store and manage stores. ``scope`` None: any scope (``main`` by default).
+    ``session``: writes are tagged with this session. ``review`` is reserved for review-gated writes.
+    """
+
+    id: str
+    actor: str
+    stores: Mapping[str, str] = field(default_factory=dict)
+    scope: str | None = None
+    session: str | None = None
+    admin: bool = False
+    expires_at: str | None = None
+    created_at: str = ""
+    review: bool = False
+
+    def _access(self, store: str) -> str | None:
+        if self.admin:
+            return "rw"
+        return self.stores.get(store) or self.stores.get(ALL_STORES)
+
+    def may_read(self, store: str, scope: str | None = None) -> bool:
+        """Whether this token may read ``store`` (in ``scope``, when given)."""
+        return self._access(store) is not None and self._scope_ok(scope)
+
+    def may_write(self, store: str, scope: str | None = None) -> bool:
+        """Whether this token may write ``store`` (in ``scope``, when given)."""
+        return self._access(store) == "rw" and self._scope_ok(scope)
+
+    def _scope_ok(self, scope: str | None) -> bool:
+        return scope is None or self.scope is None or scope == self.scope
+
+    def default_scope(self) -> str:
+        return self.scope or "main"
+
+    def expired(self, now: dt.datetime | None = None) -> bool:
+        if self.expires_at is None:
+            return False
+        now = now or dt.datetime.now(dt.UTC)
+        return now >= parse_time(self.expires_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["stores"] = dict(self.stores)
+        return data
+
+
+def parse_time(text: str) -> dt.datetime:
+    """An RFC 3339 time (``Z`` or an offset; a date alone is midnight UTC)."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"invalid time {text!r}: expected RFC 3339, e.g. 2026-01-31T12:00:00Z"
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def expiry(text: str | None, now: dt.datetime | None = None) -> str | None:
+    """``30d``, ``12h``, ``90m``, ``2w`` from now, or an RFC 3339 time; None: never expires."""
+    if text is None:
+        return None
+    now = now or dt.datetime.now(dt.UTC)
+    m = _DURATION_RE.match(text)
+    when = now + dt.timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)]) if m else parse_time(text)
+    if when <= now:
+        raise InvalidInputError(f"expiry {text!r} is not in the future")
+    return when.astimezone(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def parse_store_grant(text: str) -> tuple[str, str]:
+    """``NAME``, ``NAME:rw`` or ``NAME:ro`` (``*`` for every store) -> (name, access)."""
+    name, _, access = text.partition(":")
+    access = access or "rw"
+    if access not in ACCESS:
+        raise InvalidInputError(f"invalid store grant {text!r}: use NAME, NAME:rw or NAME:ro")
+    if name != ALL_STORES:
+        validate_store_name(name)
+    return name, access
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class TokenStore:
+    """The tokens of one workspace, in ``<home>/tokens.json``.
+
+    Changes take a file lock and replace the file atomically; every process (server workers, the
+    CLI) sees a revocation at its next request because the file is re-read when it changes.
+    """
+
+    def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
+        self.path = config.workspace_home(home) / TOKENS_FILE
+        self._lock = threading.Lock()
+        self._key: tuple[int, int, int] | None = None
+        self._records: dict[str, dict[str, Any]] = {}
+
+    # ------------------------------------------------------------------ file
+    def _load(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            try:
+                st = self.path.stat()
+            except FileNotFoundError:
+                self._key, self._records = None, {}
+                return self._records
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if key != self._key:
+                self._records = self._read()
+                self._key = key
+            return self._records
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{self.path}: unreadable token file ({exc})") from None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, dict):
+            raise ConfigError(f"{self.path}: key 'tokens' is missing or not a mapping")
+        return tokens
+
+    def _save(self, records: dict[str, dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{TOKENS_FILE}.tmp{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"tokens": records}, fh, indent=2, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.path)
+
+    def _locked(self) -> Any:
+        return file_lock(self.path.with_name(f".{TOKENS_FILE}.lock"))
+
+    # ------------------------------------------------------------------ verbs
+    def create(
+        self,
+        *,
+        actor: str | None = None,
+        stores: Mapping[str, str] | None = None,
+        scope: str | None = None,
+        session: str | None = None,
+        admin: bool = False,
+        expires: str | None = None,
+    ) -> tuple[Token, str]:
+        """A new token and its secret (shown once: only its hash is kept).
+
+        ``actor`` defaults to ``api:<token id>``; ``session`` tags every write with that session.
+        """
+        ulid = new_ulid()
+        token_id = f"apikey_{ulid}"
+        grants = dict(stores or {})
+        for name, access in grants.items():
+            if access not in ACCESS:
+                raise InvalidInputError(f"invalid access {access!r} for store {name!r}: use ro or rw")
+            if name != ALL_STORES:
+                validate_store_name(name)
+        if actor is not None and actor.startswith("session:"):
+            raise InvalidInputError("a token's actor cannot be a session: give --session instead")
+        token = Token(
+            id=token_id,
+            actor=validate_actor(actor) if actor is not None else f"api:{token_id}",
+            stores=grants,
+            scope=validate_scope(scope) if scope is not None else None,
+            session=validate_session(session),
+            admin=admin,
+            expires_at=expiry(expires),
+            created_at=config.now_rfc3339(),
+        )
+        secret = f"gitmem_{ulid}_{secrets.token_urlsafe(32)}"
+        with self._locked():
+            records = dict(self._read()) if self.path.exists() else {}
+            records[token_id] = {**token.to_dict(), "secret_sha256": _hash(secret)}
+            self._save(records)
+        return token, secret
+
+    def list(self) -> list[Token]:
+        """Every token, oldest first."""
+        return [_token(r) for _i, r in sorted(self._load().items())]
+
+    def get(self, token_id: str) -> Token:
+        record = self._load().get(token_id)
+        if record is None:
+            raise NotFoundError(f"token {token_id} does not exist")
+        return _token(record)
+
+    def revoke(self, token_id: str) -> Token:
+        """Delete a token: its secret stops working at once, in every process."""
+        if not _ID_RE.match(token_id):
+            raise InvalidInputError(f"invalid token id {token_id!r}: expected apikey_<ulid>")
+        with self._locked():
+            records = dict(self._read()) if self.path.exists() else {}
+            record = records.pop(token_id, None)
+            if record is None:
+                raise NotFoundError(f"token {token_id} does not exist")
+            self._save(records)
+        return _token(record)
+
+    def authenticate(self, secret: str | None) -> Token:
+        """The token whose secret this is; AuthenticationError when missing, unknown or expired."""
+        if not secret:
+            raise AuthenticationError("no API token: send 'Authorization: Bearer <token>' or 'x-api-key'")
+        m = _SECRET_RE.match(secret)
+        record = self._load().get(f"apikey_{m.group(1)}") if m else None
+        stored = record.get("secret_sha256") if record else None
+        # Compare even for an unknown id, so that timing says nothing about which ids exist.
+        ok = hmac.compare_digest(_hash(secret), stored if isinstance(stored, str) else "0" * 64)
+        if record is None or not ok:
+            raise AuthenticationError("invalid API token")
+        token = _token(record)
+        if token.expired():
+            raise AuthenticationError(f"API token {token.id} expired at {token.expires_at}")
+        return token
+
+
+def _token(record: dict[str, Any]) -> Token:
+    names = {f.name for f in dataclasses.fields(Token)}
+    return Token(**{k: v for k, v in record.items() if k in names})
