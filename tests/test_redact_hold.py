@@ -291,7 +291,9 @@ def test_4_a_session_cannot_bring_a_redacted_secret_back(
     idle = sessions.start_session(["notes"], root=tmp_path / "m2")
     store.write("/k.md", "rotated\n", actor="user:bob")
     r = redact.redact_pattern(store.core, r"sk-XYZ-[0-9a-f]+", reason="leak")
-    assert r.sessions == sorted(
+    from gitmem.sessions.redaction import mounts_holding
+
+    assert mounts_holding(store.path, r.blobs, pattern=r"sk-XYZ-[0-9a-f]+") == sorted(
         [f"{editing.id}:{tmp_path / 'm1' / 'notes'}", f"{idle.id}:{tmp_path / 'm2' / 'notes'}"]
     )
     # The agent keeps editing its copy, which still holds the secret.
@@ -532,3 +534,32 @@ def test_refusals_are_one_error_line_and_change_nothing(store: Store) -> None:
         lines = [ln for ln in res.output.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("Error: ") and text in lines[0], (args, res.output)
         assert _state(store) == before
+
+
+# ---------------------------------------------------------------------- 12. secrets in paths
+def test_12_pattern_redaction_covers_paths(store: Store, workspace: Path) -> None:
+    email = "alice.secret@example.com"
+    v = store.write(f"/users/{email}.md", "prefers tea\n")
+    store.write("/team.md", "shared\n")
+    store.write(f"/users/{email}.md", "prefers coffee\n", scope="alice")
+    assert v is not None
+    store.rename(f"/users/{email}.md", "/users/alice.md")
+    store.delete(f"/users/{email}.md", scope="alice")
+    r = redact.redact_pattern(store.core, r"alice\.secret@example\.com", reason="pii in path")
+    assert r.scopes == ["alice", "main"]
+    assert all(email not in t.path for t in r.touched)
+    assert store.read("/users/alice.md").content == "prefers tea\n"
+    assert email not in git(store.path, "log", "--all", "--format=%B", "--name-only").stdout
+    assert scan_store(store.path, email.encode(), workspace=workspace, remembered_pattern=True) == []
+    assert verify(store.core).ok
+    assert all(email not in x.path for x in store.versions(scope="main") + store.versions(scope="alice"))
+    with pytest.raises(ForbiddenError, match="pattern"):
+        store.write(f"/users/{email}.md", "again\n")
+
+
+def test_12_a_live_path_match_is_refused(store: Store) -> None:
+    store.write("/users/bob@example.com.md", "x\n")
+    before = _state(store)
+    with pytest.raises(ForbiddenError, match="rename or delete"):
+        redact.redact_pattern(store.core, r"bob@example\.com", reason="pii")
+    assert _state(store) == before

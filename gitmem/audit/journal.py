@@ -70,6 +70,8 @@ class Rewrite:
     tips: dict[str, list[str]] = field(default_factory=dict)
     # Every ref's target right after the swap: the purge walks only what refs added since.
     baseline: list[str] = field(default_factory=list)
+    # Paths changed too (a pattern redaction matched a path): the index re-derives the scopes.
+    rederive: bool = False
 
     def scope_tips(self) -> dict[str, list[str]]:
         return dict(self.tips) if self.tips else {self.scope: [self.old_tip, self.new_tip]}
@@ -318,7 +320,10 @@ def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
     if rw.op == "redaction":
         store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
         for scope, (old, new) in moves.items():
-            store.index.apply_rewrite(scope, old, new, rw.commit_map, rw.blob_map)
+            if rw.rederive:
+                store.index.apply_rewrite(scope, "", new, {}, {})
+            else:
+                store.index.apply_rewrite(scope, old, new, rw.commit_map, rw.blob_map)
     else:  # compaction: versions leave history; the scope is re-derived from git
         store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
     fault("index")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pygit2
@@ -23,7 +22,7 @@ from gitmem.audit.journal import Rewrite, run_rewrite_scopes
 from gitmem.engine import denylist, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
-from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.git.rewrite import Rewriter
 from gitmem.ids import is_id, new_id
 from gitmem.model.paths import validate_scope
@@ -69,9 +68,10 @@ class Redaction:
     purged: bool
     scopes: list[str] = field(default_factory=list)
     touched: list[Touched] = field(default_factory=list)
-    sessions: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)  # filled by faces: gitmem.sessions.mounts_holding
     remembered: bool = False
     dry_run: bool = False
+    blobs: list[str] = field(default_factory=list)  # ids of the redacted (old) blobs
 
 
 # ---------------------------------------------------------------------- redaction
@@ -129,10 +129,28 @@ def _redact(
     extra: dict[str, Any],
     pattern: str | None = None,
     remember: bool = False,
+    paths: bool = False,
 ) -> Redaction:
     repo = store.repo
     blob_map = {pygit2.Oid(hex=b): repo.create_blob(data) for b, data in contents.items()}
-    rewriter = Rewriter(store, blob_map)
+    regex = re.compile(pattern) if pattern is not None else None
+    rename = message = None
+    if regex is not None and paths:
+        name_mark = path_placeholder(rid).encode()
+        text_mark = path_placeholder(rid)  # subjects and trailers name paths: the same mark
+
+        def rename(name: bytes) -> bytes:
+            return regex.sub(name_mark.decode(), name.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape"
+            )
+
+        def message(text: bytes) -> bytes:
+            return regex.sub(text_mark, text.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape"
+            )
+
+    rewriter = Rewriter(store, blob_map, rename=rename, message=message)
+    shown = (lambda p: redact_path(regex, p, rid)) if regex is not None and paths else (lambda p: p)
     at = int(time.time())
     by_scope: dict[str, list[VersionRow]] = {}
     for r in rows:
@@ -154,7 +172,7 @@ def _redact(
                 raise ForbiddenError(
                     f"cannot redact: the content is again a current memory in scope {scope!r}"
                 )
-            active = _active_paths(store, commits, scope_rows)
+            active = None if paths else _active_paths(store, commits, scope_rows)
             last = tip
             for commit in commits:
                 if active is None:
@@ -174,7 +192,7 @@ def _redact(
                     "scope": r.scope,
                     "version": r.id,
                     "memory": r.memory_id,
-                    "path": r.path,
+                    "path": shown(r.path),
                     "operation": r.operation,
                     "author": f"{c.author.name} <{c.author.email}>",
                     "author_time": c.author.time,
@@ -200,6 +218,7 @@ def _redact(
             retired_trees=rewriter.retired_trees(),
             versions=sorted({r.id for r in rows}),
             tips=moves,
+            rederive=paths,
             ledger={
                 "id": rid,
                 "scope": primary,
@@ -216,7 +235,6 @@ def _redact(
             },
         )
 
-    holding = mounts_holding(store, set(contents))
     if pattern is not None and remember:
         # Remembered before the rewrite: from the moment history no longer holds the content, no
         # write path can store a new match (a crash after this leaves only a stricter store).
@@ -233,18 +251,36 @@ def _redact(
         new_tip=rw.new_tip,
         purged=True,
         scopes=list(rw.scope_tips()),
-        touched=_touched(rows),
-        sessions=holding,
+        touched=_touched(rows, shown),
         remembered=pattern is not None and remember,
+        blobs=sorted(contents),
     )
 
 
-def _touched(rows: list[VersionRow]) -> list[Touched]:
-    return sorted({Touched(r.scope, r.id, r.path) for r in rows}, key=lambda t: (t.scope, t.path, t.version))
+def _touched(rows: list[VersionRow], shown: Callable[[str], str] = lambda p: p) -> list[Touched]:
+    found = {Touched(r.scope, r.id, shown(r.path)) for r in rows}
+    return sorted(found, key=lambda t: (t.scope, t.path, t.version))
+
+
+def path_placeholder(redaction_id: str) -> str:
+    """What a redacted part of a path becomes (a valid path segment)."""
+    return f"redacted-{redaction_id}"
+
+
+def redact_path(regex: re.Pattern[str], path: str, redaction_id: str) -> str:
+    """``path`` with every match replaced, segment by segment (a match never swallows a "/")."""
+    mark = path_placeholder(redaction_id)
+    return "/".join(regex.sub(mark, seg) for seg in path.split("/"))
 
 
 def _preview(
-    store: StoreCore, scopes: list[str], rows: list[VersionRow], rid: str, reason: str, actor: str
+    store: StoreCore,
+    scopes: list[str],
+    rows: list[VersionRow],
+    rid: str,
+    reason: str,
+    actor: str,
+    shown: Callable[[str], str] = lambda p: p,
 ) -> Redaction:
     return Redaction(
         id=rid,
@@ -257,45 +293,10 @@ def _preview(
         new_tip="",
         purged=False,
         scopes=scopes,
-        touched=_touched(rows),
-        sessions=mounts_holding(store, {r.blob for r in rows if r.blob}),
+        touched=_touched(rows, shown),
         dry_run=True,
+        blobs=sorted({r.blob for r in rows if r.blob}),
     )
-
-
-def mounts_holding(store: StoreCore, blobs: set[str]) -> list[str]:
-    """Active session mounts of this store with a file whose content is one of ``blobs``
-    (``<session>:<mount dir>``): their next sync replaces it by the store's content."""
-    from gitmem.sessions import state  # sessions sit above the engine; imported only here
-
-    home = store.path.parent.parent
-    found = []
-    try:
-        sessions = state.all_sessions(home)
-    except (OSError, GitmemError):
-        return []
-    for session in sessions:
-        if session.status != "active":
-            continue
-        for m in session.mounts:
-            if os.path.realpath(m.store_path) != os.path.realpath(store.path):
-                continue
-            root = Path(m.path)
-            for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = [d for d in dirnames if not d.startswith(".gitmem")]
-                if any(_file_blob(Path(dirpath) / f) in blobs for f in filenames):
-                    found.append(f"{session.id}:{m.path}")
-                    break
-    return sorted(set(found))
-
-
-def _file_blob(path: Path) -> str | None:
-    try:
-        if path.is_symlink() or not path.is_file():
-            return None
-        return str(pygit2.hash(path.read_bytes()))
-    except OSError:
-        return None
 
 
 def _active_paths(
@@ -422,11 +423,36 @@ def redact_pattern(
         if new != text:
             contents[b] = new.encode("utf-8", "surrogateescape")
     where_text = f"scope {scope!r}" if scope is not None else f"store {store.name!r}"
-    if not contents:
+    path_rows = [
+        r
+        for r in _rows(store, where.replace(" AND ", "") if where else "1=1", params)
+        if regex.search(r.path) or (r.prev_path and regex.search(r.prev_path))
+    ]
+    if not contents and not path_rows:
         raise InvalidInputError(f"pattern {pattern!r} matches no version in {where_text}")
-    scopes, rows = _check_blobs(store, list(contents), f"pattern {pattern!r}", scope)
+    if path_rows:
+        live = [
+            h
+            for s in sorted({r.scope for r in path_rows})
+            for h in store.index.heads(s)
+            if regex.search(h.path)
+        ]
+        if live:
+            listed = ", ".join(f"{h.path} in scope {h.scope!r}" for h in live)
+            raise ForbiddenError(
+                f"cannot redact pattern {pattern!r}: it matches the path of live memory {listed}; "
+                "rename or delete those memories first, then redact"
+            )
+    if contents:
+        scopes, rows = _check_blobs(store, list(contents), f"pattern {pattern!r}", scope)
+    else:
+        scopes, rows = [], []
+    known = {(r.scope, r.id) for r in rows}
+    rows += [r for r in path_rows if (r.scope, r.id) not in known]
+    scopes = sorted(set(scopes) | {r.scope for r in path_rows})
+    shown = (lambda p: redact_path(regex, p, rid)) if path_rows else (lambda p: p)
     if dry_run:
-        return _preview(store, scopes, rows, rid, reason, actor)
+        return _preview(store, scopes, rows, rid, reason, actor, shown)
     return _redact(
         store,
         scopes,
@@ -438,4 +464,5 @@ def redact_pattern(
         extra={"pattern_digest": ledger.digest(store, pattern)},
         pattern=pattern,
         remember=remember,
+        paths=bool(path_rows),
     )

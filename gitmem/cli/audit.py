@@ -77,6 +77,15 @@ def redact(
             assert version is not None
             return redact_mod.redact(s.core, version, reason=reason, actor=who, dry_run=dry_run)
 
+    def fn_with_sessions(s: Store) -> Any:
+        import dataclasses
+
+        from gitmem.sessions.redaction import mounts_holding
+
+        r = fn(s)
+        holding = mounts_holding(s.path, r.blobs, pattern=pattern)
+        return dataclasses.replace(r, sessions=holding)
+
     def render(r: Any) -> None:
         scopes = ", ".join(repr(x) for x in r.scopes)
         if r.dry_run:
@@ -96,7 +105,7 @@ def redact(
             verb = "hold" if r.dry_run else "held"
             typer.echo(f"  session mount {m} {verb} the content; its next sync replaces it")
 
-    common.run(json, common.with_store(store, home, fn), render)
+    common.run(json, common.with_store(store, home, fn_with_sessions), render)
 
 
 def audit(

@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -113,7 +114,14 @@ class Rewriter:
     Trees are rewritten as raw bytes (only the changed entries' ids differ), commits by their raw
     header (see :func:`rewrite_header`); both go to one new pack (:meth:`flush`)."""
 
-    def __init__(self, store: Repo, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
+    def __init__(
+        self,
+        store: Repo,
+        blob_map: dict[pygit2.Oid, pygit2.Oid],
+        *,
+        rename: Callable[[bytes], bytes] | None = None,
+        message: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.store = store
         self.repo = store.repo
         self.odb = store.repo.odb
@@ -121,6 +129,10 @@ class Rewriter:
         self.trees: dict[bytes, bytes] = {}
         self.commits: dict[pygit2.Oid, pygit2.Oid] = {}
         self.pack = PackWriter(store)
+        # Path redaction: ``rename`` maps a tree entry's name to its new name, ``message`` a commit
+        # message to its new text (both identity for what they do not match).
+        self.rename = rename
+        self.message = message
 
     def tree(self, oid: pygit2.Oid) -> pygit2.Oid:
         return pygit2.Oid(raw=self._tree(oid.raw))
@@ -129,6 +141,8 @@ class Rewriter:
         done = self.trees.get(raw_id)
         if done is not None:
             return done
+        if self.rename is not None:
+            return self._tree_renamed(raw_id)
         data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
         out: bytearray | None = None
         pos, end = 0, len(data)
@@ -143,6 +157,35 @@ class Rewriter:
                 out[nul + 1 : nul + 21] = new
             pos = nul + 21
         result = raw_id if out is None else self.pack.add(_TREE, bytes(out)).raw
+        self.trees[raw_id] = result
+        return result
+
+    def _tree_renamed(self, raw_id: bytes) -> bytes:
+        """A tree with replaced blobs and renamed entries, re-sorted in git's order (a directory
+        sorts as its name + "/"); two entries renamed to one name is an IntegrityError."""
+        assert self.rename is not None
+        data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
+        entries: list[tuple[bytes, bytes, bytes]] = []  # (mode, name, sha)
+        changed = False
+        pos, end = 0, len(data)
+        while pos < end:
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            mode, name, sha = data[pos:space], data[space + 1 : nul], data[nul + 1 : nul + 21]
+            new = self._tree(sha) if mode == b"40000" else self.blobs.get(sha, sha)
+            new_name = self.rename(name)
+            changed = changed or new != sha or new_name != name
+            entries.append((mode, new_name, new))
+            pos = nul + 21
+        if not changed:
+            self.trees[raw_id] = raw_id
+            return raw_id
+        names = [e[1] for e in entries]
+        if len(set(names)) != len(names):
+            raise IntegrityError("a path redaction would give two entries of one directory the same name")
+        entries.sort(key=lambda e: e[1] + b"/" if e[0] == b"40000" else e[1])
+        out = b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in entries)
+        result = self.pack.add(_TREE, out).raw
         self.trees[raw_id] = result
         return result
 
@@ -205,9 +248,14 @@ class Rewriter:
             new_tree = self.tree_at(commit.tree_id, paths)
         else:
             new_tree = self.tree(commit.tree_id)
-        if new_tree == commit.tree_id and new_parents == old_parents:
+        raw = self.odb.read(commit.id)[1]
+        new_raw = raw
+        if self.message is not None:
+            header, sep, text = raw.partition(b"\n\n")
+            new_raw = header + sep + self.message(text)
+        if new_tree == commit.tree_id and new_parents == old_parents and new_raw == raw:
             return commit.id
-        oid = self.pack.add(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
+        oid = self.pack.add(_COMMIT, rewrite_header(new_raw, new_tree, new_parents))
         self.commits[commit.id] = oid
         return oid
 
