@@ -167,13 +167,25 @@ def check_marks(store: StoreCore) -> list[str]:
 
 
 def _blobs(store: StoreCore) -> Iterator[tuple[str, bytes]]:
-    """Every blob plain git can read (one ``git cat-file --batch-all-objects --batch`` stream)."""
+    """Every blob reachable from a branch (what a rolled-back rewrite left unreferenced is not
+    history): ``git rev-list --objects --branches`` into one ``git cat-file --batch`` stream."""
     from gitmem.git.rewrite import _REPO_ENV
 
     env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
-    cmd = ["git", f"--git-dir={store.path}", "cat-file", "--batch-all-objects", "--unordered"]
-    cmd.append("--batch=%(objecttype) %(objectname) %(objectsize)")
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env) as proc:
+    base = ["git", f"--git-dir={store.path}"]
+    listing = subprocess.Popen(
+        [*base, "rev-list", "--objects", "--no-object-names", "--branches", "--remotes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    cmd = [*base, "cat-file", "--batch=%(objecttype) %(objectname) %(objectsize)"]
+    with (
+        listing,
+        subprocess.Popen(
+            cmd, stdin=listing.stdout, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        ) as proc,
+    ):
         assert proc.stdout is not None
         out = proc.stdout
         while True:
