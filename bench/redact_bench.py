@@ -115,16 +115,17 @@ def main() -> None:
     ap.add_argument("--no-compare", action="store_true", help="skip git filter-repo (gitmem's figures only)")
     ap.add_argument("--filter-repo", default=None, help="directory holding git_filter_repo.py")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where generated stores are kept")
     args = ap.parse_args()
     versions = args.versions or (2000 if args.quick else 100_000)
     memories = args.memories or (200 if args.quick else 10_000)
     cmd = None if args.no_compare else filter_repo_cmd(args.filter_repo)
-    built = cached_store(Spec(memories, versions), log=_log)
+    built = cached_store(Spec(memories, versions), cache=args.cache, log=_log)
     targets = pick_versions(built.path)
     cases = [(case, version, blob, False) for case, (version, blob) in targets.items()]
     cases.append(("early, 2 scopes", *targets["early"], True))
     results = []
-    with tempfile.TemporaryDirectory(dir=CACHE_DIR) as tmp:
+    with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
         for case, version, blob, two_scopes in cases:
             ours = work_copy(built, Path(tmp) / "gitmem")
             if two_scopes:

@@ -25,6 +25,8 @@ def test_redact_bench_quick_runs_every_case(tmp_path: Path) -> None:
             "40",
             "--json",
             str(out),
+            "--cache",
+            str(tmp_path / "cache"),
         ],
         capture_output=True,
         text=True,

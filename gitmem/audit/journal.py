@@ -40,7 +40,7 @@ from gitmem import config
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
-from gitmem.git.rewrite import purge, reachable_retired
+from gitmem.git.purge import purge, reachable_retired
 from gitmem.git.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"

@@ -9,6 +9,7 @@ was kept as ``<name>.legacy`` runs after gitmem's own work, with the same input.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -252,6 +253,29 @@ def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:
     return subprocess.run([str(legacy)], input=stdin, check=False).returncode
 
 
+def _exclude_rewrites(git_dir: Path) -> tuple[int | None, list[str]]:
+    """Finish an interrupted rewrite, then take the store lock shared (waiting while a rewrite
+    runs): the lock and no lines, or no lock and the refusal."""
+    if (git_dir / "gitmem" / "journal.json").exists():
+        from gitmem.audit.journal import guard_push
+
+        refused = guard_push(git_dir)
+        if refused is not None:
+            return None, [refused]
+    from gitmem.push.pushlock import acquire_shared
+
+    lock = acquire_shared(git_dir, PUSH_WAIT)
+    if lock is None:
+        return None, [
+            "gitmem: a history rewrite (redaction or compaction) of this store is in progress and it is "
+            "still running; nothing was changed: push again when it has finished"
+        ]
+    return lock, []
+
+
+PUSH_WAIT = 60.0  # seconds a push waits for a running rewrite
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("pre-receive", "post-receive"):
@@ -262,14 +286,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = raw.decode("utf-8", "surrogateescape")
     env = config.env_snapshot()
     if name == "pre-receive":
+        lock: int | None = None
         try:
-            lines = pre_receive(open_repo(), text, env)
+            repo = open_repo()
+            lock, lines = _exclude_rewrites(Path(repo.path).resolve())
+            if not lines:
+                lines = pre_receive(repo, text, env)
         except Exception as exc:  # fail closed: an unchecked push must not land
             lines = [f"gitmem: push rejected: the check failed ({type(exc).__name__}: {exc})"]
         if lines:
+            if lock is not None:
+                os.close(lock)
             sys.stderr.write("".join(line + "\n" for line in lines))
             sys.stderr.flush()
             return 1
+        if lock is not None:
+            from gitmem.push.pushlock import hold_until_exit
+
+            hold_until_exit(lock, os.getppid())  # until receive-pack has moved the refs
     else:
         try:
             lines = post_receive(open_repo(), text, env)
