@@ -563,3 +563,31 @@ def test_12_a_live_path_match_is_refused(store: Store) -> None:
     with pytest.raises(ForbiddenError, match="rename or delete"):
         redact.redact_pattern(store.core, r"bob@example\.com", reason="pii")
     assert _state(store) == before
+
+
+def test_2_a_push_keeps_the_store_lock_until_receive_pack_exits(tmp_path: Path) -> None:
+    import fcntl
+
+    from gitmem.push.pushlock import acquire_shared, hold_until_exit
+
+    git_dir = tmp_path / "s.git"
+    git_dir.mkdir()
+    stand_in = subprocess.Popen(["sleep", "1.5"])  # plays receive-pack, the hook's parent
+    fd = acquire_shared(git_dir, 1.0)
+    assert fd is not None
+    hold_until_exit(fd, stand_in.pid)
+    probe = os.open(git_dir / "gitmem" / "lock", os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a rewrite must wait
+        stand_in.wait()
+        for _ in range(200):
+            try:
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                threading.Event().wait(0.02)
+        else:
+            pytest.fail("the lock was not released after the push ended")
+    finally:
+        os.close(probe)

@@ -112,9 +112,7 @@ def test_multi_scope_writes_and_redactions(
                 continue
             if op == "pattern":
                 try:
-                    r = redact.redact_pattern(
-                        store.core, r"secret-\d", reason="prop", scope=scope or None
-                    )
+                    r = redact.redact_pattern(store.core, r"secret-\d", reason="prop", scope=scope or None)
                 except (ForbiddenError, gitmem.errors.InvalidInputError, NotFoundError):
                     continue
                 redacted.update(r.versions)
