@@ -23,6 +23,15 @@ from tests.secret_scan import scan_store
 SECRET = "sk-XYZ-9f8e7d6c"
 
 
+def _one_scope(store: Store) -> gitmem.Version:
+    """A superseded version holding the secret, in scope main only."""
+    v = store.write("/k.md", f"key {SECRET}\n")
+    store.write("/k.md", "rotated\n")
+    store.write("/other.md", "unrelated\n")
+    assert v is not None
+    return v
+
+
 def _two_scopes(store: Store) -> tuple[gitmem.Version, gitmem.Version]:
     a = store.write("/k.md", f"key {SECRET}\n")
     b = store.write("/k.md", f"key {SECRET}\n", scope="alice")
@@ -94,7 +103,7 @@ def _state(store: Store) -> dict[str, bytes]:
     ],
 )
 def test_3_redaction_after_git_maintenance(store: Store, maintenance: list[list[str]]) -> None:
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     for args in maintenance:
         git(store.path, *args)
     r = redact.redact(store.core, a.id, reason="leak")
@@ -151,7 +160,7 @@ def test_6_purge_survives_concurrent_repack(store: Store) -> None:
 
 # ---------------------------------------------------------------------- 10. modes
 def test_10_private_files_are_0600(store: Store) -> None:
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     redact.redact(store.core, a.id, reason="leak")
     redact_dir = store.path / "gitmem"
     for name in ("denylist", "secret", "index.sqlite", "ledger_head"):
@@ -166,10 +175,10 @@ def test_10_private_files_are_0600(store: Store) -> None:
 
 # ---------------------------------------------------------------------- 11. archived stores
 def test_11_redaction_works_in_an_archived_store(store: Store) -> None:
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     store.core.update_settings(archived_at="2026-01-01T00:00:00Z")
     r = redact.redact(store.core, a.id, reason="leak")
-    assert r.scopes == ["alice", "main"]
+    assert r.scopes == ["main"]
     assert scan_store(store.path, SECRET.encode()) == []
     with pytest.raises(ForbiddenError, match="archived"):
         store.write("/n.md", "new\n")
@@ -371,7 +380,7 @@ def test_7_fetch_purge_removes_redacted_content_from_a_clone(store: Store, tmp_p
     from gitmem.cli.app import app
     from gitmem.push.clone import clone
 
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     dest = tmp_path / "c"
     clone(str(store.path), dest)
     git(dest, "gc", "-q")  # the clone packed its objects too
@@ -382,6 +391,7 @@ def test_7_fetch_purge_removes_redacted_content_from_a_clone(store: Store, tmp_p
     assert "purged" in res.output and "(verified)" in res.output
     assert scan_store(store.path, SECRET.encode(), clones=[dest]) == []
     assert (dest / "k.md").read_text() == "rotated\n"
+    assert git(dest, "fsck", "--full").returncode == 0
     out = CliRunner().invoke(app, ["verify", str(dest)])
     assert "skipped\tredactions purged: a clone has no deny-list" in out.output
     assert "ok\tredactions purged" not in out.output
@@ -391,7 +401,7 @@ def test_7_fetch_purge_refuses_local_work_on_the_old_history(store: Store, tmp_p
     from gitmem.errors import ConflictError
     from gitmem.push.clone import clone, fetch
 
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     dest = tmp_path / "c"
     clone(str(store.path), dest)
     (dest / "mine.md").write_text("local work\n")
@@ -455,7 +465,7 @@ def _drop_last_ledger_entries(store: Store, keep: int) -> None:
 def test_9_deleted_anchor_is_detected(store: Store) -> None:
     from gitmem.engine import ledger
 
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     redact.redact(store.core, a.id, reason="leak")
     n = len(ledger.entries(store.core))
     _drop_last_ledger_entries(store, n - 1)  # the redaction entry is gone...
@@ -468,7 +478,7 @@ def test_9_deleted_anchor_is_detected(store: Store) -> None:
 def test_9_removing_an_entry_with_its_denylist_block_is_detected(store: Store) -> None:
     from gitmem.engine import ledger
 
-    a, _b = _two_scopes(store)
+    a = _one_scope(store)
     r = redact.redact(store.core, a.id, reason="leak")
     n = len(ledger.entries(store.core))
     _drop_last_ledger_entries(store, n - 1)
