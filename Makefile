@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench bench-all clean
+.PHONY: demo install test lint bench bench-all clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
+	@echo "gitmem is in $(VENV)/bin: run 'make install', or: export PATH=\"$$PWD/$(VENV)/bin:\$$PATH\""
+
+# gitmem on PATH: pipx when there is one, else a user install of this checkout.
+install:
+	if command -v pipx >/dev/null; then pipx install --force .; else $(PYTHON) -m pip install --user .; fi
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 tests
@@ -37,3 +42,7 @@ bench-all: bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The console screenshots in docs/screenshots/ (README, docs/console.md), taken by the browser tests.
+screenshots: $(STAMP)
+	GITMEM_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_console_browser.py

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hook overhead (docs/architecture.md#performance-targets, pre-receive): real ``git push`` runs, as ratios in one run.
 
-    python bench/hook_bench.py [--rounds 7] [--versions 100000] [--json out.json]
+    python bench/hook_bench.py [--rounds 7] [--versions 100000] [--json out.json] [--quick]
 
 1. A 1-commit push into a small store with the hooks vs the same push into an identical store without
    them; the gain is compared with the hook's floor, ``python -c "import pygit2"`` (target <= 1.5x).
@@ -75,13 +75,17 @@ def set_hooks(store: Path, which: tuple[str, ...]) -> None:
             (store / "hooks" / name).unlink()
 
 
-def chain_stream(base: str, first: int, count: int, memories: int, content: Content) -> bytes:
-    """``count`` library-shaped commits (one modified memory each) on top of ``base``."""
+def chain_stream(
+    base: str, first: int, count: int, memories: int, content: Content, base_time: int = 0
+) -> bytes:
+    """``count`` library-shaped commits (one modified memory each) on top of ``base``, dated after
+    ``base_time`` (the base commit's date): the hook refuses back-dated commits."""
     parts = []
     for n in range(count):
         k = first + n
         memory = (k * 7919) % memories
         version_id, memory_id, when = commit_ids(k, memory)
+        when = max(when, base_time + n + 1)
         path = memory_path(memory, memories)
         message = format_message("modified", path, version_id, memory_id, ACTOR, None).encode()
         data = content.make(memory, k)
@@ -101,7 +105,8 @@ def build_chains(client: Path, rounds: int, per_push: int, memories: int, first:
     tips = []
     for r in range(rounds):
         base = out("git", "rev-parse", "refs/heads/main", cwd=client)
-        stream = chain_stream(base, first + r * per_push, per_push, memories, content)
+        base_time = int(out("git", "log", "-1", "--format=%ct", base, cwd=client))
+        stream = chain_stream(base, first + r * per_push, per_push, memories, content, base_time)
         run("git", "fast-import", "--quiet", "--done", cwd=client, stdin=stream)
         tips.append(out("git", "rev-parse", "refs/heads/main", cwd=client))
     return tips
@@ -184,7 +189,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--versions", type=int, default=100_000)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--quick", action="store_true", help="3 rounds into a 2k-version store (a smoke run)")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.versions = min(args.rounds, 3), min(args.versions, 2_000)
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="gitmem-hook-bench-") as tmp:
         work = Path(tmp)

@@ -8,6 +8,7 @@ stack (uvicorn, Starlette and gitmem's front middleware). Rows:
 - retrieve p50 / (no-op p50 + library read p50)        target <= 1.5
 - update p50 - (no-op p50 + library write p50), in ms   target <= 1 ms
 - 8 writers to one scope: versions/s / 1 writer's        target >= 4
+- peak RSS of a real ``gitmem serve`` process with 1,000 stores and 32 clients  target < 300 MB
 
 ``--quick`` (a smoke run, a few seconds) uses 1 and 8 clients and few requests; ``--json FILE``.
 """
@@ -175,6 +176,64 @@ def bench(clients: list[int], per_client: int) -> dict[str, Any]:
     return out
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def bench_memory(stores: int, clients: int, per_client: int) -> dict[str, Any]:
+    """A real ``gitmem serve`` subprocess over ``stores`` stores; ``clients`` threads each read random
+    stores; the server's peak RSS (VmHWM) afterwards. Stores open lazily and idle ones close."""
+    import os
+    import random
+    import subprocess
+
+    home = Path(tempfile.mkdtemp(prefix="serve-bench-mem-"))
+    ids = []
+    for i in range(stores):
+        with gitmem.create_store(f"s{i:04d}", home=home) as st:
+            st.write("/hello.md", f"store {i}\n")
+            ids.append(st.settings.id)
+    _tok, secret = TokenStore(home).create(admin=True)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitmem", "serve", "--home", str(home), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        rng = random.Random(7)
+        picks = [[rng.choice(ids) for _ in range(per_client)] for _ in range(clients)]
+
+        def read(c: httpx.Client, k: int, i: int) -> None:
+            c.get(f"/v1/memory_stores/{picks[k][i]}/memories").raise_for_status()
+
+        row = run_clients(clients, per_client, read, url, secret)
+        return {"stores": stores, "clients": clients, "requests": row["n"], "rps": row["rps"],
+                "peak_rss_mb": _peak_rss_mb(proc.pid)}  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="1 and 8 clients, few requests (a smoke run)")
@@ -182,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     clients, per = ([1, 8], 5) if args.quick else ([1, 8, 32], 100)
     result = bench(clients, per)
+    result["memory"] = bench_memory(30, 8, 5) if args.quick else bench_memory(1000, 32, 60)
     for key, row in result.items():
         if key.startswith("clients_"):
             for op, s in row.items():
@@ -193,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         f"retrieve p50 / (no-op + library read): {r['retrieve_p50_vs_noop_plus_read']:.2f}x (target <= 1.5)\n"
         f"update p50 - (no-op + library write): {r['update_p50_minus_noop_plus_write_ms']:.2f} ms (target <= 1)\n"
         f"8 writers / 1 writer, versions/s: {r['writers8_vs_writer1_versions_per_s']:.2f}x (target >= 4)\n"
+    )
+    m = result["memory"]
+    sys.stdout.write(
+        f"gitmem serve, {m['stores']} stores, {m['clients']} clients ({m['requests']} reads, "
+        f"{m['rps']:.0f} req/s): peak RSS {m['peak_rss_mb']:.0f} MB (target < 300 MB)\n"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

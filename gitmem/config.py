@@ -85,6 +85,10 @@ class StoreSettings:
     retention: Retention = field(default_factory=Retention)
     acl: dict[str, Any] = field(default_factory=dict)
     require_trailers: bool = False
+    #: The write-time guard's mapping (docs/guard.md). It is checked by
+    #: ``gitmem.model.guard.GuardPolicy.from_dict`` wherever a store's settings are loaded (the
+    #: model layer sits above this one). A file without the key gets the defaults of new stores.
+    guard: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_GUARD))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -114,6 +118,8 @@ def validate_metadata(metadata: dict[str, str]) -> dict[str, str]:
 def _int(src: str, key: str, value: Any, *, minimum: int = 0, nullable: bool = False) -> Any:
     if value is None and nullable:
         return None
+    if value is None:
+        raise ConfigError(f"{src}: key '{key}' must be an integer >= {minimum}, got null")
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{src}: key '{key}' must be an integer >= {minimum}, got {value!r}")
     return value
@@ -143,6 +149,66 @@ def _limits(src: str, value: Any) -> Limits:
     return limits
 
 
+#: The keys of ``acl`` (docs/identity.md): who may write which scope, and whom the store believes.
+ACL_KEYS = ("write", "review", "require_identity", "trust_push_actor", "trust_trailers")
+
+
+def _globs(src: str, key: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"{src}: key '{key}' must be a list of actor patterns (strings)")
+    return list(value)
+
+
+def validate_acl(src: str, acl: Any) -> dict[str, Any]:
+    """Check ``acl`` by type and value; errors name ``src`` and the key."""
+    if acl is None:
+        return {}
+    if not isinstance(acl, dict):
+        raise ConfigError(f"{src}: key 'acl' must be a mapping")
+    out: dict[str, Any] = {}
+    for key, value in acl.items():
+        if key not in ACL_KEYS:
+            raise ConfigError(f"{src}: unknown key 'acl.{key}' (known: {', '.join(ACL_KEYS)})")
+        if key in ("write", "review"):  # review: who writes as a proposal (docs/review.md)
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"{src}: key 'acl.{key}' must be a mapping of scope patterns to lists of actor "
+                    f"patterns, got {type(value).__name__}"
+                )
+            rules: dict[str, list[str]] = {}
+            for scope_glob, actors in value.items():
+                if not isinstance(scope_glob, str) or not scope_glob:
+                    raise ConfigError(f"{src}: key 'acl.{key}' has a scope pattern that is not a string")
+                rules[scope_glob] = _globs(src, f"acl.{key}.{scope_glob}", [] if actors is None else actors)
+            out[key] = rules
+        elif key in ("require_identity", "trust_push_actor"):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{src}: key 'acl.{key}' must be true or false, got {value!r}")
+            out[key] = value
+        else:
+            out[key] = _globs(src, f"acl.{key}", value)
+    return out
+
+
+DEFAULT_GUARD: dict[str, Any] = {
+    "secrets": "reject",
+    "pii": "off",
+    "patterns": [],
+    "allow": [],
+    "deny_patterns": [],
+}
+
+
+def _guard(src: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return dict(DEFAULT_GUARD)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{src}: key 'guard' must be a mapping")
+    return {**DEFAULT_GUARD, **value}
+
+
 def settings_from_dict(data: Any, src: str) -> StoreSettings:
     """Validate a parsed settings mapping; errors name ``src`` and the key."""
     if not isinstance(data, dict):
@@ -169,9 +235,7 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
         metadata = validate_metadata({str(k): v for k, v in metadata.items()})
     except InvalidInputError as exc:
         raise ConfigError(f"{src}: key 'metadata': {exc.message}") from None
-    acl = {} if data.get("acl") is None else data["acl"]
-    if not isinstance(acl, dict):
-        raise ConfigError(f"{src}: key 'acl' must be a mapping")
+    acl = validate_acl(src, data.get("acl"))
     require = data.get("require_trailers", False)
     if not isinstance(require, bool):
         raise ConfigError(f"{src}: key 'require_trailers' must be true or false")
@@ -187,6 +251,7 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
         retention=_section(src, "retention", data.get("retention"), Retention, ("max_days",)),
         acl=acl,
         require_trailers=require,
+        guard=_guard(src, data.get("guard")),
     )
 
 

@@ -83,3 +83,16 @@ class ConfigError(InvalidInputError):
     """A malformed settings file; the message names the file and the key."""
 
     type_name = "config"
+
+
+class GuardRejectedError(InvalidInputError):
+    """A write the store's guard refuses: it holds a secret (or a store pattern that rejects).
+
+    The message names the path, the rule, the line and column, and a masked preview, never the
+    matched text; ``findings`` holds the same (:class:`gitmem.model.guard.Finding`)."""
+
+    type_name = "guard_rejected"
+
+    def __init__(self, message: str, findings: tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.findings = findings

@@ -23,6 +23,7 @@ from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores,
 from gitmem.errors import ConflictError
 from gitmem.git.repo import open_repository
 from gitmem.ids import new_id
+from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_store_name
 
 if TYPE_CHECKING:
@@ -83,8 +84,10 @@ class Store:
         acl: dict[str, object] | None = None,
         archived_at: str | None = None,
         require_trailers: bool | None = None,
+        guard: GuardPolicy | dict[str, object] | None = None,
     ) -> StoreSettings:
-        """Change settings and save them atomically; every change is a ledger entry."""
+        """Change settings and save them atomically; every change is a ledger entry. ``guard`` is
+        a :class:`GuardPolicy` or its ``gitmem.yaml`` mapping (validated the same way)."""
         changes: dict[str, object] = {}
         for key, value in (
             ("description", description),
@@ -94,6 +97,7 @@ class Store:
             ("acl", acl),
             ("archived_at", archived_at),
             ("require_trailers", require_trailers),
+            ("guard", guard.to_dict() if isinstance(guard, GuardPolicy) else guard),
         ):
             if value is not None:
                 changes[key] = value
@@ -154,10 +158,24 @@ class Store:
             self._core, path, content, scope=scope, description=description, actor=actor, session=session
         )
 
-    def read(self, path: str, *, scope: str = "main", version: str | None = None) -> Memory:
-        """A memory at the scope's head, or at ``version``."""
-        from gitmem.engine import memories
+    def read(
+        self,
+        path: str,
+        *,
+        scope: str = "main",
+        version: str | None = None,
+        session: str | None = None,
+        actor: str | None = None,
+    ) -> Memory:
+        """A memory at the scope's head, or at ``version``. A reader with an open proposal on the
+        scope (``session``/``actor``, or the owner set by ``proposals.reviewing``) sees it on top."""
+        from gitmem.engine import memories, proposals
 
+        owner = proposals.reader(actor, session) if version is None else None
+        if owner is not None:
+            mine = proposals.read_memory(self._core, path, scope, owner)
+            if mine is not None:
+                return mine  # type: ignore[no-any-return]
         return memories.read(self._core, path, scope=scope, version=version)
 
     def list(
@@ -314,8 +332,11 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
 
     A history rewrite (redaction, compaction) killed half-way is finished or rolled back first."""
     from gitmem.audit.journal import open_recovered
+    from gitmem.engine.ledger import check_hand_edit
 
-    return Store(open_recovered(name_or_path, home))
+    core = open_recovered(name_or_path, home)
+    check_hand_edit(core)  # a hand edit of gitmem.yaml is recorded, unattributed (docs/identity.md)
+    return Store(core)
 
 
 def create_store(
@@ -326,8 +347,10 @@ def create_store(
     limits: config.Limits | None = None,
     retention: config.Retention | None = None,
     home: str | os.PathLike[str] | None = None,
+    actor: str | None = None,
 ) -> Store:
-    """Create a store: a bare repository with its settings, hooks installed, atomically."""
+    """Create a store: a bare repository with its settings, hooks installed, atomically; the
+    ledger records ``actor`` (default ``service:gitmem``) as its creator."""
     validate_store_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
@@ -372,5 +395,6 @@ def create_store(
     core = StoreCore(open_repository(final), final)
     from gitmem.engine import ledger
 
-    ledger.append(core, "store_created", {"id": settings.id, "name": name})
+    ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
+    ledger.remember_settings(core)
     return Store(core)

@@ -59,9 +59,12 @@ def test_write_content_arguments_are_checked(store: Store, tmp_path: Path) -> No
 def test_write_same_content_creates_no_version(store: Store) -> None:
     gm("write", "notes", "/a.md", "same")
     r = gm("write", "notes", "/a.md", "same")
-    assert r.exit_code == 0 and r.stdout == "unchanged (no new version)\n"
+    v = store.versions("/a.md")[0]
+    assert r.exit_code == 0 and r.stdout == f"unchanged /a.md  {v.id}  {v.memory_id} (no new version)\n"
     assert len(store.versions("/a.md")) == 1
-    assert gm("write", "notes", "/a.md", "same", "--json").stdout == "null\n"
+    # a no-op write prints the version the memory is at, in the same shape as any write (never null)
+    data = json.loads(gm("write", "notes", "/a.md", "same", "--json").stdout)
+    assert data["type"] == "version" and data["id"] == v.id
 
 
 def test_write_json_shape_and_description(store: Store) -> None:
@@ -141,13 +144,15 @@ def test_ls_plain_lines_depth_and_scope(store: Store) -> None:
     store.write("/a/b/y.md", "y")
     store.write("/top.md", "t")
     store.write("/other.md", "o", scope="team")
-    lines = [line.split("\t") for line in gm("ls", "notes").stdout.splitlines()]
+    lines = [line.split("\t") for line in gm("ls", "notes").stdout.splitlines()[1:]]
     assert [(x[0], x[3]) for x in lines] == [("/a/b/y.md", ""), ("/a/x.md", "the x"), ("/top.md", "")]
-    depth1 = gm("ls", "notes", "--depth", "1").stdout.splitlines()
+    depth1 = gm("ls", "notes", "--depth", "1").stdout.splitlines()[1:]
     assert [line.split("\t")[:2] for line in depth1] == [["/a/", "2 memories"], ["/top.md", "1"]]
     sub = gm("ls", "notes", "/a/", "--json")
     assert [m["path"] for m in json.loads(sub.stdout)] == ["/a/b/y.md", "/a/x.md"]
-    assert gm("ls", "notes", "-s", "team").stdout.startswith("/other.md\t1\t")
+    assert gm("ls", "notes", "-s", "team").stdout.startswith(
+        "PATH\tSIZE\tUPDATED\tDESCRIPTION\n/other.md\t1\t"
+    )
     assert gm("ls", "notes", "--depth", "2").exit_code == 2
 
 

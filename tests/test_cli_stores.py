@@ -55,7 +55,11 @@ def test_list_is_tab_separated_when_not_a_tty(store: Store) -> None:
     r = gm("store", "list")
     assert r.exit_code == 0
     lines = [line.split("\t") for line in r.stdout.splitlines()]
-    assert [(x[0], x[2], x[3]) for x in lines] == [("notes", "-", "Test notes"), ("zeta", "-", "last")]
+    assert [(x[0], x[2], x[3]) for x in lines] == [
+        ("NAME", "ARCHIVED", "DESCRIPTION"),
+        ("notes", "-", "Test notes"),
+        ("zeta", "-", "last"),
+    ]
 
 
 def test_show_json_has_settings_path_and_scopes(store: Store) -> None:
@@ -123,8 +127,8 @@ def test_home_option_selects_workspace(tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     assert gm("store", "create", "x", "--home", str(other)).exit_code == 0
     assert (other / "stores" / "x.git").is_dir()
-    assert gm("--home", str(other), "store", "list").stdout.startswith("x\t")
-    assert gm("store", "list").stdout == ""
+    assert gm("--home", str(other), "store", "list").stdout.splitlines()[1].startswith("x\t")
+    assert gm("store", "list").stdout == "NAME\tID\tARCHIVED\tDESCRIPTION\n"  # no stores: the header only
 
 
 def test_malformed_settings_error_names_file_and_key(store: Store) -> None:

@@ -26,7 +26,8 @@ def run_example(name: str, home: Path) -> list[str]:
 
 
 def log_lines(out: list[str], header: str) -> list[list[str]]:
-    return [line.split("\t") for line in out[out.index(header) + 1 :]]
+    # the line after the command is the TSV header row
+    return [line.split("\t") for line in out[out.index(header) + 2 :]]
 
 
 def test_langgraph_example_recalls_the_preference_in_another_thread(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ def test_scripted_memory_tool_example(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "ERROR File /memories/tasks/report.md already exists" in out
     assert "ERROR Path /memories/../etc/passwd would escape /memories directory" in out
     log = out.split("$ gitmem log agent --session sesn_scripted_demo\n", 1)[1].splitlines()
+    assert log.pop(0).startswith("VERSION\tTIME\t")  # the TSV header row
     assert len(log) == 6
     assert all(line.endswith("\tsesn_scripted_demo") for line in log)
     assert log[0].split("\t")[3:5] == ["deleted", "/done/report.md"]

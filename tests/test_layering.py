@@ -39,10 +39,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("gitmem.store",)),
     ("faces", ("gitmem.cli", "gitmem.sessions", "gitmem.integrations", "gitmem.server")),
 ]
-# Which face may import which other face: the CLI fronts the others; the server serves the integrations.
+# Which face may import which other face: the CLI fronts the others; the server serves the integrations
+# (MCP over HTTP) and the sessions (the console's sessions page).
 FACE_IMPORTS: dict[str, set[str]] = {
     "gitmem.cli": {"gitmem.sessions", "gitmem.integrations", "gitmem.server"},
-    "gitmem.server": {"gitmem.integrations"},
+    "gitmem.server": {"gitmem.integrations", "gitmem.sessions"},  # the console shows and reverts sessions
     "gitmem.sessions": set(),
     "gitmem.integrations": set(),
 }

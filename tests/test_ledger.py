@@ -46,7 +46,10 @@ def test_entries_chain_and_show_in_git_log(store: Store) -> None:
     assert [e.kind for e in chain] == ["store_created", "settings_changed", "archived"]
     assert [e.seq for e in chain] == [0, 1, 2]
     assert chain[1].prev == chain[0].digest and chain[2].prev == chain[1].digest
-    assert chain[1].actor == "user:alice" and chain[1].data == {"changes": {"description": "changed"}}
+    assert chain[1].actor == "user:alice" and chain[1].data == {
+        "changes": {"description": "changed"},
+        "diff": [{"key": "description", "old": "Test notes", "new": "changed"}],
+    }
     log = git(store.path, "log", "--format=%s", ledger.LEDGER_REF).stdout.split("\n")
     assert log[:3] == [
         "gitmem ledger: archived #2",

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from gitmem.errors import InvalidInputError
 from gitmem.model.paths import (
+    GIT_INTERPRETED,
     validate_path,
     validate_prefix,
     validate_scope,
@@ -31,6 +32,7 @@ valid_paths = (
     st.lists(segments, min_size=1, max_size=6)
     .map(lambda segs: "/" + "/".join(segs))
     .filter(lambda p: not (p + "/").startswith("/.gitmem/") and len(p.encode()) <= 1024)
+    .filter(lambda p: not GIT_INTERPRETED & {s.lower() for s in p.split("/")})
 )
 
 

@@ -26,7 +26,9 @@ def test_plain_output_is_one_tab_separated_line_per_hit(store: Store) -> None:
     a, b = seed(store)
     r = gm("search", "notes", "owl")
     assert r.exit_code == 0, r.stderr
-    lines = [line.split("\t") for line in r.stdout.splitlines()]
+    header, *body = r.stdout.splitlines()
+    assert header == "PATH\tSCORE\tDESCRIPTION\tSNIPPET\tVERSION"
+    lines = [line.split("\t") for line in body]
     assert [(line[0], line[2], line[4]) for line in lines] == [
         ("/notes/owl.md", "Night owls", a),
         ("/misc/owl.md", "", b),
@@ -45,15 +47,15 @@ def test_json_lists_hits_with_every_field(store: Store) -> None:
 
 def test_scope_and_prefix_options(store: Store) -> None:
     seed(store)
-    assert gm("search", "notes", "owl", "--scope", "other").stdout.split("\t")[0] == "/x.md"
+    assert gm("search", "notes", "owl", "--scope", "other").stdout.splitlines()[1].split("\t")[0] == "/x.md"
     r = gm("search", "notes", "owl", "--prefix", "/misc/")
-    assert [line.split("\t")[0] for line in r.stdout.splitlines()] == ["/misc/owl.md"]
+    assert [line.split("\t")[0] for line in r.stdout.splitlines()[1:]] == ["/misc/owl.md"]
 
 
 def test_no_match_prints_nothing_and_exits_0(store: Store) -> None:
     seed(store)
     r = gm("search", "notes", 'AND OR NEAR ( " -')
-    assert (r.exit_code, r.stdout) == (0, "")
+    assert (r.exit_code, r.stdout) == (0, "PATH\tSCORE\tDESCRIPTION\tSNIPPET\tVERSION\n")  # header only
 
 
 def test_raw_syntax_error_is_a_usage_error(store: Store) -> None:
@@ -62,7 +64,7 @@ def test_raw_syntax_error_is_a_usage_error(store: Store) -> None:
     assert r.exit_code == 2
     assert r.stderr.startswith("Error: invalid search query")
     r = gm("search", "notes", "owl NOT figurine", "--raw")
-    assert r.stdout.split("\t")[0] == "/notes/owl.md"
+    assert r.stdout.splitlines()[1].split("\t")[0] == "/notes/owl.md"
 
 
 def test_bad_limit_and_unknown_store(store: Store) -> None:

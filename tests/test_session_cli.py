@@ -53,8 +53,10 @@ def test_start_json_is_the_session_record(store: Store, tmp_path: Path) -> None:
             "path": str(tmp_path / "mnt/notes"),
             "description": "Test notes",
             "instructions": "",
+            "versions": 0,
         }
     ]
+    assert data["type"] == "session" and data["created_at"].endswith("Z")
 
 
 def test_nine_stores_exit_5(workspace: Path, tmp_path: Path) -> None:
@@ -79,12 +81,15 @@ def test_sync_show_prompt_end(store: Store, tmp_path: Path) -> None:
     assert r.stdout.startswith("notes (rw): 1 version(s)\n  created /learned.md  memver_")
     r = gm("session", "show", "--session", sid, "--json")
     shown = json.loads(r.stdout)
-    assert [(v["operation"], v["path"]) for v in shown["versions"]["notes"]] == [("created", "/learned.md")]
+    assert [(v["operation"], v["path"]) for v in shown["history"]["notes"]] == [("created", "/learned.md")]
+    assert shown["mounts"][0]["versions"] == 1 and shown["type"] == "session"
     assert gm("session", "prompt", sid).stdout.startswith("# Memory stores\n")
     r = gm("session", "end", sid)
     assert r.exit_code == 0 and r.stdout.endswith(f"session {sid} ended\n")
     listed = json.loads(gm("session", "list", "--json").stdout)
-    assert [(d["session"]["id"], d["session"]["status"]) for d in listed] == [(sid, "ended")]
+    assert [(d["id"], d["status"]) for d in listed] == [(sid, "ended")]
+    # the same record as session start and show print (one JSON shape per kind of object)
+    assert set(listed[0]) == set(shown) - {"history"}
 
 
 def test_sync_watch_bounded_by_max_seconds(store: Store, tmp_path: Path) -> None:

@@ -166,10 +166,14 @@ def test_read_only_mount_refuses_changes_whatever_the_file_modes(
     assert sorted(i.path for i in report.refused) == ["/extra.md", "/guide.md"]
     assert "read-only" in report.refused[0].reason
     assert ref.core.tip("main") == tip and contents(ref) == {"/guide.md": "be brief\n"}
-    # others' changes still reach the read-only mount; the refused edits stay visible and reported
+    # the refused edits are put back to the store's content (the new file removed), modes locked
+    assert guide.read_text() == "be brief\n" and not mnt(tmp_path, "ref/extra.md").exists()
+    assert oct(guide.stat().st_mode & 0o777) == "0o444"
+    assert report.refreshed == ["/extra.md", "/guide.md"]
+    # others' changes still reach the read-only mount; nothing is left to refuse
     ref.write("/news.md", "new rule\n", actor="user:bob")
     report = sessions.sync_session(sess.id).mounts[1]
-    assert report.refreshed == ["/news.md"] and len(report.refused) == 2
+    assert report.refreshed == ["/news.md"] and report.refused == []
     assert mnt(tmp_path, "ref/news.md").read_text() == "new rule\n"
     assert oct(mnt(tmp_path, "ref/news.md").stat().st_mode & 0o777) == "0o444"
 

@@ -33,6 +33,7 @@ def test_verify_passes_on_a_fresh_store(store: Store) -> None:
         "redactions purged",
         "redaction marks",
         "trailers",
+        "settings",
         "index",
     ]
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import signal
 import time
@@ -37,7 +38,7 @@ from typing import Any
 import pygit2
 
 from gitmem import config
-from gitmem.engine import ledger
+from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.purge import purge, reachable_retired
@@ -46,6 +47,7 @@ from gitmem.git.treediff import tree_deltas
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
 FAULT_ENV = "GITMEM_FAULT"  # test hook: the name of a step at which the process SIGKILLs itself
+_log = logging.getLogger("gitmem.lock")
 
 
 @dataclass
@@ -90,10 +92,13 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
     fd = os.open(store.gitmem_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            yield False
-            return
+            if not blocking:
+                yield False
+                return
+            _log.info("waiting for the store lock %s", store.gitmem_dir / LOCK_FILE)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield True
     finally:
         os.close(fd)
@@ -219,6 +224,7 @@ def run_rewrite_scopes(
                     refuse_other_refs(store, rw)
                     store.sync_all()
                     _write_journal(store, rw)
+                receipts.carry(store, rw.commit_map)  # before the branch moves (docs/identity.md)
                 fault("journal")
                 moves = rw.scope_tips()
                 for i, s in enumerate(order):

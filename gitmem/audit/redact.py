@@ -19,7 +19,7 @@ from typing import Any
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
-from gitmem.engine import denylist, ledger
+from gitmem.engine import denylist, ledger, proposals
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
@@ -158,6 +158,7 @@ def _redact(
 
     def build(tips: dict[str, pygit2.Oid]) -> Rewrite:
         moves: dict[str, list[str]] = {}
+        move_proposals = []
         for scope in scopes:
             tip = tips[scope]
             scope_rows = by_scope.get(scope, [])
@@ -181,7 +182,11 @@ def _redact(
                     where = active.get(commit.id)
                     last = rewriter.commit(commit, paths=where, same_tree=where is None)
             moves[scope] = [str(tip), str(last)]
+            # Proposals (review-gated writes) hold copies too: their chains are rewritten as well.
+            move_proposals.append(proposals.rewrite_chains(store, scope, rewriter, first))
         rewriter.flush()
+        for publish in move_proposals:
+            publish()
         affected_commits = {r.commit_id for r in rows}
         originals = {c: store.commit(c) for c in affected_commits}
         listed = []

@@ -50,6 +50,7 @@ class Compaction:
 class PruneResult:
     compactions: list[Compaction] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # scope -> why nothing was compacted
+    dropped_proposals: list[str] = field(default_factory=list)  # decided ones past retention.min_days
 
 
 def snapshot_line(r: VersionRow) -> str:
@@ -85,9 +86,13 @@ def prune(
     store.check_writable()
     actor = resolve_actor(actor, None)
     retention = store.settings.retention
-    result = PruneResult()
+    from gitmem.engine.proposals import drop_expired
+
+    dropped = drop_expired(store, now=now)  # decided proposals are kept retention.min_days
+    result = PruneResult(dropped_proposals=dropped)
     if retention.max_days is None:
-        return PruneResult(skipped={s: "retention.max_days is not set" for s in store.scopes()})
+        skipped = {s: "retention.max_days is not set" for s in store.scopes()}
+        return PruneResult(skipped=skipped, dropped_proposals=dropped)
     cutoff = (int(time.time()) if now is None else now) - max(retention.max_days, retention.min_days) * DAY
     for scope in store.scopes():
         if dry_run:

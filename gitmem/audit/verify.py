@@ -12,10 +12,12 @@ skipped, never as ok.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pygit2
 
@@ -62,15 +64,43 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
         _run("redactions purged", lambda: check_purged(store)),
         _run("redaction marks", lambda: check_marks(store)),
         _run("trailers", lambda: check_trailers(store)),
+        _run("settings", lambda: check_settings(store)),
         _run("index", lambda: check_index(store)),
     ]
     report = VerifyReport(str(store.path), recovered, checks)
+    _remember(store, report)
     if report.ok and store.is_clone:
         ledger.remember_seen(store)
     if raise_on_failure and not report.ok:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         raise IntegrityError(f"verify failed for {store.path}: {failed}")
     return report
+
+
+LAST_REPORT_FILE = "verify_last.json"
+
+
+def _remember(store: StoreCore, report: VerifyReport) -> None:
+    """Keep the newest report in ``$GIT_DIR/gitmem/verify_last.json`` (for the console's
+    integrity page); a store whose directory is read-only just keeps none."""
+    path = store.gitmem_dir / LAST_REPORT_FILE
+    tmp = path.with_name(f".{LAST_REPORT_FILE}.tmp{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"at": config.now_rfc3339(), **asdict(report)}), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def last_report(store: StoreCore) -> tuple[str, VerifyReport] | None:
+    """When ``verify`` last ran on this store, and what it found (None: never, or unreadable)."""
+    try:
+        data = json.loads((store.gitmem_dir / LAST_REPORT_FILE).read_text(encoding="utf-8"))
+        checks = [Check(str(c["name"]), bool(c["ok"]), str(c.get("detail", ""))) for c in data["checks"]]
+        return str(data["at"]), VerifyReport(str(data["store"]), data.get("recovered"), checks)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _run(name: str, fn: object) -> Check:
@@ -199,24 +229,48 @@ def _blobs(store: StoreCore) -> Iterator[tuple[str, bytes]]:
 
 
 def check_trailers(store: StoreCore) -> list[str]:
+    """Malformed gitmem trailers (readers treat such a commit as plain git), and compaction roots
+    that a pusher wrote rather than the server (docs/identity.md)."""
+    from gitmem.engine import receipts
+    from gitmem.model.versions import malformed_trailers
+
     problems = []
     require = store.settings.require_trailers
+    received = receipts.load(store.path)
     for scope in store.scopes():
         tip = store.tip(scope)
         if tip is None:
             continue
         for commit in store.walk(tip):
-            trailers = parse_trailers(commit.message)
+            message = commit.message
+            trailers = parse_trailers(message)
             if not trailers:
                 if require:
                     problems.append(f"commit {commit.id} in scope {scope!r} has no gitmem trailers")
                 continue
-            if "Gitmem-Compaction" in trailers:
-                continue
-            bad = trailer_problems(trailers)
+            bad = malformed_trailers(message)
             if bad:
-                problems.append(f"commit {commit.id} in scope {scope!r}: {bad[0]}")
+                problems.append(f"commit {commit.id} in scope {scope!r}: malformed trailers: {bad[0]}")
+                continue
+            receipt = received.get(str(commit.id))
+            if "Gitmem-Compaction" in trailers:
+                if receipt is not None and not receipt.trusted:
+                    problems.append(
+                        f"commit {commit.id} in scope {scope!r} claims to be a compaction root but was "
+                        f"pushed by {receipt.actor}; its trailers are ignored"
+                    )
+                continue
+            if require and trailer_problems(trailers):
+                problems.append(f"commit {commit.id} in scope {scope!r}: {trailer_problems(trailers)[0]}")
     return problems
+
+
+def check_settings(store: StoreCore) -> list[str]:
+    """A hand edit of gitmem.yaml is recorded in the ledger (unattributed) when found."""
+    from gitmem.engine.ledger import check_hand_edit
+
+    check_hand_edit(store)
+    return []
 
 
 def check_index(store: StoreCore) -> list[str]:

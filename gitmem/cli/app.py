@@ -1,23 +1,199 @@
-"""The ``gitmem`` typer application: global options, and the command groups registered on it."""
+"""The ``gitmem`` typer application: global options, the command groups registered on it, and the
+click command built from it (grouped help, readable metavars, usage errors as ``Error:`` or JSON).
+"""
 
 from __future__ import annotations
 
 import importlib
+import json as json_mod
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
+from typer import Abort
 
-from gitmem.cli import common
+try:  # recent typer vendors click as typer._click (its own classes); older ones use click itself
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException, UsageError  # type: ignore[assignment,no-redef,unused-ignore]
+
+from gitmem.cli import common  # noqa: E402
+
+Command = Any  # a click(-like) command: duck-typed, as typer's own classes differ between versions
+Context = Any
+HelpFormatter = Any
+
+# The groups of ``gitmem --help``, in order; every top-level command belongs to exactly one.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Memories", ("write", "create", "read", "ls", "edit", "rm", "mv", "search")),
+    ("History", ("log", "show", "diff", "restore")),
+    ("Stores", ("store", "export", "import", "reindex", "maintain")),
+    ("Sessions", ("session", "revert-session")),
+    ("Audit and redaction", ("audit", "redact", "verify", "prune")),
+    ("Git", ("clone", "fetch", "hooks")),
+    ("Server", ("serve", "token", "mcp")),
+    ("Help", ("help", "completion")),
+)
+
+
+def _first_line(cmd: Command) -> str:
+    text = (cmd.help or cmd.short_help or "").strip()
+    return text.split("\n\n", 1)[0].replace("\n", " ").strip()
+
+
+class GroupedGroup(typer.core.TyperGroup):
+    """``--help`` lists commands by group, each with its whole first paragraph (never cut off)."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(self.commands)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        if ctx.parent is not None:  # a sub-group (``gitmem store``): one plain list
+            rows = [(n, _first_line(c)) for n, c in self.commands.items() if not c.hidden]
+            if rows:
+                with formatter.section("Commands"):
+                    formatter.write_dl(rows)
+            return
+        placed: set[str] = set()
+        for title, names in GROUPS:
+            rows = [(n, _first_line(self.commands[n])) for n in names if n in self.commands]
+            placed.update(names)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        rest = [(n, _first_line(c)) for n, c in self.commands.items() if n not in placed and not c.hidden]
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
+
+    _tidied = False
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Usage errors as ``Error: ...`` with a hint (or ``{"error": ...}`` with --json), exit 2."""
+        if not self._tidied:
+            _tidy(self, CONTEXT)
+            self._tidied = True
+        argv = list(args) if args is not None else sys.argv[1:]
+        code = _run(lambda: super(GroupedGroup, self).main(
+            argv, prog_name or "gitmem", complete_var, standalone_mode=False, **extra
+        ), argv)  # fmt: skip
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _run(call: Any, argv: list[str]) -> int:
+    try:
+        rv = call()
+    except UsageError as exc:
+        if "--json" in argv:
+            payload = {"error": {"type": "usage", "message": exc.format_message()}}
+            sys.stderr.write(json_mod.dumps(payload, ensure_ascii=False) + "\n")
+        else:
+            hint = ""
+            if exc.ctx is not None:
+                hint = f"{exc.ctx.get_usage()}\nTry '{exc.ctx.command_path} -h' for help.\n"
+            sys.stderr.write(hint + common.red("Error:", err=True) + f" {exc.format_message()}\n")
+        return 2
+    except ClickException as exc:
+        sys.stderr.write(common.red("Error:", err=True) + f" {exc.format_message()}\n")
+        return exc.exit_code
+    except Abort:
+        sys.stderr.write("Aborted.\n")
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 app = typer.Typer(
     name="gitmem",
     help="Memory stores for AI agents, on plain git: versioned, attributed, redactable.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
+    cls=GroupedGroup,
+    context_settings=CONTEXT,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("gitmem-store")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            number = "unknown"
+        typer.echo(f"gitmem {number}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _globals(
+    home: Annotated[Path | None, typer.Option("--home", help="Workspace directory.")] = None,
+    actor: Annotated[str | None, typer.Option("--actor", help="Actor for writes ($GITMEM_ACTOR).")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id ($GITMEM_SESSION).")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
+    nl: Annotated[bool, typer.Option("--nl", help="Lists as newline-delimited JSON.")] = False,
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Log what happens to stderr (-vv: debug).")
+    ] = 0,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Memory stores for AI agents, on plain git: versioned, attributed, redactable."""
+    common.GLOBALS = common.Globals(home=home, actor=actor, session=session, json=json, nl=nl, debug=debug)
+    common.setup_logging(verbose)
+
+
+def help_(
+    command: Annotated[
+        list[str] | None, typer.Argument(metavar="COMMAND", help="The command (and subcommand) to explain.")
+    ] = None,
+) -> None:
+    """Show help for a command (gitmem help session sync), or for gitmem itself."""
+    root = typer.main.get_command(app)
+    _tidy(root, CONTEXT)
+    ctx = root.make_context("gitmem", [], resilient_parsing=True)
+    cmd: Command = root
+    for name in command or []:
+        sub = cmd.get_command(ctx, name) if hasattr(cmd, "commands") else None
+        if sub is None:
+            raise common.fail(common.unknown("command", name, _names(cmd, ctx)), common.want_json(False))
+        ctx = sub.make_context(name, [], parent=ctx, resilient_parsing=True)
+        cmd = sub
+    typer.echo(cmd.get_help(ctx))
+
+
+def _names(cmd: Command, ctx: Context) -> list[str]:
+    return cmd.list_commands(ctx) if hasattr(cmd, "commands") else []
+
+
+def completion(
+    shell: Annotated[str, typer.Argument(help="bash, zsh, fish or powershell.")],
+) -> None:
+    """Print the shell completion script (eval "$(gitmem completion bash)"; or --install-completion)."""
+    from typer._completion_shared import get_completion_script
+
+    if shell not in ("bash", "zsh", "fish", "powershell", "pwsh"):
+        raise common.fail(
+            common.unknown("shell", shell, ["bash", "zsh", "fish", "powershell"]), common.want_json(False)
+        )
+    typer.echo(get_completion_script(prog_name="gitmem", complete_var="_GITMEM_COMPLETE", shell=shell))
+
 
 # Each module defines ``register(app)``; one line per command group.
 COMMAND_MODULES = (
@@ -32,20 +208,98 @@ COMMAND_MODULES = (
     "audit",
     "serve",
     "tokens",
+    "review",
 )
-
-
-@app.callback()
-def _globals(
-    home: Annotated[Path | None, typer.Option("--home", help="Workspace directory.")] = None,
-    actor: Annotated[str | None, typer.Option("--actor", help="Actor for writes ($GITMEM_ACTOR).")] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Session id ($GITMEM_SESSION).")] = None,
-    json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
-) -> None:
-    """Memory stores for AI agents, on plain git: versioned, attributed, redactable."""
-    common.GLOBALS = common.Globals(home=home, actor=actor, session=session, json=json, debug=debug)
-
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"gitmem.cli.{_name}").register(app)
+app.command("help")(help_)
+app.command("completion")(completion)
+
+
+# ---------------------------------------------------------------------- the click command
+METAVARS = {
+    "store": "STORE",
+    "scope": "SCOPE",
+    "session": "SESSION",
+    "actor": "ACTOR",
+    "home": "DIR",
+    "root": "DIR",
+    "since": "DATE",
+    "until": "DATE",
+    "file": "FILE",
+    "output": "FILE",
+    "from_bundle": "FILE",
+    "exclude": "PATTERN",
+    "pattern": "REGEX",
+    "if_sha256": "SHA256",
+    "version": "VERSION",
+    "memory": "MEMORY_ID",
+    "status": "STATUS",
+    "limit": "N",
+    "depth": "N",
+    "port": "PORT",
+    "host": "HOST",
+    "workers": "N",
+    "debounce": "SECONDS",
+    "poll": "SECONDS",
+    "max_seconds": "SECONDS",
+    "description": "TEXT",
+    "text": "TEXT",
+    "metadata": "KEY=VALUE",
+    "instructions": "NAME=TEXT",
+    "prefix": "PREFIX",
+    "reason": "TEXT",
+    "op": "OPERATION",
+    "type": "TYPE",
+}
+ARGUMENT_NAMES = {"session_id": "SESSION", "clone_path": "CLONE", "token_id": "TOKEN_ID"}
+
+
+def _tidy(cmd: Command, ctx_settings: dict[str, Any]) -> None:
+    """Readable metavars (``--store STORE``, ``--since DATE``, ``PATH``) and ``-h`` everywhere."""
+    cmd.context_settings = {**ctx_settings, **cmd.context_settings}
+    for param in cmd.params:
+        if param.param_type_name == "option":
+            if param.is_flag or param.count or param.metavar is not None:
+                continue
+            if param.nargs > 1:
+                param.metavar = " ".join(["VALUE"] * param.nargs)
+                if param.name == "replace":
+                    param.metavar = "OLD NEW"
+                elif param.name == "insert":
+                    param.metavar = "LINE TEXT"
+                continue
+            desc = getattr(param, "type_descriptor", None)
+            choices = getattr(desc, "choices", None) or getattr(getattr(param, "type", None), "choices", None)
+            if choices:
+                param.metavar = "[" + "|".join(str(getattr(c, "value", c)) for c in choices) + "]"
+                continue
+            name = param.name or "value"
+            param.metavar = METAVARS.get(name, name.upper().replace("_", "-"))
+        elif param.param_type_name == "argument":
+            _tidy_argument(param)
+    if hasattr(cmd, "commands"):
+        for sub in cmd.commands.values():
+            _tidy(sub, ctx_settings)
+
+
+def _tidy_argument(param: Any) -> None:
+    """``STORE``, ``[TEXT]``, ``COMMAND...`` in usage lines and help, without typer's ``<str>``."""
+    name = param.metavar or ARGUMENT_NAMES.get(param.name or "", (param.name or "arg").upper())
+    shown = name if param.required else f"[{name}]"
+    if param.nargs != 1 and not shown.endswith("..."):
+        shown += "..."
+    param.metavar = name
+    if hasattr(param, "_usage_display_name"):  # typer's own argument class (recent typer)
+        param._usage_display_name = lambda: shown
+        param.display_type_rich = lambda ctx=None: None
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the command line and return its exit code (``gitmem.cli.main`` exits with it)."""
+    try:
+        app(args=args, prog_name="gitmem")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0

@@ -111,9 +111,10 @@ def redact(
 def audit(
     store: StoreArg,
     since: Annotated[
-        str | None, typer.Option("--since", help="From this ISO date/time (UTC if no zone).")
+        str | None,
+        typer.Option("--since", help="From this date: ISO (UTC if no zone), yesterday, '2 weeks ago'."),
     ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Up to this ISO date/time.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Up to this date (same forms).")] = None,
     actor: Annotated[str | None, typer.Option("--actor", help="Only events by this actor.")] = None,
     session: Annotated[
         str | None, typer.Option("--session", help="Only versions written in this session.")
@@ -123,12 +124,17 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction or push.",
+            "redaction, compaction, push, push_rejected, revert_session, flag, proposal_accepted or "
+            "proposal_rejected.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,
+    flagged: Annotated[
+        bool, typer.Option("--flagged", help="Only what the write-time guard flagged (docs/guard.md).")
+    ] = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """One timeline, oldest first, of versions and audit-ledger events: time, type, actor, scope, subject."""
 
@@ -143,6 +149,7 @@ def audit(
             session=session,
             type=type,
             scope=scope,
+            flagged=flagged,
         )
 
     def render(events: Any) -> None:
@@ -155,13 +162,13 @@ def audit(
                     e.actor,
                     e.scope or "-",
                     e.subject,
-                    e.detail.get("path") or e.detail.get("reason") or "",
+                    e.detail.get("text") or _detail(e),
                 ]
                 for e in events
             ],
         )
 
-    common.run(json, common.with_store(store, home, fn), render)
+    common.run(json, common.with_store(store, home, fn), render, nl=nl)
 
 
 def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:
@@ -179,10 +186,11 @@ def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = 
         if report.recovered:
             typer.echo(f"interrupted rewrite: {report.recovered}")
         for c in report.checks:
+            ok, failed = common.green("ok"), common.red("FAILED")
             if c.skipped:
                 typer.echo(f"skipped\t{c.name}: {c.detail.removeprefix('skipped: ')}")
             else:
-                typer.echo(f"ok\t{c.name}" if c.ok else f"FAILED\t{c.name}: {c.detail}")
+                typer.echo(f"{ok}\t{c.name}" if c.ok else f"{failed}\t{c.name}: {c.detail}")
 
     common.run(json, common.with_store(store, home, fn), render)
 
@@ -221,5 +229,15 @@ def prune(
             )
         for scope, why in result.skipped.items():
             typer.echo(f"scope {scope!r}: nothing compacted ({why})")
+        for pid in result.dropped_proposals:
+            typer.echo(f"{pid}: decided proposal dropped (older than retention.min_days)")
 
     common.run(json, common.with_store(store, home, fn), render)
+
+
+def _detail(e: Any) -> str:
+    text = str(e.detail.get("path") or e.detail.get("reason") or "")
+    findings = e.detail.get("findings")
+    if isinstance(findings, list) and findings:
+        text += " (" + ", ".join(f"{f.get('rule')} line {f.get('line')}" for f in findings[:5]) + ")"
+    return text

@@ -46,6 +46,12 @@ def mcp(
     scope: common.ScopeOpt = "main",
     session: common.SessionOpt = None,
     actor: common.ActorOpt = None,
+    review: Annotated[
+        bool, typer.Option("--review", help="Writes land as the session's proposal for a reviewer.")
+    ] = False,
+    reviewer: Annotated[
+        bool, typer.Option("--reviewer", help="Add the tools that review proposals (accept, reject).")
+    ] = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
     instructions: Annotated[
@@ -75,6 +81,8 @@ def mcp(
             session=common.session(session),
             actor=common.actor(actor),
             instructions=_pairs(instructions or []),
+            review=review,
+            reviewer=reviewer,
         )
 
     common.run(json, call, _render)

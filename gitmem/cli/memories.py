@@ -16,7 +16,13 @@ from gitmem.store import Store
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 PathArg = Annotated[str, typer.Argument(help="Memory path, starting with / (e.g. /notes/todo.md).")]
-TextArg = Annotated[str | None, typer.Argument(help="The content; '-' reads standard input.")]
+TextArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="The content; '-' reads standard input (content starting with '-': after --, or --text)."
+    ),
+]
+TextOpt = Annotated[str | None, typer.Option("--text", "-t", help="The content, even if it starts with '-'.")]
 FileOpt = Annotated[Path | None, typer.Option("--file", "-f", help="Read the content from this file.")]
 DescOpt = Annotated[
     str | None, typer.Option("--description", "-d", help="Set the description (front matter of the file).")
@@ -36,10 +42,13 @@ def register(app: typer.Typer) -> None:
         app.command(name)(fn)
 
 
-def content_bytes(text: str | None, file: Path | None) -> bytes:
-    """The content of a write, as bytes: TEXT (``-`` = stdin) or ``--file``; the library validates it."""
-    if text is not None and file is not None:
-        raise InvalidInputError("give the content as TEXT, '-' or --file, not both")
+def content_bytes(text: str | None, file: Path | None, text_opt: str | None = None) -> bytes:
+    """The content of a write, as bytes: TEXT (``-`` = stdin), ``--text`` or ``--file``; the library
+    validates it."""
+    if sum(x is not None for x in (text, file, text_opt)) > 1:
+        raise InvalidInputError("give the content once: TEXT, '-', --text or --file")
+    if text_opt is not None:
+        return text_opt.encode("utf-8", "surrogateescape")
     if file is not None:
         try:
             return file.read_bytes()
@@ -63,10 +72,36 @@ def render_version(version: Version | None) -> None:
     typer.echo(f"{subject} {version.path}  {version.id}  {version.memory_id}")
 
 
+def render_unchanged(version: Version) -> None:
+    typer.echo(f"unchanged {version.path}  {version.id}  {version.memory_id} (no new version)")
+
+
+def current_version(s: Store, path: str, scope: str) -> Version:
+    """The version a memory is at now (what a write that changed nothing reports)."""
+    memory = s.read(path, scope=scope)
+    return s.version(memory.version_id)
+
+
+def kept_description(s: Store, path: str, scope: str, data: bytes, description: str | None) -> str | None:
+    """Rewriting a memory without --description keeps its description (unless the new content
+    has front matter of its own); ``--description ''`` is how to drop it."""
+    if description is not None:
+        return description or None
+    if data.startswith(b"---"):
+        return None
+    from gitmem.errors import NotFoundError
+
+    try:
+        return s.read(path, scope=scope).description
+    except NotFoundError:
+        return None
+
+
 def write(
     store: StoreArg,
     path: PathArg,
     text: TextArg = None,
+    text_opt: TextOpt = None,
     file: FileOpt = None,
     description: DescOpt = None,
     scope: common.ScopeOpt = "main",
@@ -76,26 +111,40 @@ def write(
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Create or replace a memory (no new version when the content is unchanged)."""
+    """Create or replace a memory (no new version when the content is unchanged).
 
-    def fn(s: Store) -> Version | None:
-        return s.write(
+    Without --description the memory keeps its description; --description '' drops it."""
+
+    unchanged = False
+
+    def fn(s: Store) -> Version:
+        nonlocal unchanged
+        data = content_bytes(text, file, text_opt)
+        version = s.write(
             path,
-            content_bytes(text, file),
+            data,
             scope=scope,
-            description=description,
+            description=kept_description(s, path, scope, data, description),
             if_sha256=if_sha256,
             actor=common.actor(actor),
             session=common.session(session),
         )
+        if version is None:  # nothing changed: report the version the memory is at (same shape)
+            unchanged = True
+            version = current_version(s, path, scope)
+        return version
 
-    common.run(json, common.with_store(store, home, fn), render_version)
+    def render(version: Version) -> None:
+        render_unchanged(version) if unchanged else render_version(version)
+
+    common.run(json, common.with_store(store, home, fn), render)
 
 
 def create(
     store: StoreArg,
     path: PathArg,
     text: TextArg = None,
+    text_opt: TextOpt = None,
     file: FileOpt = None,
     description: DescOpt = None,
     scope: common.ScopeOpt = "main",
@@ -109,7 +158,7 @@ def create(
     def fn(s: Store) -> Version:
         return s.create(
             path,
-            content_bytes(text, file),
+            content_bytes(text, file, text_opt),
             scope=scope,
             description=description,
             actor=common.actor(actor),
@@ -129,13 +178,21 @@ def read(
 ) -> None:
     """Print a memory's exact content (no added newline); --json adds its metadata."""
     if common.want_json(json):
-        common.run(json, common.with_store(store, home, lambda s: s.read(path, scope=scope, version=version)))
+
+        def read_memory(s: Store) -> Any:
+            if version is None:
+                common.check_scope(s, scope)
+            return s.read(path, scope=scope, version=version)
+
+        common.run(json, common.with_store(store, home, read_memory))
         return
 
     def fn(s: Store) -> bytes:
         # The same function as the fast path (gitmem.cli.fastread, used when typer is not needed).
         from gitmem.cli.fastread import content_bytes
 
+        if version is None:
+            common.check_scope(s, scope)
         return content_bytes(s, path, scope, version)
 
     def render(data: bytes) -> None:
@@ -163,15 +220,18 @@ def ls(
     depth: Annotated[int, typer.Option("--depth", help="0: whole subtree; 1: immediate children only.")] = 0,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """List memories: path, size, last update, description (directories rolled up with --depth 1)."""
 
     def render(items: list[Memory | Prefix]) -> None:
         common.print_table(["PATH", "SIZE", "UPDATED", "DESCRIPTION"], _ls_rows(items))
 
-    common.run(
-        json, common.with_store(store, home, lambda s: s.list(prefix, scope=scope, depth=depth)), render
-    )
+    def fn(s: Store) -> list[Memory | Prefix]:
+        common.check_scope(s, scope)
+        return s.list(prefix, scope=scope, depth=depth)
+
+    common.run(json, common.with_store(store, home, fn), render, nl=nl)
 
 
 def edit(
@@ -202,9 +262,11 @@ def edit(
         if (replace is None) == (insert is None):
             raise InvalidInputError("give exactly one of --replace OLD NEW or --insert LINE TEXT")
         if replace is not None:
-            return s.str_replace(path, replace[0], replace[1], **kw)
-        assert insert is not None
-        return s.insert(path, insert[0], insert[1], **kw)
+            version = s.str_replace(path, replace[0], replace[1], **kw)
+        else:
+            assert insert is not None
+            version = s.insert(path, insert[0], insert[1], **kw)
+        return version or current_version(s, path, scope)  # no change: the version it is at
 
     common.run(json, common.with_store(store, home, fn), render_version)
 

@@ -8,6 +8,7 @@ import typer
 
 from gitmem.cli import common
 from gitmem.engine.search import SearchHit
+from gitmem.store import Store
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 QueryArg = Annotated[str, typer.Argument(help='Words (all must match), "quoted phrases" and prefix* terms.')]
@@ -39,7 +40,7 @@ def render(hits: list[SearchHit]) -> None:
         ]
         for hit in hits
     ]
-    common.print_table(["Path", "Score", "Description", "Snippet", "Version"], rows)
+    common.print_table(["PATH", "SCORE", "DESCRIPTION", "SNIPPET", "VERSION"], rows)
 
 
 def search(
@@ -51,12 +52,12 @@ def search(
     raw: RawOpt = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """Search the memories of one scope, best match first (BM25; descriptions weigh most)."""
-    common.run(
-        json,
-        common.with_store(
-            store, home, lambda s: s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw)
-        ),
-        render,
-    )
+
+    def fn(s: Store) -> list[SearchHit]:
+        common.check_scope(s, scope)
+        return s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw)
+
+    common.run(json, common.with_store(store, home, fn), render, nl=nl)

@@ -10,7 +10,7 @@ import typer
 
 from gitmem import sessions
 from gitmem.cli import common
-from gitmem.errors import InvalidInputError
+from gitmem.errors import ConflictError, ForbiddenError, InvalidInputError
 from gitmem.store import open_store
 
 session_app = typer.Typer(
@@ -37,6 +37,38 @@ def _instructions(pairs: list[str]) -> dict[str, str]:
             raise InvalidInputError(f"invalid --instructions {pair!r}: expected NAME=TEXT")
         out[name] = text
     return out
+
+
+# Exit codes of ``session sync`` and ``session end`` when the sync did not save everything
+# (checked in this order): a mount that could not be synced at all, refused changes, conflicts.
+EXIT_UNSYNCED = 1
+EXIT_REFUSED = ForbiddenError.exit_code  # 6
+EXIT_CONFLICT = ConflictError.exit_code  # 4
+
+MassDeleteOpt = Annotated[
+    bool,
+    typer.Option("--allow-mass-delete", help="Sync even when it deletes most of a mount's memories."),
+]
+
+
+def sync_exit_code(report: sessions.SyncReport) -> int:
+    """0 when every change was saved; else 1 (a mount not synced), 6 (refused), 4 (conflicts)."""
+    if any(m.error is not None for m in report.mounts):
+        return EXIT_UNSYNCED
+    if any(m.refused for m in report.mounts):
+        return EXIT_REFUSED
+    if any(m.conflicts for m in report.mounts):
+        return EXIT_CONFLICT
+    return 0
+
+
+def session_record(session: sessions.Session, versions: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+    """The one JSON shape of a session (start, list, show, end): the record, each mount with the
+    number of versions the session wrote through it."""
+    record = common.to_jsonable(session)
+    for mount in record["mounts"]:
+        mount["versions"] = len((versions or {}).get(mount["slug"], []))
+    return {"type": "session", **record}
 
 
 def _render_sync(report: sessions.SyncReport) -> None:
@@ -89,7 +121,13 @@ def start(
             session_id=session,
         )
 
-    common.run(json, call, lambda s: typer.echo(sessions.system_prompt(s), nl=False))
+    def render(record: dict[str, Any]) -> None:
+        typer.echo(
+            sessions.system_prompt(sessions.show_session(record["id"], home=common.home(home)).session),
+            nl=False,
+        )
+
+    common.run(json, lambda: session_record(call()), render)
 
 
 @session_app.command("sync")
@@ -103,20 +141,28 @@ def sync(
     max_seconds: Annotated[
         float | None, typer.Option("--max-seconds", help="--watch: stop after this many seconds.")
     ] = None,
+    allow_mass_delete: MassDeleteOpt = False,
     actor: common.ActorOpt = None,
     session: common.SessionOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Save every change in the session's read-write mounts as versions; refresh the mounts."""
+    """Save every change in the session's read-write mounts as versions; refresh the mounts.
+
+    Exits 0 when every change was saved, 1 when a mount could not be synced (nothing written for
+    it: a lost marker, a mass delete without --allow-mass-delete), 6 when changes were refused
+    (read-only mount, rules), 4 when there were conflicts (kept as .conflict- copies); the report
+    (--json) says which."""
     sid = session_id or common.session(session)
     if not watch:
-        common.run(
+        report = common.run(
             json,
-            lambda: sessions.sync_session(sid, home=common.home(home), actor=common.actor(actor)),
+            lambda: sessions.sync_session(
+                sid, home=common.home(home), actor=common.actor(actor), allow_mass_delete=allow_mass_delete
+            ),
             _render_sync,
         )
-        return
+        raise typer.Exit(sync_exit_code(report))
 
     syncs = 0
 
@@ -153,27 +199,33 @@ def end(
     force: Annotated[
         bool, typer.Option("--force", help="End even if some changes could not be saved.")
     ] = False,
+    allow_mass_delete: MassDeleteOpt = False,
     actor: common.ActorOpt = None,
     session: common.SessionOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Sync one last time, then remove the session's mount directories."""
+    """Sync one last time, then remove the session's mount directories.
+
+    Refuses (exit 4, mounts kept) while changes could not be saved, unless --force; ended with
+    --force after refused changes or conflicts, it exits with the codes of session sync."""
 
     def render(result: sessions.EndResult) -> None:
         _render_sync(result.sync)
         typer.echo(f"session {result.session.id} ended")
 
-    common.run(
+    result = common.run(
         json,
         lambda: sessions.end_session(
             session_id or common.session(session),
             home=common.home(home),
             actor=common.actor(actor),
             force=force,
+            allow_mass_delete=allow_mass_delete,
         ),
         render,
     )
+    raise typer.Exit(sync_exit_code(result.sync))
 
 
 def _render_detail(d: sessions.SessionDetail) -> None:
@@ -190,14 +242,21 @@ def list_(
     status: Annotated[str | None, typer.Option("--status", help="Only active or ended sessions.")] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """List sessions with their stores, access, root, status and how many versions they wrote."""
 
-    def render(items: list[sessions.SessionDetail]) -> None:
-        for d in items:
+    def render(items: list[dict[str, Any]]) -> None:
+        for d in details:
             _render_detail(d)
 
-    common.run(json, lambda: sessions.list_sessions(home=common.home(home), status=status), render)
+    details: list[sessions.SessionDetail] = []
+
+    def call() -> list[dict[str, Any]]:
+        details.extend(sessions.list_sessions(home=common.home(home), status=status))
+        return [session_record(d.session, d.versions) for d in details]
+
+    common.run(json, call, render, nl=nl)
 
 
 @session_app.command("show")
@@ -209,17 +268,21 @@ def show(
 ) -> None:
     """Show a session and the versions it wrote."""
 
-    def render(d: sessions.SessionDetail) -> None:
-        _render_detail(d)
-        for slug, versions in d.versions.items():
+    def render(record: dict[str, Any]) -> None:
+        _render_detail(detail[0])
+        for slug, versions in detail[0].versions.items():
             for v in versions:
-                typer.echo(f"    {slug}\t{v.created_at:%Y-%m-%d %H:%M:%S}\t{v.operation}\t{v.path}\t{v.id}")
+                when = common.to_jsonable(v.created_at)
+                typer.echo(f"    {slug}\t{when}\t{v.operation}\t{v.path}\t{v.id}")
 
-    common.run(
-        json,
-        lambda: sessions.show_session(session_id or common.session(session), home=common.home(home)),
-        render,
-    )
+    detail: list[sessions.SessionDetail] = []
+
+    def call() -> dict[str, Any]:
+        d = sessions.show_session(session_id or common.session(session), home=common.home(home))
+        detail.append(d)
+        return {**session_record(d.session, d.versions), "history": common.to_jsonable(d.versions)}
+
+    common.run(json, call, render)
 
 
 @session_app.command("prompt")

@@ -12,7 +12,7 @@ from gitmem import config
 from gitmem import store as store_mod
 from gitmem.cli import common
 from gitmem.config import Limits, Retention, StoreSettings
-from gitmem.errors import InvalidInputError
+from gitmem.errors import ConfigError, InvalidInputError
 
 store_app = typer.Typer(help="Create, list, show, update, archive and delete stores.", no_args_is_help=True)
 
@@ -40,6 +40,53 @@ def parse_metadata(pairs: list[str] | None) -> dict[str, str]:
     return out
 
 
+def _actor(value: str | None) -> str | None:
+    from gitmem.model.versions import validate_actor
+
+    chosen = common.actor(value)
+    return validate_actor(chosen) if chosen is not None else None
+
+
+def _acl(
+    base: dict[str, Any],
+    acl_json: str | None,
+    write: list[str] | None,
+    trust_trailers: list[str] | None,
+    require_identity: bool | None,
+    trust_push_actor: bool | None,
+) -> dict[str, Any]:
+    """The acl after the update options: ``--acl`` (JSON) replaces it, the others patch it."""
+    import json as json_mod
+
+    acl: dict[str, Any] = dict(base)
+    if acl_json is not None:
+        try:
+            acl = json_mod.loads(acl_json)
+        except ValueError as exc:
+            raise InvalidInputError(f"--acl is not valid JSON: {exc}") from None
+        if not isinstance(acl, dict):
+            raise InvalidInputError('--acl must be a JSON object, e.g. \'{"write": {"team": ["user:*"]}}\'')
+    for rule in write or []:
+        scope_glob, sep, actors = rule.partition("=")
+        if not sep or not scope_glob:
+            raise InvalidInputError(f"--acl-write {rule!r} is not SCOPE=ACTOR[,ACTOR...] (empty: closed)")
+        rules = dict(acl.get("write") or {})
+        rules[scope_glob] = [a for a in actors.split(",") if a]
+        acl["write"] = rules
+    if trust_trailers is not None:
+        acl["trust_trailers"] = [t for t in trust_trailers if t]
+        if not acl["trust_trailers"]:
+            del acl["trust_trailers"]
+    if require_identity is not None:
+        acl["require_identity"] = require_identity
+    if trust_push_actor is not None:
+        acl["trust_push_actor"] = trust_push_actor
+    try:
+        return config.validate_acl("--acl", acl)
+    except ConfigError as exc:
+        raise InvalidInputError(exc.message) from None
+
+
 def _limits(base: Limits, **values: int | None) -> Limits:
     return dataclasses.replace(base, **{k: v for k, v in values.items() if v is not None})
 
@@ -48,21 +95,30 @@ def _render_settings(s: StoreSettings) -> None:
     typer.echo(f"{s.name}\t{s.id}\t{s.description}")
 
 
+def _show_value(value: Any) -> str:
+    """One setting as text: ``-`` for unset, ``k=v, ...`` for tables, JSON for nested values."""
+    import json as json_mod
+
+    if value is None or value == "" or value == {} or value == []:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ", ".join(
+            f"{k}={_show_value(v) if not isinstance(v, (dict, list)) else json_mod.dumps(v)}"
+            for k, v in value.items()
+        )
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
 def _render_show(info: dict[str, Any]) -> None:
-    limits = info["limits"]
-    retention = info["retention"]
-    lines = [
-        f"name:         {info['name']}",
-        f"id:           {info['id']}",
-        f"path:         {info['path']}",
-        f"description:  {info['description']}",
-        f"created_at:   {info['created_at']}",
-        f"archived_at:  {info['archived_at'] or '-'}",
-        f"scopes:       {', '.join(info['scopes']) or '-'}",
-        "limits:       " + ", ".join(f"{k}={v}" for k, v in limits.items()),
-        "retention:    " + ", ".join(f"{k}={v}" for k, v in retention.items()),
-    ]
-    lines += [f"metadata:     {k}={v}" for k, v in info["metadata"].items()]
+    """Every setting of the store, one per line; nothing is ever printed as None."""
+    order = ["name", "id", "path", "description", "created_at", "updated_at", "archived_at", "scopes"]
+    keys = order + [k for k in info if k not in order]
+    width = max(len(k) for k in keys) + 2
+    lines = [f"{(k + ':'):{width}}{_show_value(info.get(k))}" for k in keys if k in info]
     typer.echo("\n".join(lines))
 
 
@@ -84,6 +140,7 @@ def create(
         int | None, typer.Option(min=1, help="Compact versions older than this.")
     ] = None,
     keep_recent: Annotated[int | None, typer.Option(min=0, help="Versions per memory always kept.")] = None,
+    actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -116,6 +173,7 @@ def create(
             limits=limits,
             retention=retention,
             home=common.home(home),
+            actor=_actor(actor),
         ) as s:
             return s.settings
 
@@ -157,10 +215,55 @@ def update(
     max_memories: IntOpt = None,
     max_store_bytes: IntOpt = None,
     max_path_bytes: IntOpt = None,
+    retention_min_days: Annotated[int | None, typer.Option(min=0, help="Keep versions this long.")] = None,
+    retention_max_days: Annotated[
+        int | None, typer.Option(min=1, help="Compact versions older than this.")
+    ] = None,
+    no_retention_max_days: Annotated[
+        bool, typer.Option("--no-retention-max-days", help="Never compact by age.")
+    ] = False,
+    keep_recent: Annotated[int | None, typer.Option(min=0, help="Versions per memory always kept.")] = None,
+    acl_json: Annotated[
+        str | None, typer.Option("--acl", help="The whole acl as JSON (replaces it; '{}' clears it).")
+    ] = None,
+    acl_write: Annotated[
+        list[str] | None,
+        typer.Option("--acl-write", help="SCOPE_GLOB=ACTOR_GLOB[,...]: who may write (repeatable)."),
+    ] = None,
+    trust_trailers: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trust-trailers", help="Pusher glob whose trailers are believed (repeatable; '' clears)."
+        ),
+    ] = None,
+    require_identity: Annotated[
+        bool | None,
+        typer.Option("--require-identity/--no-require-identity", help="Refuse unauthenticated pushes."),
+    ] = None,
+    trust_push_actor: Annotated[
+        bool | None,
+        typer.Option("--trust-push-actor/--no-trust-push-actor", help="Believe a '-o actor=' push option."),
+    ] = None,
+    require_trailers: Annotated[
+        bool | None,
+        typer.Option(
+            "--require-trailers/--no-require-trailers", help="Refuse pushed commits without trailers."
+        ),
+    ] = None,
+    guard_secrets: Annotated[
+        str | None,
+        typer.Option("--guard-secrets", help="What a secret in a write does: reject, flag or off."),
+    ] = None,
+    guard_pii: Annotated[
+        str | None, typer.Option("--guard-pii", help="What personal data in a write does: flag or off.")
+    ] = None,
+    actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Change a store's description, metadata (a patch: set or remove keys) or limits."""
+    """Change any setting: description, metadata (a patch), limits, retention, acl, trust and the write-time guard.
+
+    Every change is recorded in the audit ledger with its actor and a diff."""
 
     def fn(s: store_mod.Store) -> StoreSettings:
         changes: dict[str, Any] = {}
@@ -180,11 +283,35 @@ def update(
         )
         if limits != s.settings.limits:
             changes["limits"] = limits
+        retention = dataclasses.replace(
+            s.settings.retention,
+            **{
+                k: v
+                for k, v in (
+                    ("min_days", retention_min_days),
+                    ("max_days", retention_max_days),
+                    ("keep_recent", keep_recent),
+                )
+                if v is not None
+            },
+        )
+        if no_retention_max_days:
+            retention = dataclasses.replace(retention, max_days=None)
+        if retention != s.settings.retention:
+            changes["retention"] = retention
+        acl = _acl(s.settings.acl, acl_json, acl_write, trust_trailers, require_identity, trust_push_actor)
+        if acl != s.settings.acl:
+            changes["acl"] = acl
+        if require_trailers is not None and require_trailers != s.settings.require_trailers:
+            changes["require_trailers"] = require_trailers
+        if guard_secrets is not None or guard_pii is not None:
+            guard = dict(s.settings.guard)
+            guard.update({k: v for k, v in (("secrets", guard_secrets), ("pii", guard_pii)) if v is not None})
+            if guard != s.settings.guard:
+                changes["guard"] = guard
         if not changes:
-            raise InvalidInputError(
-                "nothing to update: give --description, --metadata, --remove-metadata or a limit"
-            )
-        return s.update_settings(**changes)
+            raise InvalidInputError("nothing to update: every given setting already has that value")
+        return s.update_settings(actor=_actor(actor), **changes)
 
     common.run(json, common.with_store(name, home, fn), _render_settings)
 
@@ -196,13 +323,17 @@ def _need_yes(yes: bool, what: str, as_json: bool) -> None:
 
 @store_app.command("archive")
 def archive(
-    name: NameArg, yes: YesOpt = False, home: common.HomeOpt = None, json: common.JsonOpt = False
+    name: NameArg,
+    yes: YesOpt = False,
+    actor: common.ActorOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
 ) -> None:
     """Archive a store: it stays readable but refuses every write, for good (needs --yes)."""
     _need_yes(yes, f"archiving store {name!r} makes it read-only for good", json)
 
     def fn(s: store_mod.Store) -> StoreSettings:
-        return s.update_settings(archived_at=config.now_rfc3339())
+        return s.update_settings(archived_at=config.now_rfc3339(), actor=_actor(actor))
 
     common.run(
         json, common.with_store(name, home, fn), lambda s: typer.echo(f"archived {s.name} at {s.archived_at}")

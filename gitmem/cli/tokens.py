@@ -45,6 +45,9 @@ def create(
         str | None, typer.Option("--session", help="Tag every write with this session.")
     ] = None,
     admin: Annotated[bool, typer.Option("--admin", help="Every store, and store management.")] = False,
+    review: Annotated[
+        bool, typer.Option("--review", help="Its writes land as a proposal for a reviewer (docs/review.md).")
+    ] = False,
     expires: Annotated[
         str | None, typer.Option("--expires", help="30d, 12h, 90m, 2w or an RFC 3339 time.")
     ] = None,
@@ -55,7 +58,13 @@ def create(
 
     def call() -> dict[str, object]:
         token, secret = TokenStore(common.home(home)).create(
-            actor=actor, stores=_grants(store), scope=scope, session=session, admin=admin, expires=expires
+            actor=actor,
+            stores=_grants(store),
+            scope=scope,
+            session=session,
+            admin=admin,
+            expires=expires,
+            review=review,
         )
         return {"token": token.to_dict(), "secret": secret}
 
@@ -74,7 +83,7 @@ def list_tokens(home: common.HomeOpt = None, json: common.JsonOpt = False) -> No
 
     def render(tokens: list[Token]) -> None:
         common.print_table(
-            ["id", "actor", "stores", "scope", "session", "expires"], [_row(t) for t in tokens]
+            ["ID", "ACTOR", "STORES", "SCOPE", "SESSION", "EXPIRES"], [_row(t) for t in tokens]
         )
 
     common.run(json, lambda: TokenStore(common.home(home)).list(), render)

@@ -109,6 +109,15 @@ def import_(
         typer.Option("--scope", "-s", help="Import into this scope (JSONL default: each record's)."),
     ] = None,
     prefix: Annotated[str, typer.Option("--prefix", help="Put the memories under this prefix.")] = "/",
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude", "-x", help="Directory import: skip paths matching this gitignore-style pattern."
+        ),
+    ] = None,
+    include_hidden: Annotated[
+        bool, typer.Option("--include-hidden", help="Directory import: also import dotfiles (.env, ...).")
+    ] = False,
     actor: common.ActorOpt = None,
     session: common.SessionOpt = None,
     home: common.HomeOpt = None,
@@ -133,7 +142,17 @@ def import_(
                 )
             path = Path(src)
             if path.is_dir():
-                return _summary(transfer.import_tree(s.core, path, scope or "main", progress=progress, **kw))
+                return _summary(
+                    transfer.import_tree(
+                        s.core,
+                        path,
+                        scope or "main",
+                        progress=progress,
+                        exclude=exclude or (),
+                        include_hidden=include_hidden,
+                        **kw,
+                    )
+                )
             if not path.is_file():
                 raise NotFoundError(f"{src} is not a file or directory")
             with open(path, "rb") as fh:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any
 
 import typer
@@ -28,14 +29,37 @@ def register(app: typer.Typer) -> None:
         app.command(name)(fn)
 
 
-def parse_time(value: str | None, option: str) -> dt.datetime | None:
-    """An ISO 8601 date or time (``2026-01-31``, ``2026-01-31T12:00:00Z``); naive means UTC."""
+_UNITS = {
+    "second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400,
+    "month": 30 * 86400, "year": 365 * 86400,
+}  # fmt: skip
+_RELATIVE = re.compile(r"^(\d+)[ .]*([a-z]+?)s?[ .]+ago$")
+
+
+def parse_time(value: str | None, option: str, now: dt.datetime | None = None) -> dt.datetime | None:
+    """An ISO 8601 date or time (``2026-01-31``, ``2026-01-31T12:00:00Z``; naive means UTC), or a
+    relative one as git takes it: ``now``, ``today``, ``yesterday``, ``3 days ago``, ``2.weeks.ago``."""
     if value is None:
         return None
+    now = now or dt.datetime.now(dt.UTC)
+    text = value.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if text == "now":
+        return now
+    if text == "today":
+        return midnight
+    if text == "yesterday":
+        return midnight - dt.timedelta(days=1)
+    m = _RELATIVE.match(text)
+    if m and m.group(2) in _UNITS:
+        return now - dt.timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2)])
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError:
-        raise InvalidInputError(f"{option} {value!r} is not an ISO 8601 date or time") from None
+        raise InvalidInputError(
+            f"{option} {value!r} is not a date: use ISO 8601 (2026-01-31, 2026-01-31T12:00:00Z), "
+            "today, yesterday or 'N days/weeks/months ago'"
+        ) from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.UTC)
 
 
@@ -57,19 +81,22 @@ def log(
     actor: Annotated[str | None, typer.Option("--actor", help="Only versions by this actor.")] = None,
     op: Annotated[str | None, typer.Option("--op", help="Only created, modified or deleted.")] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="From this ISO date/time (UTC if no zone).")
+        str | None,
+        typer.Option("--since", help="From this date: ISO (UTC if no zone), yesterday, '2 weeks ago'."),
     ] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Up to this ISO date/time.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Up to this date (same forms).")] = None,
     memory: Annotated[str | None, typer.Option("--memory", help="Only this memory id (mem_...).")] = None,
     limit: Annotated[
         int | None, typer.Option("--limit", "-n", min=1, help="At most this many versions.")
     ] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
+    nl: common.NlOpt = False,
 ) -> None:
     """List versions, newest first: id, time, scope, operation, path, actor, session."""
 
     def fn(s: Store) -> list[Version]:
+        common.check_scope(s, scope)
         return s.versions(
             path,
             scope=scope,
@@ -88,7 +115,7 @@ def log(
             [_log_row(v) for v in versions],
         )
 
-    common.run(json, common.with_store(store, home, fn), render)
+    common.run(json, common.with_store(store, home, fn), render, nl=nl)
 
 
 def _show(s: Store, version_id: str) -> dict[str, Any]:
@@ -147,7 +174,9 @@ def diff(
 
         return {"diff": history.diff(s.core, version, other)}
 
-    common.run(json, common.with_store(store, home, fn), lambda d: typer.echo(d["diff"], nl=False))
+    common.run(
+        json, common.with_store(store, home, fn), lambda d: typer.echo(common.color_diff(d["diff"]), nl=False)
+    )
 
 
 def restore(
@@ -160,10 +189,25 @@ def restore(
 ) -> None:
     """Write an old version's content back as a new version (history is never rewritten)."""
 
-    def fn(s: Store) -> Version | None:
-        return s.restore(version, actor=common.actor(actor), session=common.session(session))
+    unchanged = False
 
-    common.run(json, common.with_store(store, home, fn), render_version)
+    def fn(s: Store) -> Version:
+        nonlocal unchanged
+        restored = s.restore(version, actor=common.actor(actor), session=common.session(session))
+        if restored is not None:
+            return restored
+        unchanged = True  # already the content: the version the memory is at (same JSON shape)
+        old = s.version(version)
+        from gitmem.cli.memories import current_version
+
+        return current_version(s, old.path, old.scope)
+
+    def render(v: Version) -> None:
+        from gitmem.cli.memories import render_unchanged
+
+        render_unchanged(v) if unchanged else render_version(v)
+
+    common.run(json, common.with_store(store, home, fn), render)
 
 
 def reindex(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = False) -> None:

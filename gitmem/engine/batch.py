@@ -8,6 +8,8 @@ whole batch or none of it; a lost race re-plans the whole batch against the new 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from typing import Any
 import pygit2
 
 from gitmem.engine.core import StoreCore
+from gitmem.engine.guard import flag_trailer, record_flags
 from gitmem.engine.memories import refuse_conflict, with_description
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
@@ -52,6 +55,7 @@ class BatchOp:
     description: str | None = None
     if_sha256: str | None = None
     memory_id: str | None = None  # a new memory takes this id unless a live memory has it
+    reverts: str | None = None  # revert-session: the session this version undoes
 
 
 @dataclass(frozen=True)
@@ -217,14 +221,29 @@ def apply_batch(
     session: str | None = None,
     skip_refused: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    reviewed_by: str | None = None,
 ) -> BatchResult:
     """Apply ``ops`` in order as one version each (no-ops skipped), moving the branch once.
 
     Every operation is planned (preconditions, conflicts, limits) against the tip plus the
     batch's earlier operations; then the commits are written, with pygit2 for small batches and
     ``git fast-import`` for large ones, and published by one compare-and-swap of the branch.
+    A writer in review mode gets the batch on its proposal instead (gitmem.engine.proposals);
+    ``reviewed_by`` publishes an accepted proposal (the reviewer's acl, a Gitmem-Reviewed-By trailer).
     """
-    actor, session, limits = authorize(store, scope, actor, session)
+    if reviewed_by is None:
+        from gitmem.engine import (
+            proposals,
+        )  # cycle-ok: a routed write is planned by proposals with writer's own pieces
+
+        owner = proposals.route(store, scope, actor, session)
+        if owner is not None:
+            planners = [lambda st, op=op: _plan(st, op) for op in ops]
+            done = proposals.propose(
+                store, scope, planners, actor=actor, session=session, owner=owner, skip_refused=skip_refused
+            )
+            return BatchResult(done.versions, [Refused(ops[n], e) for n, e in done.refused], None)
+    actor, session, limits = authorize(store, scope, actor, session, reviewed_by)
     with contextlib.ExitStack() as held:
         locked = False
         for attempt in range(MAX_ATTEMPTS):
@@ -235,6 +254,8 @@ def apply_batch(
             for n, op in enumerate(ops):
                 try:
                     change = _plan(state, op)
+                    if change is not None and op.reverts is not None:
+                        change = dataclasses.replace(change, reverts=op.reverts)
                     if change is not None:
                         check_limits(store, state, change, limits)
                 except GitmemError as exc:
@@ -259,9 +280,9 @@ def apply_batch(
                 return BatchResult([], refused, str(tip) if tip is not None else None)
             now = int(time.time())
             if len(changes) >= FAST_IMPORT_MIN:
-                head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now)
+                head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now, reviewed_by)
             else:
-                head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now)
+                head, rows = _write_pygit2(store, scope, tip, changes, actor, session, now, reviewed_by)
             store.sync_all()
             if store.cas_ref(scope, tip, head):
                 store.sync_ref(scope)
@@ -271,7 +292,12 @@ def apply_batch(
                     if r.blob and c.data is not None
                 }
                 store.index.record(scope, tip, head, rows, contents)
+                record_flags(store, scope, changes, rows, actor, session)
                 maintain_quietly(store)
+                logging.getLogger("gitmem.write").info(
+                    "batch of %d version(s) in scope %r of %s (commit %s), %d refused",
+                    len(rows), scope, store.name, str(head)[:12], len(refused),
+                )  # fmt: skip
                 return BatchResult([version_from_row(r) for r in rows], refused, str(head))
             backoff(attempt)
     raise ConflictError(f"could not write the batch to scope {scope!r}: the branch kept moving; try again")
@@ -289,12 +315,15 @@ def _write_pygit2(
     actor: str,
     session: str | None,
     now: int,
+    reviewed_by: str | None = None,
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     state = ScopeState(store, scope, tip)
     parent = tip
     rows = []
     for change in changes:
-        parent, row = commit_change(store, state, change, parent, actor, session, now)
+        parent, row = commit_change(
+            store, state, change, parent, actor, session, now, reviewed_by=reviewed_by
+        )
         rows.append(row)
     assert parent is not None
     return parent, rows
@@ -308,6 +337,7 @@ def _write_fast_import(
     actor: str,
     session: str | None,
     now: int,
+    reviewed_by: str | None = None,
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     version_ids = [new_id("memver") for _ in changes]
     pending = []
@@ -317,7 +347,16 @@ def _write_fast_import(
             files.append((change.previous_path[1:], None))
         files.append((change.path[1:], change.data))
         message = format_message(
-            change.operation, change.path, vid, change.memory_id, actor, session, change.previous_path
+            change.operation,
+            change.path,
+            vid,
+            change.memory_id,
+            actor,
+            session,
+            change.previous_path,
+            change.reverts,
+            flag=flag_trailer(change.flags),
+            reviewed_by=reviewed_by,
         )
         pending.append(Pending(message, actor, now, files))
     commits = write_commits(store, pending, tip)

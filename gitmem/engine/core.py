@@ -9,6 +9,7 @@ the deny-list and the derived index. Users get the typed facade :class:`gitmem.s
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from dataclasses import replace
@@ -21,12 +22,18 @@ from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ForbiddenError, NotFoundError
 from gitmem.git.repo import Repo, open_repository
+from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope, validate_store_name
 
 if TYPE_CHECKING:
     from gitmem.engine.index import Index
 
 GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
+
+
+def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
+    """The validated write-time guard of ``settings`` (ConfigError naming ``where`` and the key)."""
+    return GuardPolicy.from_dict(settings.guard, where)
 
 
 def stores_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -80,6 +87,7 @@ class StoreCore(Repo):
                 self._settings = StoreSettings(id="", name=self.path.parent.name)
             else:
                 self._settings = config.load_settings(path)
+                guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
             self._settings_key = key
         return self._settings
 
@@ -94,18 +102,20 @@ class StoreCore(Repo):
     def update_settings(self, *, actor: str | None = None, **changes: Any) -> StoreSettings:
         """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically.
 
-        Every change is a ledger entry (``archived`` when it sets ``archived_at``)."""
+        Every change is a ledger entry with its actor and a readable diff (``archived`` when it sets
+        ``archived_at``); a hand edit of the file found first is recorded before it, unattributed."""
         self.check_writable()
+        from gitmem.engine import ledger  # the ledger records through this handle
+
+        ledger.check_hand_edit(self)
+        old = self.settings.to_dict()
         new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
         # Round-trip through validation so a bad value never reaches the file.
         new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
+        guard_policy(new, str(self.settings_path))
         config.save_settings(self.settings_path, new)
         self._settings = new
-        from gitmem.engine import ledger  # the ledger records through this handle
-
-        data = new.to_dict()
-        kind = "archived" if changes.get("archived_at") is not None else "settings_changed"
-        ledger.append(self, kind, {"changes": {k: data[k] for k in sorted(changes)}}, actor=actor)
+        ledger.record_settings_change(self, old, changes, actor)
         return new
 
     def check_writable(self) -> None:
@@ -194,6 +204,7 @@ class StoreCore(Repo):
         """Pack loose objects and keep packs geometric when needed (or always, with ``force``)."""
         if self.is_clone or not (force or self.needs_maintenance()):
             return False
+        logging.getLogger("gitmem.maintenance").info("repacking %s (git repack -d --geometric=2)", self.path)
         self.repack()
         return True
 
@@ -233,16 +244,25 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
     """A store handle by name in the workspace, or by path to a bare store or a clone of one.
 
     No journal recovery here (``gitmem.store.open_store`` adds it)."""
+    try:
+        return _open_core(name_or_path, home)
+    except PermissionError as exc:
+        raise ForbiddenError(f"permission denied: {exc.filename or name_or_path}") from None
+
+
+def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None) -> StoreCore:
     text = os.fspath(name_or_path)
     is_pathlike = os.sep in text or text.startswith(".") or text.endswith(".git")
     if not is_pathlike:
         path = store_path(text, home)
         if not path.is_dir():
             raise NotFoundError(f"store {text!r} does not exist in {stores_dir(home)}")
+        _check_readable(path)
         return StoreCore(open_repository(path), path)
     path = Path(text).expanduser().resolve()
     if not path.exists():
         raise NotFoundError(f"no store at {path}")
+    _check_readable(path)
     repo = open_repository(path)
     if repo.is_bare:
         if (path / config.SETTINGS_FILE).exists():
@@ -254,6 +274,17 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
         return StoreCore(repo, path, clone_of=origin_url(repo) or str(path))
     gitdir = Path(repo.path).resolve()
     return StoreCore(repo, gitdir, clone_of=origin_url(repo) or str(path))
+
+
+def _check_readable(path: Path) -> None:
+    """Another user's store (or one this process may not read) is "permission denied" (exit 6),
+    not "not a git repository"."""
+    try:
+        for p in (path, path / "objects", path / "refs", path / "HEAD", path / ".git"):
+            if p.exists() and not os.access(p, os.R_OK | (os.X_OK if p.is_dir() else 0)):
+                raise ForbiddenError(f"permission denied: {p} belongs to another user or is not readable")
+    except PermissionError:
+        raise ForbiddenError(f"permission denied: {path} belongs to another user") from None
 
 
 def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:

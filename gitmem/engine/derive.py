@@ -1,17 +1,22 @@
 """Deriving versions from git: what one commit means as gitmem versions.
 
 Trailers give ids when they fit what the commit changes; commits made with plain git (no trailers, or
-several memories) get one version per changed memory with ids derived from the commit.
+several memories) get one version per changed memory with ids derived from the commit. A commit the
+store received by push has a receipt (:mod:`gitmem.engine.receipts`): unless the pusher is trusted
+for trailers (``acl.trust_trailers``), its trailers are ignored, its ids derive from the receipt, its
+actor is the pusher and its time the receive time (docs/identity.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pygit2
 
+from gitmem.engine import receipts
 from gitmem.engine.rows import VersionRow
 from gitmem.git.treediff import diff_trees, merge_own_changes
 from gitmem.ids import derived_ulid
@@ -64,6 +69,11 @@ def rows_for_commit(
     when = max(commit.author.time, commit.committer.time)
     trailers = parse_trailers(commit.message)
     cid = str(commit.id)
+    receipt = receipts.load(Path(repo.path)).get(cid)
+    received = receipt is not None and not receipt.trusted
+    key = cid
+    if receipt is not None and received:
+        when, key = receipt.at, receipt.key  # when the store got it; ids from what it was received as
 
     def head_memory(path: str) -> str | None:
         row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
@@ -106,10 +116,11 @@ def rows_for_commit(
             description=desc,
         )
 
-    if not commit.parent_ids and "\nGitmem-Compaction: " in commit.message:
+    snapshot = None if received or commit.parent_ids else parse_snapshot(commit.message)
+    if snapshot is not None and all(p[1:] in commit.tree for *_, p in snapshot):
         return [
             version(v, m, p, None, op, a, sn, commit.tree[p[1:]].id, at=t)
-            for v, m, op, t, a, sn, p in parse_snapshot(commit.message) or []
+            for v, m, op, t, a, sn, p in snapshot
         ]
 
     deleted = [c for c in changes if c[0] == "deleted"]
@@ -118,6 +129,7 @@ def rows_for_commit(
     single = len(changes) == 1 or (len(deleted) == 1 and len(added) == 1 and len(changes) == 2)
     if (
         single
+        and not received
         and not trailer_problems(trailers)
         and not reused_version_id(db, trailers, cid)
         and claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
@@ -137,11 +149,17 @@ def rows_for_commit(
         return [version(vid, mid, path, None, operation, actor, session, new_oid)]
 
     # Plain git: one version per changed memory; exact-content moves count as renames.
-    actor = "git:" + (commit.author.email or commit.author.name or "unknown")
-    session = trailers.get("Gitmem-Session")
+    if receipt is not None:
+        actor = receipt.actor
+        session = receipt.session if received else trailers.get("Gitmem-Session")
+    else:
+        actor = "git:" + (commit.author.email or commit.author.name or "unknown")
+        session = trailers.get("Gitmem-Session")
 
     def derived(path: str, salt: str = "") -> str:
-        return derived_ulid(when * 1000, cid, path, *([salt] if salt else []))
+        # A received commit pushed to two scopes gives each its own ids.
+        where = (key, scope, path) if received else (key, path)
+        return derived_ulid(when * 1000, *where, *([salt] if salt else []))
 
     rows: list[VersionRow] = []
     by_blob: dict[pygit2.Oid | None, list[tuple[str, str, Any, Any]]] = {}

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem import config
-from gitmem.errors import ConflictError, IntegrityError
+from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.locks import file_lock
 
 if TYPE_CHECKING:
@@ -48,7 +48,21 @@ SEEN_FILE = "ledger_seen"
 SECRET_FILE = "secret"
 DENYLIST_FILE = "denylist"
 SUBJECT_PREFIX = "gitmem ledger: "
-KINDS = ("store_created", "settings_changed", "archived", "redaction", "compaction", "push")
+KINDS = (
+    "store_created",
+    "settings_changed",
+    "archived",
+    "redaction",
+    "compaction",
+    "push",
+    "revert_session",
+    "flag",
+    "proposal_accepted",
+    "proposal_rejected",
+)
+REJECTED_LOG = "rejected.jsonl"  # rejected pushes, server-side (written by the pre-receive hook)
+SETTINGS_SEEN = "settings_seen.json"  # the settings gitmem last wrote or recorded (hand-edit detection)
+UNATTRIBUTED = "unknown"
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -341,3 +355,101 @@ def find(store: StoreCore, kind: str, key: str, value: str) -> LedgerEntry | Non
         if entry.data.get(key) == value:
             return entry
     return None
+
+
+# ---------------------------------------------------------------------- settings changes
+def settings_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
+    """Readable diff of two settings mappings: one ``{"key", "old", "new"}`` per changed leaf
+    (dotted keys, e.g. ``acl.write.team``); ``updated_at`` is left out."""
+    out: list[dict[str, Any]] = []
+    for key in sorted(set(old) | set(new), key=str):
+        name = f"{prefix}{key}"
+        if name == "updated_at":
+            continue
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += settings_diff(a, b, name + ".")
+        elif a != b:
+            out.append({"key": name, "old": a, "new": b})
+    return out
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def remember_settings(store: StoreCore) -> None:
+    """Record the settings file as gitmem wrote it (after create or update)."""
+    seen = {
+        "sha256": _file_digest(store.settings_path),
+        "settings": _plain(store.reload_settings().to_dict()),
+    }
+    path = _dir(store) / SETTINGS_SEEN
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(seen, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def record_settings_change(
+    store: StoreCore, old: Mapping[str, Any], changes: Iterable[str], actor: str | None
+) -> LedgerEntry:
+    """The ledger entry of a settings change made through gitmem: its actor and a readable diff."""
+    new = _plain(store.settings.to_dict())
+    keys = sorted(changes)
+    kind = "archived" if "archived_at" in keys and new.get("archived_at") else "settings_changed"
+    data = {"changes": {k: new[k] for k in keys}, "diff": settings_diff(_plain(dict(old)), new)}
+    entry = append(store, kind, data, actor=actor)
+    remember_settings(store)
+    return entry
+
+
+def check_hand_edit(store: StoreCore) -> LedgerEntry | None:
+    """A ``gitmem.yaml`` changed behind gitmem's back (a hand edit) is recorded once, as an
+    unattributed settings change with its diff; returns that entry (None: no change, or it cannot
+    be recorded now: a reader without write access, a ledger ``verify`` must look at first)."""
+    if store.is_clone:
+        return None
+    path = store.gitmem_dir / SETTINGS_SEEN
+    try:
+        with file_lock(store.gitmem_dir / (SETTINGS_SEEN + ".lock")):
+            try:
+                seen = json.loads(path.read_text(encoding="utf-8"))
+            except (FileNotFoundError, ValueError):
+                seen = None
+            if seen is not None and seen.get("sha256") == _file_digest(store.settings_path):
+                return None
+            if seen is None:  # a store from before this record: start it now
+                remember_settings(store)
+                return None
+            new = _plain(store.reload_settings().to_dict())
+            diff = settings_diff(seen.get("settings") or {}, new)
+            data = {"source": "hand edit of gitmem.yaml", "unattributed": True, "diff": diff}
+            entry = append(store, "settings_changed", data, actor=UNATTRIBUTED)
+            remember_settings(store)
+            return entry
+    except (OSError, GitmemError):  # a broken settings file or ledger: the caller reports it
+        return None
+
+
+def rejected_pushes(store: StoreCore) -> list[dict[str, Any]]:
+    """The pushes the pre-receive hook refused (``$GIT_DIR/gitmem/rejected.jsonl``), oldest first."""
+    try:
+        text = (store.gitmem_dir / REJECTED_LOG).read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("at"), int):
+            out.append(rec)
+    return out

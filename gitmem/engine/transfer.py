@@ -7,6 +7,7 @@ with the reason, never silently dropped; the rest is imported.
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import json
 import os
@@ -140,7 +141,10 @@ def parse_jsonl(src: IO[bytes] | IO[str], *, source: str = "input") -> list[dict
     """Every record of a JSONL stream, validated for shape; errors name the line."""
     records = []
     for n, raw in enumerate(src, 1):
-        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        try:
+            line = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        except UnicodeDecodeError as exc:  # refused, never replaced: the content would change
+            raise InvalidInputError(f"{source} line {n}: not valid UTF-8 (byte {exc.start})") from None
         if not line.strip():
             continue
         try:
@@ -236,8 +240,13 @@ def import_tree(
     actor: str | None = None,
     session: str | None = None,
     progress: Progress | None = None,
+    exclude: Iterable[str] = (),
+    include_hidden: bool = False,
 ) -> ImportResult:
     """Seed a scope from a directory of UTF-8 text files: ``dir/a/b.md`` becomes ``<prefix>a/b.md``.
+
+    ``exclude`` takes gitignore-style patterns (``*.log``, ``build/``, ``/top-only.md``); files and
+    directories whose name starts with ``.`` (``.env``) are skipped unless ``include_hidden``.
 
     ``.git`` directories are skipped; symlinks and other non-regular files are refused (memories are
     plain files), as are names and contents that break the store's rules.
@@ -249,21 +258,49 @@ def import_tree(
         raise NotFoundError(f"{root} is not a directory")
     ops: list[BatchOp] = []
     refused: list[ImportRefusal] = []
+    patterns = [p.strip() for p in exclude if p.strip() and not p.strip().startswith("#")]
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
         base = Path(dirpath)
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d != ".git"
+            and (include_hidden or not d.startswith("."))
+            and not _excluded(patterns, (base / d).relative_to(root).as_posix(), True)
+        )
         for d in list(dirnames):
             if (base / d).is_symlink():
                 dirnames.remove(d)
                 refused.append(_refusal(scope, prefix, root, base / d, "is a symbolic link"))
         for name in sorted(filenames):
             file = base / name
+            if (not include_hidden and name.startswith(".")) or _excluded(
+                patterns, file.relative_to(root).as_posix(), False
+            ):
+                continue
             if file.is_symlink() or not file.is_file():
                 refused.append(_refusal(scope, prefix, root, file, "is not a regular file"))
                 continue
             rel = file.relative_to(root).as_posix()
             ops.append(BatchOp("write", _join(prefix, "/" + rel), file.read_bytes()))
     return _apply(store, {scope: ops}, actor, session, progress, refused)
+
+
+def _excluded(patterns: list[str], rel: str, is_dir: bool) -> bool:
+    """gitignore-style: ``name`` or ``*.ext`` match at any depth, ``a/b`` or ``/a`` from the top,
+    a trailing ``/`` matches directories only."""
+    name = rel.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        dir_only = pattern.endswith("/")
+        pat = pattern.rstrip("/")
+        if dir_only and not is_dir:
+            continue
+        if "/" in pat:
+            if fnmatch.fnmatchcase(rel, pat.lstrip("/")):
+                return True
+        elif fnmatch.fnmatchcase(name, pat):
+            return True
+    return False
 
 
 def _refusal(scope: str, prefix: str, root: Path, file: Path, why: str) -> ImportRefusal:

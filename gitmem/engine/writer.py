@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
 from gitmem.engine.denylist import refuse_denied
+from gitmem.engine.guard import flag_trailer, record_flags, screen
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
@@ -35,6 +38,9 @@ from gitmem.model.versions import (
     timestamp,
     validate_session,
 )
+
+if TYPE_CHECKING:
+    from gitmem.model.guard import Finding
 
 MAX_ATTEMPTS = 64
 STORE_BYTES_LOCK = "store-bytes.lock"
@@ -53,6 +59,9 @@ class Change:
     data: bytes | None
     memory_id: str
     previous_path: str | None = None
+    reverts: str | None = None  # revert-session: the session this version undoes (Gitmem-Reverts)
+    #: What the guard flagged in ``data`` (gitmem.engine.guard.screen fills it while planning).
+    flags: list[Finding] = field(default_factory=list, compare=False)
 
 
 class ScopeState:
@@ -198,17 +207,18 @@ def decode_content(data: bytes) -> str:
 
 
 def authorize(
-    store: StoreCore, scope: str, actor: str | None, session: str | None
+    store: StoreCore, scope: str, actor: str | None, session: str | None, reviewed_by: str | None = None
 ) -> tuple[str, str | None, Limits]:
     """Check who writes where before any write: scope and session syntax, the actor recorded, a
-    writable store (not archived, not a clone) and the store's acl (the same one pushes obey).
+    writable store (not archived, not a clone) and the store's acl (the same one pushes obey;
+    for an accepted proposal, the reviewer is the one who must be allowed).
     Returns the actor, the session and the store's limits."""
     validate_scope(scope)
     session = validate_session(session)
     actor = resolve_actor(actor, session)
     store.check_writable()
     settings = store.settings
-    policy.raise_first(policy.check_acl(settings.acl, scope, actor))
+    policy.raise_first(policy.check_acl(settings.acl, scope, reviewed_by or actor))
     return actor, session, settings.limits
 
 
@@ -220,7 +230,16 @@ def mutate(
     actor: str | None,
     session: str | None,
 ) -> Version | None:
-    """Plan and commit one change to one memory, with compare-and-swap and retry."""
+    """Plan and commit one change to one memory, with compare-and-swap and retry. A writer in
+    review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
+    from gitmem.engine import (
+        proposals,
+    )  # cycle-ok: a routed write is planned by proposals with writer's own pieces
+
+    owner = proposals.route(store, scope, actor, session)
+    if owner is not None:
+        done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
+        return done.versions[0] if done.versions else None
     actor, session, limits = authorize(store, scope, actor, session)
     with contextlib.ExitStack() as held:
         locked = False
@@ -242,7 +261,12 @@ def mutate(
                 store.sync_ref(scope)
                 data = change.data
                 store.index.record(scope, tip, commit, [row], {row.blob: data} if row.blob and data else None)
+                record_flags(store, scope, [change], [row], actor, session)
                 maintain_quietly(store)
+                logging.getLogger("gitmem.write").info(
+                    "%s %s %s in scope %r of %s (commit %s)",
+                    row.operation, row.path, row.id, scope, store.name, str(commit)[:12],
+                )  # fmt: skip
                 return version_from_row(row)
             backoff(attempt)
     raise ConflictError(
@@ -268,6 +292,7 @@ def commit_change(
     session: str | None,
     when: int | None = None,
     written: list[pygit2.Oid] | None = None,
+    reviewed_by: str | None = None,
 ) -> tuple[pygit2.Oid, VersionRow]:
     """Write one version's objects (blob, spine trees, commit) on top of ``state.tree``; the
     branch is not moved. ``state.tree`` becomes the new tree (so batches can chain). The ids of
@@ -285,7 +310,16 @@ def commit_change(
     if tree_oid is None:
         tree_oid = store.empty_tree()
     message = format_message(
-        change.operation, change.path, version_id, change.memory_id, actor, session, change.previous_path
+        change.operation,
+        change.path,
+        version_id,
+        change.memory_id,
+        actor,
+        session,
+        change.previous_path,
+        change.reverts,
+        flag=flag_trailer(change.flags),
+        reviewed_by=reviewed_by,
     )
     now = int(time.time()) if when is None else when
     commit = store.create_commit(
@@ -354,6 +388,7 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
             total = state.store_bytes(exact=True) + state.delta_bytes + growth
             state.needs_store_lock = True
         policy.raise_first(policy.check_store_bytes(total, limits))
+    screen(store, state, change)  # the write-time guard: refuses, or flags the change
 
 
 def current_size(state: ScopeState, change: Change) -> int:

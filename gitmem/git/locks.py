@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger("gitmem.lock")
 
 
 @contextmanager
@@ -15,7 +18,12 @@ def file_lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("waiting for lock %s", path)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            log.info("got lock %s", path)
         yield
     finally:
         os.close(fd)  # closing releases the lock

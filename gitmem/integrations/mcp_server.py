@@ -13,11 +13,13 @@ in pages of :data:`PAGE_SIZE`.
 A store is served in its own scope (``NAME@SCOPE``) or the server's. Every write is a version tagged
 with the server's session id (``--session``, else a new ``sesn_<ulid>``: one MCP connection is one
 session). Gitmem errors come back as tool errors (``is_error``), never as a crash of the server.
+
+``review=True`` (``gitmem mcp --review``): every write lands as the session's proposal and reads
+show it on top of the scope (docs/review.md). ``reviewer=True`` (``--reviewer``) adds the tools of
+a reviewing agent: ``list_proposals``, ``show_proposal``, ``diff_proposal``, ``accept_proposal`` and
+``reject_proposal`` (decisions are recorded under the server's actor).
 """
 
-import base64
-import binascii
-import json
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +27,6 @@ from pathlib import Path
 from typing import (
     Annotated,
     Any,
-    NotRequired,  # pydantic needs these on Python < 3.12
     TypeVar,
 )
 
@@ -34,13 +35,27 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ListResourcesResult, PaginatedRequestParams, ToolAnnotations
 from mcp.types import Resource as MCPResource
 from pydantic import Field, ValidationError
-from typing_extensions import TypedDict
 
 from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.ids import new_id
+from gitmem.integrations.mcp_shapes import (
+    History,
+    MemoryContent,
+    MemoryEntry,
+    MemoryPage,
+    PrefixEntry,
+    SearchHitResult,
+    SearchResults,
+    VersionResult,
+    _fit,
+    _short,
+    _version_dict,
+    decode_cursor,
+    encode_cursor,
+)
 from gitmem.model.paths import validate_scope, validate_store_name
-from gitmem.model.versions import Version, validate_actor, validate_session
+from gitmem.model.versions import validate_actor, validate_session
 from gitmem.store import Store, open_store
 
 __all__ = ["ServedStore", "build_server", "parse_store_spec", "serve"]
@@ -49,7 +64,6 @@ T = TypeVar("T")
 URI_PREFIX = "gitmem://"
 PAGE_SIZE = 100  # memories per list_memories page and per resources/list page
 MAX_PAGE = 200
-RESULT_BUDGET = 16_000  # characters of a tool result's JSON: well inside a model's context
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 _DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
@@ -90,131 +104,6 @@ def parse_store_spec(spec: str) -> tuple[str, str | None, bool]:
         raise InvalidInputError(f"invalid store {spec!r}: empty scope after '@'")
     validate_store_name(head)
     return head, (validate_scope(scope) if at else None), mode == "ro"
-
-
-# ---------------------------------------------------------------------- result shapes (output schemas)
-class VersionResult(TypedDict):
-    """``changed`` false (and nothing else) when the write changed nothing."""
-
-    changed: bool
-    version: NotRequired[str]
-    memory_id: NotRequired[str]
-    operation: NotRequired[str]
-    path: NotRequired[str]
-    previous_path: NotRequired[str | None]
-    content_sha256: NotRequired[str | None]
-    size: NotRequired[int | None]
-    session: NotRequired[str | None]
-    actor: NotRequired[str]
-    created_at: NotRequired[str]
-
-
-class MemoryEntry(TypedDict):
-    path: str
-    size: int
-    description: str | None
-    content_sha256: str
-
-
-class PrefixEntry(TypedDict):
-    prefix: str
-    memories: int
-
-
-class MemoryPage(TypedDict):
-    store: str
-    scope: str
-    prefix: str
-    total: int
-    memories: list[MemoryEntry]
-    prefixes: list[PrefixEntry]
-    next_cursor: str | None
-
-
-class MemoryContent(TypedDict):
-    path: str
-    content: str
-    description: str | None
-    content_sha256: str
-    version: str
-    size: int
-
-
-class History(TypedDict):
-    versions: list[VersionResult]
-
-
-class SearchHitResult(TypedDict):
-    path: str
-    description: str | None
-    score: float
-    snippet: str
-
-
-class SearchResults(TypedDict):
-    query: str
-    hits: list[SearchHitResult]
-
-
-def _version_dict(v: Version | None) -> VersionResult:
-    if v is None:
-        return VersionResult(changed=False)
-    return VersionResult(
-        changed=True,
-        version=v.id,
-        memory_id=v.memory_id,
-        operation=v.operation,
-        path=v.path,
-        previous_path=v.previous_path,
-        content_sha256=v.content_sha256,
-        size=v.size,
-        session=v.session,
-        actor=v.actor,
-        created_at=v.created_at.isoformat().replace("+00:00", "Z"),
-    )
-
-
-def encode_cursor(after: str) -> str:
-    """An opaque cursor: the last path of the page (pages stay right while others write)."""
-    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        after = data["after"]
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise InvalidInputError("invalid cursor: pass next_cursor of the previous page unchanged") from None
-    if not isinstance(after, str):
-        raise InvalidInputError("invalid cursor: pass next_cursor of the previous page unchanged")
-    return after
-
-
-def _fit(items: Sequence[Any], limit: int, budget: int = RESULT_BUDGET) -> list[Any]:
-    """The first ``limit`` items, fewer when their JSON would pass ``budget`` characters (long paths
-    and descriptions): a page always fits in a model's context, and holds at least one item."""
-    out: list[Any] = []
-    used = 200  # the page's own fields
-    for item in items[:limit]:
-        fields = (item.path, getattr(item, "description", None) or "", getattr(item, "content_sha256", ""))
-        used += 110 + sum(len(json.dumps(f, ensure_ascii=False)) for f in fields)
-        if out and used > budget:
-            break
-        out.append(item)
-    return out
-
-
-def _short(exc: ValidationError) -> str:
-    """One sentence for a pydantic validation error: which argument, and what it must be."""
-    parts = []
-    for err in exc.errors()[:3]:
-        name = ".".join(str(p) for p in err["loc"]) or "arguments"
-        kind = err.get("type", "")
-        if kind == "missing":
-            parts.append(f"argument {name!r} is required")
-        else:
-            parts.append(f"argument {name!r}: {str(err.get('msg', 'invalid value')).rstrip('.').lower()}")
-    return "invalid_input: " + "; ".join(parts)
 
 
 class GitmemMCPServer(MCPServer[Any]):
@@ -296,21 +185,28 @@ def build_server(
     scope: str = "main",
     session: str | None = None,
     actor: str | None = None,
+    review: bool = False,
+    reviewer: bool = False,
 ) -> GitmemMCPServer:
     """An MCP server exposing ``stores`` (each in its own scope, else ``scope``); writes are tagged
-    with ``session`` and ``actor``. A bad session or actor is refused here, before anything is served."""
+    with ``session`` and ``actor`` (``review``: as the session's proposal; ``reviewer``: with the
+    proposal-review tools). A bad session or actor is refused here, before anything is served."""
     if not stores:
         raise InvalidInputError("serve at least one store")
+    if review and reviewer:
+        raise InvalidInputError("a server in review mode cannot review proposals: use --review or --reviewer")
     validate_scope(scope)
     session = validate_session(session) or new_id("sesn")
     if actor is not None:
         validate_actor(actor)
+    from gitmem.engine import proposals
+
     by_name = {s.name: s for s in stores}
     writable = [s.name for s in stores if not s.read_only]
     lock = threading.Lock()  # MCPServer runs sync tools in worker threads
 
     def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with lock:
+        with lock, proposals.reviewing(review, owner=session if review else None):
             try:
                 return fn(*args, **kwargs)
             except GitmemError as exc:
@@ -512,12 +408,19 @@ def build_server(
         server.add_tool(delete_memory, annotations=_DESTRUCTIVE, structured_output=True)
         server.add_tool(rename_memory, annotations=_WRITE, structured_output=True)
 
+    if reviewer:
+        from gitmem.integrations.mcp_review import add_review_tools
+
+        who = actor or f"session:{session}"
+        marks = {"read": _READ_ONLY, "write": _WRITE, "destructive": _DESTRUCTIVE}
+        add_review_tools(server, lambda n: served(n).store, rw, call, StoreArg, WStoreArg, who, marks)
+
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:
         if store not in by_name:
             raise ResourceNotFoundError(f"store {store!r} is not served here")
         s = by_name[store].store
-        with lock:
+        with lock, proposals.reviewing(review, owner=session if review else None):
             try:
                 return s.read("/" + path, scope=scope_of(store)).content or ""
             except GitmemError as exc:
@@ -540,6 +443,8 @@ def serve(
     session: str | None = None,
     actor: str | None = None,
     instructions: dict[str, str] | None = None,
+    review: bool = False,
+    reviewer: bool = False,
 ) -> ServeSummary:
     """Open the stores named by ``specs`` (``NAME[@SCOPE][:ro|:rw]``) and serve them over stdio until EOF."""
     validate_scope(scope)
@@ -552,7 +457,7 @@ def serve(
     for name, own_scope, read_only in parsed:
         opened = open_store(name, home)
         stores.append(ServedStore(opened.name, opened, read_only, own_scope, notes.get(name)))
-    server = build_server(stores, scope=scope, session=session, actor=actor)
+    server = build_server(stores, scope=scope, session=session, actor=actor, review=review, reviewer=reviewer)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])
 

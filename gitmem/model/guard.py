@@ -12,11 +12,15 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gitmem.errors import ConfigError
-from gitmem.model.guard_pii import pii_hits
-from gitmem.model.guard_rules import RULE_IDS, Hit, ascii_view, mask, secret_hits
+
+if TYPE_CHECKING:
+    from gitmem.model.guard_rules import Hit
+
+# The rule modules compile their tables on import (about 20 ms): they load on the first scan, so
+# that reading settings (every CLI command, the pre-receive hook) stays cheap.
 
 Kind = Literal["secret", "pii", "pattern"]
 Action = Literal["reject", "flag", "none"]
@@ -24,11 +28,23 @@ SECRET_MODES = ("reject", "flag", "off")
 PII_MODES = ("flag", "off")
 PATTERN_ACTIONS = ("reject", "flag")
 PII_RULES = ("email", "phone-number", "card-number", "iban")
-ALL_RULES = RULE_IDS + PII_RULES
 MAX_PATTERNS = 64
 MAX_REGEX = 1024
 MAX_FINDINGS = 100  # a scan stops collecting here: enough to refuse or flag, bounded work
 _NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def all_rules() -> tuple[str, ...]:
+    """Every built-in rule id: the secret rules, then the PII rules."""
+    from gitmem.model.guard_rules import RULE_IDS
+
+    return RULE_IDS + PII_RULES
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ALL_RULES":  # kept as a module attribute, computed on first use
+        return all_rules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -164,7 +180,7 @@ def _allow(where: str, value: Any) -> tuple[AllowEntry, ...]:
         if kind == "regex":
             out.append(AllowEntry("regex", _regex(where, f"{key}.regex", text)))
         elif kind == "rule":
-            if text not in ALL_RULES:
+            if text not in all_rules():
                 raise ConfigError(f"{where}: key '{key}.rule': unknown rule {text!r} (see docs/guard.md)")
             out.append(AllowEntry("rule", text))
         else:
@@ -220,6 +236,8 @@ def _allowed(hit: Hit, text: str, c: _Compiled) -> bool:
 
 
 def _custom_hits(text: str, c: _Compiled) -> list[Hit]:
+    from gitmem.model.guard_rules import Hit, mask
+
     hits: list[Hit] = []
     for n, regex in enumerate(c.deny):
         for m in regex.finditer(text):
@@ -253,10 +271,14 @@ def scan(text: str, policy: GuardPolicy | None = None) -> list[Finding]:
     compiled = _compiled(policy)
     hits = _custom_hits(text, compiled)
     if policy.secrets != "off" or policy.pii != "off":
+        from gitmem.model.guard_rules import ascii_view, secret_hits
+
         data = ascii_view(text)
         if policy.secrets != "off":
             hits.extend(secret_hits(data))
         if policy.pii != "off":
+            from gitmem.model.guard_pii import pii_hits
+
             hits.extend(pii_hits(data))
     kept = [h for h in _without_overlaps(hits) if not _allowed(h, text, compiled)][:MAX_FINDINGS]
     return [_finding(text, h) for h in kept]

@@ -14,6 +14,24 @@ from gitmem.errors import InvalidInputError
 MAX_PATH_BYTES = 1024
 MAX_SEGMENT_BYTES = 255  # NAME_MAX: a checkout (git clone, session mount) fails on longer names
 RESERVED_PREFIX = "/.gitmem/"
+#: Files git itself reads from a tree (identities ``git log`` shows, attributes and filters, ignore
+#: rules, submodules): a memory of that name would change what git does with the store or a clone.
+GIT_INTERPRETED = frozenset({".mailmap", ".gitattributes", ".gitignore", ".gitmodules"})
+#: Scope names git treats specially (``git clone`` and rev parsing would drop or misread them).
+RESERVED_SCOPES = frozenset(
+    {
+        "HEAD",
+        "FETCH_HEAD",
+        "ORIG_HEAD",
+        "MERGE_HEAD",
+        "CHERRY_PICK_HEAD",
+        "REVERT_HEAD",
+        "BISECT_HEAD",
+        "AUTO_MERGE",
+        "REBASE_HEAD",
+        "stash",
+    }
+)
 
 _STORE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}\Z")
 _SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
@@ -62,6 +80,8 @@ def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
             raise InvalidInputError(f"invalid path {path!r}: '{seg}' segments are not allowed")
         if _is_git_dir_name(seg):
             raise InvalidInputError(f"invalid path {path!r}: '{seg}' names git's own directory")
+        if seg.rstrip(" .").lower() in GIT_INTERPRETED:
+            raise InvalidInputError(f"invalid path {path!r}: '{seg}' is a file git itself interprets")
         if len(seg.encode("utf-8", "surrogatepass")) > MAX_SEGMENT_BYTES:
             raise InvalidInputError(
                 f"invalid path: a segment of {len(seg.encode('utf-8', 'surrogatepass'))} bytes; file names "
@@ -112,6 +132,8 @@ def validate_scope(scope: str) -> str:
         )
     if ".." in scope or scope.endswith(".lock") or scope.endswith("."):
         raise InvalidInputError(f"invalid scope {scope!r}: no '..', and no '.lock' or '.' at the end")
+    if scope in RESERVED_SCOPES or scope.endswith("_HEAD") or "@{" in scope:
+        raise InvalidInputError(f"invalid scope {scope!r}: git treats that name specially")
     return scope
 
 

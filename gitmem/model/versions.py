@@ -16,8 +16,12 @@ TRAILER_KEYS = (
     "Gitmem-Session",
     "Gitmem-Actor",
 )
+REVERTS = "Gitmem-Reverts"  # on the versions of a revert-session: the session it undoes
+#: Every trailer gitmem writes; any other ``Gitmem-*`` trailer in a pushed commit is refused.
+KNOWN_TRAILERS = (*TRAILER_KEYS, REVERTS, "Gitmem-Compaction", "Gitmem-Snapshot")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 _ACTOR_RE = re.compile(r"^(session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200}\Z")
+UNKNOWN_ACTOR = "unknown"  # the actor of a push nobody authenticated (docs/identity.md)
 _TRAILER_RE = re.compile(r"^(Gitmem-[A-Za-z-]+): ?(.*)$")
 
 
@@ -84,8 +88,13 @@ def format_message(
     actor: str,
     session: str | None,
     previous_path: str | None = None,
+    reverts: str | None = None,
+    *,
+    flag: str | None = None,
+    reviewed_by: str | None = None,
 ) -> str:
-    """A version commit's message: a human subject, then the gitmem trailers."""
+    """A version commit's message: a human subject, then the gitmem trailers (``flag``: what the
+    write-time guard flagged, as a ``Gitmem-Flag`` trailer)."""
     if previous_path is not None and previous_path != path:
         subject = f"renamed {previous_path} to {path}"
     else:
@@ -100,6 +109,12 @@ def format_message(
     if session is not None:
         lines.append(f"Gitmem-Session: {session}")
     lines.append(f"Gitmem-Actor: {actor}")
+    if reverts is not None:
+        lines.append(f"{REVERTS}: {reverts}")
+    if flag is not None:
+        lines.append(f"Gitmem-Flag: {flag}")
+    if reviewed_by is not None:
+        lines.append(f"Gitmem-Reviewed-By: {reviewed_by}")
     return "\n".join(lines) + "\n"
 
 
@@ -143,13 +158,69 @@ SNAPSHOT = "Gitmem-Snapshot"
 COMPACTION = "Gitmem-Compaction"
 
 
-def parse_snapshot(message: str) -> list[tuple[str, str, str, int, str, str | None, str]] | None:
-    """The kept versions a compaction root lists (None: not a compaction root)."""
+SnapshotEntry = tuple[str, str, str, int, str, str | None, str]
+
+
+def parse_snapshot(message: str) -> list[SnapshotEntry] | None:
+    """The kept versions a compaction root lists (None: not a compaction root, or a malformed one:
+    readers then treat the commit as plain git, and ``verify`` reports it). Never raises."""
     if f"\n{COMPACTION}: " not in message:
         return None
-    out = []
+    out: list[SnapshotEntry] = []
     for line in message.splitlines():
-        if line.startswith(SNAPSHOT + ": "):
-            vid, mid, op, when, actor, session, path = line[len(SNAPSHOT) + 2 :].split(" ", 6)
-            out.append((vid, mid, op, int(when), actor, None if session == "-" else session, path))
+        if line.startswith(SNAPSHOT + ":"):
+            entry = _snapshot_entry(line[len(SNAPSHOT) + 1 :].strip())
+            if entry is None:
+                return None
+            out.append(entry)
     return out
+
+
+def _snapshot_entry(text: str) -> SnapshotEntry | None:
+    from gitmem.ids import is_id
+    from gitmem.model.paths import is_valid_tree_path
+
+    parts = text.split(" ", 6)
+    if len(parts) != 7:
+        return None
+    vid, mid, op, when, actor, session, path = parts
+    if not (is_id(vid, "memver") and is_id(mid, "mem") and op in OPERATIONS and when.isdigit()):
+        return None
+    if not (_ACTOR_RE.match(actor) or actor == UNKNOWN_ACTOR):
+        return None
+    if session != "-" and not _SESSION_RE.match(session):
+        return None
+    if not path.startswith("/") or is_valid_tree_path(path[1:]) is not None or len(when) > 12:
+        return None
+    return vid, mid, op, int(when), actor, None if session == "-" else session, path
+
+
+def malformed_trailers(message: str) -> list[str]:
+    """What is wrong with the ``Gitmem-*`` trailers a commit carries, as a pushed commit must have
+    them (empty: none, or all well-formed). Unknown ``Gitmem-*`` keys, a half set of version
+    trailers, bad values and a compaction root that does not parse are all refused."""
+    trailers = parse_trailers(message)
+    if not trailers:
+        return []
+    problems = [f"unknown trailer {k}" for k in sorted(trailers) if k not in KNOWN_TRAILERS]
+    if COMPACTION in trailers or SNAPSHOT in trailers:
+        from gitmem.ids import is_id
+
+        if not is_id(trailers.get(COMPACTION, ""), "compact"):
+            problems.append(f"{COMPACTION} is missing or not a compact_ id")
+        elif parse_snapshot(message) is None:
+            problems.append(f"a {SNAPSHOT} trailer is malformed")
+        return problems
+    if any(k in trailers for k in ("Gitmem-Version", "Gitmem-Memory", "Gitmem-Operation")):
+        problems += trailer_problems(trailers)  # a version's trailers come as a set
+    else:
+        actor = trailers.get("Gitmem-Actor")
+        if actor is not None and not _ACTOR_RE.match(actor):
+            problems.append("Gitmem-Actor is malformed")
+        session = trailers.get("Gitmem-Session")
+        if session is not None and not _SESSION_RE.match(session):
+            problems.append("Gitmem-Session is malformed")
+    reverts = trailers.get(REVERTS)
+    if reverts is not None and not _SESSION_RE.match(reverts):
+        problems.append(f"{REVERTS} is not a session id")
+    return problems

@@ -24,6 +24,7 @@ from gitmem.engine.core import GITMEM_DIR, StoreCore
 from gitmem.errors import ConflictError, GitmemError, IntegrityError, InvalidInputError
 
 GITMEM_REFSPEC = "refs/gitmem/*:refs/gitmem/*"  # no '+': a rewritten ledger is refused, not followed
+URL_SCHEMES = ("http://", "https://")
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,20 @@ def clone(
     Raises:
         NotFoundError: no such store.
         ConflictError: ``dest`` exists and is not an empty directory.
+
+    ``source`` may also be an ``http(s)://.../git/<store>.git`` URL of ``gitmem serve`` (or of any
+    git server); git itself transfers then, so its credential helpers, ``http.extraHeader`` and
+    proxies apply (docs/git-servers.md).
     """
+    if os.fspath(source).startswith(URL_SCHEMES):
+        from gitmem.push.remote import clone_url, redact_url
+
+        target = Path(dest).expanduser().resolve()
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise ConflictError(f"{target} already exists and is not an empty directory")
+        scopes, gitmem_refs = clone_url(os.fspath(source), target, GITMEM_REFSPEC)
+        _anchor_ledger(target)
+        return CloneResult(redact_url(os.fspath(source)), target, scopes, gitmem_refs)
     with open_store(source, home) as store:
         if store.is_clone:
             raise InvalidInputError(f"{store.path} is itself a clone; clone the store it came from")
@@ -161,10 +175,13 @@ def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchRe
             if n.startswith("refs/gitmem/") and isinstance(t, pygit2.Oid):
                 own[n] = t
         try:
-            repo.remotes["origin"].fetch(
-                refspecs=[f"+refs/heads/*:{_ORIGIN}*", f"+refs/gitmem/*:{_INCOMING}*"],
-                prune=pygit2.enums.FetchPrune.PRUNE,
-            )
+            refspecs = [f"+refs/heads/*:{_ORIGIN}*", f"+refs/gitmem/*:{_INCOMING}*"]
+            if (store.clone_of or "").startswith(URL_SCHEMES):
+                from gitmem.push.remote import fetch_url
+
+                fetch_url(Path(repo.workdir or repo.path), refspecs)
+            else:
+                repo.remotes["origin"].fetch(refspecs=refspecs, prune=pygit2.enums.FetchPrune.PRUNE)
         except (KeyError, pygit2.GitError) as exc:
             raise GitmemError(f"cannot fetch into {store.path}: {exc}") from None
         ledger_problem = _take_ledger(store, own)

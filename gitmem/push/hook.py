@@ -9,6 +9,7 @@ was kept as ``<name>.legacy`` runs after gitmem's own work, with the same input.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,14 @@ PUSH_LOG = "pushes.jsonl"
 INDEX_FILE = "index.sqlite"  # gitmem.engine.index.INDEX_FILE (not imported: the fast path skips that module)
 SETTINGS_CACHE = "settings.json"  # $GIT_DIR/gitmem/settings.json: see config.load_settings_cached
 MAX_LINES = 100
-_ACTOR_ENV = (("GITMEM_ACTOR", ""), ("REMOTE_USER", "user:"), ("GL_USERNAME", "user:"))
+#: The git server's own identity of the pusher, in this order (docs/identity.md): Apache/nginx
+#: ``git http-backend`` (and ``gitmem serve``), GitLab, Gitea/Forgejo, gitolite. Each outranks
+#: ``GITMEM_ACTOR``, which on a local or file:// push is whatever the client set.
+SERVER_IDENTITY = ("REMOTE_USER", "GL_USERNAME", "GITEA_PUSHER_NAME", "GL_USER")
+CLIENT_IDENTITY = "GITMEM_ACTOR"
+UNKNOWN = "unknown"
+#: Set by ``gitmem serve`` (git over HTTP) to the pushing token's session; a client cannot set it.
+SERVER_SESSION_ENV = "GITMEM_PUSH_SESSION"
 
 
 def push_options(env: Mapping[str, str]) -> list[str]:
@@ -39,18 +47,64 @@ def push_options(env: Mapping[str, str]) -> list[str]:
     return [env.get(f"GIT_PUSH_OPTION_{i}", "") for i in range(count)]
 
 
+def option(options: Sequence[str], name: str) -> str | None:
+    """The value of the last ``-o name=value`` push option (None: not given)."""
+    found = None
+    for opt in options:
+        if opt.startswith(name + "="):
+            found = opt[len(name) + 1 :]
+    return found
+
+
+def _as_actor(value: str, prefix: str) -> str:
+    import re
+
+    text = value if ":" in value else prefix + value
+    kind, _, rest = text.partition(":")
+    return f"{kind}:" + re.sub(r"[\s<>\x00-\x1f\x7f]", "_", rest)[:200]
+
+
 def pusher(env: Mapping[str, str], options: Sequence[str], trust_options: bool) -> str | None:
-    """Who pushes: ``GITMEM_ACTOR``, else ``REMOTE_USER``/``GL_USERNAME`` as ``user:<name>``, else
-    (only when the store's acl sets ``trust_push_actor``) a ``-o actor=...`` push option."""
-    for var, prefix in _ACTOR_ENV:
+    """Who pushes: the server's identity variable (:data:`SERVER_IDENTITY`, in that order) as
+    ``user:<name>``, else ``GITMEM_ACTOR``, else (only when the store's acl sets
+    ``trust_push_actor``) a ``-o actor=...`` push option; None when nobody said (``unknown``)."""
+    for var in SERVER_IDENTITY:
         value = env.get(var)
         if value:
-            return value if ":" in value or not prefix else prefix + value
+            return _as_actor(value, "user:")
+    value = env.get(CLIENT_IDENTITY)
+    if value:
+        return _as_actor(value, "user:")
     if trust_options:
-        for opt in options:
-            if opt.startswith("actor="):
-                return opt[len("actor=") :] or None
+        value = option(options, "actor")
+        if value:
+            return _as_actor(value, "user:")
     return None
+
+
+def identity_source(env: Mapping[str, str]) -> str:
+    """Which variable named the pusher (for the audit)."""
+    for var in (*SERVER_IDENTITY, CLIENT_IDENTITY):
+        if env.get(var):
+            return var
+    return "none"
+
+
+def push_id(text: str) -> str:
+    """One id for a push that both hooks compute from the same ref-update lines."""
+    import hashlib
+
+    return "push_" + hashlib.sha256(text.strip().encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
+def trusted_for_trailers(acl: Mapping[str, object], actor: str | None) -> bool:
+    """Whether the store believes this pusher's trailers (``acl.trust_trailers``: actor patterns)."""
+    import fnmatch
+
+    globs = acl.get("trust_trailers") or []
+    if actor is None or not isinstance(globs, list):
+        return False
+    return any(fnmatch.fnmatchcase(actor, str(g)) for g in globs)
 
 
 def open_repo() -> pygit2.Repository:
@@ -70,7 +124,12 @@ def _store(repo: pygit2.Repository) -> StoreCore:
 def pre_receive(
     repo: pygit2.Repository, text: str, env: Mapping[str, str], now: int | None = None
 ) -> list[str]:
-    """Check a push; returns the ``gitmem: ...`` lines (empty: accept)."""
+    """Check a push; returns the ``gitmem: ...`` lines (empty: accept).
+
+    An accepted push gets its receipts (who pushed each commit, when, in which session) before git
+    moves any ref; a rejected one is recorded in the ledger (who, which refs, which rules)."""
+    import time
+
     from gitmem.engine.denylist import read_denylist, read_patterns
     from gitmem.push import pushcheck
 
@@ -86,25 +145,45 @@ def pre_receive(
     )
     updates = pushcheck.parse_updates(text)
     options = push_options(env)
+    actor = pusher(env, options, bool(settings.acl.get("trust_push_actor")))
+    received_at = int(time.time()) if now is None else now
     ctx = pushcheck.PushContext(
         settings=settings,
-        pusher=pusher(env, options, bool(settings.acl.get("trust_push_actor"))),
+        pusher=actor,
         denylist=read_denylist(git_dir),
         patterns=read_patterns(git_dir),
         now=now,
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
+        trusted=trusted_for_trailers(settings.acl, actor),
+        session=env.get(SERVER_SESSION_ENV) or option(options, "session"),
     )
     stats: dict[str, tuple[int, int]] = {}
     store_bytes = 0
     scopes = {u.scope for u in updates if u.scope and not u.is_delete}
     if scopes:
         stats, store_bytes = scope_stats(repo, git_dir, scopes)
-    violations = pushcheck.check_push(repo, updates, ctx, stats, store_bytes)
+    commits: dict[str, str] = {}
+    violations = pushcheck.check_push(repo, updates, ctx, stats, store_bytes, commits=commits)
     lines = [pushcheck.format_violation(v) for v in violations[:MAX_LINES]]
     if len(violations) > MAX_LINES:
         lines.append(f"gitmem: ... and {len(violations) - MAX_LINES} more")
     if lines:
         lines.append(f"gitmem: push rejected ({len(violations)} problem(s)); nothing was changed")
+        try:
+            record_rejection(git_dir, updates, violations, actor, env, received_at)
+        except Exception as exc:  # the push is refused all the same
+            lines.append(f"gitmem: warning: could not record the rejected push: {type(exc).__name__}")
+        return lines
+    from gitmem.engine import receipts
+
+    pid = push_id(text)
+    receipts.append(
+        git_dir,
+        [
+            receipts.Receipt(c, c, scope, actor or UNKNOWN, ctx.session, received_at, ctx.trusted, pid)
+            for c, scope in commits.items()
+        ],
+    )
     return lines
 
 
@@ -122,6 +201,44 @@ def _rewrite_running(git_dir: Path) -> bool:
         return False
     except BlockingIOError:
         return True
+    finally:
+        os.close(fd)
+
+
+def record_rejection(
+    git_dir: Path,
+    updates: Sequence[RefUpdate],
+    violations: Sequence[object],
+    actor: str | None,
+    env: Mapping[str, str],
+    at: int,
+) -> None:
+    """One line in ``$GIT_DIR/gitmem/rejected.jsonl`` (server-side; ``gitmem audit`` shows it):
+    who, when, which refs, which rules and how often. No content and no commit ids (a stale clone
+    pushing redacted history back would otherwise leave retired ids behind), and no ref or object
+    changes: a rejected push leaves the repository as it was."""
+    import json
+    import os
+
+    from gitmem.engine.ledger import REJECTED_LOG
+
+    rules: dict[str, int] = {}
+    for v in violations:
+        rule = str(getattr(v, "rule", "?"))
+        rules[rule] = rules.get(rule, 0) + 1
+    rec = {
+        "actor": actor or UNKNOWN,
+        "identity": identity_source(env),
+        "refs": sorted({u.ref for u in updates}),
+        "rules": rules,
+        "problems": len(violations),
+        "at": at,
+    }
+    path = git_dir / "gitmem" / REJECTED_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(rec, sort_keys=True) + "\n").encode("utf-8"))
     finally:
         os.close(fd)
 
@@ -179,12 +296,14 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
         )
         trust = bool(settings.acl.get("trust_push_actor"))
     except Exception:
-        trust = False
-    actor = pusher(env, options, trust)
+        settings, trust = None, False
+    actor = pusher(env, options, trust) or UNKNOWN
+    pid = push_id(text)
     steps: list[tuple[str, Callable[[], object]]] = [
         ("index", lambda: update_index(store, updates)),
-        ("push log", lambda: record_push(store, updates, actor, options)),
-        ("ledger", lambda: record_push_in_ledger(store, updates, actor, options)),
+        ("push log", lambda: record_push(store, updates, actor, options, env.get(SERVER_SESSION_ENV))),
+        ("ledger", lambda: record_push_in_ledger(store, updates, actor, options, pid, env)),
+        ("guard flags", lambda: record_push_flags(store, settings, updates, actor)),
         ("packs", lambda: store.maintain()),  # every push adds a pack: keep them geometric
     ]
     for what, step in steps:
@@ -205,7 +324,11 @@ def update_index(store: StoreCore, updates: Sequence[RefUpdate]) -> None:
 
 
 def record_push(
-    store: StoreCore, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
+    store: StoreCore,
+    updates: Sequence[RefUpdate],
+    actor: str | None,
+    options: Sequence[str],
+    session: str | None = None,
 ) -> None:
     """Append one JSON line per ref update to ``$GIT_DIR/gitmem/pushes.jsonl`` (server-side, never
     cloned: it keeps the raw commit ids that the public ledger only holds as keyed digests)."""
@@ -223,22 +346,104 @@ def record_push(
                 "push_options": list(options),
                 "time": when,
             }
+            if session:
+                rec["session"] = session
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
 
 
 def record_push_in_ledger(
-    store: StoreCore, updates: Sequence[RefUpdate], actor: str | None, options: Sequence[str]
+    store: StoreCore,
+    updates: Sequence[RefUpdate],
+    actor: str,
+    options: Sequence[str],
+    pid: str = "",
+    env: Mapping[str, str] | None = None,
 ) -> None:
-    """A ``push`` entry in the audit ledger. Commit ids go in as keyed
-    digests: a pushed commit may later be retired by a redaction, and the public ledger never holds those."""
-    from gitmem.engine import ledger
+    """A ``push`` entry in the audit ledger: the pusher, where the identity came from, the session,
+    the receive time and the versions the push brought (ids and scopes are not secret). Commit ids
+    go in as keyed digests: a pushed commit may later be retired by a redaction, and the public
+    ledger never holds those (``gitmem audit`` shows each version's current commit)."""
+    from gitmem.engine import ledger, receipts
+    from gitmem.errors import GitmemError
 
     refs = [
         {"ref": u.ref, "old": ledger.digest(store, u.old), "new": ledger.digest(store, u.new)}
         for u in updates
     ]
     keys = sorted({o.split("=", 1)[0] for o in options})  # option values may be anything: keep names
-    ledger.record_push(store, {"updates": refs, "actor": actor, "push_options": keys})
+    mine = [r for r in receipts.load(store.path).values() if r.push == pid and pid]
+    versions: list[dict[str, str]] = []
+    authors: set[str] = set()
+    db = store.index.db
+    for r in mine:
+        for vid, scope, op in db.execute(
+            "SELECT id, scope, operation FROM versions WHERE commit_id=? ORDER BY seq", (r.commit,)
+        ):
+            versions.append({"version": vid, "scope": scope, "operation": op})
+        with contextlib.suppress(GitmemError):
+            authors.add(store.commit(r.commit).author.email)
+    record: dict[str, object] = {
+        "updates": refs,
+        "actor": actor,
+        "identity": identity_source(env or {}),
+        "push_options": keys,
+        "push": pid,
+        "commits": len(mine),
+        "versions": versions,
+        "authors": sorted(authors),  # self-asserted: information only
+    }
+    if mine:
+        record["received_at"] = mine[0].at
+        record["session"] = mine[0].session
+        record["trusted_trailers"] = mine[0].trusted
+    ledger.record_push(store, record)
+
+
+def record_push_flags(
+    store: StoreCore, settings: config.StoreSettings | None, updates: Sequence[RefUpdate], actor: str | None
+) -> None:
+    """A ``flag`` ledger entry for pushed files the guard flags (pre-receive refused what it
+    rejects). Only the blobs the push added are scanned; commits go in as keyed digests."""
+    if settings is None:
+        return
+    from gitmem.engine.guard import policy_of
+
+    guard = policy_of(settings.guard)
+    if guard.secrets != "flag" and guard.pii != "flag" and all(p.action != "flag" for p in guard.patterns):
+        return
+    import pygit2
+
+    from gitmem.engine import ledger
+    from gitmem.engine.guard import push_flags
+    from gitmem.git.treediff import tree_deltas
+
+    repo = store.repo
+    blobs: list[tuple[str, str, bytes]] = []
+    seen: set[pygit2.Oid] = set()
+    scopes = []
+    for u in updates:
+        if not u.scope or u.is_delete:
+            continue
+        scopes.append(u.scope)
+        walker = repo.walk(pygit2.Oid(hex=u.new), pygit2.enums.SortMode.TOPOLOGICAL)
+        if not u.is_create:
+            walker.hide(pygit2.Oid(hex=u.old))
+        for commit in walker:
+            parent = commit.parents[0].tree if commit.parents else None
+            for d in tree_deltas(parent, commit.tree):
+                if d.kind == "deleted" or d.new_id is None or d.new_id in seen:
+                    continue
+                seen.add(d.new_id)
+                blob = repo.get(d.new_id)
+                if isinstance(blob, pygit2.Blob):
+                    path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
+                    blobs.append((str(commit.id), path, blob.data))
+    files = push_flags(guard, blobs)
+    for f in files:
+        f["commit"] = ledger.digest(store, f["commit"])
+    if files:
+        data = {"scope": scopes[0] if len(scopes) == 1 else None, "session": None, "files": files}
+        ledger.append(store, "flag", data, actor=actor)
 
 
 def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:

@@ -62,6 +62,8 @@ class PushContext:
     now: int | None = None  # seconds since the epoch; None: the current time
     quarantine: Sequence[str] = ()  # object ids found in the quarantine directory, when known
     patterns: tuple[re.Pattern[str], ...] = ()  # remembered redaction patterns (deny-patterns)
+    trusted: bool = False  # the pusher's trailers are believed (acl.trust_trailers)
+    session: str | None = None  # the ``-o session=...`` push option
 
 
 def parse_updates(stdin: str | Iterable[str]) -> list[RefUpdate]:
@@ -110,6 +112,10 @@ def check_ref(repo: pygit2.Repository, u: RefUpdate, ctx: PushContext) -> list[V
     except InvalidInputError as exc:
         return [_v("ref", exc.message, u.ref)]
     out = [_at(v, u.ref) for v in policy.check_archived(ctx.settings.archived_at, ctx.settings.name)]
+    if ctx.pusher is None and ctx.settings.acl.get("require_identity"):
+        out.append(
+            _v("identity", "this store requires an authenticated pusher (acl.require_identity)", u.ref)
+        )
     out += [_at(v, u.ref) for v in policy.check_acl(ctx.settings.acl, u.scope, ctx.pusher)]
     if u.is_delete:
         out.append(_v("delete", f"deleting scope {u.scope!r} is not allowed", u.ref))
@@ -199,13 +205,17 @@ def check_commit(
             continue
         blob = repo.get(d.new_id)
         if isinstance(blob, pygit2.Blob):
-            out += [_at(v, ref, cid) for v in policy.check_content(path, blob.data, limits)]
+            bad = policy.check_content(path, blob.data, limits)
+            out += [_at(v, ref, cid) for v in bad]
+            if not bad:
+                out += [_at(v, ref, cid) for v in guard_violations(path, blob.data, ctx.settings)]
         why = denied_reason(
             frozenset(), ctx.patterns, path, blob.data if isinstance(blob, pygit2.Blob) else None
         )
         if why is not None:
             out.append(_v("denylist", why, ref, cid, path))
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
+    out += check_trailer_claims(commit, ref, ctx)
     if ctx.settings.require_trailers:
         from gitmem.model.versions import parse_trailers, trailer_problems
 
@@ -215,6 +225,102 @@ def check_commit(
             problems = [f"a gitmem version changes one memory; this commit changes {len(kinds)} files"]
         for p in problems:
             out.append(_v("trailers", f"missing or bad gitmem trailers: {p}", ref, cid))
+    return out
+
+
+def guard_violations(path: str, data: bytes, settings: StoreSettings) -> list[Violation]:
+    """What the store's write-time guard refuses in one pushed blob (docs/guard.md), as the
+    library refuses it: rule, line and a masked preview, never the text. Findings the policy
+    only flags are recorded by post-receive."""
+    from gitmem.engine.guard import policy_of
+    from gitmem.model.guard import action_for, scan
+
+    guard = policy_of(settings.guard)
+    if guard.secrets != "reject" and not guard.patterns and not guard.deny_patterns:
+        return []  # nothing here can reject: skip the scan (and loading the rules)
+
+    found = [f for f in scan(data.decode("utf-8", "replace"), guard) if action_for(f, guard) == "reject"]
+    if not found:
+        return []
+    shown = "; ".join(f.describe() for f in found[:5])
+    more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
+    return [Violation("guard", f"{path}: refused by the store's guard: {shown}{more}", path)]
+
+
+def check_trailer_claims(commit: pygit2.Commit, ref: str, ctx: PushContext) -> list[Violation]:
+    """Gitmem trailers in a pushed commit: malformed ones are refused from everyone (one bad
+    trailer must never break the store's readers); compaction roots only the server writes,
+    unless the pusher is trusted for trailers (a mirror)."""
+    from gitmem.model.versions import COMPACTION, SNAPSHOT, malformed_trailers, parse_trailers
+
+    message = commit.message
+    if "Gitmem-" not in message:
+        return []
+    cid = str(commit.id)
+    out = [_v("trailers", f"malformed gitmem trailers: {p}", ref, cid) for p in malformed_trailers(message)]
+    trailers = parse_trailers(message)
+    if (COMPACTION in trailers or SNAPSHOT in trailers) and not ctx.trusted:
+        out.append(
+            _v(
+                "compaction",
+                "compaction roots are written by the gitmem server only; push plain commits",
+                ref,
+                cid,
+            )
+        )
+    elif (COMPACTION in trailers or SNAPSHOT in trailers) and commit.parents:
+        out.append(_v("compaction", "a compaction root has no parents", ref, cid))
+    return out
+
+
+def check_session(ctx: PushContext, ref: str) -> list[Violation]:
+    if ctx.session is None:
+        return []
+    from gitmem.model.versions import _SESSION_RE
+
+    if _SESSION_RE.match(ctx.session):
+        return []
+    return [_v("session", f"push option session={ctx.session[:60]!r} is not a valid session id", ref)]
+
+
+def check_claimed_ids(
+    repo: pygit2.Repository, commits: Mapping[str, str], ctx: PushContext
+) -> list[Violation]:
+    """A trusted pusher's trailers are believed, so the ids they claim must be new: a
+    ``Gitmem-Version`` the store already knows (or one claimed twice in a push) is refused, and
+    every rebuild of the index then gives each id the commit the incremental index did."""
+    import sqlite3
+
+    from gitmem.model.versions import parse_snapshot, parse_trailers
+
+    if not ctx.trusted or not commits:
+        return []
+    claims: dict[str, tuple[str, str]] = {}
+    out: list[Violation] = []
+    for cid, scope in commits.items():
+        obj = _commit(repo, cid)
+        message = obj.message if obj is not None else ""
+        ids = [t[0] for t in parse_snapshot(message) or []]
+        vid = parse_trailers(message).get("Gitmem-Version")
+        ids += [vid] if vid else []
+        for v in ids:
+            if v in claims:
+                out.append(_v("version_id", f"{v} is claimed by two pushed commits", HEADS + scope, cid))
+            claims[v] = (cid, scope)
+    if not claims:
+        return out
+    path = Path(repo.path) / "gitmem" / "index.sqlite"
+    if path.exists():
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        try:
+            for v, (cid, scope) in claims.items():
+                row = db.execute("SELECT commit_id FROM versions WHERE id=? LIMIT 1", (v,)).fetchone()
+                if row is not None and row[0] != cid:
+                    out.append(
+                        _v("version_id", f"{v} is a version this store already has", HEADS + scope, cid)
+                    )
+        finally:
+            db.close()
     return out
 
 
@@ -301,11 +407,17 @@ def check_push(
     ctx: PushContext,
     stats: Mapping[str, tuple[int, int]] | None = None,
     store_bytes: int = 0,
+    *,
+    commits: dict[str, str] | None = None,
 ) -> list[Violation]:
-    """Every violation a push makes; an empty list means the whole push may land."""
+    """Every violation a push makes; an empty list means the whole push may land. ``commits``, when
+    given, receives every new commit the push brings and the scope it arrives on."""
     out: list[Violation] = []
+    found: dict[str, str] = {} if commits is None else commits
     for u in updates:
         out += check_ref(repo, u, ctx)
+    if updates:
+        out += check_session(ctx, updates[0].ref)
     live = [u for u in updates if u.ref.startswith(HEADS) and not u.is_delete]
     seen: set[pygit2.Oid] = set()
     checked: set[pygit2.Oid] = set()
@@ -313,7 +425,9 @@ def check_push(
         for commit in new_commits(repo, [u.new]):
             if commit.id not in checked:
                 checked.add(commit.id)
+                found[str(commit.id)] = u.scope
                 out += check_commit(repo, commit, u.ref, ctx, seen)
+    out += check_claimed_ids(repo, found, ctx)
     reported = {v.commit for v in out if v.rule == "denylist"} | {str(o) for o in seen}
     for oid in ctx.quarantine:
         if oid in ctx.denylist and oid not in reported:

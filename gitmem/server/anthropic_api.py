@@ -94,6 +94,15 @@ def _check_beta(request: Request) -> None:
         raise InvalidInputError(f"anthropic-beta: send one of {BETAS[0]} or {BETAS[1]}, not both")
 
 
+def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
+    """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
+    from gitmem.engine.proposals import reviewing
+
+    t = call.token
+    with reviewing(t.review, owner=(t.session or t.actor) if t.review else None):
+        return fn(call)
+
+
 class AnthropicApi:
     def __init__(self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int) -> None:
         self.pool = pool
@@ -114,7 +123,7 @@ class AnthropicApi:
                 raw = await read_body(request, self.max_body) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
                 # Not cancellable: a client that disconnects leaves no version or one complete version.
-                data = await anyio.to_thread.run_sync(fn, call)
+                data = await anyio.to_thread.run_sync(_as_token, fn, call)
             except GitmemError as exc:
                 return self.error(errors.from_exception(exc, rid))
             except Exception:

@@ -1,9 +1,12 @@
-"""The server's ASGI app: the Anthropic memory stores API, ``/healthz`` and ``/metrics``.
+"""The server's ASGI app: the Anthropic memory stores API, git smart HTTP (``/git/``), remote MCP
+(``/mcp``), the web console (``/console/``), the Databricks-shaped entries API (``/api/2.1/unity-catalog/``), ``/healthz`` and
+``/metrics``.
 
 ``create_app(home)`` builds it; :func:`serve` runs it on uvicorn. In front of every route: a request
 id (``request-id`` header, ``req_...``), a structured access log line (logger ``gitmem.access``,
 one JSON object per request), Prometheus counters, and the body limit (413 from the
-``content-length`` header, before anything is read or parsed).
+``content-length`` header, before anything is read or parsed; git pushes under ``/git/`` have
+their own, larger limit, counted as the body streams).
 """
 
 from __future__ import annotations
@@ -26,8 +29,13 @@ from gitmem import config
 from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
+from gitmem.server.console import Console
+from gitmem.server.databricks_api import DatabricksApi
+from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
+from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
+from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
 MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
@@ -61,12 +69,14 @@ class _Front:
         self.metrics.in_flight.inc()
         try:
             length = _content_length(scope)
-            if length is not None and length > self.max_body:
-                reply = errors.reply(
-                    413, "request_too_large", f"the request body is over {self.max_body} bytes", rid
-                )
+            if length is not None and length > self.max_body and not scope["path"].startswith("/git/"):
+                message = f"the request body is over {self.max_body} bytes"
+                reply = errors.reply(413, "request_too_large", message, rid)
                 self.metrics.rejections.labels("413").inc()
-                await JSONResponse(reply.body, 413)(scope, receive, send_with_id)
+                body = reply.body
+                if scope["path"].startswith(DATABRICKS_BASE):
+                    body = {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
+                await JSONResponse(body, 413)(scope, receive, send_with_id)
             else:
                 await self.app(scope, receive, send_with_id)
         finally:
@@ -114,6 +124,15 @@ def create_app(
     tokens = TokenStore(pool.home)
     metrics = Metrics()
     api = AnthropicApi(pool, tokens, metrics, max_body)
+    console = Console(pool, tokens, max_body=max_body)
+    databricks = DatabricksApi(pool, tokens, metrics, max_body)
+    git_http = GitHttp(pool.home, tokens)
+    try:
+        from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
+    except ImportError:  # pragma: no cover - served without /mcp then
+        mcp_http = None
+    else:
+        mcp_http = McpHttp(pool, tokens)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "stores": len(pool.all_settings())})
@@ -131,7 +150,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+        async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
+            yield
         pool.close()  # uvicorn waited for in-flight requests before this runs
 
     app = Starlette(
@@ -139,6 +159,11 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
+            *ReviewApi(api).routes(),
+            *console.routes(),
+            *databricks.routes(),
+            Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),
+            *([Route("/mcp", mcp_http, methods=["GET", "POST", "DELETE"])] if mcp_http else []),
         ],
         exception_handlers={404: not_found, 405: not_found},
         lifespan=lifespan,

@@ -45,7 +45,8 @@ class Token:
 
     ``stores`` maps a store name (or ``*``: every store) to ``ro`` or ``rw``; an admin token may
     read and write every store and manage stores. ``scope`` None: any scope (``main`` by default).
-    ``session``: writes are tagged with this session. ``review`` is reserved for review-gated writes.
+    ``session``: writes are tagged with this session. ``review``: its writes land as a proposal
+    (one per token, or per its session) that a reviewer accepts or rejects (docs/review.md).
     """
 
     id: str
@@ -188,6 +189,7 @@ class TokenStore:
         session: str | None = None,
         admin: bool = False,
         expires: str | None = None,
+        review: bool = False,
     ) -> tuple[Token, str]:
         """A new token and its secret (shown once: only its hash is kept).
 
@@ -212,6 +214,7 @@ class TokenStore:
             admin=admin,
             expires_at=expiry(expires),
             created_at=config.now_rfc3339(),
+            review=review,
         )
         secret = f"gitmem_{ulid}_{secrets.token_urlsafe(32)}"
         with self._locked():

@@ -104,7 +104,7 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
                 raise ForbiddenError(
                     f"store {spec.name!r} was archived at {store.settings.archived_at} and cannot be attached"
                 )
-            if spec.access == "rw":
+            if spec.access != "ro":
                 store.core.check_writable()
             description, path = store.settings.description, str(store.path)
         slug = spec.name if names.count(spec.name) == 1 else f"{spec.name}@{spec.scope}"
@@ -116,33 +116,51 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
     return mounts
 
 
-def sync_session(session_id: str | None = None, *, home: Home = None, actor: str | None = None) -> SyncReport:
-    """Sync every mount of a session (the only active one when ``session_id`` is None)."""
+def sync_session(
+    session_id: str | None = None,
+    *,
+    home: Home = None,
+    actor: str | None = None,
+    allow_mass_delete: bool = False,
+) -> SyncReport:
+    """Sync every mount of a session (the only active one when ``session_id`` is None).
+
+    A mount whose sync would delete most of its files is not synced (its ``error`` says so)
+    unless ``allow_mass_delete``."""
     session = state.resolve(session_id, home)
     if session.status != "active":
         raise InvalidInputError(f"session {session.id} has ended; there is nothing to sync")
     with state.locked(session.id, home):
-        return SyncReport(session.id, [_sync_one(m, session, actor) for m in session.mounts])
+        return SyncReport(
+            session.id, [_sync_one(m, session, actor, allow_mass_delete) for m in session.mounts]
+        )
 
 
-def _sync_one(mount: Mount, session: Session, actor: str | None) -> MountSync:
+def _sync_one(mount: Mount, session: Session, actor: str | None, allow_mass_delete: bool) -> MountSync:
     """One mount; a mount that cannot be synced (store gone, marker lost) does not stop the others."""
     try:
         with open_store(mount.store_path) as store:
-            return sync_mount(store, mount, session.id, actor or session.actor)
+            return sync_mount(
+                store, mount, session.id, actor or session.actor, allow_mass_delete=allow_mass_delete
+            )
     except GitmemError as exc:
         return MountSync(mount.store, mount.scope, mount.slug, mount.access, None, None, error=exc.message)
 
 
 def end_session(
-    session_id: str | None = None, *, home: Home = None, actor: str | None = None, force: bool = False
+    session_id: str | None = None,
+    *,
+    home: Home = None,
+    actor: str | None = None,
+    force: bool = False,
+    allow_mass_delete: bool = False,
 ) -> EndResult:
     """Final sync, then remove the mounts. Refuses (keeping the mounts) while a read-write mount
     holds changes that could not be saved, unless ``force``."""
-    report = sync_session(session_id, home=home, actor=actor)
+    report = sync_session(session_id, home=home, actor=actor, allow_mass_delete=allow_mass_delete)
     session = state.load(report.session, home)
-    unsaved = [f"{m.slug}{i.path}" for m in report.mounts if m.access == "rw" for i in m.refused]
-    unsaved += [f"{m.slug} ({m.error})" for m in report.mounts if m.error is not None and m.access == "rw"]
+    unsaved = [f"{m.slug}{i.path}" for m in report.mounts if m.access != "ro" for i in m.refused]
+    unsaved += [f"{m.slug} ({m.error})" for m in report.mounts if m.error is not None and m.access != "ro"]
     if unsaved and not force:
         raise ConflictError(
             f"session {session.id} was not ended: {len(unsaved)} changed file(s) could not be saved "

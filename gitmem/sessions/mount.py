@@ -179,6 +179,8 @@ def _entries(root: Path, out: Scan) -> Iterator[tuple[str, str]]:
         rel = os.path.relpath(dirpath, top)
         prefix = "" if rel == "." else "/" + rel.replace(os.sep, "/")
         if prefix == "":
+            if MARKER_DIR in dirnames:
+                _reserved(os.path.join(top, MARKER_DIR), out)
             dirnames[:] = [d for d in dirnames if d != MARKER_DIR]
         for d in list(dirnames):
             if os.path.islink(os.path.join(dirpath, d)):
@@ -186,13 +188,29 @@ def _entries(root: Path, out: Scan) -> Iterator[tuple[str, str]]:
                 dirnames.remove(d)
         for name in filenames:
             full = os.path.join(dirpath, name)
-            mode = os.lstat(full).st_mode
+            st = os.lstat(full)
+            mode = st.st_mode
             if stat.S_ISLNK(mode):
                 out.unusable[f"{prefix}/{name}"] = "a symbolic link is not a memory"
+            elif stat.S_ISREG(mode) and st.st_nlink > 1:
+                out.unusable[f"{prefix}/{name}"] = (
+                    f"a hard link ({st.st_nlink} names for one file) is not a memory: copy the file instead"
+                )
             elif not stat.S_ISREG(mode):
                 out.unusable[f"{prefix}/{name}"] = "not a regular file"
             else:
                 yield f"{prefix}/{name}", full
+
+
+def _reserved(marker_dir: str, out: Scan) -> None:
+    """Files an agent put under ``/.gitmem/`` (reserved for the marker): reported, never synced."""
+    for dirpath, _dirnames, filenames in os.walk(marker_dir):
+        rel = os.path.relpath(dirpath, marker_dir)
+        base = f"/{MARKER_DIR}" + ("" if rel == "." else "/" + rel.replace(os.sep, "/"))
+        for name in filenames:
+            if rel == "." and (name == MARKER_FILE or name.startswith(("put-", f".{MARKER_FILE}.tmp"))):
+                continue
+            out.unusable[f"{base}/{name}"] = "/.gitmem/ is reserved for gitmem's marker: not synced"
 
 
 def snapshot(root: Path) -> frozenset[tuple[str, int, int]]:

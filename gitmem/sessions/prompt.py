@@ -5,7 +5,11 @@ from __future__ import annotations
 from gitmem.sessions.state import Session
 
 PROMPT_FILE = "SYSTEM_PROMPT.md"
-_ACCESS = {"rw": "read-write", "ro": "read-only"}
+_ACCESS = {
+    "rw": "read-write",
+    "ro": "read-only",
+    "review": "read-write, reviewed (your changes are proposals until a reviewer accepts them)",
+}
 
 
 def system_prompt(session: Session) -> str:

@@ -8,6 +8,7 @@ guarded by ``if_sha256`` against the head it was planned on.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pygit2
@@ -74,6 +75,7 @@ def revert_session(
             for item, op in sorted(plans, key=lambda p: (_ORDER[p[0].action], p[0].path))
             if item.scope == sc and op is not None
         ]
+        ops = [dataclasses.replace(op, reverts=session_id) for op in ops]
         batch = apply_batch(store.core, ops, scope=sc, actor=actor, session=session, skip_refused=True)
         result.versions.extend(batch.versions)
         result.refused.extend(FileIssue(r.op.path, r.error.message) for r in batch.refused)
@@ -82,6 +84,20 @@ def revert_session(
         for item, op in plans
         if op is None
     )
+    if result.versions:  # the audit links the revert to the session it undid
+        from gitmem.engine import ledger
+
+        ledger.append(
+            store.core,
+            "revert_session",
+            {
+                "session": session_id,
+                "scope": scope,
+                "versions": [{"version": v.id, "scope": v.scope} for v in result.versions],
+                "refused": len(result.refused),
+            },
+            actor=result.versions[0].actor,
+        )
     return result
 
 

@@ -21,7 +21,7 @@ from gitmem.model.paths import validate_scope, validate_store_name
 from gitmem.model.versions import validate_session
 
 MAX_STORES = 8
-ACCESS = ("rw", "ro")
+ACCESS = ("rw", "ro", "review")  # review: writable, changes land as a proposal (docs/review.md)
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Mount:
     store: str
     store_path: str
     scope: str
-    access: str  # rw | ro
+    access: str  # rw | ro | review
     slug: str
     path: str
     description: str = ""
@@ -72,10 +72,12 @@ def parse_spec(text: str) -> StoreSpec:
     access = "rw"
     if ":" in head:
         head, _, access = head.partition(":")
-    elif at and scope.endswith((":ro", ":rw")):
-        scope, access = scope[:-3], scope[-2:]
+    elif at and scope.endswith((":ro", ":rw", ":review")):
+        scope, _, access = scope.rpartition(":")
     if access not in ACCESS:
-        raise InvalidInputError(f"invalid store spec {text!r}: access must be ro or rw, not {access!r}")
+        raise InvalidInputError(
+            f"invalid store spec {text!r}: access must be ro, rw or review, not {access!r}"
+        )
     if at and not scope:
         raise InvalidInputError(f"invalid store spec {text!r}: empty scope after '@'")
     validate_store_name(head)

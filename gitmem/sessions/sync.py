@@ -23,6 +23,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem import config
+from gitmem.engine import proposals
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
 from gitmem.git.treediff import diff_trees
@@ -183,7 +184,16 @@ def marker_session(mount: Mount) -> str:
     return read_marker(mount).session
 
 
-def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -> MountSync:
+# A sync that would delete more than this share of a mount's files (and at least MASS_DELETE_MIN
+# of them) writes nothing for that mount unless told ``allow_mass_delete`` (an emptied directory
+# is more often an accident than an intent).
+MASS_DELETE_SHARE = 0.5
+MASS_DELETE_MIN = 3
+
+
+def sync_mount(
+    store: Store, mount: Mount, session_id: str, actor: str | None, *, allow_mass_delete: bool = False
+) -> MountSync:
     """Sync one mount; see the module docstring."""
     marker = read_marker(mount)
     root = Path(mount.path)
@@ -200,13 +210,31 @@ def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -
     )
     versions: list[Version] = []
     conflicts: list[Conflict] = []
-    if mount.access == "ro":
-        refused += [FileIssue(p, "read-only mount: the change was not saved") for p in changed]
-        protected.update(changed)
-    elif changed:
-        versions, conflicts, not_saved, copies = _push(
-            store, mount, marker, local, changed, session_id, actor
+    deleted = [p for p in changed if p in marker.files and p not in local.files]
+    if (
+        mount.access == "rw"
+        and not allow_mass_delete
+        and len(deleted) >= MASS_DELETE_MIN
+        and len(deleted) > MASS_DELETE_SHARE * len(marker.files)
+    ):
+        why = (
+            f"the sync would delete {len(deleted)} of the mount's {len(marker.files)} memories; "
+            "nothing was written: sync with --allow-mass-delete if that is meant"
         )
+        return MountSync(
+            mount.store, mount.scope, mount.slug, mount.access, marker.base, marker.base, error=why
+        )
+    if mount.access == "ro":
+        # Refused, and put back: the refresh below rewrites each changed file with the store's content.
+        refused += [
+            FileIssue(p, "read-only mount: the change was not saved; the store's content was put back")
+            for p in changed
+        ]
+    elif changed:
+        with proposals.reviewing(mount.access == "review", owner=session_id):
+            versions, conflicts, not_saved, copies = _push(
+                store, mount, marker, local, changed, session_id, actor
+            )
         refused += not_saved
         protected.update(issue.path for issue in not_saved)
         conflicts, kept_both = _keep_copies(root, conflicts, copies)
@@ -214,8 +242,11 @@ def sync_mount(store: Store, mount: Mount, session_id: str, actor: str | None) -
     kept_base = {c.path for c in conflicts if c.kept_as is None and c.path in local.files}
     refused += private + _scrub(store, mount, root, scrub)
     tip = store.core.tip(mount.scope)
+    if mount.access == "review":  # the mount shows the session's proposal on top of the scope
+        tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
     base = marker.base
-    refreshed = _refresh(store, mount, marker, tip, local, protected, kept_base)
+    put_back = changed if mount.access == "ro" else []
+    refreshed = _refresh(store, mount, marker, tip, local, protected, put_back, kept_base)
     return MountSync(
         mount.store,
         mount.scope,
@@ -357,9 +388,10 @@ def _push(
 ) -> tuple[list[Version], list[Conflict], list[FileIssue], list[tuple[str, str, bytes]]]:
     versions: list[Version] = []
     for attempt in range(ATTEMPTS):
-        plan = _plan(
-            store, store.core.tree_of(store.core.tip(mount.scope)), marker, local, changed, session_id
-        )
+        tip = store.core.tip(mount.scope)
+        if mount.access == "review":  # planned against what the session sees: its proposal
+            tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
+        plan = _plan(store, store.core.tree_of(tip), marker, local, changed, session_id)
         if not plan.ops:
             return versions, plan.conflicts, [], plan.copies
         try:
@@ -411,10 +443,12 @@ def _refresh(
     tip: pygit2.Oid | None,
     local: Scan,
     protected: set[str],
+    put_back: list[str] = (),  # type: ignore[assignment]
     kept_base: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[str]:
     """Bring the mount to the tip (except protected paths), then move the marker there (except for
-    ``kept_base``: unresolved conflicts keep their base, so the next sync sees them again)."""
+    ``kept_base``: unresolved conflicts keep their base, so the next sync sees them again); the
+    ``put_back`` paths (refused edits of a read-only mount) get the store's content again."""
     old_files = dict(marker.files)
     root, readonly = Path(mount.path), mount.access == "ro"
     if marker.base is not None and store.core.has_object(marker.base):
@@ -430,6 +464,7 @@ def _refresh(
     else:  # no base, or history was rewritten under it: compare whole maps
         new_files = tree_files(store, tip)
         touched = [p for p in set(marker.files) | set(new_files) if marker.files.get(p) != new_files.get(p)]
+    touched = list(touched) + [p for p in put_back if p not in touched]
     todo = [p for p in sorted(touched) if p not in protected and local.files.get(p) != new_files.get(p)]
     if todo and readonly:
         unlock_tree(root)

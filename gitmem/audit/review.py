@@ -1,0 +1,307 @@
+"""The reviewer's side of review-gated writes (docs/review.md): :func:`diff` of a proposal against
+its scope (with a three-way diff for conflicts), :func:`accept` (all or some paths, authors kept,
+``Gitmem-Reviewed-By`` added, a ``proposal_accepted`` ledger entry) and :func:`reject` (a
+``proposal_rejected`` entry with the reason). Proposals themselves (routing, the chain on
+``refs/gitmem/proposals/<scope>/<id>``, reads, retention) are :mod:`gitmem.engine.proposals`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem import config
+from gitmem.engine import proposals as P
+from gitmem.engine.core import StoreCore
+from gitmem.errors import ConflictError, ForbiddenError, InvalidInputError
+from gitmem.git.locks import file_lock
+from gitmem.model.versions import Version, parse_trailers, resolve_actor
+
+
+@dataclass(frozen=True)
+class PathDiff:
+    """One path of a proposal against the scope: ``status`` is ``clean`` (the scope still has
+    the base content), ``conflict`` (the scope changed it since, differently), or ``same`` (the
+    scope already holds the proposed content)."""
+
+    path: str
+    status: str
+    base: str | None
+    proposed: str | None
+    current: str | None
+    diff: str  # unified diff current -> proposed
+    three_way: str = ""  # for a conflict: git merge-file --diff3 output (markers where they clash)
+    decided: bool = False
+
+
+def diff(store: StoreCore, proposal_id: str, paths: Sequence[str] | None = None) -> list[PathDiff]:
+    """Every path the proposal changes, against the scope's current content."""
+    p = P.get(store, proposal_id)
+    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
+    tip = P.tip_of(store, p)
+    prop_tree = store.tree_of(tip) if tip is not None else None
+    cur_tree = store.tree_of(store.tip(p.scope))
+    out = []
+    decided = p.decided_paths
+    for path in P.touched(store, p):
+        if paths is not None and path not in paths:
+            continue
+        base, proposed, current = (
+            P.text_at(base_tree, path),
+            P.text_at(prop_tree, path),
+            P.text_at(cur_tree, path),
+        )
+        if current == proposed:
+            status = "same"
+        elif current == base:
+            status = "clean"
+        else:
+            status = "conflict"
+        text = "".join(
+            difflib.unified_diff(
+                (current or "").splitlines(keepends=True),
+                (proposed or "").splitlines(keepends=True),
+                f"scope{path}" if current is not None else "/dev/null",
+                f"proposal{path}" if proposed is not None else "/dev/null",
+            )
+        )
+        three = _three_way(base, current, proposed) if status == "conflict" else ""
+        out.append(PathDiff(path, status, base, proposed, current, text, three, path in decided))
+    return out
+
+
+def _three_way(base: str | None, current: str | None, proposed: str | None) -> str:
+    """``git merge-file -p --diff3`` of scope (ours) and proposal (theirs) over the base."""
+    with tempfile.TemporaryDirectory(prefix="gitmem-3way-") as d:
+        files = []
+        for name, text in (("scope", current), ("base", base), ("proposal", proposed)):
+            f = Path(d) / name
+            f.write_text(text or "", encoding="utf-8")
+            files.append(str(f))
+        proc = subprocess.run(
+            ["git", "merge-file", "-p", "--diff3", "-L", "scope", "-L", "base", "-L", "proposal", *files],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        return proc.stdout
+
+
+# ---------------------------------------------------------------------- decisions
+@dataclass(frozen=True)
+class Accepted:
+    proposal: P.Proposal
+    versions: list[Version]
+    paths: list[str]
+
+
+def _plan_ops(store: StoreCore, p: P.Proposal, chosen: set[str]) -> list[Any]:
+    """Batch operations publishing the proposed state of ``chosen`` paths, grouped by author
+    (actor, session) in chain order; renames keep the memory id."""
+    from gitmem.engine.batch import BatchOp
+
+    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
+    tip = P.tip_of(store, p)
+    prop_tree = store.tree_of(tip) if tip is not None else None
+    author: dict[str, tuple[str, str | None]] = {}
+    renamed: dict[str, str] = {}  # new path -> base path
+    for c in P.chain(store, p):
+        t = parse_trailers(c.message)
+        paths = P.subject_path(c.message)
+        if paths is None:
+            continue
+        prev, path = paths
+        who = (t.get("Gitmem-Actor", p.actor), t.get("Gitmem-Session"))
+        author[path] = who
+        if prev is not None:
+            author[prev] = who
+            renamed[path] = renamed.pop(prev, prev)
+    ops: list[tuple[tuple[str, str | None], Any]] = []
+    done: set[str] = set()
+    for new, old in renamed.items():
+        if (
+            new in chosen
+            and old in chosen
+            and P.text_at(base_tree, old) is not None
+            and P.text_at(prop_tree, new) is not None
+        ):
+            ops.append((author[new], BatchOp("rename", old, content=P.text_at(prop_tree, new), new_path=new)))
+            done |= {new, old}
+    ids = P.memory_ids(store, p)
+    for path in sorted(chosen - done):
+        proposed = P.text_at(prop_tree, path)
+        who = author.get(path, (p.actor, p.session))
+        if proposed is None:
+            if P.text_at(base_tree, path) is not None:
+                ops.append((who, BatchOp("delete", path)))
+        else:
+            ops.append((who, BatchOp("write", path, content=proposed, memory_id=ids.get(path))))
+    return ops
+
+
+def accept(
+    store: StoreCore, proposal_id: str, *, reviewer: str, paths: Sequence[str] | None = None, reason: str = ""
+) -> Accepted:
+    """Publish the proposal (or its ``paths``) onto the scope, as versions keeping their authors
+    and naming the reviewer. Refused (ConflictError, nothing written) when a chosen path changed
+    on the scope since the proposal's base: ``diff`` shows the three-way diff. Refused
+    (ForbiddenError) for the proposer itself and for a reviewer in review mode."""
+
+    reviewer = resolve_actor(reviewer, None)
+    with file_lock(store.gitmem_dir / "proposals.lock"):  # one decision at a time
+        p = _decidable(store, proposal_id, reviewer, "accepted")
+        return _accept(store, p, reviewer, paths, reason)
+
+
+def _decidable(store: StoreCore, proposal_id: str, reviewer: str, what: str) -> P.Proposal:
+    """The open proposal, when ``reviewer`` may decide it: not its own proposer, not in review mode."""
+    p = P.get(store, proposal_id)
+    if p.status != "open":
+        raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be {what}")
+    if reviewer in (p.actor, p.owner, f"session:{p.session}"):
+        raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot review it: another reviewer must")
+    if P.in_review(store, p.scope, reviewer):
+        raise ForbiddenError(f"{reviewer} is in review mode on scope {p.scope!r} and cannot decide proposals")
+    return p
+
+
+def _accept(
+    store: StoreCore, p: P.Proposal, reviewer: str, paths: Sequence[str] | None, reason: str
+) -> Accepted:
+    from gitmem.engine import ledger
+    from gitmem.engine.batch import apply_batch
+
+    pending = [d for d in diff(store, p.id) if not d.decided]
+    chosen = {d.path for d in pending} if paths is None else set(paths)
+    unknown = chosen - {d.path for d in pending}
+    if unknown:
+        raise InvalidInputError(f"proposal {p.id} has no undecided change to {', '.join(sorted(unknown))}")
+    conflicts = [d.path for d in pending if d.path in chosen and d.status == "conflict"]
+    if conflicts:
+        raise ConflictError(
+            f"proposal {p.id} conflicts with scope {p.scope!r} at {', '.join(conflicts)}: the scope changed "
+            "there since the proposal was made; see `gitmem review diff` (nothing was written)"
+        )
+    ops = _plan_ops(store, p, chosen)
+    published: list[Version] = []
+    groups: list[tuple[tuple[str, str | None], list[Any]]] = []
+    for who, op in ops:
+        if groups and groups[-1][0] == who:
+            groups[-1][1].append(op)
+        else:
+            groups.append((who, [op]))
+    for (actor, session), batch_ops in groups:
+        result = apply_batch(
+            store, batch_ops, scope=p.scope, actor=actor, session=session, reviewed_by=reviewer
+        )
+        published.extend(result.versions)
+    p.decisions.append(P.Decision("accepted", reviewer, config.now_rfc3339(), sorted(chosen), reason))
+    _settle(store, p)
+    ledger.append(
+        store,
+        "proposal_accepted",
+        {
+            "id": p.id,
+            "scope": p.scope,
+            "proposer": p.actor,
+            "session": p.session,
+            "paths": sorted(chosen),
+            "versions": [v.id for v in published],
+        },
+        actor=reviewer,
+    )
+    return Accepted(p, published, sorted(chosen))
+
+
+def _settle(store: StoreCore, p: P.Proposal) -> None:
+    """Save the decision; a proposal whose every path is decided is closed: ``accepted`` when any
+    part was accepted, else ``rejected``."""
+    if set(P.touched(store, p)) <= p.decided_paths:
+        p.status = "accepted" if any(d.action == "accepted" for d in p.decisions) else "rejected"
+    P.save(store, p)
+
+
+def reject(
+    store: StoreCore, proposal_id: str, *, reviewer: str, reason: str = "", paths: Sequence[str] | None = None
+) -> P.Proposal:
+    """Record that the proposal (or its ``paths``) is not published; the chain is kept for
+    ``retention.min_days`` (:func:`drop_expired`)."""
+    reviewer = resolve_actor(reviewer, None)
+    with file_lock(store.gitmem_dir / "proposals.lock"):
+        p = _decidable(store, proposal_id, reviewer, "rejected")
+        return _reject(store, p, reviewer, reason, paths)
+
+
+def _reject(
+    store: StoreCore, p: P.Proposal, reviewer: str, reason: str, paths: Sequence[str] | None
+) -> P.Proposal:
+    from gitmem.engine import ledger
+
+    undecided = [d.path for d in diff(store, p.id) if not d.decided]
+    chosen = set(undecided) if paths is None else set(paths)
+    if chosen - set(undecided):
+        raise InvalidInputError(
+            f"proposal {p.id} has no undecided change to {', '.join(sorted(chosen - set(undecided)))}"
+        )
+    p.decisions.append(P.Decision("rejected", reviewer, config.now_rfc3339(), sorted(chosen), reason))
+    _settle(store, p)
+    ledger.append(
+        store,
+        "proposal_rejected",
+        {
+            "id": p.id,
+            "scope": p.scope,
+            "proposer": p.actor,
+            "session": p.session,
+            "paths": sorted(chosen),
+            "reason": reason,
+        },
+        actor=reviewer,
+    )
+    return p
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A proposal as ``review list`` and the server show it."""
+
+    id: str
+    scope: str
+    owner: str
+    actor: str
+    session: str | None
+    status: str
+    created_at: str
+    updated_at: str
+    versions: int
+    paths: list[str]
+    pending: list[str]
+    conflicts: list[str]
+    decisions: list[P.Decision]
+
+
+def summary(store: StoreCore, p: P.Proposal) -> Summary:
+    diffs = diff(store, p.id)
+    return Summary(
+        p.id,
+        p.scope,
+        p.owner,
+        p.actor,
+        p.session,
+        p.status,
+        p.created_at,
+        p.updated_at,
+        len(P.versions(store, p.id)),
+        [d.path for d in diffs],
+        [d.path for d in diffs if not d.decided],
+        [d.path for d in diffs if d.status == "conflict" and not d.decided],
+        p.decisions,
+    )

@@ -1,0 +1,132 @@
+"""The write-time guard on the write path (docs/guard.md): one call, :func:`screen`, from
+:func:`gitmem.engine.writer.check_limits`, which every library write and batch passes through.
+
+``screen`` scans the planned content with the store's policy and either refuses the write
+(:class:`~gitmem.errors.GuardRejectedError`: nothing is written) or notes the findings on the
+change, so that the version's commit carries a ``Gitmem-Flag`` trailer; after the branch moved,
+:func:`record_flags` appends one ``flag`` entry to the audit ledger for the flagged versions.
+Neither the trailer nor the ledger holds the matched text: rule, kind and line only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import GitmemError, GuardRejectedError
+from gitmem.model.guard import Finding, GuardPolicy, action_for, decide, scan
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
+    from gitmem.engine.rows import VersionRow
+    from gitmem.engine.writer import Change, ScopeState
+
+FLAG_TRAILER = "Gitmem-Flag"
+MAX_FLAGS_IN_TRAILER = 10
+MAX_IN_MESSAGE = 5
+
+
+def policy_for(store: StoreCore) -> GuardPolicy:
+    """The policy a write to ``store`` is checked with: the ``guard`` of its settings. (Patterns
+    remembered by redactions join it as ``deny_patterns``.)"""
+    return policy_of(store.settings.guard)
+
+
+def policy_of(guard: dict[str, Any], where: str = "gitmem.yaml") -> GuardPolicy:
+    """:meth:`GuardPolicy.from_dict` of a settings ``guard`` mapping, cached by its content."""
+    return _policy(json.dumps(guard, sort_keys=True), where)
+
+
+@functools.lru_cache(maxsize=64)
+def _policy(canonical: str, where: str) -> GuardPolicy:
+    return GuardPolicy.from_dict(json.loads(canonical), where)
+
+
+def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
+    """Check one planned change. Raises GuardRejectedError when the policy rejects it; a change
+    the policy flags gets its flagged findings in ``change.flags``. Content a rename carries
+    unchanged was screened when it was written, as the pre-receive hook only scans new blobs."""
+    data = change.data
+    if data is None:
+        return
+    policy = policy_for(store)
+    if policy.secrets == "off" and policy.pii == "off" and not policy.patterns and not policy.deny_patterns:
+        return
+    old = state.blob(change.previous_path or change.path) if change.operation != "created" else None
+    if old is not None and old.data == data:
+        return
+    findings = scan(data.decode("utf-8", "replace"), policy)
+    verdict = decide(findings, policy)
+    if verdict == "reject":
+        refused = [f for f in findings if action_for(f, policy) == "reject"]
+        raise GuardRejectedError(refusal(change.path, refused), tuple(refused))
+    if verdict == "flag":
+        change.flags.extend(f for f in findings if action_for(f, policy) == "flag")
+
+
+def refusal(path: str, findings: Sequence[Finding]) -> str:
+    """The message of a refused write: path, rules, lines, masked previews; never the text."""
+    shown = "; ".join(f.describe() for f in findings[:MAX_IN_MESSAGE])
+    more = f"; and {len(findings) - MAX_IN_MESSAGE} more" if len(findings) > MAX_IN_MESSAGE else ""
+    return (
+        f"{path}: refused by the store's guard: {shown}{more}. A memory store is no place for "
+        "credentials: remove it (or change 'guard' in the store's gitmem.yaml, see docs/guard.md)"
+    )
+
+
+def flag_trailer(findings: Sequence[Finding]) -> str | None:
+    """The value of the ``Gitmem-Flag`` trailer (None: nothing flagged), e.g.
+    ``pii email line 3; secret jwt line 9``."""
+    if not findings:
+        return None
+    parts = [f"{f.kind} {f.rule} line {f.line}" for f in findings[:MAX_FLAGS_IN_TRAILER]]
+    if len(findings) > MAX_FLAGS_IN_TRAILER:
+        parts.append(f"and {len(findings) - MAX_FLAGS_IN_TRAILER} more")
+    return "; ".join(parts)
+
+
+def finding_data(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """What the ledger keeps of findings: rule, kind, line (no content, no preview)."""
+    return [{"rule": f.rule, "kind": f.kind, "line": f.line} for f in findings]
+
+
+def record_flags(
+    store: StoreCore,
+    scope: str,
+    changes: Sequence[Change],
+    rows: Sequence[VersionRow],
+    actor: str,
+    session: str | None,
+) -> None:
+    """One ``flag`` ledger entry for the flagged versions just published (none: nothing).
+
+    The versions are durable and published already, and their trailers say they are flagged: a
+    ledger that cannot be appended to (``gitmem verify`` reports why) must not fail the write."""
+    flagged = [
+        {"version": r.id, "memory": r.memory_id, "path": r.path, "findings": finding_data(c.flags)}
+        for c, r in zip(changes, rows, strict=True)
+        if c.flags
+    ]
+    if not flagged:
+        return
+    from gitmem.engine import ledger
+
+    data: dict[str, Any] = {"scope": scope, "session": session, "versions": flagged}
+    with contextlib.suppress(GitmemError):
+        ledger.append(store, "flag", data, actor=actor)
+
+
+def push_flags(policy: GuardPolicy, blobs: Sequence[tuple[str, str, bytes]]) -> list[dict[str, Any]]:
+    """Flagged findings in pushed content: ``blobs`` are (commit id, path, data); returns one record
+    per flagged file (the pre-receive hook already refused what the policy rejects)."""
+    out = []
+    for commit, path, data in blobs:
+        findings = [
+            f for f in scan(data.decode("utf-8", "replace"), policy) if action_for(f, policy) == "flag"
+        ]
+        if findings:
+            out.append({"commit": commit, "path": path, "findings": finding_data(findings)})
+    return out

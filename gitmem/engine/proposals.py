@@ -1,0 +1,494 @@
+"""Review-gated writes (docs/review.md): writes by actors in review mode land as a *proposal*, a
+chain of ordinary gitmem versions on ``refs/gitmem/proposals/<scope>/<id>``, one proposal per
+session (or per actor without one), until a reviewer accepts or rejects it.
+
+Who is in review mode: the store's ``acl.review`` (scope globs to actor globs, e.g.
+``{"main": ["session:*"]}``), or a face that asks for it with :func:`reviewing` (a session mount
+``notes:review``, a token created with ``--review``, ``gitmem mcp --review``). Every write and
+batch asks :func:`route` once; a routed write runs through :func:`propose`: the same planning,
+limits, guard and commits as a published write, on the proposal's ref instead of the branch.
+
+A proposal's record (scope, owner, base, status, decisions) lives in
+``$GIT_DIR/gitmem/proposals/<id>.json``. Diffs and decisions are :mod:`gitmem.audit.review`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import fnmatch
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+from gitmem import config
+from gitmem.engine.core import StoreCore
+from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.git.locks import file_lock
+from gitmem.git.treediff import tree_deltas
+from gitmem.ids import is_id, new_id
+from gitmem.model.paths import validate_path, validate_scope
+from gitmem.model.versions import Version, parse_trailers, resolve_actor, timestamp, validate_session
+
+REF_PREFIX = "refs/gitmem/proposals/"
+DIR = "proposals"
+STATUSES = ("open", "accepted", "rejected")
+
+_REVIEW: contextvars.ContextVar[bool] = contextvars.ContextVar("gitmem_review", default=False)
+_READER: contextvars.ContextVar[str | None] = contextvars.ContextVar("gitmem_reader", default=None)
+
+
+@contextlib.contextmanager
+def reviewing(on: bool = True, owner: str | None = None) -> Iterator[None]:
+    """Within the block, writes in this thread or task land as proposals (``on``), and reads
+    (``Store.read``) by ``owner`` (a session id, or an actor) see its open proposal on top."""
+    token, reader = _REVIEW.set(on), _READER.set(owner)
+    try:
+        yield
+    finally:
+        _REVIEW.reset(token)
+        _READER.reset(reader)
+
+
+def reader(actor: str | None = None, session: str | None = None) -> str | None:
+    """Whose proposal a read shows: the explicit session or actor, else the context's owner."""
+    return session or actor or _READER.get()
+
+
+def owner_of(actor: str, session: str | None) -> str:
+    return session or actor
+
+
+def acl_reviews(acl: dict[str, Any], scope: str, actor: str) -> bool:
+    """Whether the store's ``acl.review`` puts ``actor`` in review mode on ``scope``."""
+    rules = acl.get("review")
+    if not isinstance(rules, dict):
+        return False
+    for scope_glob, actors in rules.items():
+        if fnmatch.fnmatchcase(scope, str(scope_glob)):
+            return any(fnmatch.fnmatchcase(actor, str(a)) for a in (actors or []))
+    return False
+
+
+def in_review(store: StoreCore, scope: str, actor: str) -> bool:
+    """Whether ``actor`` writes ``scope`` in review mode (this context, or ``acl.review``)."""
+    return _REVIEW.get() or acl_reviews(store.settings.acl, scope, actor)
+
+
+def route(store: StoreCore, scope: str, actor: str | None, session: str | None) -> str | None:
+    """The owner whose proposal a write goes to, or None when it is published as usual."""
+    if not _REVIEW.get() and not store.settings.acl.get("review"):
+        return None  # the common case: one dict lookup
+    validate_scope(scope)
+    who = resolve_actor(actor, validate_session(session))
+    if _REVIEW.get() or acl_reviews(store.settings.acl, scope, who):
+        return owner_of(who, session)
+    return None
+
+
+# ---------------------------------------------------------------------- records
+@dataclass
+class Decision:
+    action: str  # accepted | rejected
+    reviewer: str
+    at: str
+    paths: list[str]
+    reason: str = ""
+
+
+@dataclass
+class Proposal:
+    id: str
+    scope: str
+    owner: str
+    actor: str
+    session: str | None
+    base: str | None  # the scope's tip when the proposal started
+    created_at: str
+    status: str = "open"
+    decisions: list[Decision] = field(default_factory=list)
+    updated_at: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{REF_PREFIX}{self.scope}/{self.id}"
+
+    @property
+    def decided_paths(self) -> set[str]:
+        return {p for d in self.decisions for p in d.paths}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Proposal:
+        decisions = [Decision(**d) for d in data.get("decisions", [])]
+        return cls(**{**data, "decisions": decisions})
+
+
+def _dir(store: StoreCore) -> Path:
+    return store.gitmem_dir / DIR
+
+
+def save(store: StoreCore, p: Proposal) -> None:
+    p.updated_at = config.now_rfc3339()
+    d = _dir(store)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{p.id}.tmp{os.getpid()}"
+    tmp.write_text(json.dumps(p.to_dict(), sort_keys=True), encoding="utf-8")
+    os.replace(tmp, d / f"{p.id}.json")
+
+
+def proposals(store: StoreCore, *, status: str | None = None, scope: str | None = None) -> list[Proposal]:
+    """Every proposal of the store, oldest first (``status``/``scope`` filter)."""
+    if status is not None and status not in STATUSES:
+        raise InvalidInputError(f"invalid status {status!r}: use one of {', '.join(STATUSES)}")
+    out = []
+    d = _dir(store)
+    for f in sorted(d.glob("prop_*.json")) if d.is_dir() else []:
+        try:
+            p = Proposal.from_dict(json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            continue
+        if (status is None or p.status == status) and (scope is None or p.scope == scope):
+            out.append(p)
+    return sorted(out, key=lambda p: (p.created_at, p.id))
+
+
+def get(store: StoreCore, proposal_id: str) -> Proposal:
+    if not is_id(proposal_id, "prop"):
+        raise InvalidInputError(f"invalid proposal id {proposal_id!r}: expected prop_...")
+    try:
+        return Proposal.from_dict(
+            json.loads((_dir(store) / f"{proposal_id}.json").read_text(encoding="utf-8"))
+        )
+    except FileNotFoundError:
+        raise NotFoundError(f"proposal {proposal_id} does not exist in store {store.name!r}") from None
+
+
+def open_proposal(store: StoreCore, scope: str, owner: str) -> Proposal | None:
+    for p in proposals(store, status="open", scope=scope):
+        if p.owner == owner:
+            return p
+    return None
+
+
+def _open_or_start(store: StoreCore, scope: str, owner: str, actor: str, session: str | None) -> Proposal:
+    with file_lock(store.gitmem_dir / "proposals.lock"):
+        found = open_proposal(store, scope, owner)
+        if found is not None:
+            return found
+        tip = store.tip(scope)
+        now = config.now_rfc3339()
+        p = Proposal(new_id("prop"), scope, owner, actor, session, str(tip) if tip else None, now)
+        if tip is not None:
+            store.repo.references.create(p.ref, tip, force=False)
+        save(store, p)
+        return p
+
+
+def tip_of(store: StoreCore, p: Proposal) -> pygit2.Oid | None:
+    return store.ref_target(p.ref)
+
+
+# ---------------------------------------------------------------------- writing a proposal
+def chain(store: StoreCore, p: Proposal) -> list[pygit2.Commit]:
+    """The proposal's own commits, oldest first."""
+    tip = tip_of(store, p)
+    if tip is None:
+        return []
+    base = pygit2.Oid(hex=p.base) if p.base else None
+    commits = []
+    commit = store.commit(tip)
+    while commit.id != base:  # a proposal is a linear chain on top of its base
+        commits.append(commit)
+        if not commit.parents:
+            break
+        commit = commit.parents[0]
+    return list(reversed(commits))
+
+
+def memory_ids(store: StoreCore, p: Proposal) -> dict[str, str | None]:
+    """path -> memory id of what the proposal's chain created, changed or removed."""
+    ids: dict[str, str | None] = {}
+    for c in chain(store, p):
+        t = parse_trailers(c.message)
+        paths = subject_path(c.message)
+        if paths is None:
+            continue
+        prev, path = paths
+        if prev is not None:
+            ids[prev] = None
+        ids[path] = None if t.get("Gitmem-Operation") == "deleted" else t.get("Gitmem-Memory")
+    return ids
+
+
+def subject_path(message: str) -> tuple[str | None, str] | None:
+    """(previous path, path) from a version's subject: ``<op> <path>`` or ``renamed A to B``."""
+    subject = message.split("\n", 1)[0]
+    if subject.startswith("renamed ") and " to /" in subject:
+        a, b = subject[len("renamed ") :].split(" to /", 1)
+        return a, "/" + b
+    parts = subject.split(" ", 1)
+    return (None, parts[1]) if len(parts) == 2 and parts[1].startswith("/") else None
+
+
+def _state_class() -> type[Any]:
+    from gitmem.engine.batch import BatchState
+
+    class ProposalState(BatchState):
+        """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else
+        the scope's index; counts and sizes from the scope plus the proposal's delta."""
+
+        def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
+            super().__init__(store, p.scope, tip)
+            self.proposal = p
+            self.ids = memory_ids(store, p)
+            base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
+            count = size = 0
+            for d in tree_deltas(base_tree, self.base_tree):
+                count += {"added": 1, "deleted": -1}.get(d.kind, 0)
+                for oid, sign in ((d.old_id, -1), (d.new_id, 1)):
+                    obj = store.repo.get(oid) if oid is not None else None
+                    size += sign * obj.size if isinstance(obj, pygit2.Blob) else 0
+            self.chain_memories, self.chain_bytes = count, size
+
+        def _index(self) -> None:
+            if not self._indexed:
+                self.store.index.ensure(self.scope)
+                self._indexed = True
+
+        def memory_id_at(self, path: str) -> str | None:
+            if path in self.overlay:
+                return self.overlay[path]
+            if path in self.ids:
+                return self.ids[path]
+            head = self.head(path)
+            return head.memory_id if head is not None else None
+
+        def has_live_memory(self, memory_id: str) -> bool:
+            return memory_id in self.ids.values() or super().has_live_memory(memory_id)
+
+        def stats(self) -> tuple[int, int]:
+            count, size = super().stats()
+            return count + self.chain_memories, size + self.chain_bytes
+
+        def store_bytes(self, *, exact: bool = False) -> int:
+            return super().store_bytes(exact=exact) + self.chain_bytes
+
+    return ProposalState
+
+
+@dataclass(frozen=True)
+class Proposed:
+    proposal: Proposal
+    versions: list[Version]
+    refused: list[tuple[int, GitmemError]]  # (index of the planner, why)
+
+
+def propose(
+    store: StoreCore,
+    scope: str,
+    planners: Sequence[Callable[[Any], Any]],
+    *,
+    actor: str | None,
+    session: str | None,
+    owner: str,
+    skip_refused: bool = False,
+) -> Proposed:
+    """Plan ``planners`` (each ``state -> Change | None``) against the owner's proposal and commit
+    them on its ref by compare-and-swap: the limits, the deny-list and the guard apply as for a
+    published write; nothing reaches the scope."""
+    from gitmem.engine.batch import _write_pygit2
+    from gitmem.engine.guard import record_flags
+    from gitmem.engine.writer import MAX_ATTEMPTS, backoff, check_limits, current_size, version_from_row
+
+    validate_scope(scope)
+    session = validate_session(session)
+    who = resolve_actor(actor, session)
+    store.check_writable()
+    limits = store.settings.limits
+    p = _open_or_start(store, scope, owner, who, session)
+    state_cls = _state_class()
+    for attempt in range(MAX_ATTEMPTS):
+        tip = tip_of(store, p)
+        state = state_cls(store, p, tip)
+        changes, refused = [], []
+        for n, planner in enumerate(planners):
+            try:
+                change = planner(state)
+                if change is not None:
+                    check_limits(store, state, change, limits)
+            except GitmemError as exc:
+                if not skip_refused:
+                    raise
+                refused.append((n, exc))
+                continue
+            if change is not None:
+                state.applied(change, current_size(state, change))
+                changes.append(change)
+        if not changes:
+            return Proposed(p, [], refused)
+        head, rows = _write_pygit2(store, scope, tip, changes, who, session, int(time.time()))
+        store.sync_all()
+        if store.cas(p.ref, tip, head, "gitmem proposal"):
+            store.sync_ref_file(p.ref)
+            record_flags(store, scope, changes, rows, who, session)
+            save(store, p)
+            return Proposed(p, [version_from_row(r) for r in rows], refused)
+        backoff(attempt)
+    raise ConflictError(f"could not write to the proposal {p.id}: its ref kept moving; try again")
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def owner_tip(store: StoreCore, scope: str, owner: str) -> pygit2.Oid | None:
+    """The tip of ``owner``'s open proposal on ``scope`` (None: none, or it is still empty)."""
+    p = open_proposal(store, scope, owner)
+    return tip_of(store, p) if p is not None else None
+
+
+def read_memory(store: StoreCore, path: str, scope: str, owner: str) -> Any:
+    """The memory at ``path`` as ``owner`` sees it: from its open proposal when the proposal
+    changed that path (NotFoundError when it deleted it), else None (read the scope)."""
+    from gitmem.engine.memories import Memory
+    from gitmem.engine.writer import sha256_hex
+    from gitmem.model.frontmatter import parse_description
+
+    validate_path(path)
+    p = open_proposal(store, scope, owner)
+    if p is None or path not in touched(store, p):
+        return None
+    tip = tip_of(store, p)
+    text = text_at(store.tree_of(tip) if tip is not None else None, path)
+    if text is None:
+        raise NotFoundError(
+            f"memory {path} does not exist in scope {scope!r} (your proposal {p.id} deletes it)"
+        )
+    mine = [v for v in versions(store, p.id) if v.path == path]
+    data = text.encode("utf-8")
+    return Memory(
+        path=path,
+        scope=scope,
+        content=text,
+        content_sha256=sha256_hex(data),
+        size=len(data),
+        description=parse_description(text) if text.startswith("---") else None,
+        memory_id=mine[-1].memory_id if mine else "",
+        version_id=mine[-1].id if mine else "",
+        created_at=mine[0].created_at if mine else None,
+        updated_at=mine[-1].created_at if mine else None,
+    )
+
+
+def versions(store: StoreCore, proposal_id: str) -> list[Version]:
+    """The proposed versions, oldest first."""
+    p = get(store, proposal_id)
+    out = []
+    for c in chain(store, p):
+        t = parse_trailers(c.message)
+        paths = subject_path(c.message)
+        if paths is None:
+            continue
+        prev, path = paths
+        out.append(
+            Version(
+                id=t.get("Gitmem-Version", ""),
+                memory_id=t.get("Gitmem-Memory", ""),
+                scope=p.scope,
+                path=path,
+                operation=t.get("Gitmem-Operation", ""),
+                actor=t.get("Gitmem-Actor", ""),
+                session=t.get("Gitmem-Session"),
+                created_at=timestamp(c.committer.time),
+                commit=str(c.id),
+                previous_path=prev,
+            )
+        )
+    return out
+
+
+def text_at(tree: pygit2.Tree | None, path: str) -> str | None:
+    if tree is None:
+        return None
+    try:
+        obj = tree[path[1:]]
+    except KeyError:
+        return None
+    return obj.data.decode("utf-8", "replace") if isinstance(obj, pygit2.Blob) else None
+
+
+def touched(store: StoreCore, p: Proposal) -> list[str]:
+    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
+    tip = tip_of(store, p)
+    tree = store.tree_of(tip) if tip is not None else None
+    return sorted("/" + d.raw_path.decode("utf-8", "surrogateescape") for d in tree_deltas(base_tree, tree))
+
+
+def drop_expired(store: StoreCore, *, now: float | None = None) -> list[str]:
+    """Delete the refs and records of decided proposals older than ``retention.min_days``
+    (counted from the last decision). Returns the ids dropped."""
+    import datetime as dt
+
+    keep = store.settings.retention.min_days * 86400
+    now = time.time() if now is None else now
+    dropped = []
+    for p in proposals(store):
+        if p.status == "open" or not p.decisions:
+            continue
+        at = dt.datetime.fromisoformat(p.decisions[-1].at.replace("Z", "+00:00")).timestamp()
+        if now - at < keep:
+            continue
+        ref = store.repo.references.get(p.ref)
+        if ref is not None:
+            ref.delete()
+        (_dir(store) / f"{p.id}.json").unlink(missing_ok=True)
+        dropped.append(p.id)
+    return dropped
+
+
+def proposal_refs(store: StoreCore, scope: str | None = None) -> list[str]:
+    """Every proposal ref (of ``scope``); redaction rewrites them with their scope."""
+    prefix = REF_PREFIX if scope is None else f"{REF_PREFIX}{scope}/"
+    return [r for r in store.repo.references if r.startswith(prefix)]
+
+
+def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> Callable[[], None]:
+    """Rewrite the proposal chains of ``scope`` with a redaction's ``rewriter`` (the replaced
+    blobs replaced there too, parents mapped onto the rewritten history), so that no proposal
+    keeps the retired history alive. Returns the step that moves the proposal refs (and their
+    recorded bases), to run once the rewritten objects are written."""
+    repo = store.repo
+    hide = list(store.commit(first).parent_ids)
+    moves: list[tuple[str, pygit2.Oid, pygit2.Oid]] = []
+    for name in proposal_refs(store, scope):
+        old = repo.references[name].target
+        if not isinstance(old, pygit2.Oid):
+            continue
+        walker = repo.walk(old, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for parent in hide:
+            walker.hide(parent)
+        new = old
+        for commit in walker:
+            new = rewriter.commit(commit)
+        if new != old:
+            moves.append((name, old, new))
+
+    def publish() -> None:
+        by_id = {p.id: p for p in proposals(store, scope=scope)}
+        for name, old, new in moves:
+            store.cas(name, old, new, "gitmem redaction")
+            p = by_id.get(name.rsplit("/", 1)[-1])
+            if p is not None and p.base:
+                p.base = str(rewriter.commits.get(pygit2.Oid(hex=p.base), p.base))
+                save(store, p)
+
+    return publish

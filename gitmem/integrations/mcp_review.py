@@ -1,0 +1,92 @@
+"""The tools of a reviewing agent on ``gitmem mcp --reviewer`` (docs/review.md): list, show and
+diff proposals, accept or reject them. Results are JSON text; decisions are recorded under the
+server's actor (else its session)."""
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from gitmem.store import Store
+
+
+def add_review_tools(
+    server: Any,
+    readable: Callable[[str], Store],
+    rw: Callable[[str], Store],
+    call: Callable[..., Any],
+    StoreArg: Any,
+    WStoreArg: Any,
+    who: str,
+    annotations: dict[str, Any],
+) -> None:
+    """The tools of a reviewing agent (docs/review.md): text results (JSON)."""
+    import dataclasses
+    import json
+
+    def _text(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, indent=1)
+
+    from gitmem.audit import review
+    from gitmem.engine import proposals
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if hasattr(value, "isoformat"):
+            return value.isoformat().replace("+00:00", "Z")
+        return value
+
+    IdArg = Annotated[str, Field(description="Proposal id (prop_...).")]
+    PathsArg = Annotated[
+        list[str] | None, Field(description="Only these paths (default: every undecided one).")
+    ]
+
+    def list_proposals(store: StoreArg, status: str | None = "open") -> str:
+        """Proposals waiting for review (or with another status): who proposed, paths, conflicts."""
+        s = readable(store)
+        return _text(
+            plain(
+                call(lambda: [review.summary(s.core, p) for p in proposals.proposals(s.core, status=status)])
+            )
+        )
+
+    def show_proposal(store: StoreArg, proposal: IdArg) -> str:
+        """The versions a proposal holds, oldest first, and the decisions so far."""
+        s = readable(store)
+        p = call(lambda: proposals.get(s.core, proposal))
+        return _text(
+            plain(
+                {
+                    "proposal": call(review.summary, s.core, p),
+                    "versions": call(proposals.versions, s.core, p.id),
+                }
+            )
+        )
+
+    def diff_proposal(store: StoreArg, proposal: IdArg) -> str:
+        """Each changed path against the scope's current content (clean, conflict with a three-way
+        diff, or same)."""
+        s = readable(store)
+        return _text(plain(call(review.diff, s.core, proposal)))
+
+    def accept_proposal(store: WStoreArg, proposal: IdArg, paths: PathsArg = None, reason: str = "") -> str:
+        """Publish a proposal (or some of its paths) onto the scope; refused on a conflict."""
+        s = rw(store)
+        done = call(lambda: review.accept(s.core, proposal, reviewer=who, paths=paths, reason=reason))
+        return _text(plain({"status": done.proposal.status, "paths": done.paths, "versions": done.versions}))
+
+    def reject_proposal(store: WStoreArg, proposal: IdArg, reason: str, paths: PathsArg = None) -> str:
+        """Reject a proposal (or some of its paths), with the reason."""
+        s = rw(store)
+        p = call(lambda: review.reject(s.core, proposal, reviewer=who, reason=reason, paths=paths))
+        return _text({"status": p.status})
+
+    for tool in (list_proposals, show_proposal, diff_proposal):
+        server.add_tool(tool, annotations=annotations["read"], structured_output=False)
+    server.add_tool(accept_proposal, annotations=annotations["write"], structured_output=False)
+    server.add_tool(reject_proposal, annotations=annotations["destructive"], structured_output=False)

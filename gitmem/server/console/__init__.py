@@ -1,0 +1,164 @@
+"""The web console of ``gitmem serve`` (``/console/``): look at stores, history, sessions, redactions.
+
+Plain server-rendered HTML (Jinja2, autoescaped), one stylesheet, a few lines of script, a strict
+CSP. Sign-in is with a gitmem token (``auth``); pages show only what the token may read and offer
+writes only where it may write. ``browse`` and ``audit`` hold the pages, ``web`` the plumbing,
+``internals`` the few index reads the public ``Store`` methods do not offer. See docs/console.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from gitmem.errors import AuthenticationError, InvalidInputError
+from gitmem.server.console import audit, browse
+from gitmem.server.console.auth import COOKIE, PRE_COOKIE, SESSION_SECONDS, Sessions, csrf_ok
+from gitmem.server.console.web import (
+    HERE,
+    PREFIX,
+    PageFn,
+    Renderer,
+    SecurityHeaders,
+    environment,
+    read_form,
+    same_origin,
+    secure,
+    serve,
+)
+from gitmem.server.pool import StorePool
+from gitmem.server.tokens import TokenStore
+
+__all__ = ["Console"]
+
+
+def _next(value: str | None) -> str:
+    """Only a path inside the console: never an open redirect to another site."""
+    target = unquote(value or "")
+    if not target.startswith(PREFIX + "/") or target.startswith("//") or "\\" in target:
+        return f"{PREFIX}/stores"
+    return target
+
+
+class Console:
+    def __init__(self, pool: StorePool, tokens: TokenStore, *, max_body: int) -> None:
+        self.pool = pool
+        self.sessions = Sessions(pool.home, tokens)
+        self.env = environment()
+        self.env.filters["when"] = browse.when
+        self.env.globals.update(store_url=browse.store_url, memory_url=browse.memory_url)
+        self.renderer = Renderer(self.env)
+        self.max_body = max_body
+
+    def _page(self, fn: PageFn, *, post: bool = False) -> Any:
+        return serve(fn, self.renderer, self.sessions, self.pool, post=post, max_body=self.max_body)
+
+    def _cookie(self, response: Response, request: Request, name: str, value: str, max_age: int) -> None:
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path=PREFIX + "/",
+            httponly=True,
+            samesite="strict",
+            secure=secure(request),
+        )
+
+    # ------------------------------------------------------------------ sign-in
+    async def login_form(self, request: Request, message: str = "", status: int = 200) -> Response:
+        import secrets
+
+        pre = secrets.token_urlsafe(32)
+        values = {
+            "me": None,
+            "csrf": pre,
+            "message": message,
+            "next": _next(request.query_params.get("next")),
+            "title": "Sign in",
+        }
+        response = self.renderer.html("login.html", values, status)
+        self._cookie(response, request, PRE_COOKIE, pre, 3600)
+        return response
+
+    async def login(self, request: Request) -> Response:
+        try:
+            if not same_origin(request):
+                return self.renderer.error(403, "the form was posted from another site", None)
+            form = await read_form(request, self.max_body)
+        except InvalidInputError as exc:
+            return self.renderer.error(400, exc.message, None)
+        if not csrf_ok(request.cookies.get(PRE_COOKIE, ""), form.get("csrf")):
+            return self.renderer.error(
+                403, "the sign-in form expired or was not posted from here: reload it", None
+            )
+        try:
+            sid, signed = await anyio.to_thread.run_sync(self.sessions.sign_in, form.get("token", ""))
+        except AuthenticationError as exc:
+            return await self.login_form(request, exc.message, 401)
+        request.state.token_id = signed.token.id
+        response = RedirectResponse(_next(form.get("next")), status_code=303)
+        self._cookie(response, request, COOKIE, sid, SESSION_SECONDS)
+        response.delete_cookie(PRE_COOKIE, path=PREFIX + "/")
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        sid = request.cookies.get(COOKIE)
+        try:
+            signed = await anyio.to_thread.run_sync(self.sessions.lookup, sid)
+            form = await read_form(request, self.max_body)
+        except (AuthenticationError, InvalidInputError):
+            return RedirectResponse(f"{PREFIX}/login", status_code=303)
+        if not same_origin(request) or not csrf_ok(signed.csrf, form.get("csrf")):
+            return self.renderer.error(403, "the sign-out form's CSRF token is missing or wrong", signed)
+        await anyio.to_thread.run_sync(self.sessions.sign_out, sid)
+        response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+        response.delete_cookie(COOKIE, path=PREFIX + "/")
+        return response
+
+    async def home(self, request: Request) -> Response:
+        return RedirectResponse(f"{PREFIX}/stores", status_code=303)
+
+    # ------------------------------------------------------------------ routes
+    def routes(self) -> list[BaseRoute]:
+        p = self._page
+        s = "/stores/{store}"
+        inner: list[BaseRoute] = [
+            Route("/", self.home, methods=["GET"]),
+            Route("/login", self.login_form, methods=["GET"]),
+            Route("/login", self.login, methods=["POST"]),
+            Route("/logout", self.logout, methods=["POST"]),
+            Route("/stores", p(browse.stores), methods=["GET"]),
+            Route("/sessions", p(audit.sessions_page), methods=["GET"]),
+            Route(s, p(browse.store_page), methods=["GET"]),
+            Route(s + "/memory", p(browse.memory_page), methods=["GET"]),
+            Route(s + "/versions/{version}", p(browse.version_redirect), methods=["GET"]),
+            Route(s + "/restore", p(browse.restore_confirm), methods=["GET"]),
+            Route(s + "/restore", p(browse.restore_do, post=True), methods=["POST"]),
+            Route(s + "/audit", p(audit.audit_page), methods=["GET"]),
+            Route(s + "/revert", p(audit.revert_preview), methods=["GET"]),
+            Route(s + "/revert", p(audit.revert_do, post=True), methods=["POST"]),
+            Route(s + "/redact", p(audit.redact_page), methods=["GET"]),
+            Route(s + "/redact", p(audit.redact_do, post=True), methods=["POST"]),
+            Route(s + "/integrity", p(audit.integrity_page), methods=["GET"]),
+            Route(s + "/integrity", p(audit.integrity_run, post=True), methods=["POST"]),
+            Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
+        ]
+        return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner)))]
+
+
+class _Inner:
+    """The console's routes as one ASGI app (so that the security headers wrap all of them)."""
+
+    def __init__(self, routes: list[BaseRoute]) -> None:
+        from starlette.routing import Router
+
+        self.router = Router(routes=routes)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.router(scope, receive, send)

@@ -1,0 +1,229 @@
+"""Remote MCP at ``/mcp``: the MCP server of ``gitmem mcp`` over the streamable HTTP transport.
+
+Every request carries a token (``Authorization: Bearer``, HTTP Basic with the token as password,
+or ``x-api-key``); the token decides what is served: the stores it has a grant for (``*`` and
+admin tokens: every store), each read-write or read-only as granted (a server whose stores are all
+read-only has no write tools; a write tool refuses a read-only store), in the token's scope (else
+``main``, or ``/mcp?scope=S`` when the token allows S).
+
+Writes are versions by the token's actor, tagged with a session: the token's own session when it
+has one, else the one the client names (``/mcp?session=ID`` or an ``x-gitmem-session`` header),
+else ``sesn_mcp_<token ulid>``, so that one token's MCP writes are one session by default. (MCP's
+own session id is not a good tag: the 2026 protocol revision has none, and the older one changes
+at every reconnect.)
+
+One ``build_server`` and one session manager of the ``mcp`` package serve each (token, scope,
+session, stores) and are reused by its requests; they are dropped after ``idle_seconds`` without a
+request in flight. An MCP session id (older protocol revisions) is bound to the token that opened
+it: another token presenting it gets 404, as for an unknown session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Message, Receive, Scope, Send
+
+from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, InvalidInputError
+from gitmem.integrations.mcp_server import ServedStore, build_server
+from gitmem.model.paths import validate_scope
+from gitmem.model.versions import validate_session
+from gitmem.server.git_http import secret_from_headers
+from gitmem.server.pool import StorePool
+from gitmem.server.tokens import Token, TokenStore
+from gitmem.store import open_store
+
+log = logging.getLogger("gitmem.server.mcp")
+SESSION_HEADER = "mcp-session-id"
+MAX_BODY = 1 << 20
+
+
+@dataclass
+class _Session:
+    token_id: str
+    manager: StreamableHTTPSessionManager
+    gitmem_session: str
+    stores: list[ServedStore]
+    cancel: anyio.CancelScope | None = None
+    key: tuple[object, ...] = ()
+    in_flight: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class McpHttp:
+    """The ASGI app at ``/mcp``; ``run()`` must be entered for the app's lifetime (its lifespan)."""
+
+    def __init__(
+        self, pool: StorePool, tokens: TokenStore, *, idle_seconds: float = 1800.0, max_servers: int = 256
+    ) -> None:
+        self.pool = pool
+        self.tokens = tokens
+        self.idle_seconds = idle_seconds
+        self.max_servers = max_servers
+        self._servers: dict[tuple[object, ...], _Session] = {}
+        self._by_sid: dict[str, _Session] = {}  # MCP session id (older revisions) -> its server
+        self._open_lock = anyio.Lock()
+        self._tg: TaskGroup | None = None
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._reap)
+            try:
+                yield
+            finally:
+                self._tg = None
+                tg.cancel_scope.cancel()
+                self._servers.clear()
+                self._by_sid.clear()
+
+    # ------------------------------------------------------------------ requests
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        secret = secret_from_headers(headers) or headers.get("x-api-key")
+        try:
+            token = self.tokens.authenticate(secret)
+        except AuthenticationError as exc:
+            await _json(send, 401, "authentication_error", exc.message, [(b"www-authenticate", b"Bearer")])
+            return
+        except GitmemError as exc:
+            await _json(send, 500, "api_error", f"internal error: {exc.message}")
+            return
+        scope.setdefault("state", {})["token_id"] = token.id
+        sid = headers.get(SESSION_HEADER)
+        if sid is not None:
+            entry = self._by_sid.get(sid)
+            if entry is None or entry.token_id != token.id:
+                await _json(send, 404, "not_found_error", "MCP session not found; initialize a new one")
+                return
+            await self._forward(entry, scope, receive, send)
+            if scope["method"] == "DELETE":
+                self._by_sid.pop(sid, None)
+            return
+        try:
+            entry = await self._entry(token, scope.get("query_string", b""), headers)
+        except GitmemError as exc:
+            status = {"forbidden": 403, "invalid_input": 400}.get(exc.type_name, 503)
+            kind = {403: "permission_error", 400: "invalid_request_error"}.get(status, "overloaded_error")
+            await _json(send, status, kind, exc.message)
+            return
+
+        async def capture(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                for k, v in message.get("headers", []):
+                    if k.lower() == SESSION_HEADER.encode():
+                        self._by_sid[v.decode("latin-1")] = entry
+            await send(message)
+
+        await self._forward(entry, scope, receive, capture)
+
+    async def _forward(self, entry: _Session, scope: Scope, receive: Receive, send: Send) -> None:
+        entry.in_flight += 1
+        try:
+            await entry.manager.handle_request(scope, receive, send)
+        finally:
+            entry.in_flight -= 1
+            entry.last_used = time.monotonic()
+
+    # ------------------------------------------------------------------ servers
+    async def _entry(self, token: Token, query: bytes, headers: dict[str, str]) -> _Session:
+        scope, session = _scope_and_session(token, query, headers)
+        names = await anyio.to_thread.run_sync(self._names, token, scope)
+        key = (token.id, scope, session, tuple(names))
+        async with self._open_lock:
+            entry = self._servers.get(key)
+            if entry is not None:
+                return entry
+            if len(self._servers) >= self.max_servers:
+                raise GitmemError("too many MCP servers open; try again later")
+            entry = await anyio.to_thread.run_sync(self._open, token, scope, session, names)
+            assert self._tg is not None, "McpHttp.run() is not entered (the app's lifespan did not start)"
+            await self._tg.start(self._run_manager, entry)
+            entry.key = key
+            self._servers[key] = entry
+            return entry
+
+    def _names(self, token: Token, scope: str) -> list[str]:
+        if token.admin or "*" in token.stores:
+            names = [s.name for s in self.pool.all_settings()]
+        else:
+            names = [n for n in token.stores if (self.pool.home / "stores" / f"{n}.git").is_dir()]
+        names = [n for n in sorted(names) if token.may_read(n, scope)]
+        if not names:
+            raise ForbiddenError(f"token {token.id} has no store to serve")
+        return names
+
+    def _open(self, token: Token, scope: str, session: str, names: list[str]) -> _Session:
+        stores = [ServedStore(n, open_store(n, self.pool.home), not token.may_write(n, scope)) for n in names]
+        server = build_server(stores, scope=scope, session=session, actor=token.actor)
+        # The Starlette app it returns is not used: it creates the session manager, which is.
+        server.streamable_http_app(
+            session_idle_timeout=self.idle_seconds,
+            max_request_body_size=MAX_BODY,
+            # A token, not a cookie, authenticates: a rebinding page cannot send it. Behind a proxy
+            # the Host header is the proxy's, so the loopback-only default would refuse clients.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        return _Session(token.id, server.session_manager, server.session, stores)
+
+    async def _run_manager(self, entry: _Session, *, task_status: TaskStatus[None]) -> None:
+        with anyio.CancelScope() as cancel:
+            entry.cancel = cancel
+            async with entry.manager.run():
+                task_status.started()
+                await anyio.sleep_forever()
+
+    async def _reap(self) -> None:
+        while True:
+            await anyio.sleep(min(30.0, self.idle_seconds / 2))
+            now = time.monotonic()
+            for key, entry in list(self._servers.items()):
+                if entry.in_flight == 0 and now - entry.last_used > self.idle_seconds:
+                    log.info("MCP server for token %s idle: closed", entry.token_id)
+                    self._servers.pop(key, None)
+                    self._by_sid = {k: v for k, v in self._by_sid.items() if v is not entry}
+                    if entry.cancel is not None:
+                        entry.cancel.cancel()
+
+
+def _scope_and_session(token: Token, query: bytes, headers: dict[str, str]) -> tuple[str, str]:
+    """The scope and the session tag of a request (see the module's docstring)."""
+    from urllib.parse import parse_qs
+
+    params = parse_qs(query.decode("latin-1"))
+    scope = params["scope"][-1] if params.get("scope") else token.default_scope()
+    named = params["session"][-1] if params.get("session") else headers.get("x-gitmem-session")
+    try:
+        session = token.session or validate_session(named) or "sesn_mcp_" + token.id.removeprefix("apikey_")
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"session: {exc.message}") from None
+    try:
+        validate_scope(scope)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"scope: {exc.message}") from None
+    if token.scope is not None and scope != token.scope:
+        raise ForbiddenError(f"token {token.id} may only use scope {token.scope!r}, not {scope!r}")
+    return scope, session
+
+
+async def _json(
+    send: Send, status: int, kind: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode("utf-8")
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

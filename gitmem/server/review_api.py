@@ -1,0 +1,127 @@
+"""The reviewer's endpoints of ``gitmem serve`` (docs/review.md), beside the Anthropic API:
+
+    GET  /v1/gitmem/stores/{name}/proposals[?status=open&scope=main]
+    GET  /v1/gitmem/stores/{name}/proposals/{proposal_id}
+    GET  /v1/gitmem/stores/{name}/proposals/{proposal_id}/diff
+    POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/accept   {"paths": [...], "reason": "..."}
+    POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/reject   {"paths": [...], "reason": "..."}
+
+Same tokens, errors and threading as the Anthropic API (its ``endpoint`` plumbing). Listing and
+reading need read access to the store; deciding needs write access from a token that is not
+itself in review mode, and the decision is recorded under the token's actor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from starlette.routing import Route
+
+from gitmem.errors import ForbiddenError, InvalidInputError
+from gitmem.server import wire
+from gitmem.server.anthropic_api import AnthropicApi, Call, Json
+
+BASE = "/v1/gitmem/stores/{name}/proposals"
+
+
+def _json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json(v) for k, v in value.items()}
+    if hasattr(value, "isoformat"):
+        return wire.rfc3339(value)
+    return value
+
+
+class ReviewApi:
+    def __init__(self, api: AnthropicApi) -> None:
+        self.api = api
+
+    def routes(self) -> list[Route]:
+        e = self.api.endpoint
+        one = BASE + "/{proposal_id}"
+        return [
+            Route(BASE, e(self.list_proposals), methods=["GET"]),
+            Route(one, e(self.show), methods=["GET"]),
+            Route(one + "/diff", e(self.diff), methods=["GET"]),
+            Route(one + "/accept", e(self.accept, with_body=True), methods=["POST"]),
+            Route(one + "/reject", e(self.reject, with_body=True), methods=["POST"]),
+        ]
+
+    def _name(self, call: Call, *, decide: bool = False) -> str:
+        name = call.params["name"]
+        if decide:
+            if call.token.review:
+                raise ForbiddenError(f"token {call.token.id} is in review mode: it cannot decide proposals")
+            if not call.token.may_write(name):
+                raise ForbiddenError(f"token {call.token.id} may not review store {name!r}")
+        elif not call.token.may_read(name):
+            raise ForbiddenError(f"token {call.token.id} may not read store {name!r}")
+        return name
+
+    def list_proposals(self, call: Call) -> Json:
+        from gitmem.audit import review
+        from gitmem.engine import proposals
+
+        name = self._name(call)
+        with self.api.pool.store(name) as store:
+            found = proposals.proposals(
+                store.core, status=call.query.get("status"), scope=call.query.get("scope")
+            )
+            return {"data": [_json(review.summary(store.core, p)) for p in found]}
+
+    def show(self, call: Call) -> Json:
+        from gitmem.audit import review
+        from gitmem.engine import proposals
+
+        name = self._name(call)
+        with self.api.pool.store(name) as store:
+            p = proposals.get(store.core, call.params["proposal_id"])
+            return {
+                "proposal": _json(review.summary(store.core, p)),
+                "versions": _json(proposals.versions(store.core, p.id)),
+            }
+
+    def diff(self, call: Call) -> Json:
+        from gitmem.audit import review
+
+        name = self._name(call)
+        with self.api.pool.store(name) as store:
+            return {"data": _json(review.diff(store.core, call.params["proposal_id"]))}
+
+    def _decision(self, call: Call) -> tuple[list[str] | None, str]:
+        data = wire.body(call.raw or b"{}", ("paths", "reason"))
+        paths = data.get("paths")
+        if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
+            raise InvalidInputError("paths must be a list of memory paths")
+        reason = wire.string(data, "reason", nullable=True) or ""
+        return paths, reason
+
+    def accept(self, call: Call) -> Json:
+        from gitmem.audit import review
+
+        name = self._name(call, decide=True)
+        paths, reason = self._decision(call)
+        with self.api.pool.store(name) as store:
+            done = review.accept(
+                store.core, call.params["proposal_id"], reviewer=call.token.actor, paths=paths, reason=reason
+            )
+            return {
+                "proposal": _json(review.summary(store.core, done.proposal)),
+                "versions": _json(done.versions),
+            }
+
+    def reject(self, call: Call) -> Json:
+        from gitmem.audit import review
+
+        name = self._name(call, decide=True)
+        paths, reason = self._decision(call)
+        with self.api.pool.store(name) as store:
+            p = review.reject(
+                store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason, paths=paths
+            )
+            return {"proposal": _json(review.summary(store.core, p))}
