@@ -31,7 +31,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("History", ("log", "show", "diff", "restore")),
     ("Stores", ("store", "export", "import", "reindex", "maintain")),
     ("Sessions", ("session", "revert-session")),
-    ("Audit and redaction", ("audit", "redact", "verify", "prune")),
+    ("Audit and redaction", ("audit", "redact", "verify", "prune", "review")),
     ("Git", ("clone", "fetch", "hooks")),
     ("Server", ("serve", "token", "mcp")),
     ("Help", ("help", "completion")),
