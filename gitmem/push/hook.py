@@ -134,7 +134,9 @@ def pre_receive(
     from gitmem.push import pushcheck
 
     git_dir = Path(repo.path).resolve()
-    if (git_dir / "gitmem" / "journal.json").exists() or _rewrite_running(git_dir):
+    from gitmem.push.pushlock import rewrite_running
+
+    if (git_dir / "gitmem" / "journal.json").exists() or rewrite_running(git_dir):
         from gitmem.audit.journal import guard_push  # pushes and rewrites exclude each other
 
         refused = guard_push(git_dir)
@@ -185,24 +187,6 @@ def pre_receive(
         ],
     )
     return lines
-
-
-def _rewrite_running(git_dir: Path) -> bool:
-    """Whether a history rewrite holds the store lock now (one non-blocking shared flock)."""
-    import fcntl
-    import os
-
-    try:
-        fd = os.open(git_dir / "gitmem" / "lock", os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
 
 
 def record_rejection(
@@ -458,29 +442,6 @@ def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:
     return subprocess.run([str(legacy)], input=stdin, check=False).returncode
 
 
-def _exclude_rewrites(git_dir: Path) -> tuple[int | None, list[str]]:
-    """Finish an interrupted rewrite, then take the store lock shared (waiting while a rewrite
-    runs): the lock and no lines, or no lock and the refusal."""
-    if (git_dir / "gitmem" / "journal.json").exists():
-        from gitmem.audit.journal import guard_push
-
-        refused = guard_push(git_dir)
-        if refused is not None:
-            return None, [refused]
-    from gitmem.push.pushlock import acquire_shared
-
-    lock = acquire_shared(git_dir, PUSH_WAIT)
-    if lock is None:
-        return None, [
-            "gitmem: a history rewrite (redaction or compaction) of this store is in progress and it is "
-            "still running; nothing was changed: push again when it has finished"
-        ]
-    return lock, []
-
-
-PUSH_WAIT = 60.0  # seconds a push waits for a running rewrite
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("pre-receive", "post-receive"):
@@ -494,7 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         lock: int | None = None
         try:
             repo = open_repo()
-            lock, lines = _exclude_rewrites(Path(repo.path).resolve())
+            from gitmem.push.pushlock import exclude_rewrites
+
+            lock, lines = exclude_rewrites(Path(repo.path).resolve())
             if not lines:
                 lines = pre_receive(repo, text, env)
         except Exception as exc:  # fail closed: an unchecked push must not land

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 LOCK_FILE = "lock"  # gitmem.audit.journal.LOCK_FILE
+PUSH_WAIT = 60.0  # seconds a push waits for a running rewrite
 HOLD_LIMIT = 300.0  # seconds a push may keep the lock (a receive-pack that hangs must not block forever)
 
 
@@ -79,3 +80,36 @@ def _alive(pid: int) -> bool:
         return state not in (b"Z", b"X")
     except (OSError, IndexError):
         return True
+
+
+def rewrite_running(git_dir: Path) -> bool:
+    """Whether a history rewrite holds the store lock now (one non-blocking shared flock)."""
+    try:
+        fd = os.open(git_dir / "gitmem" / "lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def exclude_rewrites(git_dir: Path) -> tuple[int | None, list[str]]:
+    """Finish an interrupted rewrite, then take the store lock shared (waiting while a rewrite
+    runs): the lock and no lines, or no lock and the refusal."""
+    if (git_dir / "gitmem" / "journal.json").exists():
+        from gitmem.audit.journal import guard_push
+
+        refused = guard_push(git_dir)
+        if refused is not None:
+            return None, [refused]
+    lock = acquire_shared(git_dir, PUSH_WAIT)
+    if lock is None:
+        return None, [
+            "gitmem: a history rewrite (redaction or compaction) of this store is in progress and it is "
+            "still running; nothing was changed: push again when it has finished"
+        ]
+    return lock, []
