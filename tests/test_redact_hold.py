@@ -601,3 +601,20 @@ def test_2_a_push_keeps_the_store_lock_until_receive_pack_exits(tmp_path: Path) 
             pytest.fail("the lock was not released after the push ended")
     finally:
         os.close(probe)
+
+
+def test_1_killed_between_two_scopes_swaps_is_completed(store: Store, workspace: Path) -> None:
+    import signal
+    import sys
+
+    a, _b = _two_scopes(store)
+    path = store.path
+    store.close()
+    env = dict(os.environ, GITMEM_FAULT="first-ref")  # one branch moved, the other not yet
+    res = subprocess.run([sys.executable, "-c", KILLED, str(path), a.id], env=env, capture_output=True)
+    assert res.returncode == -signal.SIGKILL, res.stderr
+    with gitmem.open_store(str(path)) as again:  # opening completes the rewrite
+        assert not (again.core.gitmem_dir / "journal.json").exists()
+        assert verify(again.core).ok
+        assert again.read("/k.md", scope="alice").content == "rotated too\n"
+        assert scan_store(path, SECRET.encode(), workspace=workspace) == []
