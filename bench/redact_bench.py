@@ -2,9 +2,11 @@
 """Redaction time against ``git filter-repo`` doing the same replacement on a copy of the same store.
 
     python bench/redact_bench.py [--versions 100000] [--memories 10000] [--json out.json]
+    python bench/redact_bench.py --quick [--no-compare]   # small store, seconds (CI smoke)
 
-Two cases on the cached generated store (bench/common.py): a superseded version near the start of
-history (nearly every commit is rewritten) and one near the end (a few commits). gitmem's time is the
+Three cases on the cached generated store (bench/common.py): a superseded version near the start of
+history (nearly every commit is rewritten), one near the end (a few commits), and the early one
+when a second scope holds the same content too (one redaction covers both scopes). gitmem's time is the
 whole ``redact()``: rewrite, ledger, index, purge and the ``git cat-file`` proof. filter-repo's time is
 ``git filter-repo --blob-callback`` replacing the same blob, including its own cleanup (reflog expire,
 gc); afterwards the blob must be gone there too. Target (docs/architecture.md#performance-targets): gitmem <= 0.5x.
@@ -27,6 +29,8 @@ from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pygit2  # noqa: E402
 
 import gitmem  # noqa: E402
 from bench.common import CACHE_DIR, Result, Spec, cached_store, table, work_copy  # noqa: E402
@@ -76,11 +80,22 @@ def gone(path: Path, oid: str) -> bool:
     return res.returncode != 0
 
 
-def run_gitmem(path: Path, version: str) -> float:
+def run_gitmem(path: Path, version: str, scopes: list[str]) -> float:
     with gitmem.open_store(path) as store:
         t = time.perf_counter()
-        redact.redact(store.core, version, reason="bench")
-        return time.perf_counter() - t
+        r = redact.redact(store.core, version, reason="bench")
+        elapsed = time.perf_counter() - t
+        assert r.scopes == scopes, r.scopes
+        return elapsed
+
+
+def add_second_scope(path: Path, blob: str) -> None:
+    """A scope ``alice`` that also held ``blob`` (then overwrote it): the redaction covers it too."""
+    with gitmem.open_store(path) as store:
+        data = store.core.blob_data(pygit2.Oid(hex=blob))
+        store.write("/copied.md", data, scope="alice", actor="user:alice")
+        store.write("/copied.md", "overwritten\n", scope="alice", actor="user:alice")
+        store.core.index.ensure_all()
 
 
 def run_filter_repo(cmd: list[str], path: Path, blob: str) -> float:
@@ -94,29 +109,43 @@ def run_filter_repo(cmd: list[str], path: Path, blob: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--versions", type=int, default=100_000)
-    ap.add_argument("--memories", type=int, default=10_000)
+    ap.add_argument("--versions", type=int, default=None, help="commits (default 100000; 2000 with --quick)")
+    ap.add_argument("--memories", type=int, default=None, help="memories (default 10000; 200 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="a small store: a smoke run in seconds")
+    ap.add_argument("--no-compare", action="store_true", help="skip git filter-repo (gitmem's figures only)")
     ap.add_argument("--filter-repo", default=None, help="directory holding git_filter_repo.py")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where generated stores are kept")
     args = ap.parse_args()
-    cmd = filter_repo_cmd(args.filter_repo)
-    built = cached_store(Spec(args.memories, args.versions), log=_log)
+    versions = args.versions or (2000 if args.quick else 100_000)
+    memories = args.memories or (200 if args.quick else 10_000)
+    cmd = None if args.no_compare else filter_repo_cmd(args.filter_repo)
+    built = cached_store(Spec(memories, versions), cache=args.cache, log=_log)
     targets = pick_versions(built.path)
+    cases = [(case, version, blob, False) for case, (version, blob) in targets.items()]
+    cases.append(("early, 2 scopes", *targets["early"], True))
     results = []
-    with tempfile.TemporaryDirectory(dir=CACHE_DIR) as tmp:
-        for case, (version, blob) in targets.items():
+    with tempfile.TemporaryDirectory(dir=args.cache) as tmp:
+        for case, version, blob, two_scopes in cases:
             ours = work_copy(built, Path(tmp) / "gitmem")
+            if two_scopes:
+                add_second_scope(ours, blob)
             _log(f"{case}: gitmem redact {version} ...")
-            g = run_gitmem(ours, version)
+            g = run_gitmem(ours, version, ["alice", "main"] if two_scopes else ["main"])
             assert gone(ours, blob)
-            theirs = work_copy(built, Path(tmp) / "filter-repo")
-            _log(f"{case}: git filter-repo ...")
-            f = run_filter_repo(cmd, theirs, blob)
-            assert gone(theirs, blob), "filter-repo left the blob in the store"
-            label = f"redact, {case} blob, {args.versions // 1000}k commits"
-            results.append(Result(label, g, f, "git filter-repo", 0.5))
+            label = f"redact, {case} blob, {versions // 1000}k commits"
+            if cmd is None:
+                results.append(Result(label, g, g, "gitmem itself (no comparison)", None, "--no-compare"))
+            else:
+                theirs = work_copy(built, Path(tmp) / "filter-repo")
+                if two_scopes:
+                    add_second_scope(theirs, blob)
+                _log(f"{case}: git filter-repo ...")
+                f = run_filter_repo(cmd, theirs, blob)
+                assert gone(theirs, blob), "filter-repo left the blob in the store"
+                results.append(Result(label, g, f, "git filter-repo", 0.5))
+                shutil.rmtree(theirs)
             shutil.rmtree(ours)
-            shutil.rmtree(theirs)
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2))

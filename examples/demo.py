@@ -125,6 +125,11 @@ def two_sessions() -> None:
     check("/prefs/drinks.md.conflict-sesn_agent_b" in second, "agent b's conflict copy was not saved")
     sh("ls agent-b/notes/prefs/ && cat agent-b/notes/prefs/drinks.md.conflict-sesn_agent_b")
     check("oolong" in gm("read", "notes", "/prefs/drinks.md").stdout, "the first sync lost its edit")
+    # Agent b resolves the conflict: it merges both texts and drops its private copy.
+    sh("printf 'Alice prefers oolong tea, no sugar; coffee some mornings.\\n' > agent-b/notes/prefs/drinks.md"
+       " && rm agent-b/notes/prefs/drinks.md.conflict-sesn_agent_b")  # fmt: skip
+    resolved = gm("session", "sync", "sesn_agent_b", show_code=True).stdout
+    check("modified /prefs/drinks.md" in resolved, "agent b's merged text was not saved")
     gm("session", "end", "sesn_agent_a")
     gm("session", "end", "sesn_agent_b")
     gm("log", "notes")
@@ -189,14 +194,12 @@ def redact() -> None:
 
 
 def fetch_after_redaction() -> None:
-    section("6. gitmem fetch tells the clone its history was rewritten, and how to resync")
-    out = gm("fetch", "./clone").stdout
-    check("main" in out and "rewritten" in out, "fetch did not report the rewritten scope")
-    sh("git -C clone reset -q --hard origin/main && git -C clone log --oneline -3")
-    # The clone's own copy of the old objects stays until its owner expires them, as with any git.
+    section("6. gitmem fetch --purge resyncs the clone after a redaction and removes the old objects")
     kept = sh("git -C clone cat-file --batch-all-objects --batch | grep -c 'Linden Lane'")
-    check(kept.stdout.strip() == "1", "the clone lost the old objects before its owner purged them")
-    sh("git -C clone reflog expire --expire=now --all && git -C clone gc -q --prune=now")
+    check(kept.stdout.strip() == "1", "the clone lost the old objects before it was purged")
+    out = gm("fetch", "--purge", "./clone", show_code=True).stdout
+    check("main" in out and "rewritten" in out, "fetch did not report the rewritten scope")
+    sh("git -C clone log --oneline -3")
     gone = sh("git -C clone cat-file --batch-all-objects --batch | grep -c 'Linden Lane'", expect=1)
     check(gone.stdout.strip() == "0", "the leak is still in the clone")
 

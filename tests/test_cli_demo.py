@@ -74,6 +74,8 @@ def test_demo_tour_shows_every_headline_feature(tmp_path: Path) -> None:
     assert "conflict /prefs/drinks.md: changed in the store since this mount's base" in b.output
     assert one(steps, r"^ls agent-b").output.splitlines()[-1] == "Alice prefers coffee now."
     assert one(steps, r"^gitmem read notes /prefs/drinks.md$").output == "Alice prefers oolong tea, no sugar."
+    # agent b resolves the conflict (both texts merged, its private copy dropped) and syncs it
+    assert "modified /prefs/drinks.md" in one(steps, r"^gitmem session sync sesn_agent_b$", 1).output
 
     # 2. revert-session: the dry run changes nothing, the real run puts both memories back
     dry = one(steps, r"^gitmem revert-session .* --dry-run$")
@@ -87,7 +89,8 @@ def test_demo_tour_shows_every_headline_feature(tmp_path: Path) -> None:
         "2 version(s) written"
     )
     assert (
-        one(steps, r"^gitmem read notes /prefs/drinks.md$", 2).output == "Alice prefers oolong tea, no sugar."
+        one(steps, r"^gitmem read notes /prefs/drinks.md$", 2).output
+        == "Alice prefers oolong tea, no sugar; coffee some mornings."
     )
     assert one(steps, r"^gitmem read notes /prefs/bob.md$").output == "Bob drinks espresso."
 
@@ -114,8 +117,10 @@ def test_demo_tour_shows_every_headline_feature(tmp_path: Path) -> None:
     )
     assert remote[1] == "remote: gitmem: push rejected (1 problem(s)); nothing was changed"
 
-    # 6. fetch names the rewritten scope and how to resync; the clone's purge removes its copy
-    assert one(steps, r"^gitmem fetch ./clone$").output.startswith("main: history was rewritten on the store")
+    # 6. fetch --purge names the rewritten scope, resyncs the clone and removes its old copy
+    purged = one(steps, r"^gitmem fetch --purge ./clone$")
+    assert purged.output.startswith("main: history was rewritten on the store") and purged.code == 0
+    assert "of the old history from the clone (verified)" in purged.output
     clone_grep = r"^git -C clone cat-file --batch-all-objects --batch \| grep -c"
     assert [one(steps, clone_grep, i).output for i in (0, 1)] == ["1", "0"]
 

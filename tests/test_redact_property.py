@@ -68,3 +68,78 @@ def test_writes_and_redactions_keep_everything_else(
             else:
                 assert v.redaction is None
                 assert store.read(v.path, version=vid).content == text
+
+
+SCOPES = ["main", "alice", "team"]
+multi_ops = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("write"), st.sampled_from(SCOPES), st.sampled_from(PATHS), st.sampled_from(CONTENTS)
+        ),
+        st.tuples(st.just("redact"), st.just(""), st.integers(0, 30), st.just("")),
+        st.tuples(st.just("pattern"), st.sampled_from(SCOPES + [""]), st.just(0), st.just("")),
+    ),
+    min_size=4,
+    max_size=10,
+)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(multi_ops)
+def test_multi_scope_writes_and_redactions(
+    workspace: Path, program: list[tuple[str, str, object, str]]
+) -> None:
+    """Across scopes: one redaction covers every scope holding the content; every version keeps its
+    metadata; the others keep their content; redacted bytes are nowhere in the store; verify holds."""
+    from gitmem.audit.verify import verify
+    from tests.secret_scan import scan_store
+
+    with gitmem.create_store(f"multi{next(_names)}", home=workspace) as store:
+        content: dict[tuple[str, str], str] = {}  # (scope, version) -> text
+        redacted: set[str] = set()
+        gone: set[str] = set()  # texts redacted everywhere
+        meta = {}
+        for op, scope, arg, text in program:
+            if op == "write":
+                try:
+                    v = store.write(str(arg), text, scope=scope, actor="user:p")
+                except ForbiddenError:
+                    assert text in gone  # redacted content is never written back
+                    continue
+                if v is not None:
+                    content[(scope, v.id)] = text
+                    meta[(scope, v.id)] = (v.memory_id, v.path, v.operation, v.actor, v.created_at)
+                continue
+            if op == "pattern":
+                try:
+                    r = redact.redact_pattern(store.core, r"secret-\d", reason="prop", scope=scope or None)
+                except (ForbiddenError, gitmem.errors.InvalidInputError, NotFoundError):
+                    continue
+                redacted.update(r.versions)
+                gone.update(t for t in CONTENTS if t.startswith("secret-"))  # remembered: refused from now on
+                continue
+            candidates = sorted(k for k in content if k[1] not in redacted)
+            if not candidates:
+                continue
+            s, target = candidates[int(arg) % len(candidates)]  # type: ignore[call-overload]
+            try:
+                r = redact.redact(store.core, target, reason="prop")
+            except ForbiddenError:
+                continue  # a head (in some scope) holds it: nothing changed
+            text = content[(s, target)]
+            same = {k for k, t in content.items() if t == text}
+            assert {k[1] for k in same} <= set(r.versions) | redacted  # every scope holding it
+            assert {k[0] for k in same if k[1] in r.versions} <= set(r.scopes)
+            redacted.update(r.versions)
+            gone.add(text)
+        for (scope, vid), text in content.items():
+            v = store.version(vid)
+            assert (v.memory_id, v.path, v.operation, v.actor, v.created_at) == meta[(scope, vid)]
+            if vid in redacted:
+                assert v.redaction is not None
+            else:
+                assert v.redaction is None
+                assert store.read(v.path, version=vid, scope=scope).content == text
+        for text in gone:
+            assert scan_store(store.path, text.encode()) == []
+        assert verify(store.core).ok

@@ -110,7 +110,7 @@ def test_concurrent_write_elsewhere_merges_and_refreshes_mount(
     assert contents(notes)["/a.md"] == "alpha 2\n"
 
 
-def test_conflicting_edit_is_kept_as_its_own_memory(
+def test_conflicting_edit_is_kept_private_to_the_session(
     two: tuple[Store, Store], sess: Session, tmp_path: Path
 ) -> None:
     notes = two[0]
@@ -120,10 +120,14 @@ def test_conflicting_edit_is_kept_as_its_own_memory(
     kept = f"/a.md.conflict-{sess.id}"
     assert [(c.path, c.kept_as) for c in report.conflicts] == [("/a.md", kept)]
     assert contents(notes)["/a.md"] == "alpha by bob\n"
-    assert contents(notes)[kept] == "alpha by agent\n"
+    assert kept not in contents(notes)  # never in the shared scope's listings or search
+    assert notes.search("agent") == []
     assert mnt(tmp_path, "notes/a.md").read_text() == "alpha by bob\n"
     assert mnt(tmp_path, f"notes/{kept[1:]}").read_text() == "alpha by agent\n"
-    assert sessions.sync_session(sess.id).versions == 0
+    again = sessions.sync_session(sess.id)
+    assert again.versions == 0
+    assert [i.path for i in again.mounts[0].refused] == [kept]  # reported until resolved
+    assert kept not in contents(notes)
 
 
 def test_local_delete_of_a_file_changed_in_store_keeps_the_store_version(
@@ -212,7 +216,7 @@ def test_killed_sync_is_finished_by_the_next_without_duplicates(
     )
     assert proc.returncode == -9, proc.stderr
     written = notes.versions(session=sess.id)
-    assert len(written) == 3  # the batch landed before the kill
+    assert len(written) == 2  # the batch landed before the kill (the conflict copy stays local)
     report = sessions.sync_session(sess.id)
     assert report.versions == 0
     assert notes.versions(session=sess.id) == written
@@ -221,7 +225,6 @@ def test_killed_sync_is_finished_by_the_next_without_duplicates(
         "/a.md": "alpha 2\n",
         "/b2.md": "beta\n",
         "/c.md": "gamma by bob\n",
-        kept: "gamma by agent\n",
     }
     assert mnt(tmp_path, "notes/c.md").read_text() == "gamma by bob\n"
     assert mnt(tmp_path, "notes/" + kept[1:]).read_text() == "gamma by agent\n"

@@ -22,6 +22,7 @@ that would also delete the fresh objects of a concurrent writer whose branch upd
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -40,7 +41,7 @@ from gitmem import config
 from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
-from gitmem.git.rewrite import purge
+from gitmem.git.purge import purge, reachable_retired
 from gitmem.git.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"
@@ -66,6 +67,16 @@ class Rewrite:
     retired_trees: list[str] = field(default_factory=list)
     versions: list[str] = field(default_factory=list)
     ledger: dict[str, Any] = field(default_factory=dict)
+    # Every scope the rewrite moves: scope -> [old tip, new tip] (one redaction covers every scope
+    # whose history holds the content); empty means just ``scope``: ``old_tip`` -> ``new_tip``.
+    tips: dict[str, list[str]] = field(default_factory=dict)
+    # Every ref's target right after the swap: the purge walks only what refs added since.
+    baseline: list[str] = field(default_factory=list)
+    # Paths changed too (a pattern redaction matched a path): the index re-derives the scopes.
+    rederive: bool = False
+
+    def scope_tips(self) -> dict[str, list[str]]:
+        return dict(self.tips) if self.tips else {self.scope: [self.old_tip, self.new_tip]}
 
     @property
     def retired(self) -> list[str]:
@@ -106,7 +117,8 @@ def _journal_path(store: StoreCore) -> Path:
 def _write_journal(store: StoreCore, rw: Rewrite) -> None:
     path = _journal_path(store)
     tmp = path.with_name(JOURNAL_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as fh:
         json.dump(vars(rw), fh)
         fh.flush()
         os.fsync(fh.fileno())
@@ -131,7 +143,11 @@ def _read_journal(store: StoreCore) -> Rewrite | None:
 
 
 def recover(store: StoreCore, *, blocking: bool = False) -> str | None:
-    """Finish or roll back an interrupted rewrite; returns "completed", "rolled back" or None."""
+    """Finish or roll back an interrupted rewrite; returns "completed", "rolled back" or None.
+
+    A rewrite of several scopes swaps their branches one after another: when at least one moved,
+    the others still at their old tip are moved too (the plan is complete in the journal) and the
+    rewrite is completed; when none moved, it is rolled back."""
     if store.is_clone or not _journal_path(store).exists():
         return None
     with store_lock(store, blocking=blocking) as held:
@@ -140,60 +156,105 @@ def recover(store: StoreCore, *, blocking: bool = False) -> str | None:
         rw = _read_journal(store)
         if rw is None:
             return None
-        _clear_stale_lock(store, rw.scope)
-        tip = store.tip(rw.scope)
-        new = pygit2.Oid(hex=rw.new_tip)
-        if tip is not None and store.is_ancestor(new, tip):
-            finish(store, rw, recovering=True)
-            return "completed"
-        _journal_path(store).unlink()
-        return "rolled back"
+        moved, unmoved = [], []
+        for scope, (old, new) in rw.scope_tips().items():
+            _clear_stale_lock(store, scope)
+            tip = store.tip(scope)
+            if old == new:
+                continue
+            if tip is not None and store.is_ancestor(pygit2.Oid(hex=new), tip):
+                moved.append(scope)
+            else:
+                unmoved.append((scope, old, new))
+        if not moved and unmoved:
+            _journal_path(store).unlink()
+            return "rolled back"
+        for scope, old, new in unmoved:
+            tip = store.tip(scope)
+            if tip is not None and str(tip) == old:
+                store.cas_ref(scope, tip, pygit2.Oid(hex=new), f"gitmem {rw.op} {rw.id} (recovered)")
+                store.sync_ref(scope)
+        if not rw.baseline:
+            rw.baseline = _ref_targets(store)
+        finish(store, rw, recovering=True)
+        return "completed"
+
+
+def _ref_targets(store: StoreCore) -> list[str]:
+    out = set()
+    for name in list(store.repo.references):
+        target = store.ref_target(name)
+        if target is not None:
+            out.add(str(target))
+    return sorted(out)
 
 
 def run_rewrite(store: StoreCore, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
-    """Steps 1-6 under the store lock; ``build(tip)`` plans and writes the new commits.
+    """:func:`run_rewrite_scopes` for one scope."""
+    return run_rewrite_scopes(store, [scope], lambda tips: build(tips[scope]))
 
-    The swap holds the branch's own lock file (``refs/heads/<scope>.lock``, as git does), so a
-    writer's compare-and-swap fails meanwhile and it retries after the swap, on the new history.
-    Commits a writer added while the plan was made are rewritten under that lock (``build`` keeps
-    its memo, so only they cost anything): the rewrite cannot be starved and no write is lost."""
+
+def run_rewrite_scopes(
+    store: StoreCore, scopes: list[str], build: Callable[[dict[str, pygit2.Oid]], Rewrite]
+) -> Rewrite:
+    """Steps 1-6 under the store lock; ``build(tips)`` plans and writes the new commits of every
+    scope in ``scopes`` (its ``tips`` says where each scope goes).
+
+    The swap holds each branch's own lock file (``refs/heads/<scope>.lock``, as git does; taken in
+    sorted order), so a writer's compare-and-swap fails meanwhile and it retries after the swap, on
+    the new history. Commits a writer added while the plan was made are rewritten under those locks
+    (``build`` keeps its memo, so only they cost anything): the rewrite cannot be starved and no
+    write is lost. The pre-receive hook waits for the store lock (and recovers a journal first), so
+    a push is checked against the deny-list the rewrite leaves."""
+    order = sorted(set(scopes))
     with store_lock(store):
         recover(store, blocking=True)
-        tip = store.require_scope(scope)
-        rw = build(tip)
-        refuse_other_refs(store, scope, rw)
+        tips = {s: store.require_scope(s) for s in order}
+        rw = build(tips)
+        refuse_other_refs(store, rw)
         store.sync_all()
         fault("objects")
         _write_journal(store, rw)
         try:
-            with _ref_lock(store, scope) as lock:
-                current = store.require_scope(scope)
-                if current != tip:
+            with contextlib.ExitStack() as stack:
+                locks = {s: stack.enter_context(_ref_lock(store, s)) for s in order}
+                current = {s: store.require_scope(s) for s in order}
+                if current != tips:
                     rw = build(current)
+                    refuse_other_refs(store, rw)
                     store.sync_all()
                     _write_journal(store, rw)
                 receipts.carry(store, rw.commit_map)  # before the branch moves (docs/identity.md)
                 fault("journal")
-                _publish(lock, rw.new_tip)
+                moves = rw.scope_tips()
+                for i, s in enumerate(order):
+                    _publish(locks[s], moves[s][1])
+                    if i == 0:
+                        fault("first-ref")
         except BaseException:
-            _journal_path(store).unlink(missing_ok=True)  # the branch did not move
+            if not any(store.tip(s) != tips.get(s) and store.tip(s) is not None for s in order):
+                _journal_path(store).unlink(missing_ok=True)  # no branch moved
             raise
-        store.sync_ref(scope)
+        for s in order:
+            store.sync_ref(s)
+        rw.baseline = _ref_targets(store)
+        _write_journal(store, rw)
         fault("ref")
         finish(store, rw)
         return rw
 
 
-def refuse_other_refs(store: StoreCore, scope: str, rw: Rewrite) -> None:
-    """Refuse (before anything moves) when a ref other than the scope's branch still reaches the
-    history being retired (a tag, a branch made from it): purging would break that ref."""
+def refuse_other_refs(store: StoreCore, rw: Rewrite) -> None:
+    """Refuse (before anything moves) when a ref other than the rewritten scopes' branches still
+    reaches the history being retired (a tag, a ref outside refs/heads): purging would break it."""
+    moving = {f"refs/heads/{s}" for s in rw.scope_tips()}
     retired = set(rw.commit_map)
     if not retired:
         return
     firsts = [c for c in retired if not any(str(p) in retired for p in store.commit(c).parent_ids)]
     repo = store.repo
     for name in list(repo.references):
-        if name in (f"refs/heads/{scope}", ledger.LEDGER_REF) or name.startswith("refs/gitmem-tmp/"):
+        if name in moving or name == ledger.LEDGER_REF or name.startswith("refs/gitmem-tmp/"):
             continue
         try:
             target = repo.references[name].peel(pygit2.Commit).id
@@ -201,7 +262,7 @@ def refuse_other_refs(store: StoreCore, scope: str, rw: Rewrite) -> None:
             continue
         if any(store.is_ancestor(pygit2.Oid(hex=first), target) for first in firsts):
             raise ForbiddenError(
-                f"{name} still reaches the history of scope {scope!r} that this {rw.op} would retire; "
+                f"{name} still reaches the history of scope {rw.scope!r} that this {rw.op} would retire; "
                 "delete or move that ref first (nothing was changed)"
             )
 
@@ -261,25 +322,58 @@ def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
     if not recovering or ledger.find(store, rw.op, "id", rw.id) is None:
         ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
     fault("ledger")
+    moves = rw.scope_tips()
     if rw.op == "redaction":
         store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
-        store.index.apply_rewrite(rw.scope, rw.old_tip, rw.new_tip, rw.commit_map, rw.blob_map)
+        for scope, (old, new) in moves.items():
+            if rw.rederive:
+                store.index.apply_rewrite(scope, "", new, {}, {})
+            else:
+                store.index.apply_rewrite(scope, old, new, rw.commit_map, rw.blob_map)
     else:  # compaction: versions leave history; the scope is re-derived from git
         store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
     fault("index")
-    back = reintroduced(store, set(rw.retired), rw.at)
-    # A writer that raced the rewrite (writers take no store lock) may have committed these very
-    # objects again: deleting them would break its acknowledged version. Keep them (and, to be safe,
-    # every retired tree) and say so.
+    retired = set(rw.retired)
+    back = reintroduced(store, retired, rw.at)
+    # What a ref reaches again (a racing writer committed the content again; a push forked old
+    # history while the rewrite ran) is kept: deleting it would break that ref. Checked under the
+    # store lock right before deleting.
+    reached = reachable_retired(store, retired, rw.baseline or [new for _old, new in moves.values()])
+    kept_refs = sorted(reached)
+    for ids in reached.values():
+        back |= ids
     keep = back | set(rw.retired_trees) if back else set()
     purge(store, [o for o in rw.retired if o not in keep])
+    private_files(store)
     fault("purged")
     _journal_path(store).unlink(missing_ok=True)
+    if kept_refs:
+        raise IntegrityError(
+            f"{rw.op} {rw.id}: {', '.join(kept_refs)} changed during the rewrite and still reaches "
+            f"retired history, which was kept so that ref stays whole; delete or reset that ref, then "
+            "run gitmem verify"
+        )
     if back and rw.op == "redaction":
         raise IntegrityError(
             f"redaction {rw.id}: a write made during the redaction stored the redacted content again "
             "(a live memory holds it now); history was rewritten, but redact that new version too"
         )
+
+
+def private_files(store: StoreCore) -> None:
+    """Everything under ``$GIT_DIR/gitmem/`` that derives from redacted content (deny-list,
+    deny-patterns, journal, index and its WAL, pushes log, anchors, secret) is 0600."""
+    d = store.gitmem_dir
+    try:
+        entries = list(d.iterdir())
+    except FileNotFoundError:
+        return
+    for f in entries:
+        if f.name == config.SETTINGS_FILE and store.is_clone:
+            continue  # the clone's read-only copy of the settings
+        with contextlib.suppress(OSError):
+            if f.is_file() and f.stat().st_mode & 0o077:
+                f.chmod(0o600)
 
 
 # Commits of concurrent writers carry the time they were made; allow this much clock skew.
@@ -314,3 +408,51 @@ def open_recovered(
     if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
         recover(core)
     return core
+
+
+# ---------------------------------------------------------------------- pushes and rewrites
+PUSH_WAIT = 60.0  # seconds a push waits for a running rewrite before it is refused
+
+
+def guard_push(git_dir: Path, *, wait: float = PUSH_WAIT) -> str | None:
+    """For the pre-receive hook: pushes and rewrites exclude each other. Waits (up to ``wait``
+    seconds) while a rewrite holds the store lock, then finishes an interrupted rewrite (journal
+    recovery) so the push is checked against the deny-list the rewrite leaves. Returns None to go
+    on, or the refusal line. Cheap when no rewrite is around (one non-blocking flock)."""
+    lock = git_dir / "gitmem" / LOCK_FILE
+    journal = git_dir / "gitmem" / JOURNAL_FILE
+    if not lock.exists() and not journal.exists():
+        return None
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None if not journal.exists() else _refusal("its journal cannot be recovered here")
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return _refusal("it is still running")
+                time.sleep(0.05)
+        if journal.exists():
+            # A rewrite was killed half-way: finish or roll it back first (outside the push's
+            # quarantine: a plain handle on the store). The lock is ours; recovery takes its own.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            core = open_core(str(git_dir))
+            try:
+                recover(core, blocking=True)
+            finally:
+                core.close()
+    finally:
+        os.close(fd)
+    return None
+
+
+def _refusal(why: str) -> str:
+    return (
+        f"gitmem: a history rewrite (redaction or compaction) of this store is in progress and {why}; "
+        "nothing was changed: push again when it has finished (gitmem verify completes an interrupted one)"
+    )

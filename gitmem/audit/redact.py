@@ -1,7 +1,8 @@
-"""Redaction: erase content from a scope's history, keep the audit trail (docs/architecture.md#redaction).
+"""Redaction: erase content from history, keep the audit trail (docs/redaction.md).
 
 :func:`redact` replaces one version's blob, :func:`redact_pattern` every regex match, wherever they
-occur in the scope's history, by ``[redacted: <id>]``; the transaction (lock, journal, swap, ledger,
+occur in the history of any scope (one operation covers every scope holding the content), by
+``[redacted: <id>]``; the transaction (lock, journal, swap, ledger,
 deny-list, index, purge and proof) is :func:`gitmem.audit.journal.run_rewrite`.
 """
 
@@ -11,13 +12,14 @@ import datetime as dt
 import hashlib
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
-from gitmem.audit.journal import Rewrite, run_rewrite
-from gitmem.engine import ledger, proposals
+from gitmem.audit.journal import Rewrite, run_rewrite_scopes
+from gitmem.engine import denylist, ledger, proposals
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
@@ -32,8 +34,28 @@ def placeholder(redaction_id: str) -> bytes:
 
 
 @dataclass(frozen=True)
+class Touched:
+    """One version a redaction covers (or, in a preview, would cover)."""
+
+    scope: str
+    version: str
+    path: str
+
+
+@dataclass(frozen=True)
+class LiveMatch:
+    """A live memory whose current content holds what is being redacted: it blocks the redaction."""
+
+    scope: str
+    path: str
+    version: str
+
+
+@dataclass(frozen=True)
 class Redaction:
-    """What a redaction did. ``versions``: ids of the versions whose content was replaced."""
+    """What a redaction did (or, with ``dry_run``, would do). ``versions``: ids of the versions
+    whose content was replaced; ``scopes``: every scope whose history was rewritten; ``sessions``:
+    active session mounts that still held the content (their next sync replaces it)."""
 
     id: str
     scope: str
@@ -44,6 +66,12 @@ class Redaction:
     rewritten_commits: int
     new_tip: str
     purged: bool
+    scopes: list[str] = field(default_factory=list)
+    touched: list[Touched] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)  # filled by faces: gitmem.sessions.mounts_holding
+    remembered: bool = False
+    dry_run: bool = False
+    blobs: list[str] = field(default_factory=list)  # ids of the redacted (old) blobs
 
 
 # ---------------------------------------------------------------------- redaction
@@ -51,30 +79,47 @@ def _rows(store: StoreCore, where: str, params: tuple[Any, ...]) -> list[Version
     return store.index.version_rows(where, params)
 
 
-def _check_blobs(store: StoreCore, scope: str, blobs: list[str], what: str) -> list[VersionRow]:
-    """Affected version rows of ``scope``; refusals (head, other scopes) before anything is written."""
+def live_matches(store: StoreCore, blobs: list[str], scopes: list[str]) -> list[LiveMatch]:
+    """Every live memory (any of ``scopes``) whose current content is one of ``blobs``."""
+    wanted = set(blobs)
+    out = []
+    for scope in scopes:
+        for h in store.index.heads(scope):
+            if h.blob in wanted:
+                out.append(LiveMatch(scope, h.path, h.version_id))
+    return sorted(out, key=lambda m: (m.scope, m.path))
+
+
+def _check_blobs(
+    store: StoreCore, blobs: list[str], what: str, only: str | None = None
+) -> tuple[list[str], list[VersionRow]]:
+    """The scopes whose history holds ``blobs`` and their version rows; refusals (live matches,
+    all listed at once; content also in a scope outside ``--scope``) before anything is written."""
     marks = ",".join("?" * len(blobs))
-    heads = [h for h in store.index.heads(scope) if h.blob in blobs]
+    scopes = sorted(
+        r[0]
+        for r in store.index.db.execute(f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks})", blobs)
+    )
+    if only is not None:
+        others = [s for s in scopes if s != only]
+        if others:
+            raise ForbiddenError(
+                f"cannot redact {what} in scope {only!r} alone: the same content is also in scope(s) "
+                f"{', '.join(others)}; leave out --scope to redact it in every scope at once"
+            )
+    heads = live_matches(store, blobs, scopes)
     if heads:
+        listed = ", ".join(f"{h.path} in scope {h.scope!r}" for h in heads)
         raise ForbiddenError(
-            f"cannot redact {what}: it is the current content of {heads[0].path} in scope {scope!r}; "
-            "write a new version or delete the memory first, then redact"
+            f"cannot redact {what}: it is the current content of {listed}; "
+            "write a new version or delete those memories first, then redact"
         )
-    others = store.index.db.execute(
-        f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks}) AND scope != ?", (*blobs, scope)
-    ).fetchall()
-    if others:
-        names = ", ".join(sorted(r[0] for r in others))
-        raise ForbiddenError(
-            f"cannot redact {what} in scope {scope!r} alone: the same content is also in scope(s) {names}; "
-            "redact it there too (each scope is rewritten on its own)"
-        )
-    return _rows(store, f"scope=? AND blob IN ({marks})", (scope, *blobs))
+    return scopes, _rows(store, f"blob IN ({marks})", tuple(blobs))
 
 
 def _redact(
     store: StoreCore,
-    scope: str,
+    scopes: list[str],
     contents: dict[str, bytes],
     rows: list[VersionRow],
     rid: str,
@@ -82,43 +127,77 @@ def _redact(
     reason: str,
     actor: str,
     extra: dict[str, Any],
+    pattern: str | None = None,
+    remember: bool = False,
+    paths: bool = False,
 ) -> Redaction:
     repo = store.repo
     blob_map = {pygit2.Oid(hex=b): repo.create_blob(data) for b, data in contents.items()}
-    rewriter = Rewriter(store, blob_map)
-    at = int(time.time())
-    first = min(rows, key=lambda r: _seq(store, r)).commit_id
-    affected_commits = {r.commit_id for r in rows}
+    regex = re.compile(pattern) if pattern is not None else None
+    rename = message = None
+    if regex is not None and paths:
+        name_mark = path_placeholder(rid).encode()
+        text_mark = path_placeholder(rid)  # subjects and trailers name paths: the same mark
 
-    def build(tip: pygit2.Oid) -> Rewrite:
-        # Commits before the first affected one keep their ids: the walk starts there.
-        walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
-        for parent in store.commit(first).parent_ids:
-            walker.hide(parent)
-        commits = list(walker)
-        head = store.commit(tip)
-        if rewriter.tree(head.tree_id) != head.tree_id:  # a writer just wrote the content back
-            raise ForbiddenError(f"cannot redact: the content is again a current memory in scope {scope!r}")
-        active = _active_paths(store, commits, rows)
-        last = tip
-        for commit in commits:
-            if active is None:
-                last = rewriter.commit(commit)
-            else:
-                where = active.get(commit.id)
-                last = rewriter.commit(commit, paths=where, same_tree=where is None)
-        move_proposals = proposals.rewrite_chains(store, scope, rewriter, first)  # they hold copies too
+        def rename(name: bytes) -> bytes:
+            return regex.sub(name_mark.decode(), name.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape"
+            )
+
+        def message(text: bytes) -> bytes:
+            return regex.sub(text_mark, text.decode("utf-8", "surrogateescape")).encode(
+                "utf-8", "surrogateescape"
+            )
+
+    rewriter = Rewriter(store, blob_map, rename=rename, message=message)
+    shown = (lambda p: redact_path(regex, p, rid)) if regex is not None and paths else (lambda p: p)
+    at = int(time.time())
+    by_scope: dict[str, list[VersionRow]] = {}
+    for r in rows:
+        by_scope.setdefault(r.scope, []).append(r)
+
+    def build(tips: dict[str, pygit2.Oid]) -> Rewrite:
+        moves: dict[str, list[str]] = {}
+        move_proposals = []
+        for scope in scopes:
+            tip = tips[scope]
+            scope_rows = by_scope.get(scope, [])
+            first = min(scope_rows, key=lambda r: _seq(store, r)).commit_id
+            # Commits before the first affected one keep their ids: the walk starts there.
+            walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+            for parent in store.commit(first).parent_ids:
+                walker.hide(parent)
+            commits = list(walker)
+            head = store.commit(tip)
+            if rewriter.tree(head.tree_id) != head.tree_id:  # a writer just wrote the content back
+                raise ForbiddenError(
+                    f"cannot redact: the content is again a current memory in scope {scope!r}"
+                )
+            active = None if paths else _active_paths(store, commits, scope_rows)
+            last = tip
+            for commit in commits:
+                if active is None:
+                    last = rewriter.commit(commit)
+                else:
+                    where = active.get(commit.id)
+                    last = rewriter.commit(commit, paths=where, same_tree=where is None)
+            moves[scope] = [str(tip), str(last)]
+            # Proposals (review-gated writes) hold copies too: their chains are rewritten as well.
+            move_proposals.append(proposals.rewrite_chains(store, scope, rewriter, first))
         rewriter.flush()
-        move_proposals()
-        originals = {str(c): store.commit(c) for c in affected_commits}
+        for publish in move_proposals:
+            publish()
+        affected_commits = {r.commit_id for r in rows}
+        originals = {c: store.commit(c) for c in affected_commits}
         listed = []
         for r in rows:
             c = originals[r.commit_id]
             listed.append(
                 {
+                    "scope": r.scope,
                     "version": r.id,
                     "memory": r.memory_id,
-                    "path": r.path,
+                    "path": shown(r.path),
                     "operation": r.operation,
                     "author": f"{c.author.name} <{c.author.email}>",
                     "author_time": c.author.time,
@@ -129,22 +208,26 @@ def _redact(
                 }
             )
         commit_map = {str(k): str(v) for k, v in rewriter.commits.items()}
+        primary = scopes[0]
         return Rewrite(
             op="redaction",
             id=rid,
-            scope=scope,
+            scope=primary,
             actor=actor,
             reason=reason,
             at=at,
-            old_tip=str(tip),
-            new_tip=str(last),
+            old_tip=moves[primary][0],
+            new_tip=moves[primary][1],
             commit_map=commit_map,
             blob_map={b: [str(blob_map[pygit2.Oid(hex=b)]), _sha256(d), len(d)] for b, d in contents.items()},
             retired_trees=rewriter.retired_trees(),
-            versions=[r.id for r in rows],
+            versions=sorted({r.id for r in rows}),
+            tips=moves,
+            rederive=paths,
             ledger={
                 "id": rid,
-                "scope": scope,
+                "scope": primary,
+                "scopes": scopes,
                 "reason": reason,
                 **extra,
                 "versions": listed,
@@ -152,14 +235,19 @@ def _redact(
                 "retired_commits": len(commit_map),
                 "retired_commits_digest": ledger.set_digest(store, commit_map),
                 "rewritten_commits": len(commit_map),
-                "new_tip": str(last),
+                "new_tip": moves[primary][1],
+                "new_tips": {s: m[1] for s, m in moves.items()},
             },
         )
 
-    rw = run_rewrite(store, scope, build)
+    if pattern is not None and remember:
+        # Remembered before the rewrite: from the moment history no longer holds the content, no
+        # write path can store a new match (a crash after this leaves only a stricter store).
+        denylist.remember_pattern(store, rid, pattern)
+    rw = run_rewrite_scopes(store, scopes, build)
     return Redaction(
         id=rid,
-        scope=scope,
+        scope=rw.scope,
         reason=reason,
         actor=actor,
         redacted_at=dt.datetime.fromtimestamp(at, dt.UTC),
@@ -167,6 +255,52 @@ def _redact(
         rewritten_commits=len(rw.commit_map),
         new_tip=rw.new_tip,
         purged=True,
+        scopes=list(rw.scope_tips()),
+        touched=_touched(rows, shown),
+        remembered=pattern is not None and remember,
+        blobs=sorted(contents),
+    )
+
+
+def _touched(rows: list[VersionRow], shown: Callable[[str], str] = lambda p: p) -> list[Touched]:
+    found = {Touched(r.scope, r.id, shown(r.path)) for r in rows}
+    return sorted(found, key=lambda t: (t.scope, t.path, t.version))
+
+
+def path_placeholder(redaction_id: str) -> str:
+    """What a redacted part of a path becomes (a valid path segment)."""
+    return f"redacted-{redaction_id}"
+
+
+def redact_path(regex: re.Pattern[str], path: str, redaction_id: str) -> str:
+    """``path`` with every match replaced, segment by segment (a match never swallows a "/")."""
+    mark = path_placeholder(redaction_id)
+    return "/".join(regex.sub(mark, seg) for seg in path.split("/"))
+
+
+def _preview(
+    store: StoreCore,
+    scopes: list[str],
+    rows: list[VersionRow],
+    rid: str,
+    reason: str,
+    actor: str,
+    shown: Callable[[str], str] = lambda p: p,
+) -> Redaction:
+    return Redaction(
+        id=rid,
+        scope=scopes[0],
+        reason=reason,
+        actor=actor,
+        redacted_at=dt.datetime.now(dt.UTC),
+        versions=sorted({r.id for r in rows}),
+        rewritten_commits=0,
+        new_tip="",
+        purged=False,
+        scopes=scopes,
+        touched=_touched(rows, shown),
+        dry_run=True,
+        blobs=sorted({r.blob for r in rows if r.blob}),
     )
 
 
@@ -210,15 +344,21 @@ def _sha256(data: bytes) -> str:
 
 
 def _prepare(store: StoreCore, reason: str, actor: str | None) -> str:
-    store.check_writable()
+    # An archived store is read-only for new content, but erasure must stay possible (as in
+    # Anthropic's API): only a clone refuses.
+    if store.is_clone:
+        store.check_writable()
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 1024:
         raise InvalidInputError("a redaction needs a reason of 1-1024 characters")
     return resolve_actor(actor, None)
 
 
-def redact(store: StoreCore, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
-    """Replace one version's content everywhere it occurs in its scope's history by
-    ``[redacted: <id>]``; refused (ForbiddenError) while that content is the head of a live memory."""
+def redact(
+    store: StoreCore, version_id: str, *, reason: str, actor: str | None = None, dry_run: bool = False
+) -> Redaction:
+    """Replace one version's content by ``[redacted: <id>]`` everywhere it occurs, in every scope
+    whose history holds the same content (one operation: one journal, one purge); refused
+    (ForbiddenError, every live match listed) while that content is the head of a live memory."""
     actor = _prepare(store, reason, actor)
     if not is_id(version_id, "memver"):
         raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
@@ -231,11 +371,13 @@ def redact(store: StoreCore, version_id: str, *, reason: str, actor: str | None 
         raise InvalidInputError(f"version {version_id} was already redacted ({row.redaction_id})")
     if row.blob is None:
         raise InvalidInputError(f"version {version_id} deleted {row.path}: it has no content to redact")
-    rows = _check_blobs(store, row.scope, [row.blob], f"version {version_id}")
+    scopes, rows = _check_blobs(store, [row.blob], f"version {version_id}")
     rid = new_id("redact")
+    if dry_run:
+        return _preview(store, scopes, rows, rid, reason, actor)
     return _redact(
         store,
-        row.scope,
+        scopes,
         {row.blob: placeholder(rid)},
         rows,
         rid,
@@ -246,24 +388,37 @@ def redact(store: StoreCore, version_id: str, *, reason: str, actor: str | None 
 
 
 def redact_pattern(
-    store: StoreCore, pattern: str, *, reason: str, scope: str = "main", actor: str | None = None
+    store: StoreCore,
+    pattern: str,
+    *,
+    reason: str,
+    scope: str | None = None,
+    actor: str | None = None,
+    dry_run: bool = False,
+    remember: bool = True,
 ) -> Redaction:
-    """Replace every match of the regex ``pattern`` in every historical version of ``scope`` by
-    ``[redacted: <id>]`` (like ``git filter-repo --replace-text``, scoped and audited); refused when a
-    live memory's current content matches."""
+    """Replace every match of the regex ``pattern`` in every historical version of every scope
+    (only ``scope`` when given) by ``[redacted: <id>]`` (like ``git filter-repo --replace-text``,
+    audited); refused when a live memory's current content matches (all of them listed). The
+    pattern is remembered as a deny-pattern (unless ``remember`` is off): no write path may store
+    a match again."""
     actor = _prepare(store, reason, actor)
-    validate_scope(scope)
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise InvalidInputError(f"invalid pattern {pattern!r}: {exc}") from None
-    store.require_scope(scope)
+    if regex.search("") is not None:
+        raise InvalidInputError(f"pattern {pattern!r} matches the empty string: it would match everything")
+    if scope is not None:
+        validate_scope(scope)
+        store.require_scope(scope)
     store.index.ensure_all()
     rid = new_id("redact")
+    where, params = ("scope=? AND ", (scope,)) if scope is not None else ("", ())
     blobs = [
         r[0]
         for r in store.index.db.execute(
-            "SELECT DISTINCT blob FROM versions WHERE scope=? AND blob IS NOT NULL", (scope,)
+            f"SELECT DISTINCT blob FROM versions WHERE {where}blob IS NOT NULL", params
         )
     ]
     contents: dict[str, bytes] = {}
@@ -272,16 +427,47 @@ def redact_pattern(
         new = regex.sub(placeholder(rid).decode(), text)
         if new != text:
             contents[b] = new.encode("utf-8", "surrogateescape")
-    if not contents:
-        raise InvalidInputError(f"pattern {pattern!r} matches no version in scope {scope!r}")
-    rows = _check_blobs(store, scope, list(contents), f"pattern {pattern!r}")
+    where_text = f"scope {scope!r}" if scope is not None else f"store {store.name!r}"
+    path_rows = [
+        r
+        for r in _rows(store, where.replace(" AND ", "") if where else "1=1", params)
+        if regex.search(r.path) or (r.prev_path and regex.search(r.prev_path))
+    ]
+    if not contents and not path_rows:
+        raise InvalidInputError(f"pattern {pattern!r} matches no version in {where_text}")
+    if path_rows:
+        live = [
+            h
+            for s in sorted({r.scope for r in path_rows})
+            for h in store.index.heads(s)
+            if regex.search(h.path)
+        ]
+        if live:
+            listed = ", ".join(f"{h.path} in scope {h.scope!r}" for h in live)
+            raise ForbiddenError(
+                f"cannot redact pattern {pattern!r}: it matches the path of live memory {listed}; "
+                "rename or delete those memories first, then redact"
+            )
+    if contents:
+        scopes, rows = _check_blobs(store, list(contents), f"pattern {pattern!r}", scope)
+    else:
+        scopes, rows = [], []
+    known = {(r.scope, r.id) for r in rows}
+    rows += [r for r in path_rows if (r.scope, r.id) not in known]
+    scopes = sorted(set(scopes) | {r.scope for r in path_rows})
+    shown = (lambda p: redact_path(regex, p, rid)) if path_rows else (lambda p: p)
+    if dry_run:
+        return _preview(store, scopes, rows, rid, reason, actor, shown)
     return _redact(
         store,
-        scope,
+        scopes,
         contents,
         rows,
         rid,
         reason=reason,
         actor=actor,
         extra={"pattern_digest": ledger.digest(store, pattern)},
+        pattern=pattern,
+        remember=remember,
+        paths=bool(path_rows),
     )

@@ -78,8 +78,11 @@ def plan_cut(rows_by_commit: list[list[VersionRow]], live: set[str], keep_recent
     return cut
 
 
-def prune(store: StoreCore, *, actor: str | None = None, now: int | None = None) -> PruneResult:
-    """Compact every scope per the store's retention settings; nothing to do without ``max_days``."""
+def prune(
+    store: StoreCore, *, actor: str | None = None, now: int | None = None, dry_run: bool = False
+) -> PruneResult:
+    """Compact every scope per the store's retention settings; nothing to do without ``max_days``.
+    With ``dry_run``: what would be dropped, per scope, and nothing is written."""
     store.check_writable()
     actor = resolve_actor(actor, None)
     retention = store.settings.retention
@@ -92,7 +95,10 @@ def prune(store: StoreCore, *, actor: str | None = None, now: int | None = None)
         return PruneResult(skipped=skipped, dropped_proposals=dropped)
     cutoff = (int(time.time()) if now is None else now) - max(retention.max_days, retention.min_days) * DAY
     for scope in store.scopes():
-        done = _prune_scope(store, scope, actor, retention.keep_recent, cutoff)
+        if dry_run:
+            done = _preview_scope(store, scope, retention.keep_recent, cutoff)
+        else:
+            done = _prune_scope(store, scope, actor, retention.keep_recent, cutoff)
         if isinstance(done, str):
             result.skipped[scope] = done
         else:
@@ -100,30 +106,50 @@ def prune(store: StoreCore, *, actor: str | None = None, now: int | None = None)
     return result
 
 
+def _select(
+    store: StoreCore, scope: str, tip: pygit2.Oid, keep_recent: int, cutoff: int
+) -> tuple[list[pygit2.Commit], list[VersionRow], int, list[VersionRow], list[VersionRow]]:
+    """(commits, rows, cut, kept, dropped) of a compaction of ``scope`` at ``tip``; _Skip when none."""
+    commits = list(store.walk(tip))
+    if any(len(c.parent_ids) > 1 for c in commits):
+        raise _Skip("the scope has merge commits")
+    store.index.ensure(scope, tip, known_tip=True)
+    rows = store.index.version_rows("scope=?", (scope,))
+    by_commit: dict[str, list[VersionRow]] = {}
+    for r in sorted(rows, key=lambda r: r.created_at):
+        by_commit.setdefault(r.commit_id, []).append(r)
+    rows_by_commit = [by_commit.get(str(c.id), []) for c in commits]
+    live = {h.memory_id for h in store.index.heads(scope)}
+    cut = plan_cut(rows_by_commit, live, keep_recent, cutoff)
+    before = [r for rs in rows_by_commit[:cut] for r in rs]
+    last: dict[str, VersionRow] = {}
+    for r in before:
+        last[r.memory_id] = r
+    kept = [r for r in last.values() if r.operation != "deleted"]
+    kept_ids = {r.id for r in kept}
+    dropped = [r for r in before if r.id not in kept_ids]
+    if cut < 2 or not dropped:
+        raise _Skip("no version is old enough to drop")
+    return commits, rows, cut, kept, dropped
+
+
+def _preview_scope(store: StoreCore, scope: str, keep_recent: int, cutoff: int) -> Compaction | str:
+    tip = store.tip(scope)
+    if tip is None:
+        return "the scope is empty"
+    try:
+        commits, _rows, cut, kept, dropped = _select(store, scope, tip, keep_recent, cutoff)
+    except _Skip as skip:
+        return str(skip)
+    return Compaction("", scope, [r.id for r in dropped], len(kept), len(commits) - cut + 1, "")
+
+
 def _prune_scope(store: StoreCore, scope: str, actor: str, keep_recent: int, cutoff: int) -> Compaction | str:
     state: dict[str, Any] = {}
 
     def build(tip: pygit2.Oid) -> Rewrite:
-        commits = list(store.walk(tip))
-        if any(len(c.parent_ids) > 1 for c in commits):
-            raise _Skip("the scope has merge commits")
-        store.index.ensure(scope, tip, known_tip=True)
-        rows = store.index.version_rows("scope=?", (scope,))
-        by_commit: dict[str, list[VersionRow]] = {}
-        for r in sorted(rows, key=lambda r: r.created_at):
-            by_commit.setdefault(r.commit_id, []).append(r)
-        rows_by_commit = [by_commit.get(str(c.id), []) for c in commits]
-        live = {h.memory_id for h in store.index.heads(scope)}
-        cut = plan_cut(rows_by_commit, live, keep_recent, cutoff)
-        before = [r for rs in rows_by_commit[:cut] for r in rs]
-        last: dict[str, VersionRow] = {}
-        for r in before:
-            last[r.memory_id] = r
-        kept = [r for r in last.values() if r.operation != "deleted"]
+        commits, rows, cut, kept, dropped = _select(store, scope, tip, keep_recent, cutoff)
         kept_ids = {r.id for r in kept}
-        dropped = [r for r in before if r.id not in kept_ids]
-        if cut < 2 or not dropped:
-            raise _Skip("no version is old enough to drop")
         rid = state.setdefault("id", ledger_id())
         root = _root_commit(store, commits[cut - 1], kept, rid, actor, len(dropped))
         rewriter = Rewriter(store, {})

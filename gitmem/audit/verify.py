@@ -3,14 +3,20 @@
 Checks, in order: an interrupted history rewrite is finished or rolled back first; ``git fsck``; the
 ledger chain (and, against the anchors, that it was not rewritten); every ledger redaction and
 compaction really purged (its digests match deny-listed ids, and git cannot read any of those);
-every commit's gitmem trailers well-formed; the derived index consistent with git. Any failure raises
-IntegrityError (exit 7) naming each failed check.
+every ``[redacted: <id>]`` mark recorded by the ledger; every commit's gitmem trailers well-formed;
+the derived index consistent with git. Any failure raises IntegrityError (exit 7) naming each failed
+check. On a clone, what cannot be checked there (the deny-list, a missing ledger) is reported as
+skipped, never as ok.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import subprocess
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 import pygit2
@@ -24,9 +30,16 @@ from gitmem.model.versions import parse_trailers, trailer_problems
 
 @dataclass(frozen=True)
 class Check:
+    """One check; ``skipped``: it cannot be made here (a clone has no deny-list), ``detail`` says why."""
+
     name: str
     ok: bool
     detail: str = ""
+    skipped: bool = False
+
+
+class _Skipped(Exception):
+    pass
 
 
 @dataclass(frozen=True)
@@ -47,8 +60,9 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
     recovered = recover(store, blocking=True)
     checks = [
         _run("fsck", lambda: check_fsck(store)),
-        _run("ledger", lambda: ledger.check_chain(store)),
+        _run("ledger", lambda: check_ledger(store)),
         _run("redactions purged", lambda: check_purged(store)),
+        _run("redaction marks", lambda: check_marks(store)),
         _run("trailers", lambda: check_trailers(store)),
         _run("receipts", lambda: check_receipts(store)),
         _run("settings", lambda: check_settings(store)),
@@ -94,6 +108,8 @@ def _run(name: str, fn: object) -> Check:
     assert callable(fn)
     try:
         problems = fn()
+    except _Skipped as skip:
+        return Check(name, True, str(skip), skipped=True)
     except GitmemError as exc:
         problems = [exc.message]
     if problems:
@@ -112,13 +128,31 @@ def check_fsck(store: StoreCore) -> list[str]:
     return [f"git fsck failed: {ln}" for ln in lines[:3]] or ["git fsck failed"]
 
 
+def check_ledger(store: StoreCore) -> list[str]:
+    """The chain, its anchors, and (on a store) that the anchor exists when the ledger does: a
+    deleted anchor would let a rewritten ledger pass."""
+    if store.is_clone and ledger.ledger_tip(store) is None:
+        raise _Skipped("skipped: this clone has no audit ledger (clone it with gitmem clone)")
+    problems = ledger.check_chain(store)
+    anchor = store.gitmem_dir / ledger.ANCHOR_FILE
+    if not store.is_clone and ledger.ledger_tip(store) is not None and not anchor.exists():
+        problems.append(
+            f"the ledger anchor $GIT_DIR/gitmem/{ledger.ANCHOR_FILE} is missing although the store "
+            "has a ledger: the audit trail may have been rewritten"
+        )
+    return problems
+
+
 def check_purged(store: StoreCore) -> list[str]:
     """Each rewrite in the ledger: its digests match deny-listed ids, none of which git can read."""
     from gitmem.git.rewrite import missing_objects
 
-    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
     if store.is_clone:
-        return []  # a clone has neither the secret nor the deny-list: nothing more to match
+        raise _Skipped(
+            "skipped: a clone has no deny-list (only the store can prove its purge; "
+            "gitmem fetch --purge proves the clone's own)"
+        )
+    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
     blocks = ledger.denied_by(store)
     problems = []
     # Every deny-list block was written by a rewrite that the ledger must record: a block without
@@ -141,6 +175,58 @@ def check_purged(store: StoreCore) -> list[str]:
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
     return problems
+
+
+_MARK = re.compile(rb"\[redacted: (redact_[0-9A-HJKMNP-TV-Z]{26})\]")
+
+
+def check_marks(store: StoreCore) -> list[str]:
+    """Every ``[redacted: <id>]`` placeholder in the store's objects, and every redaction the index
+    remembers, is a redaction the ledger records: removing a redaction's entry (with its deny-list
+    block and anchor) is still detected."""
+    recorded = {str(e.data.get("id")) for e in ledger.entries(store, kind="redaction")}
+    found: set[str] = set()
+    for _oid, data in _blobs(store):
+        found.update(m.decode() for m in _MARK.findall(data))
+    if not store.is_clone:
+        with contextlib.suppress(Exception):
+            found.update(r[0] for r in store.index.db.execute("SELECT id FROM redactions"))
+    missing = sorted(found - recorded)
+    return [
+        f"redaction {rid} left its mark in the store, but the ledger does not record it" for rid in missing
+    ]
+
+
+def _blobs(store: StoreCore) -> Iterator[tuple[str, bytes]]:
+    """Every blob reachable from a branch (what a rolled-back rewrite left unreferenced is not
+    history): ``git rev-list --objects --branches`` into one ``git cat-file --batch`` stream."""
+    from gitmem.git.rewrite import _REPO_ENV
+
+    env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
+    base = ["git", f"--git-dir={store.path}"]
+    listing = subprocess.Popen(
+        [*base, "rev-list", "--objects", "--no-object-names", "--branches", "--remotes"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    cmd = [*base, "cat-file", "--batch=%(objecttype) %(objectname) %(objectsize)"]
+    with (
+        listing,
+        subprocess.Popen(
+            cmd, stdin=listing.stdout, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        out = proc.stdout
+        while True:
+            header = out.readline()
+            if not header:
+                break
+            kind, oid, size = header.split()
+            data = out.read(int(size) + 1)[:-1]
+            if kind == b"blob":
+                yield oid.decode(), data
 
 
 def check_trailers(store: StoreCore) -> list[str]:

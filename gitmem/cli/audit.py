@@ -25,16 +25,32 @@ def redact(
     pattern: Annotated[
         str | None, typer.Option("--pattern", help="Redact every match of this regex in the history instead.")
     ] = None,
-    scope: Annotated[str, typer.Option("--scope", "-s", help="Scope for --pattern.")] = "main",
+    scope: Annotated[
+        str | None,
+        typer.Option("--scope", "-s", help="Only this scope for --pattern (default: every scope)."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="List what would change (scopes, versions, paths); write nothing."),
+    ] = False,
+    no_remember: Annotated[
+        bool,
+        typer.Option(
+            "--no-remember", help="Do not keep --pattern as a deny-pattern (new writes may match it again)."
+        ),
+    ] = False,
     actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
     """Erase a version's content (or every match of --pattern) from the history, for real.
 
-    The content is replaced by "[redacted: <id>]" wherever it occurs in the scope's history; author,
-    committer, times and messages are kept; the old objects are purged and the purge proved. Refused
-    (exit 6) while the content is a live memory's current content: write a new version or delete first.
+    The content is replaced by "[redacted: <id>]" wherever it occurs, in every scope whose history
+    holds it (one operation); author, committer, times and messages are kept; the old objects are
+    purged and the purge proved. A --pattern is remembered as a deny-pattern: no write may store a
+    match again (--no-remember: not). Refused (exit 6, every live match listed, nothing changed)
+    while the content is a live memory's current content: write a new version or delete first.
+    See docs/redaction.md for what erasure reaches.
     """
 
     def fn(s: Store) -> Any:
@@ -42,22 +58,54 @@ def redact(
 
         if (version is None) == (pattern is None):
             raise InvalidInputError("give either a VERSION or --pattern REGEX")
+        if scope is not None and pattern is None:
+            raise InvalidInputError(
+                "--scope narrows --pattern; a VERSION is redacted in every scope holding it"
+            )
         who = common.actor(actor)
-        with common.busy("rewriting history and purging...", json):
+        with common.busy("rewriting history and purging...", json or dry_run):
             if pattern is not None:
-                return redact_mod.redact_pattern(s.core, pattern, reason=reason, scope=scope, actor=who)
+                return redact_mod.redact_pattern(
+                    s.core,
+                    pattern,
+                    reason=reason,
+                    scope=scope,
+                    actor=who,
+                    dry_run=dry_run,
+                    remember=not no_remember,
+                )
             assert version is not None
-            return redact_mod.redact(s.core, version, reason=reason, actor=who)
+            return redact_mod.redact(s.core, version, reason=reason, actor=who, dry_run=dry_run)
+
+    def fn_with_sessions(s: Store) -> Any:
+        import dataclasses
+
+        from gitmem.sessions.redaction import mounts_holding
+
+        r = fn(s)
+        holding = mounts_holding(s.path, r.blobs, pattern=pattern)
+        return dataclasses.replace(r, sessions=holding)
 
     def render(r: Any) -> None:
-        typer.echo(
-            f"{r.id}: redacted {len(r.versions)} version(s) in scope {r.scope!r}, "
-            f"rewrote {r.rewritten_commits} commit(s), purge verified"
-        )
-        for vid in r.versions:
-            typer.echo(f"  {vid}")
+        scopes = ", ".join(repr(x) for x in r.scopes)
+        if r.dry_run:
+            typer.echo(
+                f"dry run: would redact {len(r.versions)} version(s) in scope(s) {scopes}; nothing was written"
+            )
+        else:
+            typer.echo(
+                f"{r.id}: redacted {len(r.versions)} version(s) in scope(s) {scopes}, "
+                f"rewrote {r.rewritten_commits} commit(s), purge verified"
+            )
+        for t in r.touched:
+            typer.echo(f"  {t.scope}\t{t.version}\t{t.path}")
+        if r.remembered:
+            typer.echo("  the pattern is remembered: writes matching it are refused from now on")
+        for m in r.sessions:
+            verb = "hold" if r.dry_run else "held"
+            typer.echo(f"  session mount {m} {verb} the content; its next sync replaces it")
 
-    common.run(json, common.with_store(store, home, fn), render)
+    common.run(json, common.with_store(store, home, fn_with_sessions), render)
 
 
 def audit(
@@ -139,13 +187,22 @@ def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = 
             typer.echo(f"interrupted rewrite: {report.recovered}")
         for c in report.checks:
             ok, failed = common.green("ok"), common.red("FAILED")
-            typer.echo(f"{ok}\t{c.name}" if c.ok else f"{failed}\t{c.name}: {c.detail}")
+            if c.skipped:
+                typer.echo(f"skipped\t{c.name}: {c.detail.removeprefix('skipped: ')}")
+            else:
+                typer.echo(f"{ok}\t{c.name}" if c.ok else f"{failed}\t{c.name}: {c.detail}")
 
     common.run(json, common.with_store(store, home, fn), render)
 
 
 def prune(
-    store: StoreArg, actor: common.ActorOpt = None, home: common.HomeOpt = None, json: common.JsonOpt = False
+    store: StoreArg,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the versions that would be dropped; write nothing.")
+    ] = False,
+    actor: common.ActorOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
 ) -> None:
     """Compact versions older than retention.max_days (keeping each live memory's keep_recent newest
     versions, and anything younger than retention.min_days), with the redaction guarantees."""
@@ -153,11 +210,19 @@ def prune(
     def fn(s: Store) -> Any:
         from gitmem.audit.retention import prune as prune_fn
 
-        with common.busy("compacting...", json):
-            return prune_fn(s.core, actor=common.actor(actor))
+        with common.busy("compacting...", json or dry_run):
+            return prune_fn(s.core, actor=common.actor(actor), dry_run=dry_run)
 
     def render(result: Any) -> None:
         for c in result.compactions:
+            if not c.id:
+                typer.echo(
+                    f"dry run: scope {c.scope!r}: would drop {len(c.dropped)} version(s), "
+                    f"rewrite {c.rewritten_commits} commit(s); nothing was written"
+                )
+                for vid in c.dropped:
+                    typer.echo(f"  {vid}")
+                continue
             typer.echo(
                 f"{c.id}: scope {c.scope!r}: dropped {len(c.dropped)} version(s), "
                 f"rewrote {c.rewritten_commits} commit(s)"

@@ -63,9 +63,19 @@ def clone(
 
 def fetch(
     clone_path: Annotated[str, typer.Argument(help="Path of a clone made with gitmem clone.")],
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge", help="Resync rewritten scopes and remove the old (redacted) history from the clone."
+        ),
+    ] = False,
     json: common.JsonOpt = False,
 ) -> None:
-    """Update a clone from its store; says which scopes were rewritten (redaction) and how to resync."""
+    """Update a clone from its store; says which scopes were rewritten (redaction) and how to resync.
+
+    With --purge, local branches at the old history are reset onto the new one and the old history's
+    objects are removed from the clone, then proved gone. A rewritten audit ledger is never taken:
+    it is reported (exit 7)."""
     from gitmem.push.clone import FetchResult
     from gitmem.push.clone import fetch as do_fetch
 
@@ -80,6 +90,8 @@ def fetch(
                 f"{w.scope}: history was rewritten on the store (a redaction or compaction; "
                 f"see: gitmem audit {r.path})"
             )
+            if purge:
+                continue
             for branch in w.local_branches:
                 typer.echo(
                     f"  local branch {branch} is built on the old history; resync it with "
@@ -87,4 +99,9 @@ def fetch(
                     f"'git rebase --onto origin/{w.scope} {w.old[:12]} {branch}' (keeps your commits)"
                 )
 
-    common.run(json, lambda: do_fetch(clone_path), render)
+        if purge:
+            for branch in r.resynced:
+                typer.echo(f"  local branch {branch} reset onto the rewritten history")
+            typer.echo(f"purged {r.purged} object(s) of the old history from the clone (verified)")
+
+    common.run(json, lambda: do_fetch(clone_path, purge=purge), render)

@@ -1,13 +1,21 @@
 """The store's deny-list: object ids that a redaction or compaction removed.
 
-``$GIT_DIR/gitmem/denylist`` holds one 40-hex object id per line ('#' comments). Writes refuse them
-and so does the pre-receive hook, which imports this module on every push (keep it import-light).
+``$GIT_DIR/gitmem/denylist`` holds one 40-hex object id per line ('#' comments). ``denypatterns`` holds the regexes of
+remembered pattern redactions. Writes refuse both (:func:`refuse_denied`), and so does the pre-receive hook, which imports this module on every push (keep it import-light).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
 
 DENYLIST = "denylist"
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -25,3 +33,76 @@ def read_denylist(git_dir: Path) -> frozenset[str]:
         if HEX40.match(item):
             ids.add(item)
     return frozenset(ids)
+
+
+# ---------------------------------------------------------------------- deny-patterns
+PATTERNS = "denypatterns"  # $GIT_DIR/gitmem/denypatterns: one JSON object a line, 0600
+_pattern_cache: dict[Path, tuple[tuple[int, int, int], tuple[re.Pattern[str], ...]]] = {}
+
+
+def read_patterns(git_dir: Path) -> tuple[re.Pattern[str], ...]:
+    """The regexes of remembered pattern redactions (deny-patterns); empty when there are none."""
+    path = git_dir / "gitmem" / PATTERNS
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return ()
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _pattern_cache.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(re.compile(str(json.loads(line)["pattern"])))
+        except (ValueError, KeyError, TypeError, re.error):
+            continue
+    compiled = tuple(out)
+    _pattern_cache[path] = (key, compiled)
+    return compiled
+
+
+def remember_pattern(store: StoreCore, redaction_id: str, pattern: str) -> None:
+    """Add a redacted pattern to the deny-patterns (created 0600; idempotent)."""
+    from gitmem.git.locks import file_lock
+
+    d = store.gitmem_dir
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / PATTERNS
+    with file_lock(d / (PATTERNS + ".lock")):
+        if any(p.pattern == pattern for p in read_patterns(store.path)):
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, (json.dumps({"id": redaction_id, "pattern": pattern}) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(path, 0o600)
+
+
+def denied_reason(
+    denied: frozenset[str], patterns: tuple[re.Pattern[str], ...], path: str, data: bytes | None
+) -> str | None:
+    """Why ``data`` at ``path`` may not be stored (None: it may). The one content check every write
+    path shares (library writes, batches, session syncs, conflict copies, imports, pushes, MCP, the
+    memory tool); a write-time guard joins it here."""
+    if data is not None and denied and str(pygit2.hash(data)) in denied:
+        return f"{path}: this content was redacted from the store and may not be written back"
+    if patterns:
+        text = data.decode("utf-8", "surrogateescape") if data is not None else ""
+        for p in patterns:
+            if p.search(path) is not None:
+                return f"{path}: the path matches a redacted pattern and may not be written"
+            if text and p.search(text) is not None:
+                return f"{path}: the content matches a redacted pattern and may not be written"
+    return None
+
+
+def refuse_denied(store: StoreCore, path: str, data: bytes | None) -> None:
+    """Raise ForbiddenError when ``data`` at ``path`` is deny-listed or matches a deny-pattern."""
+    from gitmem.errors import ForbiddenError
+
+    why = denied_reason(store.denied_ids(), read_patterns(store.path), path, data)
+    if why is not None:
+        raise ForbiddenError(why + " (redact it, or write different content)")

@@ -151,10 +151,13 @@ def deny(store: StoreCore, oids: Iterable[str], comment: str) -> int:
                 raise ValueError(f"not an object id: {o!r}")
         if not new:
             return 0
-        with open(path, "a", encoding="ascii") as fh:
+        # 0600 from its creation: short redacted values could be brute-forced from the ids.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(fd, "a", encoding="ascii") as fh:
             fh.write(f"# {comment}\n" + "".join(f"{o}\n" for o in new))
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(path, 0o600)
     return len(new)
 
 

@@ -20,9 +20,10 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
+from gitmem.engine.denylist import refuse_denied
 from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
-from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
 from gitmem.model import policy
@@ -328,14 +329,12 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
     violations = policy.check_path(change.path, limits)
     if change.data is None:
         policy.raise_first(violations)
+        if change.operation != "deleted":
+            refuse_denied(store, change.path, None)
         return
     violations += policy.check_content(change.path, change.data, limits)
     policy.raise_first(violations)
-    denied = state.denied_ids()
-    if denied and str(pygit2.hash(change.data)) in denied:
-        raise ForbiddenError(
-            f"{change.path}: this content was redacted from the store and may not be written back"
-        )
+    refuse_denied(store, change.path, change.data)
     old_size = current_size(state, change)
     count, _bytes = state.stats()
     if change.operation == "created":

@@ -171,6 +171,27 @@ def _rotate(repo: Repo, boot: str) -> None:
         os.close(fd)
 
 
+def forget(repo: Repo) -> None:
+    """Empty the intent log now (a redaction's purge: its lines name the retired objects).
+
+    Waits for publishers in flight (they hold the log shared from their line to their ref move),
+    then one flush makes every ref move the log records durable, so no line is needed any more."""
+    path = log_path(repo)
+    if not os.path.exists(path):
+        return
+    fd = _open_log(repo)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        syncfs_fd(fd)
+        boot = boot_id()
+        os.ftruncate(fd, 0)
+        if boot is not None:
+            os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+        syncfs_fd(fd)
+    finally:
+        os.close(fd)
+
+
 def recover(repo: Repo) -> int:
     """After a reboot, replay the intent log; returns the refs moved.
 

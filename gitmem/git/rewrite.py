@@ -7,9 +7,8 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import subprocess
 import zlib
-from pathlib import Path
+from collections.abc import Callable
 
 import pygit2
 
@@ -112,7 +111,14 @@ class Rewriter:
     Trees are rewritten as raw bytes (only the changed entries' ids differ), commits by their raw
     header (see :func:`rewrite_header`); both go to one new pack (:meth:`flush`)."""
 
-    def __init__(self, store: Repo, blob_map: dict[pygit2.Oid, pygit2.Oid]) -> None:
+    def __init__(
+        self,
+        store: Repo,
+        blob_map: dict[pygit2.Oid, pygit2.Oid],
+        *,
+        rename: Callable[[bytes], bytes] | None = None,
+        message: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.store = store
         self.repo = store.repo
         self.odb = store.repo.odb
@@ -120,6 +126,10 @@ class Rewriter:
         self.trees: dict[bytes, bytes] = {}
         self.commits: dict[pygit2.Oid, pygit2.Oid] = {}
         self.pack = PackWriter(store)
+        # Path redaction: ``rename`` maps a tree entry's name to its new name, ``message`` a commit
+        # message to its new text (both identity for what they do not match).
+        self.rename = rename
+        self.message = message
 
     def tree(self, oid: pygit2.Oid) -> pygit2.Oid:
         return pygit2.Oid(raw=self._tree(oid.raw))
@@ -128,6 +138,8 @@ class Rewriter:
         done = self.trees.get(raw_id)
         if done is not None:
             return done
+        if self.rename is not None:
+            return self._tree_renamed(raw_id)
         data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
         out: bytearray | None = None
         pos, end = 0, len(data)
@@ -142,6 +154,35 @@ class Rewriter:
                 out[nul + 1 : nul + 21] = new
             pos = nul + 21
         result = raw_id if out is None else self.pack.add(_TREE, bytes(out)).raw
+        self.trees[raw_id] = result
+        return result
+
+    def _tree_renamed(self, raw_id: bytes) -> bytes:
+        """A tree with replaced blobs and renamed entries, re-sorted in git's order (a directory
+        sorts as its name + "/"); two entries renamed to one name is an IntegrityError."""
+        assert self.rename is not None
+        data = self.odb.read(pygit2.Oid(raw=raw_id))[1]
+        entries: list[tuple[bytes, bytes, bytes]] = []  # (mode, name, sha)
+        changed = False
+        pos, end = 0, len(data)
+        while pos < end:
+            space = data.index(b" ", pos)
+            nul = data.index(b"\0", space)
+            mode, name, sha = data[pos:space], data[space + 1 : nul], data[nul + 1 : nul + 21]
+            new = self._tree(sha) if mode == b"40000" else self.blobs.get(sha, sha)
+            new_name = self.rename(name)
+            changed = changed or new != sha or new_name != name
+            entries.append((mode, new_name, new))
+            pos = nul + 21
+        if not changed:
+            self.trees[raw_id] = raw_id
+            return raw_id
+        names = [e[1] for e in entries]
+        if len(set(names)) != len(names):
+            raise IntegrityError("a path redaction would give two entries of one directory the same name")
+        entries.sort(key=lambda e: e[1] + b"/" if e[0] == b"40000" else e[1])
+        out = b"".join(mode + b" " + name + b"\0" + sha for mode, name, sha in entries)
+        result = self.pack.add(_TREE, out).raw
         self.trees[raw_id] = result
         return result
 
@@ -204,9 +245,14 @@ class Rewriter:
             new_tree = self.tree_at(commit.tree_id, paths)
         else:
             new_tree = self.tree(commit.tree_id)
-        if new_tree == commit.tree_id and new_parents == old_parents:
+        raw = self.odb.read(commit.id)[1]
+        new_raw = raw
+        if self.message is not None:
+            header, sep, text = raw.partition(b"\n\n")
+            new_raw = header + sep + self.message(text)
+        if new_tree == commit.tree_id and new_parents == old_parents and new_raw == raw:
             return commit.id
-        oid = self.pack.add(_COMMIT, rewrite_header(self.odb.read(commit.id)[1], new_tree, new_parents))
+        oid = self.pack.add(_COMMIT, rewrite_header(new_raw, new_tree, new_parents))
         self.commits[commit.id] = oid
         return oid
 
@@ -233,135 +279,28 @@ def rewrite_header(raw: bytes, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> b
     return b"\n".join(out) + sep + message
 
 
-# ---------------------------------------------------------------------- purge and proof
-# Inside a hook these point git at a quarantine or another repository: never for a purge.
-_REPO_ENV = (
-    "GIT_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_QUARANTINE_PATH",
-    "GIT_INDEX_FILE",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
+# The purge lives in gitmem.git.purge; these names stay importable from here.
+from gitmem.git.purge import (  # noqa: E402
+    _REPO_ENV,
+    _git,
+    existing_objects,
+    missing_objects,
+    packs_without,
+    purge,
+    reachable_retired,
+    scrub_maintenance,
 )
 
-
-def _git(store: Repo, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Plain git on exactly this store (no repository variables inherited)."""
-    from gitmem import config
-
-    env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
-    return subprocess.run(
-        ["git", f"--git-dir={store.path}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-
-
-def existing_objects(store: Repo) -> set[str]:
-    """Every object plain git can read in the store (``git cat-file --batch-all-objects``: one
-    pass over the pack indexes and loose objects, far faster than looking up 100k missing ids)."""
-    out = _git(store, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
-    if out.returncode != 0:
-        raise IntegrityError(f"git cat-file failed in {store.path}: {out.stderr.strip()}")
-    return set(out.stdout.split())
-
-
-def missing_objects(store: Repo, oids: list[str]) -> set[str]:
-    """Which of ``oids`` plain git cannot find."""
-    if not oids:
-        return set()
-    return set(oids) - existing_objects(store)
-
-
-def purge(store: Repo, oids: list[str]) -> None:
-    """Make ``oids`` (unreachable now) unreadable, then prove it; IntegrityError when it cannot."""
-    if not oids:
-        return
-    retired = set(oids)
-    _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
-    _unlink_loose(store, retired)
-    still = retired & existing_objects(store)
-    if still:
-        # Some are packed: each pack holding one is copied without the retired objects (git
-        # pack-objects, reusing the stored deltas), then removed; every other pack stays as it is.
-        # Geometric maintenance keeps recent objects loose or in small packs, so a recent redaction
-        # copies little. Unlike ``git repack -a -d`` this drops nothing but the retired objects: an
-        # unreachable object a concurrent writer is about to reference is never lost.
-        keep = set(packs_without(store, still))
-        for idx in sorted((store.path / "objects" / "pack").glob("pack-*.idx")):
-            if idx not in keep:
-                _copy_pack_without(store, idx, retired)
-    left = retired & existing_objects(store)
-    if left:
-        raise IntegrityError(
-            f"the purge failed: {len(left)} retired objects are still readable in {store.path} "
-            "(are they reachable from another ref?); run gitmem verify"
-        )
-
-
-def _unlink_loose(store: Repo, retired: set[str]) -> None:
-    objects = str(store.path / "objects")
-    for entry in os.scandir(objects):
-        if len(entry.name) != 2 or not entry.is_dir():
-            continue
-        for name in os.listdir(entry.path):
-            if entry.name + name in retired:
-                os.unlink(os.path.join(entry.path, name))
-
-
-def _copy_pack_without(store: Repo, idx: Path, retired: set[str]) -> None:
-    data = idx.read_bytes()
-    count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
-    base = 8 + 1024
-    ids = (data[base + 20 * i : base + 20 * i + 20].hex() for i in range(count))
-    kept = "".join(f"{o}\n" for o in ids if o not in retired)
-    prefix = str(store.path / "objects" / "pack" / "pack")
-    res = _git(store, "pack-objects", "-q", "--delta-base-offset", prefix, stdin=kept)
-    if res.returncode != 0:
-        raise IntegrityError(f"the purge failed: git pack-objects: {res.stderr.strip()}")
-    if res.stdout.strip() == idx.stem[len("pack-") :]:
-        return  # nothing of it was retired after all
-    for suffix in (".idx", ".bitmap", ".rev", ".mtimes", ".keep", ".pack"):  # idx first: as git does
-        idx.with_suffix(suffix).unlink(missing_ok=True)
-
-
-def packs_without(store: Repo, oids: set[str]) -> list[Path]:
-    """The ``.idx`` files of packs holding none of ``oids`` (read directly: version 2 indexes)."""
-    wanted = {bytes.fromhex(o) for o in oids}
-    out = []
-    for idx in sorted((store.path / "objects" / "pack").glob("pack-*.idx")):
-        data = idx.read_bytes()
-        if data[:8] != b"\377tOc\x00\x00\x00\x02":
-            continue  # unknown format: not kept, so it is repacked (safe)
-        count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
-        if len(wanted) * 32 < count:  # few ids: binary searches; else one set of the pack's ids
-            holds = any(_idx_has(data, w) for w in wanted)
-        else:
-            base = 8 + 1024
-            holds = not wanted.isdisjoint(data[base + 20 * i : base + 20 * i + 20] for i in range(count))
-        if not holds:
-            out.append(idx)
-    return out
-
-
-def _idx_has(data: bytes, oid: bytes) -> bool:
-    fan = 8
-    first = oid[0]
-    lo = int.from_bytes(data[fan + 4 * (first - 1) : fan + 4 * first], "big") if first else 0
-    hi = int.from_bytes(data[fan + 4 * first : fan + 4 * first + 4], "big")
-    base = fan + 1024
-    while lo < hi:
-        mid = (lo + hi) // 2
-        here = data[base + 20 * mid : base + 20 * mid + 20]
-        if here == oid:
-            return True
-        if here < oid:
-            lo = mid + 1
-        else:
-            hi = mid
-    return False
+__all__ = [
+    "PackWriter",
+    "Rewriter",
+    "_REPO_ENV",
+    "_git",
+    "existing_objects",
+    "missing_objects",
+    "packs_without",
+    "purge",
+    "reachable_retired",
+    "rewrite_header",
+    "scrub_maintenance",
+]

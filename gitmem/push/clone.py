@@ -13,15 +13,15 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
 
 from gitmem import config
 from gitmem.audit.journal import open_recovered as open_store
-from gitmem.engine.core import GITMEM_DIR
-from gitmem.errors import ConflictError, GitmemError, InvalidInputError
+from gitmem.engine.core import GITMEM_DIR, StoreCore
+from gitmem.errors import ConflictError, GitmemError, IntegrityError, InvalidInputError
 
 GITMEM_REFSPEC = "refs/gitmem/*:refs/gitmem/*"  # no '+': a rewritten ledger is refused, not followed
 URL_SCHEMES = ("http://", "https://")
@@ -131,29 +131,51 @@ class FetchResult:
     path: Path
     updated: list[str]
     rewritten: list[RewrittenScope]
+    #: with ``purge``: how many objects of the old history were removed from the clone (proved gone)
+    purged: int = 0
+    #: local branches reset onto the rewritten history by ``purge``
+    resynced: list[str] = field(default_factory=list)
 
 
 _ORIGIN = "refs/remotes/origin/"
+_INCOMING = "refs/gitmem-incoming/"
 
 
-def fetch(clone_path: str | os.PathLike[str]) -> FetchResult:
+def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchResult:
     """Bring a clone up to date with its store, and say which scopes' history was rewritten.
 
     A redaction or compaction rewrites a scope's commits: the clone's remote-tracking branch is
     replaced (the old history holds content the store has purged), and any local branch built on
     the old history must be reset or rebased before its commits can be pushed (the hook refuses
-    redacted content and retired commits).
+    redacted content and retired commits). With ``purge``, local branches that are exactly at the
+    old history are reset onto the new one (a checked-out one with ``git reset --hard``, refused
+    when the work tree has changes), and the old history's objects are removed from the clone
+    (reflogs expired, ``git gc --prune=now``), then proved gone. The audit ledger is never
+    replaced: a ledger that is not an extension of the clone's is reported (IntegrityError, exit 7)
+    and the clone keeps its own.
 
     Raises:
         InvalidInputError: ``clone_path`` is not a clone of a store.
+        ConflictError: ``purge`` while a local branch has commits on the old history, or the
+            work tree has uncommitted changes (nothing is purged then).
+        IntegrityError: the store's ledger was rewritten (the scopes were still fetched).
     """
     with open_store(os.fspath(clone_path)) as store:
         if not store.is_clone:
             raise InvalidInputError(f"{store.path} is a store, not a clone; fetch works on clones")
         repo = store.repo
-        before = {n: repo.references[n].target for n in repo.references if n.startswith(_ORIGIN)}
+        before = {
+            n: repo.references[n].target
+            for n in repo.references
+            if n.startswith(_ORIGIN) and isinstance(repo.references[n].target, pygit2.Oid)
+        }
+        own: dict[str, pygit2.Oid] = {}
+        for n in repo.references:
+            t = repo.references[n].target
+            if n.startswith("refs/gitmem/") and isinstance(t, pygit2.Oid):
+                own[n] = t
         try:
-            refspecs = [f"+refs/heads/*:{_ORIGIN}*", GITMEM_REFSPEC]
+            refspecs = [f"+refs/heads/*:{_ORIGIN}*", f"+refs/gitmem/*:{_INCOMING}*"]
             if (store.clone_of or "").startswith(URL_SCHEMES):
                 from gitmem.push.remote import fetch_url
 
@@ -162,6 +184,7 @@ def fetch(clone_path: str | os.PathLike[str]) -> FetchResult:
                 repo.remotes["origin"].fetch(refspecs=refspecs, prune=pygit2.enums.FetchPrune.PRUNE)
         except (KeyError, pygit2.GitError) as exc:
             raise GitmemError(f"cannot fetch into {store.path}: {exc}") from None
+        ledger_problem = _take_ledger(store, own)
         updated, rewritten = [], []
         for name in sorted(repo.references):
             if not name.startswith(_ORIGIN) or name == _ORIGIN + "HEAD":
@@ -179,4 +202,124 @@ def fetch(clone_path: str | os.PathLike[str]) -> FetchResult:
                     if store.is_ancestor(old, repo.branches.local[b].target)  # type: ignore[arg-type]
                 ]
                 rewritten.append(RewrittenScope(scope, str(old), str(new), stale))
-    return FetchResult(Path(os.fspath(clone_path)), updated, rewritten)
+        purged, resynced = 0, list[str]()
+        if purge and ledger_problem is None:
+            purged, resynced = _purge_clone(store, rewritten, [str(t) for t in before.values()])
+    if ledger_problem is not None:
+        raise IntegrityError(ledger_problem)
+    return FetchResult(Path(os.fspath(clone_path)), updated, rewritten, purged, resynced)
+
+
+def _take_ledger(store: StoreCore, own: dict[str, pygit2.Oid]) -> str | None:
+    """Move the fetched ``refs/gitmem/*`` into place only when each extends the clone's own
+    (``own``: their values before the fetch); otherwise keep the clone's and return the problem.
+    The incoming refs are removed either way. (libgit2 also updates refs by the remote's
+    configured refspecs during a fetch: a ref it moved off ``own`` is put back first.)"""
+    repo = store.repo
+    problem = None
+    for name, target in own.items():
+        ref = repo.references.get(name)
+        if ref is None:
+            repo.references.create(name, target)
+        elif ref.target != target:
+            ref.set_target(target, "gitmem fetch: the clone keeps its own ledger")
+
+    for name in sorted(n for n in repo.references if n.startswith(_INCOMING)):
+        incoming = repo.references[name].target
+        local_name = "refs/gitmem/" + name[len(_INCOMING) :]
+        local = repo.references.get(local_name)
+        repo.references.delete(name)
+        if not isinstance(incoming, pygit2.Oid):
+            continue
+        target = incoming
+        if local is None:
+            repo.references.create(local_name, target)
+        elif local.target == target:
+            continue
+        elif isinstance(local.target, pygit2.Oid) and store.is_ancestor(local.target, target):
+            local.set_target(target, "gitmem fetch: the ledger grew")
+        else:
+            problem = (
+                f"the store's audit ledger ({local_name}) was rewritten: it no longer extends the one "
+                f"this clone has ({str(local.target)[:12]}); the clone keeps its own. Run gitmem verify "
+                "on the store and ask its administrator"
+            )
+    return problem
+
+
+def _purge_clone(
+    store: StoreCore, rewritten: list[RewrittenScope], old_tips: list[str]
+) -> tuple[int, list[str]]:
+    """Reset local branches onto the rewritten history and remove the old history's objects."""
+    from gitmem.git.rewrite import _git, existing_objects
+
+    repo = store.repo
+    workdir = repo.workdir
+    resets: list[tuple[str, pygit2.Oid]] = []
+    for w in rewritten:
+        for branch in w.local_branches:
+            target = repo.branches.local[branch].target
+            if str(target) != w.old:
+                raise ConflictError(
+                    f"local branch {branch} has commits on the old history of scope {w.scope!r}; "
+                    f"rebase them first (git rebase --onto origin/{w.scope} {w.old[:12]} {branch}), "
+                    "then run gitmem fetch --purge again (nothing was purged)"
+                )
+            resets.append((branch, pygit2.Oid(hex=w.new)))
+    head = None if repo.head_is_detached or repo.head_is_unborn else repo.head.shorthand
+    if workdir and any(b == head for b, _ in resets):
+        dirty = {p: f for p, f in repo.status().items() if f not in (pygit2.enums.FileStatus.IGNORED,)}
+        if dirty:
+            raise ConflictError(
+                f"the work tree of {workdir} has uncommitted changes ({sorted(dirty)[0]}); "
+                "commit or discard them, then run gitmem fetch --purge again (nothing was purged)"
+            )
+    new_tips = [w.new for w in rewritten]
+    gone = _old_objects(store, [w.old for w in rewritten] + old_tips)
+    if not rewritten:
+        gone = set()
+    for branch, new in resets:
+        if branch == head and workdir:
+            repo.reset(new, pygit2.enums.ResetMode.HARD)
+        else:
+            repo.branches.local[branch].set_target(new)
+    for extra in ("ORIG_HEAD", "FETCH_HEAD"):
+        (Path(repo.path) / extra).unlink(missing_ok=True)
+    del new_tips
+    _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    res = _git(store, "gc", "--prune=now", "--quiet")
+    if res.returncode != 0:
+        raise GitmemError(f"git gc failed in {store.path}: {res.stderr.strip()}")
+    left = gone & existing_objects(store)
+    if left:
+        raise IntegrityError(
+            f"the purge of {store.path} failed: {len(left)} objects of the old history are still "
+            "readable (a tag or another ref keeps them?); delete that ref, then run gitmem fetch --purge again"
+        )
+    return len(gone), [b for b, _ in resets]
+
+
+def _old_objects(store: StoreCore, old_tips: list[str]) -> set[str]:
+    """Objects the old tips reach that nothing kept (remote-tracking refs, ``refs/gitmem/*``)
+    reaches: what the purge must remove. Two full walks (a clone is small next to its store, and
+    ``--not`` does not exclude blobs that only older kept commits hold)."""
+    from gitmem.git.rewrite import _git
+
+    repo = store.repo
+    keep = []
+    for n in repo.references:
+        if (n.startswith(_ORIGIN) or n.startswith("refs/gitmem/")) and n != _ORIGIN + "HEAD":
+            target = repo.references[n].target
+            if isinstance(target, pygit2.Oid):
+                keep.append(str(target))
+    tips = [t for t in old_tips if len(t) == 40 and store.has_object(t)]
+
+    def walk(revs: list[str]) -> set[str]:
+        if not revs:
+            return set()
+        res = _git(
+            store, "rev-list", "--objects", "--no-object-names", "--stdin", stdin="\n".join(revs) + "\n"
+        )
+        return set(res.stdout.split())
+
+    return walk(tips) - walk(keep)

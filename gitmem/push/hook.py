@@ -7,9 +7,12 @@ closed on unexpected errors; post-receive never fails the (already accepted) pus
 was kept as ``<name>.legacy`` runs after gitmem's own work, with the same input.
 """
 
+# size-ok: a push imports this one module and nothing heavy (start time is the hook's cost, see
+# docs/architecture.md#hooks); its parts are already plain functions, tested one by one.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -137,7 +140,7 @@ def pre_receive(
     moves any ref; a rejected one is recorded in the ledger (who, which refs, which rules)."""
     import time
 
-    from gitmem.engine.denylist import read_denylist
+    from gitmem.engine.denylist import read_denylist, read_patterns
     from gitmem.push import pushcheck
 
     git_dir = Path(repo.path).resolve()
@@ -146,6 +149,14 @@ def pre_receive(
     # After a reboot a write acknowledged before it may sit only in the intent log: replay it
     # before judging a push against the refs (one small read when nothing is due).
     recover_intent_log(git_dir)
+    from gitmem.push.pushlock import rewrite_running
+
+    if (git_dir / "gitmem" / "journal.json").exists() or rewrite_running(git_dir):
+        from gitmem.audit.journal import guard_push  # pushes and rewrites exclude each other
+
+        refused = guard_push(git_dir)
+        if refused is not None:
+            return [refused]
     settings = config.load_settings_cached(
         git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
     )
@@ -157,6 +168,7 @@ def pre_receive(
         settings=settings,
         pusher=actor,
         denylist=read_denylist(git_dir),
+        patterns=read_patterns(git_dir),
         now=now,
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
         trusted=trusted_for_trailers(settings.acl, actor),
@@ -462,14 +474,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = raw.decode("utf-8", "surrogateescape")
     env = config.env_snapshot()
     if name == "pre-receive":
+        lock: int | None = None
         try:
-            lines = pre_receive(open_repo(), text, env)
+            repo = open_repo()
+            from gitmem.push.pushlock import exclude_rewrites
+
+            lock, lines = exclude_rewrites(Path(repo.path).resolve())
+            if not lines:
+                lines = pre_receive(repo, text, env)
         except Exception as exc:  # fail closed: an unchecked push must not land
             lines = [f"gitmem: push rejected: the check failed ({type(exc).__name__}: {exc})"]
         if lines:
+            if lock is not None:
+                os.close(lock)
             sys.stderr.write("".join(line + "\n" for line in lines))
             sys.stderr.flush()
             return 1
+        if lock is not None:
+            from gitmem.push.pushlock import hold_until_exit
+
+            hold_until_exit(lock, os.getppid())  # until receive-pack has moved the refs
     else:
         try:
             lines = post_receive(open_repo(), text, env)

@@ -10,6 +10,7 @@ not with the store. Every rule reuses :mod:`gitmem.model.policy`, the same funct
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import pygit2
 
 from gitmem.config import StoreSettings
 from gitmem.engine.denylist import HEX40 as _HEX40
+from gitmem.engine.denylist import denied_reason
 from gitmem.errors import InvalidInputError
 from gitmem.git.treediff import tree_deltas
 from gitmem.model import policy
@@ -59,6 +61,7 @@ class PushContext:
     denylist: frozenset[str] = frozenset()
     now: int | None = None  # seconds since the epoch; None: the current time
     quarantine: Sequence[str] = ()  # object ids found in the quarantine directory, when known
+    patterns: tuple[re.Pattern[str], ...] = ()  # remembered redaction patterns (deny-patterns)
     trusted: bool = False  # the pusher's trailers are believed (acl.trust_trailers)
     session: str | None = None  # the ``-o session=...`` push option
 
@@ -224,6 +227,11 @@ def check_commit(
             out += [_at(v, ref, cid) for v in bad]
             if not bad:
                 out += [_at(v, ref, cid) for v in guard_violations(path, blob.data, ctx.settings)]
+        why = denied_reason(
+            frozenset(), ctx.patterns, path, blob.data if isinstance(blob, pygit2.Blob) else None
+        )
+        if why is not None:
+            out.append(_v("denylist", why, ref, cid, path))
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
     out += check_trailer_claims(commit, ref, ctx)
     if ctx.settings.require_trailers:

@@ -37,7 +37,8 @@ def system_prompt(session: Session) -> str:
         "session syncs (`gitmem session sync`, or at its end) every changed file becomes a new version "
         "of that memory, attributed to this session; earlier versions are kept. Do not change files in "
         "read-only stores: such changes are refused and never saved. If someone else changed a file you "
-        f"also changed, your version is kept beside it as `<name>.conflict-{session.id}`. The "
+        f"also changed, your version is kept beside it as `<name>.conflict-{session.id}`, in this "
+        "mount only (it is never saved: merge it into the file, then delete it). The "
         "`.gitmem/` directory of each mount belongs to gitmem.",
         "",
     ]

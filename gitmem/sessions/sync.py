@@ -3,8 +3,12 @@
 For each file the sync knows three blob ids: ``base`` (the marker: what the mount was last synced
 against), ``local`` (the file now) and ``remote`` (the scope's tip). A local change is applied when
 the store still has the base (``if_sha256`` guards the race), skipped when the store already has the
-local bytes (a repeat after a crash), and otherwise is a conflict: the local bytes are saved as a
-version of ``<path>.conflict-<session>`` and the mount gets the store's file. One ``apply_batch``
+local bytes (a repeat after a crash), and otherwise is a conflict: the local bytes are kept in the
+mount only, as ``<path>.conflict-<session>`` (private to the session: never written to the shared
+scope, so nobody else lists or searches it), and the mount gets the store's file. When that copy
+cannot be made, both sides stay (the local file and the store's version) and the conflict is
+reported again by every sync until it is resolved. Files holding content that was redacted (the
+deny-list, or a remembered deny-pattern) are replaced by the store's version. One ``apply_batch``
 per mount moves the branch once; the mount is refreshed with everyone's changes, and only then is
 the marker moved to the new tip, so a sync killed at any step is finished by the next one.
 """
@@ -92,6 +96,7 @@ class _Plan:
     ops: list[BatchOp] = field(default_factory=list)
     secures: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(op) -> paths it saves
     conflicts: list[Conflict] = field(default_factory=list)
+    copies: list[tuple[str, str, bytes]] = field(default_factory=list)  # (path, copy path, local bytes)
 
     def add(self, op: BatchOp, *paths: str) -> None:
         self.ops.append(op)
@@ -100,6 +105,83 @@ class _Plan:
 
 def conflict_path(path: str, session_id: str) -> str:
     return f"{path}.conflict-{session_id}"
+
+
+def is_conflict_copy(path: str, session_id: str) -> bool:
+    return path.endswith(f".conflict-{session_id}")
+
+
+def _private_and_denied(
+    store: Store, root: Path, local: Scan, marker: Marker, session_id: str
+) -> tuple[list[FileIssue], list[str]]:
+    """Take this session's conflict copies out of the scan (they stay in the mount, never in the
+    store) and find files holding redacted content (to be replaced by the store's version)."""
+    from gitmem.engine.denylist import denied_reason, read_patterns
+
+    denied, patterns = store.core.denied_ids(), read_patterns(store.core.path)
+    issues: list[FileIssue] = []
+    scrub: list[str] = []
+    for path in sorted(local.files):
+        held = local.files[path] in denied or (
+            bool(patterns)
+            and denied_reason(frozenset(), patterns, path, _read(root, local, path)) is not None
+        )
+        if held:
+            scrub.append(path)
+            continue
+        if is_conflict_copy(path, session_id):
+            base = path[: -len(f".conflict-{session_id}")]
+            issues.append(
+                FileIssue(
+                    path,
+                    f"your conflicting version of {base}, kept in this mount only (never saved to the "
+                    f"store): merge it into {base} and delete it",
+                )
+            )
+    for path in scrub + [i.path for i in issues]:
+        if path in marker.files:
+            local.files[path] = marker.files[path]
+        else:
+            local.files.pop(path, None)
+    return issues, scrub
+
+
+def _read(root: Path, local: Scan, path: str) -> bytes | None:
+    data = local.data.get(path)
+    if data is not None:
+        return data
+    try:
+        return (root / path[1:]).read_bytes()
+    except OSError:
+        return None
+
+
+def _scrub(store: Store, mount: Mount, root: Path, paths: list[str]) -> list[FileIssue]:
+    """Replace files holding redacted content by the store's version (or remove them)."""
+    tree = store.core.tree_of(store.core.tip(mount.scope))
+    out = []
+    readonly = mount.access == "ro"
+    if paths and readonly:
+        unlock_tree(root)
+    for path in paths:
+        blob = remote_blob(tree, path)
+        try:
+            if blob is not None and not path.endswith(".conflict-" + marker_session(mount)):
+                put_file(root, path, store.core.blob_data(pygit2.Oid(hex=blob)), readonly=readonly)
+                what = "replaced by the store's version"
+            else:
+                remove_file(root, path)
+                what = "removed (the store has no other version of it)"
+        except OSError as exc:
+            what = f"could not be replaced ({exc.strerror}): delete it by hand"
+        out.append(FileIssue(path, f"held content that was redacted from the store; {what}"))
+    if paths and readonly:
+        lock_tree(root)
+    return out
+
+
+def marker_session(mount: Mount) -> str:
+    return read_marker(mount).session
 
 
 # A sync that would delete more than this share of a mount's files (and at least MASS_DELETE_MIN
@@ -116,8 +198,9 @@ def sync_mount(
     marker = read_marker(mount)
     root = Path(mount.path)
     local = scan(root, marker.files)
+    private, scrub = _private_and_denied(store, root, local, marker, session_id)
     refused = [FileIssue(p, why) for p, why in sorted(local.unusable.items())]
-    protected = set(local.unusable)
+    protected = set(local.unusable) | {i.path for i in private} | set(scrub)
     for path in local.unusable:  # an unusable entry (a link, say) deletes nothing, nor what was under it
         for known in [p for p in marker.files if p == path or p.startswith(path + "/")]:
             local.files[known] = marker.files[known]
@@ -149,15 +232,21 @@ def sync_mount(
         ]
     elif changed:
         with proposals.reviewing(mount.access == "review", owner=session_id):
-            versions, conflicts, not_saved = _push(store, mount, marker, local, changed, session_id, actor)
+            versions, conflicts, not_saved, copies = _push(
+                store, mount, marker, local, changed, session_id, actor
+            )
         refused += not_saved
         protected.update(issue.path for issue in not_saved)
+        conflicts, kept_both = _keep_copies(root, conflicts, copies)
+        protected.update(kept_both)
+    kept_base = {c.path for c in conflicts if c.kept_as is None and c.path in local.files}
+    refused += private + _scrub(store, mount, root, scrub)
     tip = store.core.tip(mount.scope)
     if mount.access == "review":  # the mount shows the session's proposal on top of the scope
         tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
     base = marker.base
     put_back = changed if mount.access == "ro" else []
-    refreshed = _refresh(store, mount, marker, tip, local, protected, put_back)
+    refreshed = _refresh(store, mount, marker, tip, local, protected, put_back, kept_base)
     return MountSync(
         mount.store,
         mount.scope,
@@ -213,9 +302,12 @@ def _plan(
             continue
         kept = conflict_path(path, session_id)
         what = "deleted" if r is None else ("created" if b is None else "changed")
-        why = f"{what} in the store since this mount's base; your version was saved as {kept}"
+        why = (
+            f"{what} in the store since this mount's base; your version is kept in this mount only "
+            f"as {kept} (private to this session)"
+        )
         plan.conflicts.append(Conflict(path, kept, why))
-        writes.append((BatchOp("write", kept, content=local.data[path]), path))
+        plan.copies.append((path, kept, local.data[path]))
     # Deletes first (they may free a path), then renames, then writes and creates.
     renamed = plan.ops
     plan.ops = []
@@ -293,7 +385,7 @@ def _push(
     changed: list[str],
     session_id: str,
     actor: str | None,
-) -> tuple[list[Version], list[Conflict], list[FileIssue]]:
+) -> tuple[list[Version], list[Conflict], list[FileIssue], list[tuple[str, str, bytes]]]:
     versions: list[Version] = []
     for attempt in range(ATTEMPTS):
         tip = store.core.tip(mount.scope)
@@ -301,17 +393,17 @@ def _push(
             tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
         plan = _plan(store, store.core.tree_of(tip), marker, local, changed, session_id)
         if not plan.ops:
-            return versions, plan.conflicts, []
+            return versions, plan.conflicts, [], plan.copies
         try:
             result = apply_batch(
                 store.core, plan.ops, scope=mount.scope, actor=actor, session=session_id, skip_refused=True
             )
         except GitmemError as exc:  # the whole store refused (archived, say): nothing was written
-            kept = [c for c in plan.conflicts if c.kept_as is None]  # none of the copies was saved
             return (
                 versions,
-                kept,
+                plan.conflicts,
                 [FileIssue(p, exc.message) for op in plan.ops for p in plan.secures[id(op)]],
+                plan.copies,
             )
         versions += result.versions
         config.fault("sync-after-batch")
@@ -320,8 +412,28 @@ def _push(
             issues = [
                 FileIssue(path, r.error.message) for r in result.refused for path in plan.secures[id(r.op)]
             ]
-            return versions, plan.conflicts, issues
+            return versions, plan.conflicts, issues, plan.copies
     raise AssertionError("unreachable")
+
+
+def _keep_copies(
+    root: Path, conflicts: list[Conflict], copies: list[tuple[str, str, bytes]]
+) -> tuple[list[Conflict], set[str]]:
+    """Write each conflict copy into the mount. One that cannot be written (a name too long, say)
+    loses nothing: the local file stays as it is, the store keeps its version, and the mount's base
+    for that path stays where it was, so the next sync reports the conflict again."""
+    failed: dict[str, str] = {}
+    for path, kept, data in copies:
+        try:
+            put_file(root, kept, data)
+        except OSError as exc:
+            failed[path] = (
+                f"changed in the store since this mount's base, and your version could not be kept "
+                f"beside it as {kept} ({exc.strerror}): your version stays at {path} and the store "
+                "keeps its own; merge them by hand, then sync"
+            )
+    out = [Conflict(c.path, None, failed[c.path]) if c.path in failed else c for c in conflicts]
+    return out, set(failed)
 
 
 def _refresh(
@@ -332,9 +444,12 @@ def _refresh(
     local: Scan,
     protected: set[str],
     put_back: list[str] = (),  # type: ignore[assignment]
+    kept_base: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[str]:
-    """Bring the mount to the tip (except protected paths), then move the marker there; the
+    """Bring the mount to the tip (except protected paths), then move the marker there (except for
+    ``kept_base``: unresolved conflicts keep their base, so the next sync sees them again); the
     ``put_back`` paths (refused edits of a read-only mount) get the store's content again."""
+    old_files = dict(marker.files)
     root, readonly = Path(mount.path), mount.access == "ro"
     if marker.base is not None and store.core.has_object(marker.base):
         old_tree = store.core.tree_of(pygit2.Oid(hex=marker.base))
@@ -368,6 +483,11 @@ def _refresh(
         done.append(path)
     if todo and readonly:
         lock_tree(root)
+    for path in kept_base:
+        if path in old_files:
+            new_files[path] = old_files[path]
+        else:
+            new_files.pop(path, None)
     config.fault("sync-after-refresh")
     marker.base = str(tip) if tip is not None else None
     marker.files = new_files

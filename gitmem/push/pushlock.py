@@ -1,0 +1,115 @@
+"""Pushes and history rewrites exclude each other (docs/redaction.md#pushes-during-a-redaction).
+
+A rewrite (redaction, compaction) holds the store lock ``$GIT_DIR/gitmem/lock`` exclusively from
+its plan to its purge. The pre-receive hook takes the same lock *shared* before it checks a push
+(waiting while a rewrite runs), and hands it to a small child process that keeps it until
+``git receive-pack`` (the hook's parent) exits: git moves the refs after pre-receive returns, so
+the lock must outlive the hook, or a rewrite could start between the check and the ref update and
+then purge what the new ref needs. Pushes share the lock with each other.
+
+Kept import-light (the hook imports it on every push): ``fcntl``, ``os``, ``time``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+LOCK_FILE = "lock"  # gitmem.audit.journal.LOCK_FILE
+PUSH_WAIT = 60.0  # seconds a push waits for a running rewrite
+HOLD_LIMIT = 300.0  # seconds a push may keep the lock (a receive-pack that hangs must not block forever)
+
+
+def acquire_shared(git_dir: Path, wait: float) -> int | None:
+    """An fd holding the store lock shared, waiting up to ``wait`` seconds while a rewrite holds it
+    exclusively; None when it stays busy."""
+    d = git_dir / "gitmem"
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.05)
+
+
+def hold_until_exit(fd: int, pid: int, limit: float = HOLD_LIMIT) -> None:
+    """Keep ``fd`` (and the lock on it) open in a detached child until process ``pid`` ends; the
+    caller's copy is closed. The child holds none of the caller's other files (git waits for the
+    hook's output pipes to close)."""
+    try:
+        child = os.fork()
+    except OSError:
+        # No child: release at once (the rewrite's reachability check still keeps the store whole).
+        os.close(fd)
+        return
+    if child:
+        os.close(fd)
+        return
+    try:  # the child: never returns
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):
+            os.dup2(null, std)
+        os.closerange(3, fd)
+        os.closerange(fd + 1, 4096)
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.02)
+    finally:
+        os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def rewrite_running(git_dir: Path) -> bool:
+    """Whether a history rewrite holds the store lock now (one non-blocking shared flock)."""
+    try:
+        fd = os.open(git_dir / "gitmem" / "lock", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def exclude_rewrites(git_dir: Path) -> tuple[int | None, list[str]]:
+    """Finish an interrupted rewrite, then take the store lock shared (waiting while a rewrite
+    runs): the lock and no lines, or no lock and the refusal."""
+    if (git_dir / "gitmem" / "journal.json").exists():
+        from gitmem.audit.journal import guard_push
+
+        refused = guard_push(git_dir)
+        if refused is not None:
+            return None, [refused]
+    lock = acquire_shared(git_dir, PUSH_WAIT)
+    if lock is None:
+        return None, [
+            "gitmem: a history rewrite (redaction or compaction) of this store is in progress and it is "
+            "still running; nothing was changed: push again when it has finished"
+        ]
+    return lock, []
