@@ -48,6 +48,7 @@ def test_valid_paths_are_accepted_unchanged(path: str) -> None:
     st.sampled_from([".", ".."]),
 )
 def test_dot_segments_are_refused(before: list[str], after: list[str], dots: str) -> None:
+    assume(not GIT_INTERPRETED & {s.lower() for s in [*before, *after]})  # refused for that first
     with pytest.raises(InvalidInputError, match="segments are not allowed"):
         validate_path("/" + "/".join([*before, dots, *after]))
 

@@ -11,10 +11,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import gitmem
 from gitmem.audit import redact
 from gitmem.audit.verify import verify
+from gitmem.cli.app import app
 from gitmem.errors import ForbiddenError
 from gitmem.store import Store
 from tests.helpers import git
@@ -182,6 +184,20 @@ def test_11_redaction_works_in_an_archived_store(store: Store) -> None:
     assert scan_store(store.path, SECRET.encode()) == []
     with pytest.raises(ForbiddenError, match="archived"):
         store.write("/n.md", "new\n")
+
+
+def test_11_deleting_memories_works_in_an_archived_store(store: Store, workspace: Path) -> None:
+    store.write("/keep.md", "keep\n", actor="user:a")
+    store.write("/gone.md", "gone\n", actor="user:a")
+    store.core.update_settings(archived_at="2026-01-01T00:00:00Z")
+    v = store.delete("/gone.md", actor="user:admin")  # erasure: allowed in an archived store
+    assert v.operation == "deleted" and [m.path for m in store.list()] == ["/keep.md"]
+    result = CliRunner().invoke(app, ["rm", "notes", "/keep.md", "--home", str(workspace)])
+    assert result.exit_code == 0, result.output
+    assert store.list() == []
+    for write in (lambda: store.write("/n.md", "n\n"), lambda: store.create("/n.md", "n\n")):
+        with pytest.raises(ForbiddenError, match="archived"):
+            write()
 
 
 # ---------------------------------------------------------------------- 2. pushes and rewrites

@@ -282,3 +282,17 @@ def test_scope_from_token_and_query(env: Env) -> None:
     store = gitmem.open_store("notes", home)
     assert store.read("/t.md", scope="team").content == "team"
     store.close()
+
+
+def test_memories_can_be_deleted_and_versions_redacted_in_an_archived_store(env: Env) -> None:
+    c = env["admin"]
+    s = c.beta.memory_stores.create(name="arch")
+    m = c.beta.memory_stores.memories.create(s.id, path="/a.md", content="first")
+    c.beta.memory_stores.memories.update(m.id, memory_store_id=s.id, content="second")
+    old = [v for v in c.beta.memory_stores.memory_versions.list(s.id) if v.operation == "created"][0]
+    c.beta.memory_stores.archive(s.id)
+    with pytest.raises(anthropic.ConflictError):
+        c.beta.memory_stores.memories.create(s.id, path="/b.md", content="new")
+    assert c.beta.memory_stores.memory_versions.redact(old.id, memory_store_id=s.id).content is None
+    c.beta.memory_stores.memories.delete(m.id, memory_store_id=s.id)
+    assert list(c.beta.memory_stores.memories.list(s.id)) == []

@@ -46,6 +46,7 @@ def mutate(
     *,
     actor: str | None,
     session: str | None,
+    erasing: bool = False,
 ) -> Version | None:
     """Plan and commit one change to one memory, with compare-and-swap and retry.
 
@@ -61,7 +62,7 @@ def mutate(
     if owner is not None:
         done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
         return done.versions[0] if done.versions else None
-    actor, session, limits = authorize(store, scope, actor, session)
+    actor, session, limits = authorize(store, scope, actor, session, erasing=erasing)
     request = _Request(plan, actor, session, limits)
     group = _group(store, scope)
     with group.cond:

@@ -292,7 +292,8 @@ def delete(
             )
         return Change("deleted", path, None, state.memory_id(path))
 
-    version = mutate(store, scope, plan, actor=actor, session=session)
+    # Deleting is erasure: an archived store allows it (only new content is refused there).
+    version = mutate(store, scope, plan, actor=actor, session=session, erasing=True)
     assert version is not None
     return version
 

@@ -213,16 +213,25 @@ def decode_content(data: bytes) -> str:
 
 
 def authorize(
-    store: StoreCore, scope: str, actor: str | None, session: str | None, reviewed_by: str | None = None
+    store: StoreCore,
+    scope: str,
+    actor: str | None,
+    session: str | None,
+    reviewed_by: str | None = None,
+    *,
+    erasing: bool = False,
 ) -> tuple[str, str | None, Limits]:
     """Check who writes where before any write: scope and session syntax, the actor recorded, a
     writable store (not archived, not a clone) and the store's acl (the same one pushes obey;
     for an accepted proposal, the reviewer is the one who must be allowed).
+    ``erasing``: the write only deletes, which an archived store still allows (as redaction does,
+    and as Anthropic's API does); a clone stays read-only.
     Returns the actor, the session and the store's limits."""
     validate_scope(scope)
     session = validate_session(session)
     actor = resolve_actor(actor, session)
-    store.check_writable()
+    if not (erasing and not store.is_clone):
+        store.check_writable()
     settings = store.settings
     policy.raise_first(policy.check_acl(settings.acl, scope, reviewed_by or actor))
     return actor, session, settings.limits

@@ -108,11 +108,16 @@ def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
 
 
 def _mutate(
-    store: Store, scope: str, plan: Callable[[ScopeState], Change | None], actor: str, session: str | None
+    store: Store,
+    scope: str,
+    plan: Callable[[ScopeState], Change | None],
+    actor: str,
+    session: str | None,
+    erasing: bool = False,
 ) -> Version | None:
     for _attempt in range(_STALE_RETRIES):
         try:
-            return mutate(store.core, scope, plan, actor=actor, session=session)
+            return mutate(store.core, scope, plan, actor=actor, session=session, erasing=erasing)
         except _Stale:
             time.sleep(0.001)
     raise NotFoundError("the memory kept changing while it was looked up; try again")
@@ -178,6 +183,6 @@ def delete(
             )
         return Change("deleted", row.path, None, memory_id)
 
-    version = _mutate(store, scope, plan, actor, session)
+    version = _mutate(store, scope, plan, actor, session, erasing=True)  # archived stores allow it
     assert version is not None
     return version
