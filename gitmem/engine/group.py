@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -140,17 +141,17 @@ class _Group:
 
 
 _GROUPS_LOCK = threading.Lock()
+# One queue per repository and scope in this process: writers through different handles of one
+# store (a server's pool lends one handle per thread) are chained together too.
+_GROUPS: dict[tuple[str, str], _Group] = {}
 
 
 def _group(store: StoreCore, scope: str) -> _Group:
+    key = (os.path.realpath(store.path), scope)
     with _GROUPS_LOCK:
-        groups: dict[str, _Group] | None = getattr(store, "_write_groups", None)
-        if groups is None:
-            groups = {}
-            store._write_groups = groups  # type: ignore[attr-defined]
-        group = groups.get(scope)
+        group = _GROUPS.get(key)
         if group is None:
-            group = groups[scope] = _Group()
+            group = _GROUPS[key] = _Group()
         return group
 
 

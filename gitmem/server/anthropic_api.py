@@ -281,7 +281,7 @@ class AnthropicApi:
         path = ops.check_path(data["path"])
         content = wire.string(data, "content")
         assert content is not None
-        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+        with self.pool.store(name) as store:  # writes to one scope are group-committed
             self._writable(store)
             version = store.create(
                 path, content, scope=scope, actor=call.token.actor, session=call.token.session
@@ -346,7 +346,7 @@ class AnthropicApi:
         content = wire.string(data, "content", nullable=True)
         path = ops.check_path(data["path"]) if data.get("path") is not None else None
         sha = wire.precondition(data.get("precondition"))
-        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+        with self.pool.store(name) as store:  # writes to one scope are group-committed
             self._writable(store)
             before = store.settings.id
             rec = ops.update(
@@ -369,7 +369,7 @@ class AnthropicApi:
         mid = self._memory_id(call)
         expected = call.query.get("expected_content_sha256")
         sha = wire.sha256_field(expected, "expected_content_sha256") if expected is not None else None
-        with self.pool.store(name) as store, self.pool.write_lock(name, scope):
+        with self.pool.store(name) as store:  # writes to one scope are group-committed
             # no _writable: deleting (like redacting) works in an archived store, as in Anthropic's API
             ops.delete(store, scope, mid, if_sha256=sha, actor=call.token.actor, session=call.token.session)
             self.metrics.writes.labels("deleted").inc()
