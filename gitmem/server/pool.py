@@ -1,11 +1,11 @@
 """Open stores for the server's threads: each checked-out ``Store`` is used by one thread at a time.
 
-A ``Store`` holds a libgit2 repository and an SQLite connection that must not be used by two threads
-at once (that crashes the process). The pool therefore lends Store objects, like a connection pool:
-``with pool.store(name) as s`` takes an idle one (or opens one) and gives it back afterwards; idle
-ones are closed after ``idle_seconds``. Writes to one scope are also serialized in this process
-(``pool.write_lock``), so that the threads of one server do not spin on the branch's
-compare-and-swap; other processes still race through the library's CAS path.
+The pool lends Store objects, like a connection pool: ``with pool.store(name) as s`` takes an idle
+one (or opens one) and gives it back afterwards; idle ones are closed after ``idle_seconds``.
+Memory writes from several threads to one scope are group-committed by the library, across these
+handles (docs/durability.md, "Group commit"). ``pool.write_lock`` serializes only the
+read-then-write operations that must see no other write in between: redaction, the Databricks
+entry PATCH and the console's restore and redact forms.
 
 Deleting a store (``with pool.retiring(name)``) first waits for every lent Store of it to come
 back and lends no new one, so that no request is half-way through a store whose files vanish
