@@ -26,6 +26,7 @@ import pytest
 pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")
 
 import gitmem  # noqa: E402
+from tests.browserkit import browser_sign_in  # noqa: E402
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
 from tests.serverkit import running, token  # noqa: E402
 
@@ -154,10 +155,7 @@ def test_no_field_an_agent_writes_runs_as_script_on_any_page(
     h = hostile_seed(workspace)
     with running(workspace) as url:
         push_hostile(url, workspace, tmp_path / "clone")
-        browser.delete_all_cookies()
-        browser.get(url + "/console/login")
-        browser.find_element("css selector", "#token").send_keys(h.seeded.admin)
-        browser.find_element("css selector", "form button[type=submit]").click()
+        browser_sign_in(browser, url, h.seeded.admin)
         v1, v2, v3 = h.versions
         m = f"/console/stores/notes/memory?scope=main&id={h.memory_id}"
         pages = [

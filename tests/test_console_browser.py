@@ -18,6 +18,7 @@ pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'git
 webdriver = pytest.importorskip("selenium.webdriver", reason="install selenium (pip install selenium)")
 
 import gitmem  # noqa: E402
+from tests.browserkit import browser_sign_in, by, follow  # noqa: E402
 from tests.consolekit import Seeded, seed  # noqa: E402
 from tests.serverkit import running  # noqa: E402
 
@@ -73,33 +74,8 @@ def site(workspace: Path, browser: Any) -> Iterator[tuple[str, Seeded]]:
         yield url, seeded
 
 
-def by(css: str) -> tuple[str, str]:
-    return ("css selector", css)
-
-
-def follow(browser: Any, element: Any) -> None:
-    """Click something that loads a page, and wait until the new page is there."""
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    old = browser.find_element(*by("html"))
-    element.click()
-
-    def gone(_driver: Any) -> bool:
-        try:
-            old.is_enabled()
-        except WebDriverException:  # stale, or "node does not belong to the document" mid-navigation
-            return True
-        return False
-
-    WebDriverWait(browser, 30).until(gone)
-
-
 def sign_in(browser: Any, url: str, secret: str) -> None:
-    browser.get(url + "/console/login")
-    browser.find_element(*by("#token")).send_keys(secret)
-    follow(browser, browser.find_element(*by("form button[type=submit]")))
-    assert browser.find_element(*by("h1")).text == "Stores"
+    browser_sign_in(browser, url, secret)
 
 
 def shot(browser: Any, name: str, width: int = 1280) -> None:
