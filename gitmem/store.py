@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -371,9 +372,8 @@ def create_store(
     if final.exists():
         raise ConflictError(f"store {name!r} already exists at {final}")
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{name}.creating-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    # Unique per attempt: threads of one process creating the same name must not share it.
+    tmp = final.parent / f".{name}.creating-{os.getpid()}-{secrets.token_hex(6)}"
     try:
         repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
         now = config.now_rfc3339()
