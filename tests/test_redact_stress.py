@@ -10,8 +10,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 import gitmem
 from gitmem.audit import redact
 from gitmem.audit.verify import verify

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ import pygit2
 from gitmem import config
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
+from gitmem.engine.denylist import MARK as _MARK
 from gitmem.errors import GitmemError, IntegrityError
 from gitmem.model.versions import parse_trailers, trailer_problems
 
@@ -175,9 +175,6 @@ def check_purged(store: StoreCore) -> list[str]:
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
     return problems
-
-
-_MARK = re.compile(rb"\[redacted: (redact_[0-9A-HJKMNP-TV-Z]{26})\]")
 
 
 def check_marks(store: StoreCore) -> list[str]:

@@ -173,6 +173,7 @@ def pre_receive(
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
         trusted=trusted_for_trailers(settings.acl, actor),
         session=env.get(SERVER_SESSION_ENV) or option(options, "session"),
+        git_dir=git_dir,
     )
     stats: dict[str, tuple[int, int]] = {}
     store_bytes = 0
