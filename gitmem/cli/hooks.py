@@ -46,6 +46,22 @@ def install(
     )
 
 
+@hooks_app.command("print")
+def print_hook(
+    name: Annotated[str, typer.Argument(help="pre-receive or post-receive.")],
+) -> None:
+    """Print a hook shim with this Python recorded, for a git server's hook directory.
+
+    For servers that own hooks/pre-receive themselves (Gitea/Forgejo pre-receive.d/, GitLab
+    custom_hooks/pre-receive.d/): gitmem hooks print pre-receive > .../pre-receive.d/gitmem."""
+    import sys
+
+    from gitmem.push.hookinstall import render
+
+    text = common.run(False, lambda: render(name, sys.executable))
+    typer.echo(text, nl=False)
+
+
 def clone(
     store: Annotated[str, typer.Argument(help="Store name or path.")],
     dest: Annotated[str, typer.Argument(help="Directory to clone into (new or empty).")],
