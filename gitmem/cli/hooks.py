@@ -49,6 +49,7 @@ def install(
 @hooks_app.command("print")
 def print_hook(
     name: Annotated[str, typer.Argument(help="pre-receive or post-receive.")],
+    json: common.JsonOpt = False,
 ) -> None:
     """Print a hook shim with this Python recorded, for a git server's hook directory.
 
@@ -58,8 +59,11 @@ def print_hook(
 
     from gitmem.push.hookinstall import render
 
-    text = common.run(False, lambda: render(name, sys.executable))
-    typer.echo(text, nl=False)
+    common.run(
+        json,
+        lambda: {"hook": name, "python": sys.executable, "text": render(name, sys.executable)},
+        lambda shim: typer.echo(shim["text"], nl=False),
+    )
 
 
 def clone(
