@@ -28,6 +28,7 @@ from gitmem.git.repo import open_repository
 from gitmem.ids import new_id
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_store_name
+from gitmem.push import replica as _replica  # noqa: F401  (registers the push of rewrites to replicas)
 from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
 if TYPE_CHECKING:

@@ -492,9 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.flush()
             return 1
         if lock is not None:
-            from gitmem.push.pushlock import hold_until_exit
+            from gitmem.push.pushlock import hold_until_exit, receive_pack_pid
 
-            hold_until_exit(lock, os.getppid())  # until receive-pack has moved the refs
+            hold_until_exit(lock, receive_pack_pid())  # until receive-pack has moved the refs
     else:
         try:
             lines = post_receive(open_repo(), text, env)
