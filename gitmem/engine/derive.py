@@ -44,7 +44,11 @@ def _signed(c: pygit2.Commit) -> tuple[Any, ...]:
 
 
 def reused_version_id(
-    repo: pygit2.Repository, db: sqlite3.Connection, trailers: dict[str, str], commit: pygit2.Commit
+    repo: pygit2.Repository,
+    db: sqlite3.Connection,
+    trailers: dict[str, str],
+    commit: pygit2.Commit,
+    scope: str,
 ) -> bool:
     """Whether another commit already owns this commit's ``Gitmem-Version``.
 
@@ -54,13 +58,20 @@ def reused_version_id(
     left it (a redaction keeps author, committer and their times exactly, and the trailers): between
     a redaction's branch swap and its index step, a scope that shares the rewritten commits still has
     rows naming the old ones, and re-deriving this scope then must keep the ids.
+
+    A twin is only ever in *another* scope: a scope being re-derived has no rows left (its own are
+    dropped in the same transaction), so a twin in the same scope is a copy made with plain git.
+    Taking the id there would drop the copy from history (``UNIQUE(scope, id)``) while the head
+    named the old version.
     """
     cid = str(commit.id)
     others = db.execute(
-        "SELECT DISTINCT commit_id FROM versions WHERE id=? AND commit_id!=?",
+        "SELECT DISTINCT commit_id, scope FROM versions WHERE id=? AND commit_id!=?",
         (trailers.get("Gitmem-Version"), cid),
     ).fetchall()
-    for (other_id,) in others:
+    for other_id, other_scope in others:
+        if other_scope == scope:
+            return True
         try:
             other = repo[other_id]
         except (KeyError, ValueError):
@@ -161,7 +172,7 @@ def rows_for_commit(
         single
         and not received
         and not trailer_problems(trailers)
-        and not reused_version_id(repo, db, trailers, commit)
+        and not reused_version_id(repo, db, trailers, commit, scope)
         and claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
     ):
         session = trailers.get("Gitmem-Session")
