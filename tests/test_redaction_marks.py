@@ -66,3 +66,26 @@ def test_a_gitmem_token_secret_is_caught_by_the_guard(store: Store) -> None:
     secret = f"gitmem_01M8RXHD602HXRAWQKATJASQ19_{secrets.token_urlsafe(32)}"
     with pytest.raises(GuardRejectedError, match="gitmem-token"):
         store.write("/tok.md", f"use {secret}\n")
+
+
+def test_a_forged_mark_through_the_memory_tool_and_an_import_is_refused(store: Store) -> None:
+    """Other faces: the memory tool assembling the mark by an edit, an import carrying it only in a
+    description (which becomes the file's front matter)."""
+    import io
+
+    from anthropic.lib.tools import ToolError
+
+    from gitmem.engine import transfer
+    from gitmem.integrations.anthropic_tool import MemoryBackend
+
+    tool = MemoryBackend(store)
+    tool.create("/memories/n.md", "note [redacted: X]\n")
+    before = [v.id for v in store.versions()]
+    with pytest.raises(ToolError, match="no redaction"):
+        tool.str_replace("/memories/n.md", "X]", FORGED[len("[redacted: ") :])
+    line = '{"path": "/i.md", "content": "imported\\n", "description": "see ' + FORGED + '"}\n'
+    result = transfer.import_jsonl(store.core, io.StringIO(line))
+    assert not result.versions and [r.path for r in result.refused] == ["/i.md"]
+    assert "no redaction of this store made" in result.refused[0].reason
+    assert [v.id for v in store.versions()] == before
+    verify(store.core)
