@@ -89,3 +89,25 @@ def test_a_forged_mark_through_the_memory_tool_and_an_import_is_refused(store: S
     assert "no redaction of this store made" in result.refused[0].reason
     assert [v.id for v in store.versions()] == before
     verify(store.core)
+
+
+def test_a_random_value_shaped_like_a_gitmem_id_is_still_a_finding() -> None:
+    """The guard lets gitmem's own ids pass (docs/guard.md#rules); only what gitmem could have
+    minted: a ULID whose time is a real one. A random 26-character draw after a gitmem prefix (a key
+    of another system, or one dressed up as an id) is judged like any other random string; a real
+    id is not, and neither is a value that is assigned as a password."""
+    import random
+
+    from gitmem.ids import new_ulid
+    from gitmem.model.guard import scan
+
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    draw = random.Random(11)
+    dressed = 0
+    for _ in range(100):
+        body = "".join(draw.choice(alphabet) for _ in range(26))
+        dressed += bool(scan(f"value memver_{body}"))  # before: never (the prefix alone sufficed)
+        assert not scan(f"see memver_{new_ulid()} and mem_{new_ulid()}")
+    assert dressed >= 75  # as often as after another prefix (about 85-95%: the entropy test's own rate)
+    body = "".join(draw.choice(alphabet) for _ in range(26))
+    assert [f.rule for f in scan(f'password = "memver_{body}"')] == ["password-assignment"]

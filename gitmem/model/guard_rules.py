@@ -250,17 +250,31 @@ def _decodes_to_text(value: bytes) -> bool:
 
 # gitmem's own public ids (a version, a memory, a redaction, a session, a token's public id): agents
 # note them in memories ("see memver_..."), and redaction marks carry them. A token's secret
-# (gitmem_<ULID>_<random>) is not one of these.
+# (gitmem_<ULID>_<random>) is not one of these. Only what gitmem could have minted passes: a ULID
+# whose first 10 characters are a time between 2015 and 2100, which a random draw of 26 Crockford
+# characters hits about once in 400 (docs/guard.md#rules).
 _GITMEM_ID = re.compile(
-    rb"(?:mem|memver|memstore|redact|sesn|prop|compact|req|apikey)_[0-9A-HJKMNP-TV-Z]{26}\Z"
+    rb"(?:mem|memver|memstore|redact|sesn|prop|compact|req|apikey)_([0-9A-HJKMNP-TV-Z]{26})\Z"
 )
+_CROCKFORD = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_ULID_TIMES = (1_420_070_400_000, 4_102_444_800_000)  # 2015-01-01 .. 2100-01-01, in ms
+
+
+def _gitmem_id(piece: bytes) -> bool:
+    m = _GITMEM_ID.match(piece)
+    if m is None:
+        return False
+    ms = 0
+    for c in m.group(1)[:10]:
+        ms = ms * 32 + _CROCKFORD.index(c)
+    return _ULID_TIMES[0] <= ms < _ULID_TIMES[1]
 
 
 def _random_piece(piece: bytes) -> bool:
     n = len(piece)
     if not piece.translate(None, _HEX):
         return False  # hex: digests, ids and UUIDs look exactly like random keys (see docs/guard.md)
-    if _GITMEM_ID.match(piece):
+    if _gitmem_id(piece):
         return False
     if _count(piece, b"/-_") >= max(3, n // 16):
         return False  # words joined by separators: a path, a slug, a snake_case name
