@@ -225,6 +225,8 @@ def replica_list(
                     if getattr(p, "ok", False)
                     else f"last push failed: {getattr(p, 'message', '')}"
                 )
+            if getattr(p, "purge_pending", False):
+                state += "; a rewrite is not purged there yet (gitmem replica push)"
             typer.echo(f"{row['name']}\t{row['url']}\t{state}")
 
     common.run(json, common.with_store(store, home, listing), render)

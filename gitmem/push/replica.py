@@ -17,13 +17,25 @@ went anywhere but forward (a redaction rewrote that scope), the replica's hook e
 and runs ``git gc --prune=now``: the objects only the old history reached, the redacted bytes among
 them, are gone from the replica when the push returns. A replica that missed the redaction (it was
 unreachable) gets the same rewrite, and purges, at the next mirror push that reaches it.
+
+A rewrite leaves a *purge pending* mark for each replica (``$GIT_DIR/gitmem/replica-pending/<name>``)
+until a mirror push to it reports the purge. A replica whose refs already have the rewrite but whose
+purge failed or was cut short would otherwise never purge (a later mirror push has nothing to send,
+so its hook never runs): while the mark is there, each mirror push first sends a throwaway ref
+(:data:`PURGE_REF`), which the mirror push then deletes, and a deleted ref makes the hook purge.
+
+Every git process here (and in the shim) is bounded by ``gitmem.replicaTimeout`` (git config of
+the store, seconds; default :data:`TIMEOUT`): a replica that hangs costs a push that long, then
+the whole process group is killed and the push is reported as failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -45,6 +57,9 @@ HOOK_TEMPLATE = Path(__file__).parent / "hooks" / "replica-post-receive"
 HOOK_MARKER = "gitmem-replica-hook"
 PURGED_LINE = re.compile(r"gitmem-replica: purged (\d+) object")
 TIMEOUT = 600
+PENDING_DIR = "replica-pending"
+PURGE_REF = "refs/gitmem-replica/purge"
+PURGE_FAILED = "gitmem-replica: error:"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
 # Inside a hook these point git at the pushing repository or its quarantine: never for our own git.
@@ -80,6 +95,7 @@ class ReplicaPush:
     purged: int | None
     message: str
     at: int
+    purge_pending: bool = False  # a rewrite is not known to be purged on this replica yet
 
 
 def _env() -> dict[str, str]:
@@ -88,22 +104,59 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _git(args: list[str], *, git_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+def timeout_of(git_dir: Path) -> int:
+    """``gitmem.replicaTimeout`` of the store (seconds, at least 1), else :data:`TIMEOUT`."""
+    try:
+        repo = pygit2.Repository(str(git_dir))
+    except pygit2.GitError:
+        return TIMEOUT
+    try:
+        value = repo.config.get_int("gitmem.replicaTimeout")
+    except (KeyError, ValueError, pygit2.GitError):
+        return TIMEOUT
+    finally:
+        repo.free()
+    return max(1, value)
+
+
+def _git(
+    args: list[str], *, git_dir: Path | None = None, timeout: int = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    """Run git in its own process group: on a timeout the whole group goes (a transport helper or
+    a local ``receive-pack`` and its hooks would otherwise keep our pipes open, and wait forever)."""
     cmd = ["git", *([f"--git-dir={git_dir}"] if git_dir is not None else []), *args]
     try:
-        return subprocess.run(
+        proc = subprocess.Popen(
             cmd,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             text=True,
             env=_env(),
-            timeout=TIMEOUT,
-            check=False,
-            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(cmd, 124, "", f"git {args[0]} timed out after {TIMEOUT} s")
     except OSError as exc:
         return subprocess.CompletedProcess(cmd, 127, "", f"cannot run git: {exc}")
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return subprocess.CompletedProcess(cmd, 124, "", f"git {args[0]} timed out after {timeout} s")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _pending(git_dir: Path, name: str) -> Path:
+    return git_dir / "gitmem" / PENDING_DIR / name
+
+
+def mark_purge_pending(git_dir: Path, names: list[str]) -> None:
+    """Note that each named replica has a rewrite to purge (cleared by a push that reports it)."""
+    d = git_dir / "gitmem" / PENDING_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        _pending(git_dir, name).touch()
 
 
 def redact_url(url: str) -> str:
@@ -161,15 +214,26 @@ def init_replica(path: str | os.PathLike[str]) -> Path:
 
 
 def replicas(git_dir: Path) -> list[Replica]:
-    """The store's replicas: its git remotes with ``mirror = true``, by name."""
+    """The store's replicas: its git remotes with ``mirror = true``, by name. A remote whose name
+    ``replica add`` would refuse is left out (the shim skips it too): read from the config, since
+    pygit2 refuses to list the remotes at all when one has a name git would not create."""
     repo = pygit2.Repository(str(git_dir))
     try:
+        names = set()
+        for entry in repo.config:
+            key = entry.name
+            if key.startswith("remote.") and key.endswith(".mirror"):
+                names.add(key[len("remote.") : -len(".mirror")])
         out = []
-        for remote in repo.remotes:
-            if remote.name and remote.url and repo.config.get_bool(f"remote.{remote.name}.mirror") is True:
-                out.append(Replica(remote.name, redact_url(remote.url)))
+        for name in names:
+            if not _NAME.match(name) or repo.config.get_bool(f"remote.{name}.mirror") is not True:
+                continue
+            key = f"remote.{name}.url"
+            url = str(repo.config[key]) if key in repo.config else ""  # noqa: SIM401 (no .get)
+            if url:
+                out.append(Replica(name, redact_url(url)))
         return sorted(out, key=lambda r: r.name)
-    except (KeyError, pygit2.GitError):
+    except (KeyError, ValueError, pygit2.GitError):
         return []
     finally:
         repo.free()
@@ -188,7 +252,8 @@ def add_replica(store: StoreCore, url: str, name: str = "replica") -> Replica:
         raise InvalidInputError(f"invalid replica name {name!r}: use letters, digits, '.', '_' and '-'")
     if not url.strip() or url.startswith("-") or any(c in url for c in "\n\r\0"):
         raise InvalidInputError(f"invalid replica URL {redact_url(url)!r}")
-    if name in {r.name for r in store.repo.remotes}:
+    prefix = f"remote.{name}."  # the config, not repo.remotes: that refuses to list odd names
+    if any(e.name.startswith(prefix) for e in store.repo.config):
         raise ConflictError(f"{store.path} already has a remote named {name!r}; pick another --name")
     res = _git(["remote", "add", "--mirror=push", name, url], git_dir=store.path)
     if res.returncode != 0:
@@ -213,18 +278,55 @@ def push_replicas(git_dir: Path, names: list[str] | None = None) -> list[Replica
     out: list[ReplicaPush] = []
     if not known:
         return out
+    timeout = timeout_of(git_dir)
     with file_lock(git_dir / "gitmem" / LOCK_FILE):
         for r in known:
-            res = _git(["push", "--mirror", r.name], git_dir=git_dir)
+            pending = _pending(git_dir, r.name)
+            was_pending = pending.exists()
+            if was_pending:  # the mirror push deletes this ref again: the replica's hook purges
+                tip = _any_commit(git_dir)
+                if tip is not None:
+                    _git(
+                        [
+                            "-c",
+                            f"remote.{r.name}.mirror=false",
+                            "push",
+                            "--quiet",
+                            "--force",
+                            r.name,
+                            f"{tip}:{PURGE_REF}",
+                        ],
+                        git_dir=git_dir,
+                        timeout=timeout,
+                    )
+            res = _git(["push", "--mirror", r.name], git_dir=git_dir, timeout=timeout)
             found = PURGED_LINE.findall(res.stderr)
             purged = sum(int(n) for n in found) if found else None
             lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
-            message = (
-                "" if res.returncode == 0 else redact_url(lines[-1] if lines else f"exit {res.returncode}")
+            failed = [ln for ln in lines if PURGE_FAILED in ln]
+            ok = res.returncode == 0 and not failed
+            if failed:
+                message = redact_url(failed[-1])
+            elif not ok:
+                message = redact_url(lines[-1] if lines else f"exit {res.returncode}")
+            else:
+                message = ""
+            if ok and (purged is not None or not was_pending):
+                pending.unlink(missing_ok=True)
+            out.append(
+                ReplicaPush(
+                    r.name, r.url, ok, purged, message, int(time.time()), purge_pending=pending.exists()
+                )
             )
-            out.append(ReplicaPush(r.name, r.url, res.returncode == 0, purged, message, int(time.time())))
         _record(git_dir, out)
     return out
+
+
+def _any_commit(git_dir: Path) -> str | None:
+    """A commit of the store (the throwaway ref needs one; the replica has it already)."""
+    res = _git(["for-each-ref", "--count=1", "--format=%(objectname)", "refs/heads"], git_dir=git_dir)
+    tip = res.stdout.strip()
+    return tip or None
 
 
 def _record(git_dir: Path, results: list[ReplicaPush]) -> None:
@@ -260,8 +362,12 @@ def last_pushes(git_dir: Path) -> dict[str, ReplicaPush]:
 def after_rewrite(store: StoreCore) -> None:
     """After a redaction or compaction (the primary's purge proved, its store lock released): push
     the rewrite to every replica, whose hook purges the old history there."""
-    if store.is_clone or not replicas(store.path):
+    if store.is_clone:
         return
+    known = replicas(store.path)
+    if not known:
+        return
+    mark_purge_pending(store.path, [r.name for r in known])
     push_replicas(store.path)
 
 
