@@ -300,11 +300,12 @@ class Store:
             limit=limit,
         )
 
-    def version(self, version_id: str) -> Version:
-        """One version by id."""
+    def version(self, version_id: str, *, scope: str | None = None) -> Version:
+        """One version by id; ``scope`` picks that scope's row of a version forked scopes share
+        (without it: main first, then by scope name)."""
         from gitmem.engine import history
 
-        return history.version(self._core, version_id)
+        return history.version(self._core, version_id, scope)
 
     def diff(self, old_id: str, new_id: str | None = None) -> str:
         """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``)."""
@@ -313,12 +314,18 @@ class Store:
         return history.diff(self._core, old_id, new_id)
 
     def restore(
-        self, version_id: str, *, actor: str | None = None, session: str | None = None
+        self,
+        version_id: str,
+        *,
+        actor: str | None = None,
+        session: str | None = None,
+        scope: str | None = None,
     ) -> Version | None:
-        """Write an old version's content back as a new version (no history rewrite)."""
+        """Write an old version's content back as a new version (no history rewrite), in ``scope``
+        (default: the scope :meth:`version` answers for)."""
         from gitmem.engine import history
 
-        return history.restore(self._core, version_id, actor=actor, session=session)
+        return history.restore(self._core, version_id, actor=actor, session=session, scope=scope)
 
     def redact(self, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
         """Erase a version's content from history, keeping who and when (see docs/security.md)."""

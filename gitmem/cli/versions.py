@@ -184,6 +184,10 @@ def restore(
     version: VersionArg,
     actor: common.ActorOpt = None,
     session: common.SessionOpt = None,
+    scope: Annotated[
+        str | None,
+        typer.Option("--scope", "-s", help="Restore in this scope (a version forked scopes share)."),
+    ] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -193,11 +197,11 @@ def restore(
 
     def fn(s: Store) -> Version:
         nonlocal unchanged
-        restored = s.restore(version, actor=common.actor(actor), session=common.session(session))
+        restored = s.restore(version, actor=common.actor(actor), session=common.session(session), scope=scope)
         if restored is not None:
             return restored
         unchanged = True  # already the content: the version the memory is at (same JSON shape)
-        old = s.version(version)
+        old = s.version(version, scope=scope)
         from gitmem.cli.memories import current_version
 
         return current_version(s, old.path, old.scope)

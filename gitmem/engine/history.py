@@ -118,9 +118,9 @@ def _row(store: StoreCore, version_id: str, scope: str | None = None) -> Version
     return rows[0]
 
 
-def version(store: StoreCore, version_id: str) -> Version:
-    """One version by id."""
-    return _to_version(store, _row(store, version_id))
+def version(store: StoreCore, version_id: str, scope: str | None = None) -> Version:
+    """One version by id (with ``scope``: that scope's row, for a version forked scopes share)."""
+    return _to_version(store, _row(store, version_id, scope))
 
 
 def _content(store: StoreCore, row: VersionRow) -> bytes | None:
@@ -204,14 +204,20 @@ def _text(store: StoreCore, row: VersionRow | None) -> str:
 
 
 def restore(
-    store: StoreCore, version_id: str, *, actor: str | None = None, session: str | None = None
+    store: StoreCore,
+    version_id: str,
+    *,
+    actor: str | None = None,
+    session: str | None = None,
+    scope: str | None = None,
 ) -> Version | None:
-    """Write an old version's content back as a new version of the same memory.
+    """Write an old version's content back as a new version of the same memory, in ``scope`` (by
+    default the scope :func:`version` answers for: main first, for a version forked scopes share).
 
     A live memory is restored at its current path (it may have been renamed since); a deleted one is
     recreated at the version's path. None when the memory already has that content.
     """
-    row = _row(store, version_id)
+    row = _row(store, version_id, scope)
     data = _content(store, row)
     if data is None:
         raise InvalidInputError(f"version {version_id} is a deletion; restore the version before it")

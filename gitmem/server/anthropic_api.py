@@ -427,10 +427,10 @@ class AnthropicApi:
 
     def _version(self, store: Store, call: Call, scope: str) -> Version:
         vid = self._version_id(call)
-        v = store.version(vid)
-        if v.scope != scope:
-            raise NotFoundError(f"version {vid} does not exist in scope {scope!r}")
-        return v
+        try:
+            return store.version(vid, scope=scope)  # a fork's shared version answers for the fork
+        except NotFoundError:
+            raise NotFoundError(f"version {vid} does not exist in scope {scope!r}") from None
 
     def retrieve_version(self, call: Call) -> Json:
         scope = call.scope()
@@ -457,7 +457,7 @@ class AnthropicApi:
                 except ForbiddenError as exc:  # the head of a live memory, or an archived store
                     raise ConflictError(exc.message) from None
                 self.metrics.writes.labels("redacted").inc()
-                v = store.version(v.id)
+                v = store.version(v.id, scope=scope)
             return wire.version_json(v, store.settings.id, None)
 
 

@@ -136,8 +136,11 @@ def _resolve(ctx: Ctx, name: str, store: Store, scope: str) -> tuple[str, Memory
 
 
 def _same_memory(store: Store, vid: str, mid: str, scope: str) -> Version:
-    v = store.version(vid)
-    if v.memory_id != mid or v.scope != scope:
+    try:
+        v = store.version(vid, scope=scope)  # a version a fork shares with main answers for the fork
+    except NotFoundError:
+        v = None
+    if v is None or v.memory_id != mid:
         raise NotFoundError(f"version {vid} is not a version of memory {mid} in scope {scope!r}")
     return v
 
@@ -196,15 +199,23 @@ def version_redirect(ctx: Ctx) -> Redirect:
     vid = ctx.params["version"]
     with ctx.pool.store(name) as store:
         v = store.version(vid)
-        if not ctx.token.may_read(name, v.scope):
-            raise NotFoundError(f"version {vid} does not exist in store {name!r}")
+        if not ctx.token.may_read(name, v.scope):  # a fork may share it: a scope the token reads
+            shared = [
+                r.scope
+                for r in store.core.index.version_rows("id=?", (v.id,))
+                if ctx.token.may_read(name, r.scope)
+            ]
+            if not shared:
+                raise NotFoundError(f"version {vid} does not exist in store {name!r}")
+            v = store.version(vid, scope=sorted(shared)[0])
     return Redirect(memory_url(name, v.scope, v.memory_id) + f"#{v.id}")
 
 
 # ---------------------------------------------------------------------- restore
 def _restorable(ctx: Ctx, store: Store, name: str) -> tuple[Version, str | None]:
     vid = ctx.form.get("version") or ctx.query.get("version") or ""
-    v = store.version(vid)
+    scope = ctx.form.get("scope") or ctx.query.get("scope") or None  # a fork's shared version
+    v = store.version(vid, scope=scope)
     if not ctx.token.may_read(name, v.scope):
         raise NotFoundError(f"version {vid} does not exist in store {name!r}")
     ctx.need_write(name, v.scope, store)
@@ -240,7 +251,7 @@ def restore_do(ctx: Ctx) -> Page | Redirect:
         if not ctx.confirmed():
             return restore_confirm(ctx)
         with ctx.pool.write_lock(name, v.scope):
-            new = store.restore(v.id, actor=ctx.token.actor, session=ctx.token.session)
+            new = store.restore(v.id, actor=ctx.token.actor, session=ctx.token.session, scope=v.scope)
     done = f"restored:{new.id}" if new is not None else "unchanged"
     return Redirect(memory_url(name, v.scope, v.memory_id, done=done))
 
