@@ -109,3 +109,40 @@ def test_a_rebuild_gives_a_copied_id_to_the_same_commit_whatever_the_scope_names
     before = _ids(store)
     store.core.index.rebuild()
     assert _ids(store) == before
+
+
+def test_a_fork_of_a_compacted_scope_is_no_forged_compaction_root(store: Store, tmp_path: Path) -> None:
+    """Before: ``git push origin main:fork`` by anyone after a retention compaction gave the
+    server's compaction root an untrusted receipt on ``fork``, and ``gitmem verify`` failed from
+    then on ("claims to be a compaction root but was pushed by unknown"): a false tampering alarm
+    at will. A copy is marked as one; a root a pusher writes is still refused by pre-receive."""
+    import time
+
+    from gitmem import config
+    from gitmem.audit import retention
+    from gitmem.audit.verify import verify
+
+    for i in range(5):
+        store.write("/a.md", f"v{i}\n")
+    store.update_settings(
+        retention=config.Retention(min_days=1, max_days=1, keep_recent=2), actor="user:root"
+    )
+    assert retention.prune(store.core, now=int(time.time()) + 400 * 86400).compactions
+    work = clone(store, tmp_path)
+    git("push", "-q", "origin", "main:fork", cwd=work, env={"REMOTE_USER": "mallory"})
+    report = verify(store.core, raise_on_failure=False)
+    assert report.ok, [c for c in report.checks if not c.ok]
+    assert {v.actor for v in store.versions(scope="fork")} == {"user:mallory"}
+    # A root the pusher writes itself is refused, as before.
+    root = pygit2.Repository(str(work))
+    first = root[root.references["refs/remotes/origin/main"].target]
+    assert isinstance(first, pygit2.Commit)
+    while first.parents:
+        first = first.parents[0]
+    forged = root.create_commit(None, first.author, first.committer, first.message + "\n", first.tree_id, [])
+    root.references.create("refs/heads/forged", forged)
+    proc = git("push", "origin", "forged:forged", cwd=work, check=False, env={"REMOTE_USER": "mallory"})
+    assert proc.returncode != 0 and "compaction" in proc.stderr
+    before = _ids(store)
+    store.core.index.rebuild()
+    assert _ids(store) == before

@@ -252,7 +252,9 @@ def check_trailers(store: StoreCore) -> list[str]:
                 continue
             receipt = received.get(str(commit.id), scope)
             if "Gitmem-Compaction" in trailers:
-                if receipt is not None and not receipt.trusted:
+                # A copy (a scope forked from a compacted one) is the server's root arriving on
+                # another scope, not a root a pusher wrote: those are refused by pre-receive.
+                if receipt is not None and not receipt.trusted and not receipt.copy:
                     problems.append(
                         f"commit {commit.id} in scope {scope!r} claims to be a compaction root but was "
                         f"pushed by {receipt.actor}; its trailers are ignored"

@@ -5,7 +5,8 @@ line per commit the push brings to a scope (new to the store, or already in it o
 ``$GIT_DIR/gitmem/receipts.jsonl`` (server-side, never cloned)::
 
     {"commit": <id>, "key": <id it was received as>, "scope": ..., "actor": <the pusher>,
-     "session": <push option or null>, "at": <receive time, epoch seconds>, "trusted": <bool>}
+     "session": <push option or null>, "at": <receive time, epoch seconds>, "trusted": <bool>,
+     "copy": <bool: the store already had the commit on another scope; absent in older receipts>}
 
 The index derives a received commit's versions from its receipt, never from what the pusher wrote:
 for an untrusted pusher the version and memory ids come from ``key`` (so no pushed commit can claim
@@ -51,21 +52,25 @@ class Receipt:
     at: int
     trusted: bool
     push: str = ""  # the push that brought it (see gitmem.push.hook.push_id)
+    # The store already had the commit (on another scope) when it arrived here: the pre-receive
+    # checks of new commits never ran on it, because they ran when it first came in. A copy of a
+    # compaction root (a scope forked from a compacted one) is therefore no pushed root.
+    copy: bool = False
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "commit": self.commit,
-                "key": self.key,
-                "scope": self.scope,
-                "actor": self.actor,
-                "session": self.session,
-                "at": self.at,
-                "trusted": self.trusted,
-                "push": self.push,
-            },
-            sort_keys=True,
-        )
+        data: dict[str, object] = {
+            "commit": self.commit,
+            "key": self.key,
+            "scope": self.scope,
+            "actor": self.actor,
+            "session": self.session,
+            "at": self.at,
+            "trusted": self.trusted,
+            "push": self.push,
+        }
+        if self.copy:
+            data["copy"] = True
+        return json.dumps(data, sort_keys=True)
 
 
 def _path(git_dir: Path) -> Path:
@@ -84,6 +89,7 @@ def _parse(line: str) -> Receipt | None:
             int(d["at"]),
             bool(d["trusted"]),
             str(d.get("push", "")),
+            d.get("copy") is True,
         )
     except (ValueError, KeyError, TypeError):
         return None  # a torn last line (crash while appending): the push it belonged to never landed
@@ -184,6 +190,9 @@ def carry(store: StoreCore, commit_map: Mapping[str, str]) -> int:
         except GitmemError:
             same = False
         if same:
-            out += [Receipt(new, r.key, r.scope, r.actor, r.session, r.at, r.trusted, r.push) for r in mine]
+            out += [
+                Receipt(new, r.key, r.scope, r.actor, r.session, r.at, r.trusted, r.push, r.copy)
+                for r in mine
+            ]
     append(store.path, out)
     return len(out)

@@ -201,7 +201,15 @@ def pre_receive(
         git_dir,
         [
             receipts.Receipt(
-                c, c, scope, actor or UNKNOWN, ctx.session, received_at, ctx.trusted and c in commits, pid
+                c,
+                c,
+                scope,
+                actor or UNKNOWN,
+                ctx.session,
+                received_at,
+                ctx.trusted and c in commits,
+                pid,
+                copy=c not in commits,
             )
             for c, scope in pushcheck.arrivals(repo, updates)
         ],
