@@ -22,7 +22,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
-from gitmem.errors import ForbiddenError, NotFoundError
+from gitmem.errors import ConflictError, ForbiddenError, NotFoundError
 from gitmem.git.repo import Repo, open_repository
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope, validate_store_name
@@ -212,8 +212,13 @@ class StoreCore(Repo):
         if self.is_clone or not (force or self.needs_maintenance()):
             return False
         logging.getLogger("gitmem.maintenance").info("repacking %s (git repack -d --geometric=2)", self.path)
-        self.repack()
-        return True
+        if self.repack(wait=60.0 if force else 0.0):
+            return True
+        if force:
+            raise ConflictError(
+                f"a history rewrite of {self.path} is running; run maintenance again after it"
+            )
+        return False  # a rewrite runs: it repacks what it touches; the next write tries again
 
     # ------------------------------------------------------------------ derived index
     @property

@@ -21,6 +21,7 @@ pre-receive hook reads and which is never cloned.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -37,6 +38,7 @@ import pygit2
 from gitmem import config
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.locks import file_lock
+from gitmem.git.repo import retrying
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
@@ -311,7 +313,8 @@ def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | No
             sig = pygit2.Signature("gitmem", "gitmem", now, 0)
             message = f"{SUBJECT_PREFIX}{kind} #{seq}\n\n{text}\n"
             parents = [tip] if isinstance(tip, pygit2.Oid) else []
-            oid = repo.create_commit(None, sig, sig, message, store.empty_tree(), parents)
+            empty = store.empty_tree()
+            oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, empty, parents))
             store.sync_objects([oid])
             try:
                 if ref is None:

@@ -6,12 +6,13 @@ here, in small try blocks. Everything above (the store handle in ``gitmem.engine
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pygit2
@@ -148,7 +149,7 @@ class Repo:
         return obj.data
 
     def write_blob(self, data: bytes) -> pygit2.Oid:
-        return self._repo.create_blob(data)
+        return retrying(lambda: self._repo.create_blob(data))
 
     def has_object(self, oid: pygit2.Oid | str) -> bool:
         try:
@@ -191,13 +192,13 @@ class Repo:
                 tb.insert(name, new_sub, FILEMODE_TREE)
         if len(tb) == 0:
             return None
-        oid = tb.write()
+        oid = retrying(tb.write)
         if written is not None:
             written.append(oid)
         return oid
 
     def empty_tree(self) -> pygit2.Oid:
-        return self._repo.TreeBuilder().write()
+        return retrying(self._repo.TreeBuilder().write)
 
     def create_commit(
         self,
@@ -210,7 +211,7 @@ class Repo:
         now = int(time.time()) if when is None else when
         a = pygit2.Signature(author[0], author[1], now, 0)
         c = pygit2.Signature(COMMITTER[0], COMMITTER[1], now, 0)
-        return self._repo.create_commit(None, a, c, message, tree, parents)
+        return retrying(lambda: self._repo.create_commit(None, a, c, message, tree, parents))
 
     def walk(self, tip: pygit2.Oid, hide: pygit2.Oid | None = None) -> Iterator[pygit2.Commit]:
         """Commits reachable from ``tip`` and not from ``hide``, oldest first."""
@@ -286,22 +287,59 @@ class Repo:
             return False
         return packs > self.MAX_PACKS
 
-    def repack(self) -> None:
-        """Pack loose objects and keep packs geometric (``git repack -d --geometric=2``)."""
-        proc = subprocess.run(
-            ["git", f"--git-dir={self._repo.path}", "repack", "-d", "-q", "--geometric=2"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+    def repack(self, wait: float = 0.0) -> bool:
+        """Pack loose objects and keep packs geometric (``git repack -d --geometric=2``), holding
+        the store lock ``gitmem/lock`` shared, as a push does: never while a history rewrite holds
+        it (waiting up to ``wait`` seconds; False: skipped). A repack that read the packs before a
+        redaction's purge and wrote its pack after the purge's proof would put the redacted objects
+        back (``gitmem verify``: deny-listed objects still in the store)."""
+        lock = os.path.join(self._repo.path, "gitmem", STORE_LOCK)
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(0.05)
+            proc = subprocess.run(
+                ["git", f"--git-dir={self._repo.path}", "repack", "-d", "-q", "--geometric=2"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        finally:
+            os.close(fd)
         if proc.returncode != 0:
             raise GitmemError(f"git repack failed in {self.path}: {proc.stderr.strip()[:300]}")
+        return True
 
     def free(self) -> None:
         with self._repos_lock:
             repos, self._all_repos = list(self._all_repos), weakref.WeakSet()
         for repo in repos:
             repo.free()
+
+
+STORE_LOCK = "lock"  # $GIT_DIR/gitmem/lock: exclusive for a history rewrite (gitmem.audit.journal)
+
+
+def retrying(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
+    """Write one object, again when a concurrent ``git repack -d`` (``prune-packed``) or a purge
+    removed the empty loose-object directory between libgit2's ``mkdir`` and its ``rename``
+    ("failed to rename lockfile ...: No such file or directory"). git itself retries there; libgit2
+    does not. Objects are content-addressed, so writing one again is harmless."""
+    for attempt in range(5):
+        try:
+            return write()
+        except OSError as exc:
+            if attempt == 4 or "No such file or directory" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
 
 
 def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:
