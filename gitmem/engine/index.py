@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.engine import derive, search
+from gitmem.engine import derive, receipts, search
 from gitmem.engine.rows import VERSION_COLUMNS, HeadRow, VersionRow
 from gitmem.errors import ConflictError
-from gitmem.git.treediff import diff_trees
+from gitmem.git.treediff import TreeDiffer, diff_trees
 from gitmem.model.frontmatter import parse_description
 
 if TYPE_CHECKING:
@@ -75,12 +75,14 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
 class _Bulk:
     """What a catch-up defers to its end: the paths whose search rows change, the counters."""
 
-    __slots__ = ("paths", "memories", "bytes")
+    __slots__ = ("paths", "memories", "bytes", "differ", "book")
 
-    def __init__(self) -> None:
+    def __init__(self, differ: TreeDiffer, book: receipts.Receipts) -> None:
         self.paths: set[str] = set()
         self.memories = 0
         self.bytes = 0
+        self.differ = differ  # raw trees read once for the whole walk
+        self.book = book  # the store's receipts, loaded once
 
 
 class Index:
@@ -306,7 +308,8 @@ class Index:
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
             # One transaction for the whole walk; the search rows and the scope's counters are
             # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
-            bulk = self._local.bulk = _Bulk()
+            repo = self.store.repo
+            bulk = self._local.bulk = _Bulk(TreeDiffer(repo), receipts.load(Path(repo.path)))
             try:
                 for commit in self.store.walk(tip, hide):
                     walked = True
@@ -510,7 +513,9 @@ class Index:
     def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
         """The versions one commit makes (see :func:`gitmem.engine.derive.rows_for_commit`)."""
         self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
-        return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs)
+        bulk: _Bulk | None = getattr(self._local, "bulk", None)
+        differ, book = (bulk.differ, bulk.book) if bulk is not None else (None, None)
+        return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs, differ, book)
 
     # ------------------------------------------------------------------ queries
     def head(self, scope: str, path: str) -> HeadRow | None:

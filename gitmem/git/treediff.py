@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 import pygit2
@@ -113,8 +116,12 @@ def diff_trees(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tre
     """Changed memories between two trees as (kind, api path, old blob, new blob); kind is
     added/modified/deleted. Submodule entries (gitlinks) are not memories, and neither are names
     that are not UTF-8 (committed with plain git)."""
+    return _changes(tree_deltas(old, new))
+
+
+def _changes(deltas: list[Delta]) -> list[Change]:
     out: list[Change] = []
-    for d in tree_deltas(old, new):
+    for d in deltas:
         o = d.old_id if d.old_mode not in (0, _GITLINK) else None
         n = d.new_id if d.new_mode not in (0, _GITLINK) else None
         if o is None and n is None:
@@ -130,3 +137,129 @@ def diff_trees(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tre
         else:
             out.append(("deleted", path, o, None))
     return out
+
+
+# ---------------------------------------------------------------------- raw trees, for long walks
+# A tree object is a run of ``<octal mode> <name>\0<20-byte id>`` entries.
+_ENTRY_RE = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.S)
+_OBJ_TREE = 2
+
+_MODES: dict[bytes, int] = {}
+
+
+def _mode(raw: bytes) -> int:
+    """A tree entry's mode as libgit2 reports it (``normalize_filemode``: 100664 is 100644, ...)."""
+    mode = _MODES.get(raw)
+    if mode is None:
+        m = int(raw, 8)
+        kind = m & 0o170000
+        if kind == 0o040000:
+            mode = 0o040000
+        elif m & 0o100:
+            mode = 0o100755
+        elif kind in (0o160000, 0o120000):
+            mode = kind
+        else:
+            mode = 0o100644
+        if len(_MODES) < 64:
+            _MODES[raw] = mode
+    return mode
+
+
+_Entries = tuple[frozenset[tuple[bytes, bytes, bytes]], int]
+_EMPTY: _Entries = (frozenset(), 0)
+
+
+class TreeDiffer:
+    """The tree diff of many commits in a row (an index catch-up): the same deltas as
+    :func:`tree_deltas`, in the same order, computed from the raw tree objects. Each tree is read
+    and parsed once (a commit's trees are its child's parent trees), and two directories are
+    compared by set difference of their entries in C, not entry by entry in Python. Directories
+    over ``_PY_DIFF_MAX_ENTRIES`` entries still go to libgit2, exactly as :func:`tree_deltas`.
+    Not thread-safe: one per walk."""
+
+    def __init__(self, repo: pygit2.Repository, keep: int = 8192) -> None:
+        self._repo = repo
+        self._odb = repo.odb
+        self._trees: dict[bytes, _Entries] = {}
+        self._keep = keep
+        self._commit_trees: dict[pygit2.Oid, pygit2.Oid] = {}
+
+    def commit_changes(self, commit: pygit2.Commit) -> list[Change]:
+        """What ``commit`` changed against its first parent (:func:`diff_trees` of the two trees)."""
+        tree_id = commit.tree_id
+        parent_tree: pygit2.Oid | None = None
+        if commit.parent_ids:
+            pid = commit.parent_ids[0]
+            parent_tree = self._commit_trees.get(pid)
+            if parent_tree is None:
+                parent = self._repo[pid]
+                assert isinstance(parent, pygit2.Commit)
+                parent_tree = parent.tree_id
+        if len(self._commit_trees) >= self._keep:
+            self._commit_trees.clear()
+        self._commit_trees[commit.id] = tree_id
+        return self.changes(parent_tree, tree_id)
+
+    def changes(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Change]:
+        return _changes(self.deltas(old, new))
+
+    def deltas(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Delta]:
+        out: list[Delta] = []
+        if old != new:
+            self._deltas(old.raw if old is not None else None, new.raw if new is not None else None, b"", out)
+        return out
+
+    def _entries(self, raw_id: bytes) -> _Entries:
+        got = self._trees.get(raw_id)
+        if got is not None:
+            return got
+        kind, data = self._odb.read(pygit2.Oid(raw=raw_id))[:2]
+        if kind != _OBJ_TREE:
+            raise pygit2.GitError(f"object {raw_id.hex()} is not a tree")
+        found = _ENTRY_RE.findall(data)
+        # The matches must tile the object (findall skips what does not match) and names be unique.
+        if len(b"".join(chain.from_iterable(found))) + 2 * len(found) != len(data) or len(
+            set(map(itemgetter(1), found))
+        ) != len(found):
+            raise pygit2.GitError(f"tree {raw_id.hex()} is malformed")
+        got = (frozenset(found), len(found))
+        if len(self._trees) >= self._keep:
+            self._trees.clear()
+        self._trees[raw_id] = got
+        return got
+
+    def _deltas(self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta]) -> None:
+        o_set, o_len = self._entries(old) if old is not None else _EMPTY
+        n_set, n_len = self._entries(new) if new is not None else _EMPTY
+        if o_len + n_len > _PY_DIFF_MAX_ENTRIES:
+            repo = self._repo
+            o_tree = repo[pygit2.Oid(raw=old)] if old is not None else None
+            n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
+            assert o_tree is None or isinstance(o_tree, pygit2.Tree)
+            assert n_tree is None or isinstance(n_tree, pygit2.Tree)
+            _deltas_libgit2(o_tree, n_tree, base, out)
+            return
+        o_map = {e[1]: e for e in o_set - n_set}
+        n_map = {e[1]: e for e in n_set - o_set}
+        for name in sorted(o_map.keys() | n_map.keys()):
+            o, n = o_map.get(name), n_map.get(name)
+            o_mode = _mode(o[0]) if o is not None else 0
+            n_mode = _mode(n[0]) if n is not None else 0
+            if o is not None and n is not None and o[2] == n[2] and o_mode == n_mode:
+                continue  # the same entry, its mode written differently
+            path = base + name
+            o_tree_id = o[2] if o is not None and o_mode == 0o040000 else None
+            n_tree_id = n[2] if n is not None and n_mode == 0o040000 else None
+            if o_tree_id is not None or n_tree_id is not None:
+                self._deltas(o_tree_id, n_tree_id, path + b"/", out)
+            o_file = o[2] if o is not None and o_tree_id is None else None
+            n_file = n[2] if n is not None and n_tree_id is None else None
+            if o_file is not None and n_file is not None:
+                out.append(
+                    Delta("modified", path, pygit2.Oid(raw=o_file), pygit2.Oid(raw=n_file), o_mode, n_mode)
+                )
+            elif n_file is not None:
+                out.append(Delta("added", path, None, pygit2.Oid(raw=n_file), 0, n_mode))
+            elif o_file is not None:
+                out.append(Delta("deleted", path, pygit2.Oid(raw=o_file), None, o_mode, 0))
