@@ -23,7 +23,6 @@ from gitmem.ids import derived_ulid
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.versions import parse_snapshot, parse_trailers, trailer_problems
 
-
 _OBJ_BLOB = 3
 
 

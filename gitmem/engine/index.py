@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -66,6 +67,19 @@ CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TE
 """
 
 
+_INSERT_VERSION = f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_FLUSH_ROWS = 20_000  # version rows buffered before an executemany
+# Secondary indexes of ``versions`` that no catch-up query reads: a rebuild into an empty table
+# drops them for the walk and creates them once at its end (a sort instead of 100k inserts each).
+_LATE_INDEXES = {
+    "versions_memory": "versions(memory_id, seq)",
+    "versions_session": "versions(session, seq)",
+    "versions_commit": "versions(commit_id)",
+}
+# Version ids a commit message may name (a superset of its Gitmem-Version trailer).
+_VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:[ \t]*(\S+)")
+
+
 def _busy(exc: sqlite3.DatabaseError) -> bool:
     """A lock held by another connection (SQLITE_BUSY/LOCKED), as opposed to a corrupt file."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -75,7 +89,7 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
 class _Bulk:
     """What a catch-up defers to its end: the paths whose search rows change, the counters."""
 
-    __slots__ = ("paths", "memories", "bytes", "differ", "book")
+    __slots__ = ("paths", "memories", "bytes", "differ", "book", "versions", "pending_ids")
 
     def __init__(self, differ: TreeDiffer, book: receipts.Receipts) -> None:
         self.paths: set[str] = set()
@@ -83,6 +97,16 @@ class _Bulk:
         self.bytes = 0
         self.differ = differ  # raw trees read once for the whole walk
         self.book = book  # the store's receipts, loaded once
+        # Version rows not inserted yet (one executemany per batch); their ids, so that a commit
+        # whose trailers name one of them flushes first and its lookup sees them.
+        self.versions: list[tuple[Any, ...]] = []
+        self.pending_ids: set[str] = set()
+
+    def flush(self, db: sqlite3.Connection) -> None:
+        if self.versions:
+            db.executemany(_INSERT_VERSION, self.versions)
+            self.versions = []
+            self.pending_ids = set()
 
 
 class Index:
@@ -310,15 +334,26 @@ class Index:
             # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
             repo = self.store.repo
             bulk = self._local.bulk = _Bulk(TreeDiffer(repo), receipts.load(Path(repo.path)))
+            late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
+            if late:
+                for name in _LATE_INDEXES:
+                    db.execute(f"DROP INDEX IF EXISTS {name}")
             try:
                 for commit in self.store.walk(tip, hide):
                     walked = True
                     rows = self.rows_for_commit(db, scope, commit)
                     self._apply(db, scope, rows)
                     if len(commit.parent_ids) > 1:
+                        bulk.flush(db)
                         self._reconcile_heads(db, scope, commit)
+                    elif len(bulk.versions) >= _FLUSH_ROWS:
+                        bulk.flush(db)
+                bulk.flush(db)
             finally:
                 self._local.bulk = None
+            if late:
+                for name, columns in _LATE_INDEXES.items():
+                    db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
             self._finish_bulk(db, scope, bulk)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
@@ -364,25 +399,27 @@ class Index:
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
         bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for r in rows:
-            db.execute(
-                f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    r.id,
-                    r.memory_id,
-                    scope,
-                    r.path,
-                    r.prev_path,
-                    r.operation,
-                    r.actor,
-                    r.session,
-                    r.created_at,
-                    r.sha256,
-                    r.size,
-                    r.blob,
-                    r.commit_id,
-                    r.redaction_id,
-                ),
+            values = (
+                r.id,
+                r.memory_id,
+                scope,
+                r.path,
+                r.prev_path,
+                r.operation,
+                r.actor,
+                r.session,
+                r.created_at,
+                r.sha256,
+                r.size,
+                r.blob,
+                r.commit_id,
+                r.redaction_id,
             )
+            if bulk is not None:
+                bulk.versions.append(values)
+                bulk.pending_ids.add(r.id)
+            else:
+                db.execute(_INSERT_VERSION, values)
             dmem, dbytes = 0, 0
             created = r.created_at
             for p in {r.prev_path, r.path} if r.prev_path else {r.path}:
@@ -515,6 +552,10 @@ class Index:
         self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
         bulk: _Bulk | None = getattr(self._local, "bulk", None)
         differ, book = (bulk.differ, bulk.book) if bulk is not None else (None, None)
+        if bulk is not None and bulk.pending_ids:
+            named = _VERSION_TRAILER_RE.findall(commit.message)
+            if any(v in bulk.pending_ids for v in named):  # its reuse check must see those rows
+                bulk.flush(db)
         return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs, differ, book)
 
     # ------------------------------------------------------------------ queries

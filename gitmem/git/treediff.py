@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from itertools import chain
+from bisect import bisect_right
+from itertools import accumulate
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -166,22 +167,45 @@ def _mode(raw: bytes) -> int:
     return mode
 
 
-_Entries = tuple[frozenset[tuple[bytes, bytes, bytes]], int]
-_EMPTY: _Entries = (frozenset(), 0)
+class _Tree:
+    """One parsed tree object: its bytes, its entries (mode, name, id) in order, the offset where
+    each entry ends (its 20-byte id is the last of it), and, on demand, the entries as a set."""
+
+    __slots__ = ("data", "entries", "ends", "_set")
+
+    def __init__(self, data: bytes, entries: list[tuple[bytes, bytes, bytes]], ends: list[int]) -> None:
+        self.data = data
+        self.entries = entries
+        self.ends = ends
+        self._set: frozenset[tuple[bytes, bytes, bytes]] | None = None
+
+    @property
+    def set(self) -> frozenset[tuple[bytes, bytes, bytes]]:
+        if self._set is None:
+            self._set = frozenset(self.entries)
+        return self._set
+
+
+_EMPTY = _Tree(b"", [], [])
 
 
 class TreeDiffer:
     """The tree diff of many commits in a row (an index catch-up): the same deltas as
-    :func:`tree_deltas`, in the same order, computed from the raw tree objects. Each tree is read
-    and parsed once (a commit's trees are its child's parent trees), and two directories are
-    compared by set difference of their entries in C, not entry by entry in Python. Directories
-    over ``_PY_DIFF_MAX_ENTRIES`` entries still go to libgit2, exactly as :func:`tree_deltas`.
-    Not thread-safe: one per walk."""
+    :func:`tree_deltas`, in the same order, computed from the raw tree objects.
 
-    def __init__(self, repo: pygit2.Repository, keep: int = 8192) -> None:
+    Each tree is read and parsed once (a commit's trees are its child's parent trees). When a
+    directory's new version has the old one's size and every byte that differs lies in the id of
+    one entry (the usual single-file edit), the new entries are the old ones with that id
+    replaced: no parse. Otherwise the two directories are compared by set difference of their
+    entries (in C), not entry by entry in Python. Directories over ``_PY_DIFF_MAX_ENTRIES``
+    entries still go to libgit2, exactly as :func:`tree_deltas`. Not thread-safe: one per walk."""
+
+    def __init__(self, repo: pygit2.Repository, keep: int = 4096) -> None:
         self._repo = repo
         self._odb = repo.odb
-        self._trees: dict[bytes, _Entries] = {}
+        # Two generations of parsed trees: the newer is retired whole when it fills up.
+        self._trees: dict[bytes, _Tree] = {}
+        self._older: dict[bytes, _Tree] = {}
         self._keep = keep
         self._commit_trees: dict[pygit2.Oid, pygit2.Oid] = {}
 
@@ -210,29 +234,78 @@ class TreeDiffer:
             self._deltas(old.raw if old is not None else None, new.raw if new is not None else None, b"", out)
         return out
 
-    def _entries(self, raw_id: bytes) -> _Entries:
+    def _cached(self, raw_id: bytes) -> _Tree | None:
         got = self._trees.get(raw_id)
-        if got is not None:
-            return got
+        if got is None:
+            got = self._older.get(raw_id)
+            if got is not None:
+                self._keep_tree(raw_id, got)
+        return got
+
+    def _keep_tree(self, raw_id: bytes, tree: _Tree) -> None:
+        if len(self._trees) >= self._keep:
+            self._older = self._trees
+            self._trees = {}
+        self._trees[raw_id] = tree
+
+    def _read(self, raw_id: bytes) -> bytes:
         kind, data = self._odb.read(pygit2.Oid(raw=raw_id))[:2]
         if kind != _OBJ_TREE:
             raise pygit2.GitError(f"object {raw_id.hex()} is not a tree")
+        return bytes(data)
+
+    def _parse(self, raw_id: bytes, data: bytes) -> _Tree:
         found = _ENTRY_RE.findall(data)
+        ends = list(accumulate([len(m) + len(n) + 22 for m, n, _ in found]))
         # The matches must tile the object (findall skips what does not match) and names be unique.
-        if len(b"".join(chain.from_iterable(found))) + 2 * len(found) != len(data) or len(
-            set(map(itemgetter(1), found))
-        ) != len(found):
+        if (ends[-1] if ends else 0) != len(data) or len(set(map(itemgetter(1), found))) != len(found):
             raise pygit2.GitError(f"tree {raw_id.hex()} is malformed")
-        got = (frozenset(found), len(found))
-        if len(self._trees) >= self._keep:
-            self._trees.clear()
-        self._trees[raw_id] = got
-        return got
+        tree = _Tree(data, found, ends)
+        self._keep_tree(raw_id, tree)
+        return tree
+
+    def _tree(self, raw_id: bytes) -> _Tree:
+        return self._cached(raw_id) or self._parse(raw_id, self._read(raw_id))
+
+    def _one_entry(self, old: _Tree, raw_id: bytes, data: bytes) -> int:
+        """The index of the one entry of ``old`` whose id is all that differs in ``data`` (the
+        new version of the directory), or -1 (then ``data`` must be parsed)."""
+        size = len(data)
+        if size != len(old.data) or not size:
+            return -1
+        x = int.from_bytes(old.data, "big") ^ int.from_bytes(data, "big")
+        if not x:
+            return -1
+        first = size - 1 - (x.bit_length() - 1) // 8
+        last = size - 1 - ((x & -x).bit_length() - 1) // 8
+        i = bisect_right(old.ends, first)
+        if i >= len(old.ends) or first < old.ends[i] - 20 or last >= old.ends[i]:
+            return -1
+        # Every byte outside entry i's id is as in ``old``: the same entries, one new id.
+        entries = old.entries.copy()
+        mode, name, _ = entries[i]
+        entries[i] = (mode, name, data[old.ends[i] - 20 : old.ends[i]])
+        self._keep_tree(raw_id, _Tree(data, entries, old.ends))
+        return i
 
     def _deltas(self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta]) -> None:
-        o_set, o_len = self._entries(old) if old is not None else _EMPTY
-        n_set, n_len = self._entries(new) if new is not None else _EMPTY
-        if o_len + n_len > _PY_DIFF_MAX_ENTRIES:
+        o = self._tree(old) if old is not None else _EMPTY
+        n: _Tree | None = None
+        names: list[bytes] = []
+        one = -1
+        if new is None:
+            n = _EMPTY
+        else:
+            n = self._cached(new)
+            if n is None:
+                data = self._read(new)
+                i = self._one_entry(o, new, data) if old is not None else -1
+                if i >= 0:
+                    n, one = self._trees[new], i
+                    names = [o.entries[i][1]]
+                else:
+                    n = self._cached(new) or self._parse(new, data)
+        if len(o.entries) + len(n.entries) > _PY_DIFF_MAX_ENTRIES:
             repo = self._repo
             o_tree = repo[pygit2.Oid(raw=old)] if old is not None else None
             n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
@@ -240,21 +313,26 @@ class TreeDiffer:
             assert n_tree is None or isinstance(n_tree, pygit2.Tree)
             _deltas_libgit2(o_tree, n_tree, base, out)
             return
-        o_map = {e[1]: e for e in o_set - n_set}
-        n_map = {e[1]: e for e in n_set - o_set}
-        for name in sorted(o_map.keys() | n_map.keys()):
-            o, n = o_map.get(name), n_map.get(name)
-            o_mode = _mode(o[0]) if o is not None else 0
-            n_mode = _mode(n[0]) if n is not None else 0
-            if o is not None and n is not None and o[2] == n[2] and o_mode == n_mode:
+        if one >= 0:  # the one entry that differs
+            o_map = {names[0]: o.entries[one]}
+            n_map = {names[0]: n.entries[one]}
+        else:
+            o_map = {e[1]: e for e in o.set - n.set}
+            n_map = {e[1]: e for e in n.set - o.set}
+            names = sorted(o_map.keys() | n_map.keys())
+        for name in names:
+            oe, ne = o_map.get(name), n_map.get(name)
+            o_mode = _mode(oe[0]) if oe is not None else 0
+            n_mode = _mode(ne[0]) if ne is not None else 0
+            if oe is not None and ne is not None and oe[2] == ne[2] and o_mode == n_mode:
                 continue  # the same entry, its mode written differently
             path = base + name
-            o_tree_id = o[2] if o is not None and o_mode == 0o040000 else None
-            n_tree_id = n[2] if n is not None and n_mode == 0o040000 else None
+            o_tree_id = oe[2] if oe is not None and o_mode == 0o040000 else None
+            n_tree_id = ne[2] if ne is not None and n_mode == 0o040000 else None
             if o_tree_id is not None or n_tree_id is not None:
                 self._deltas(o_tree_id, n_tree_id, path + b"/", out)
-            o_file = o[2] if o is not None and o_tree_id is None else None
-            n_file = n[2] if n is not None and n_tree_id is None else None
+            o_file = oe[2] if oe is not None and o_tree_id is None else None
+            n_file = ne[2] if ne is not None and n_tree_id is None else None
             if o_file is not None and n_file is not None:
                 out.append(
                     Delta("modified", path, pygit2.Oid(raw=o_file), pygit2.Oid(raw=n_file), o_mode, n_mode)

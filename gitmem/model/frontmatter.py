@@ -31,7 +31,29 @@ _SIMPLE_RE = re.compile(
 )
 # Plain scalars YAML 1.1 (PyYAML's resolver) reads as booleans or null, not as text.
 _NOT_TEXT = frozenset(
-    "yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF null Null NULL".split()
+    [
+        "yes",
+        "Yes",
+        "YES",
+        "no",
+        "No",
+        "NO",
+        "true",
+        "True",
+        "TRUE",
+        "false",
+        "False",
+        "FALSE",
+        "on",
+        "On",
+        "ON",
+        "off",
+        "Off",
+        "OFF",
+        "null",
+        "Null",
+        "NULL",
+    ]
 )
 
 
