@@ -82,7 +82,9 @@ def test_raw_differ_single_entry_edits_of_a_big_directory(tmp_path: Path) -> Non
     """Directories past the Python/libgit2 threshold: the one-entry fast path must not bypass it."""
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
     blobs = [repo.create_blob(f"v{i}\n".encode()) for i in range(3)]
-    files = {(b"d", f"m{i:04d}".encode()): (b"100644", blobs[0]) for i in range(600)}
+    files: dict[tuple[bytes, ...], tuple[bytes, pygit2.Oid]] = {
+        (b"d", f"m{i:04d}".encode()): (b"100644", blobs[0]) for i in range(600)
+    }
     t0 = _build(repo, files)
     files[(b"d", b"m0300")] = (b"100644", blobs[1])
     t1 = _build(repo, files)
@@ -106,3 +108,48 @@ def test_raw_differ_refuses_malformed_trees(tmp_path: Path, data: bytes) -> None
     bad = repo.odb.write(pygit2.enums.ObjectType.TREE, data)
     with pytest.raises(pygit2.GitError):
         TreeDiffer(repo).deltas(None, bad)
+
+
+def test_git_log_differ_gives_the_changes_of_the_tree_differ(tmp_path: Path) -> None:
+    """``LogDiffer`` (diffs by ``git log --raw``) agrees with ``TreeDiffer`` commit by commit on a
+    random history with merges, renames, dir/file swaps, odd modes and non-UTF-8 names; commits git
+    orders differently are diffed by libgit2, the rest come from git."""
+    from gitmem.git.logdiff import LogDiffer
+
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    rng = random.Random(3)
+    sig = pygit2.Signature("a", "a@x", 1_700_000_000, 0)
+    blobs = [repo.create_blob(f"content {i}\n".encode()) for i in range(30)]
+    names = [b"notes", b"notes.md", b"n-1", b"caf\xc3\xa9", b"bad\xff", b"x"]
+    files: dict[tuple[bytes, ...], tuple[bytes, pygit2.Oid]] = {}
+    commits: list[pygit2.Oid] = []
+    for step in range(300):
+        for _ in range(rng.choice([1, 1, 2, 4])):
+            path = tuple(rng.choice(names) for _ in range(rng.randint(1, 3)))
+            if rng.random() < 0.2 and files:
+                files.pop(rng.choice(sorted(files)))
+                continue
+            for other in list(files):
+                if other[: len(path)] == path or path[: len(other)] == other:
+                    files.pop(other)
+            files[path] = (rng.choice([b"100644", b"100644", b"100755", b"100664"]), rng.choice(blobs))
+        parents = commits[-1:]
+        if step % 50 == 49 and len(commits) > 10:
+            parents = [commits[-1], commits[-7]]  # a merge
+        commits.append(repo.create_commit(None, sig, sig, f"c{step}", _build(repo, files), parents))
+    repo.references.create("refs/heads/main", commits[-1])
+    walk = list(repo.walk(commits[-1], pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE))
+    exact = TreeDiffer(repo)
+    with LogDiffer(repo, commits[-1], None, {"PATH": __import__("os").environ["PATH"]}) as differ:
+        for commit in walk:
+            assert differ.commit_changes(commit) == exact.commit_changes(commit), commit.message
+        assert differ.from_git > len(walk) // 3
+    # a walk that starts above a commit
+    with LogDiffer(repo, commits[-1], commits[100], {"PATH": __import__("os").environ["PATH"]}) as differ:
+        for commit in repo.walk(
+            commits[-1], pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE
+        ):
+            if repo.descendant_of(commits[100], commit.id) or commit.id == commits[100]:
+                continue
+            assert differ.commit_changes(commit) == exact.commit_changes(commit)
+        assert differ.from_git > 0
