@@ -44,7 +44,12 @@ def measure(store_path: Path, spec: Spec, rounds: int) -> Result:
         raise RuntimeError(f"rebuild indexed {indexed} versions, expected {spec.versions}")
     best = min(g)
     return Result(
-        f"index rebuild, {spec.label}", best, min(f), "git log --raw", 3.0, f"{spec.versions / best:,.0f} versions/s"
+        f"index rebuild, {spec.label}",
+        best,
+        min(f),
+        "git log --raw",
+        3.0,
+        f"{spec.versions / best:,.0f} versions/s",
     )
 
 

@@ -343,7 +343,8 @@ class Index:
             if len(first) == _LONG_WALK:  # a long walk: git computes the diffs on another core
                 env = config.env_snapshot()
                 if LogDiffer.usable(env):
-                    differ = LogDiffer(repo, tip, hide, env)
+                    with contextlib.suppress(OSError):  # no git to start: libgit2 alone
+                        differ = LogDiffer(repo, tip, hide, env)
             bulk = self._local.bulk = _Bulk(differ, receipts.load(Path(repo.path)))
             late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
             if late:
