@@ -81,7 +81,7 @@ _LATE_INDEXES = {
     "versions_commit": "versions(commit_id)",
 }
 # Version ids a commit message may name (a superset of its Gitmem-Version trailer).
-_VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:[ \t]*(\S+)")
+_VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
 
 
 def _busy(exc: sqlite3.DatabaseError) -> bool:
@@ -568,7 +568,7 @@ class Index:
         differ, book = (bulk.differ, bulk.book) if bulk is not None else (None, None)
         if bulk is not None and bulk.pending_ids:
             named = _VERSION_TRAILER_RE.findall(commit.message)
-            if any(v in bulk.pending_ids for v in named):  # its reuse check must see those rows
+            if any(v.strip() in bulk.pending_ids for v in named):  # its reuse check must see those rows
                 bulk.flush(db)
         return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs, differ, book)
 
