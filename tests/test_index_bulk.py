@@ -41,7 +41,7 @@ def _history(store: Store, tmp_path: Path) -> None:
     git(work, "push", "-q", "origin", "HEAD:main")
     store.read("/a")  # one-at-a-time catch-up of the push
     # a local copy of v2's commit (no push, so no receipt: its trailers are checked as the store's own)
-    message = store.core.repo[v2.commit].message  # type: ignore[union-attr]
+    message = store.core.repo[v2.commit].message  # type: ignore[union-attr,attr-defined]
     plain_commit(store, {"a": b"three\n"}, message=message)
     store.read("/a")
 
