@@ -71,6 +71,7 @@ CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TE
 
 
 _INSERT_VERSION = f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_UNKNOWN: Any = object()  # a head the walk has not looked up yet
 _FLUSH_ROWS = 20_000  # version rows buffered before an executemany
 _LONG_WALK = 1000  # commits from which a catch-up has ``git log`` diff them (gitmem.git.logdiff)
 # Secondary indexes of ``versions`` that no catch-up query reads: a rebuild into an empty table
@@ -93,9 +94,19 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
 class _Bulk:
     """What a catch-up defers to its end: the paths whose search rows change, the counters."""
 
-    __slots__ = ("paths", "memories", "bytes", "differ", "book", "versions", "pending_ids")
+    __slots__ = (
+        "paths",
+        "memories",
+        "bytes",
+        "differ",
+        "book",
+        "versions",
+        "pending_ids",
+        "heads",
+        "complete",
+    )
 
-    def __init__(self, differ: TreeDiffer, book: receipts.Receipts) -> None:
+    def __init__(self, differ: TreeDiffer, book: receipts.Receipts, complete: bool) -> None:
         self.paths: set[str] = set()
         self.memories = 0
         self.bytes = 0
@@ -105,6 +116,10 @@ class _Bulk:
         # whose trailers name one of them flushes first and its lookup sees them.
         self.versions: list[tuple[Any, ...]] = []
         self.pending_ids: set[str] = set()
+        # (size, created_at, memory_id) of each head this walk wrote (None: none at that path);
+        # ``complete``: the scope started empty, so a path not in ``heads`` has no head.
+        self.heads: dict[str, tuple[int, int, str] | None] = {}
+        self.complete = complete
 
     def flush(self, db: sqlite3.Connection) -> None:
         if self.versions:
@@ -331,7 +346,8 @@ class Index:
                 else:  # history was rewritten under the index (redaction, compaction)
                     self._drop_scope(db, scope)
                     rewritten = True
-            if row is None or hide is None:
+            fresh = row is None or hide is None
+            if fresh:
                 self._drop_scope(db, scope)
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
             # One transaction for the whole walk; the search rows and the scope's counters are
@@ -345,7 +361,7 @@ class Index:
                 if LogDiffer.usable(env):
                     with contextlib.suppress(OSError):  # no git to start: libgit2 alone
                         differ = LogDiffer(repo, tip, hide, env)
-            bulk = self._local.bulk = _Bulk(differ, receipts.load(Path(repo.path)))
+            bulk = self._local.bulk = _Bulk(differ, receipts.load(Path(repo.path)), fresh)
             late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
             if late:
                 for name in _LATE_INDEXES:
@@ -358,6 +374,8 @@ class Index:
                     if len(commit.parent_ids) > 1:
                         bulk.flush(db)
                         self._reconcile_heads(db, scope, commit)
+                        bulk.heads.clear()  # the merge rewrote heads behind the cache: ask SQLite again
+                        bulk.complete = False
                     elif len(bulk.versions) >= _FLUSH_ROWS:
                         bulk.flush(db)
                 bulk.flush(db)
@@ -437,12 +455,21 @@ class Index:
             dmem, dbytes = 0, 0
             created = r.created_at
             for p in {r.prev_path, r.path} if r.prev_path else {r.path}:
-                old = db.execute(
-                    "SELECT size, created_at, memory_id FROM heads WHERE scope=? AND path=?", (scope, p)
-                ).fetchone()
+                old = bulk.heads.get(p, _UNKNOWN) if bulk is not None else _UNKNOWN
+                if old is _UNKNOWN:
+                    old = (
+                        None
+                        if bulk is not None and bulk.complete
+                        else db.execute(
+                            "SELECT size, created_at, memory_id FROM heads WHERE scope=? AND path=?",
+                            (scope, p),
+                        ).fetchone()
+                    )
                 if old is not None:
                     if p != r.path or r.operation == "deleted":  # else INSERT OR REPLACE below
                         db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
+                        if bulk is not None:
+                            bulk.heads[p] = None
                     dmem -= 1
                     dbytes -= old[0]
                     if r.operation == "modified" and old[2] == r.memory_id:
@@ -469,6 +496,8 @@ class Index:
                 )
                 if bulk is None:
                     self._index_text(db, scope, r)
+                else:
+                    bulk.heads[r.path] = (r.size or 0, created, r.memory_id)
                 dmem += 1
                 dbytes += r.size or 0
             if bulk is not None:
