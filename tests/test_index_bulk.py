@@ -46,13 +46,9 @@ def _history(store: Store, tmp_path: Path) -> None:
     store.read("/a")
 
 
-@pytest.mark.parametrize("long_walk", [1, 10_000])
-def test_rebuild_matches_incremental_indexing(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long_walk: int
-) -> None:
+def test_rebuild_matches_incremental_indexing(store: Store, tmp_path: Path) -> None:
     _history(store, tmp_path)
     incremental = _rows(store)
-    monkeypatch.setattr(index_mod, "_LONG_WALK", long_walk)  # 1: every walk diffed by git log
     assert store.core.index.rebuild() == len([r for r in incremental if len(r) == 14])
     assert _rows(store) == incremental
     versions = store.versions("/a")

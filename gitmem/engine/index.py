@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import itertools
 import os
 import re
 import sqlite3
@@ -27,11 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem import config
 from gitmem.engine import derive, receipts, search
 from gitmem.engine.rows import VERSION_COLUMNS, HeadRow, VersionRow
 from gitmem.errors import ConflictError
-from gitmem.git.logdiff import LogDiffer
 from gitmem.git.treediff import TreeDiffer, diff_trees
 from gitmem.model.frontmatter import parse_description
 
@@ -73,7 +70,6 @@ CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TE
 _INSERT_VERSION = f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _UNKNOWN: Any = object()  # a head the walk has not looked up yet
 _FLUSH_ROWS = 20_000  # version rows buffered before an executemany
-_LONG_WALK = 1000  # commits from which a catch-up has ``git log`` diff them (gitmem.git.logdiff)
 # Secondary indexes of ``versions`` that no catch-up query reads: a rebuild into an empty table
 # drops them for the walk and creates them once at its end (a sort instead of 100k inserts each).
 _LATE_INDEXES = {
@@ -354,20 +350,14 @@ class Index:
             # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
             repo = self.store.repo
             walk = self.store.walk(tip, hide)
-            first = list(itertools.islice(walk, _LONG_WALK))
             differ = TreeDiffer(repo)
-            if len(first) == _LONG_WALK:  # a long walk: git computes the diffs on another core
-                env = config.env_snapshot()
-                if LogDiffer.usable(env):
-                    with contextlib.suppress(OSError):  # no git to start: libgit2 alone
-                        differ = LogDiffer(repo, tip, hide, env)
             bulk = self._local.bulk = _Bulk(differ, receipts.load(Path(repo.path)), fresh)
             late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
             if late:
                 for name in _LATE_INDEXES:
                     db.execute(f"DROP INDEX IF EXISTS {name}")
             try:
-                for commit in itertools.chain(first, walk):
+                for commit in walk:
                     walked = True
                     rows = self.rows_for_commit(db, scope, commit)
                     self._apply(db, scope, rows)
@@ -381,8 +371,6 @@ class Index:
                 bulk.flush(db)
             finally:
                 self._local.bulk = None
-                if isinstance(differ, LogDiffer):
-                    differ.close()
             if late:
                 for name, columns in _LATE_INDEXES.items():
                     db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
