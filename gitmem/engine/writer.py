@@ -273,7 +273,7 @@ def commit_change(
     tree = state.tree
     if change.previous_path is not None and change.previous_path != change.path:
         moved = store.update_tree(tree, change.previous_path[1:].split("/"), None, written)
-        tree = store.repo[moved] if moved is not None else None  # type: ignore[assignment]
+        tree = store.written_object(moved) if moved is not None else None  # type: ignore[assignment]
     tree_oid = store.update_tree(tree, change.path[1:].split("/"), blob, written)
     if tree_oid is None:
         tree_oid = store.empty_tree()
@@ -295,7 +295,7 @@ def commit_change(
     )
     if written is not None:
         written.append(commit)
-    state.tree = store.repo[tree_oid]  # type: ignore[assignment]
+    state.tree = store.written_object(tree_oid)  # type: ignore[assignment]
     row = make_row(state.scope, change, version_id, actor, session, now, blob, commit)
     return commit, row
 
