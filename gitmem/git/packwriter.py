@@ -23,6 +23,7 @@ import pygit2
 from gitmem.errors import GitmemError
 
 _MAX_OFFSET = 0x7FFFFFFF
+_TREE = 2  # the object type of trees, in libgit2 and in packs
 
 
 class _Memory(pygit2.OdbBackend):
@@ -108,6 +109,20 @@ def _entry_header(kind: int, size: int) -> bytes:
     return bytes(out)
 
 
+def _deflate(kind: int, data: bytes) -> bytes:
+    """zlib of one object, fast. Most objects are small: a small window and hash table cost a
+    fraction of zlib's default state to set up (any inflater reads a smaller window). Large trees
+    (mostly binary object ids, which do not compress) are stored: deflating them costs more time
+    than the bytes saved; the next repack deltas them against each other."""
+    if kind == _TREE and len(data) >= 4096:
+        c = zlib.compressobj(0, zlib.DEFLATED, 9, 1)
+    elif len(data) < 4096:
+        c = zlib.compressobj(1, zlib.DEFLATED, 12, 2)
+    else:
+        c = zlib.compressobj(1, zlib.DEFLATED, 15, 8)
+    return c.compress(data) + c.flush()
+
+
 def encode_pack(objects: dict[pygit2.Oid, tuple[int, bytes]]) -> tuple[bytes, bytes, str]:
     """A version-2 pack of ``objects`` (whole, zlib-compressed) and its version-2 index; the name
     git gives it (the hex checksum of the pack)."""
@@ -116,7 +131,7 @@ def encode_pack(objects: dict[pygit2.Oid, tuple[int, bytes]]) -> tuple[bytes, by
     entries: list[tuple[bytes, int, int]] = []
     for oid, (kind, data) in objects.items():
         offset = len(pack)
-        entry = _entry_header(kind, len(data)) + zlib.compress(data, 1)
+        entry = _entry_header(kind, len(data)) + _deflate(kind, data)
         pack += entry
         entries.append((oid.raw, zlib.crc32(entry), offset))
     checksum = hashlib.sha1(pack).digest()
