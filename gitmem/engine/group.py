@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -150,7 +149,7 @@ _GROUPS: dict[tuple[str, str], _Group] = {}
 
 
 def _group(store: StoreCore, scope: str) -> _Group:
-    key = (os.path.realpath(store.path), scope)
+    key = (store.real_path, scope)
     with _GROUPS_LOCK:
         group = _GROUPS.get(key)
         if group is None:

@@ -403,6 +403,12 @@ def maintain_quietly(store: StoreCore) -> None:
     """Repack when loose objects or packs pile up. The write it follows is already durable and
     published, so a failed repack must not fail it: the next write tries again, and
     ``gitmem maintain`` reports the error."""
+    # One look at the objects directory per handle's first write and then every few writes: a
+    # check lists two directories, and the thresholds are thousands of objects away.
+    store.writes_unchecked += 1
+    if store.writes_unchecked < MAINTENANCE_EVERY:
+        return
+    store.writes_unchecked = 0
     if not _MAINTAINING.acquire(blocking=False):
         return  # another thread of this process is repacking: one repack at a time
     try:
@@ -413,3 +419,4 @@ def maintain_quietly(store: StoreCore) -> None:
 
 
 _MAINTAINING = threading.Lock()
+MAINTENANCE_EVERY = 8  # writes of one handle between two looks at its loose objects and packs

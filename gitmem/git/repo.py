@@ -62,6 +62,10 @@ class Repo:
         self._repos_lock = threading.Lock()
         self._recovered = False
         self.path = path
+        self._real_path: str | None = None
+        #: Writes since the objects directory was last checked for maintenance (the first write
+        #: of a handle checks: gitmem.engine.writer.maintain_quietly).
+        self.writes_unchecked = 1 << 30
 
     @property
     def _repo(self) -> pygit2.Repository:
@@ -99,6 +103,13 @@ class Repo:
     def written_object(self, oid: pygit2.Oid) -> pygit2.Object:
         """An object this thread just wrote (staged or loose)."""
         return self._writer[oid]
+
+    @property
+    def real_path(self) -> str:
+        """The repository's path with symlinks resolved (one key per store on disk)."""
+        if self._real_path is None:
+            self._real_path = os.path.realpath(self.path)
+        return self._real_path
 
     @property
     def git_dir(self) -> str:
