@@ -30,11 +30,13 @@ def test_a_staged_pack_reads_back_in_git_and_libgit2(tmp_path: Path) -> None:
         a = repo.write_blob(small)
         b = repo.write_blob(big)
         names = [f"file-{i:04d}.md" for i in range(300)]  # a large tree (stored, not deflated)
-        tree = None
+        tree: pygit2.Tree | None = None
         for name in names:
             tree_oid = repo.update_tree(tree, [name], b if name.endswith("7.md") else a)
             assert tree_oid is not None
-            tree = repo.written_object(tree_oid)
+            obj = repo.written_object(tree_oid)
+            assert isinstance(obj, pygit2.Tree)
+            tree = obj
         assert tree is not None
         commit = repo.create_commit(tree.id, [], "a commit\n", ("user:a", "user:a"))
         assert stage.pending >= 4
@@ -47,7 +49,7 @@ def test_a_staged_pack_reads_back_in_git_and_libgit2(tmp_path: Path) -> None:
     fresh = pygit2.Repository(str(path))
     blob = fresh[b]
     assert isinstance(blob, pygit2.Blob) and blob.data == big
-    t = fresh[commit].tree  # type: ignore[attr-defined]
+    t = fresh[commit].tree
     assert len(t) == 300 and t["file-0017.md"].id == b
     repo.free()
 
