@@ -95,3 +95,28 @@ def test_a_batch_and_a_group_commit_write_packs_not_loose_objects(workspace: Pat
             assert store.read(f"/t{i}/m9").content == f"thread {i} write 9\n"
         path = store.path
     assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_loose_writes_survive_a_concurrent_repack(workspace: Path) -> None:
+    """``git repack -d`` prunes packed loose objects and their emptied ``objects/xx/`` directories;
+    a loose write that created such a directory a moment before still lands (it is retried)."""
+    with gitmem.create_store("race", home=workspace) as store:
+        store.write("/seed", "seed\n")
+        stop = threading.Event()
+
+        def repack() -> None:
+            while not stop.is_set():
+                git(store.path, "repack", "-d", "-q", check=False)
+                git(store.path, "prune-packed", check=False)
+
+        t = threading.Thread(target=repack)
+        t.start()
+        try:
+            written = [store.write(f"/r/m{k}", f"write {k}\n") for k in range(60)]
+        finally:
+            stop.set()
+            t.join()
+        assert all(v is not None for v in written)
+        assert [store.read(f"/r/m{k}").content for k in range(60)] == [f"write {k}\n" for k in range(60)]
+        path = store.path
+    assert git(path, "fsck", "--full", "--strict").returncode == 0

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pygit2
@@ -188,7 +188,7 @@ class Repo:
         return obj.data
 
     def write_blob(self, data: bytes) -> pygit2.Oid:
-        return self._writer.create_blob(data)
+        return _retry_loose(lambda: self._writer.create_blob(data))
 
     def has_object(self, oid: pygit2.Oid | str) -> bool:
         try:
@@ -232,13 +232,13 @@ class Repo:
                 tb.insert(name, new_sub, FILEMODE_TREE)
         if len(tb) == 0:
             return None
-        oid = tb.write()
+        oid = _retry_loose(tb.write)
         if written is not None:
             written.append(oid)
         return oid
 
     def empty_tree(self) -> pygit2.Oid:
-        return self._writer.TreeBuilder().write()
+        return _retry_loose(self._writer.TreeBuilder().write)
 
     def create_commit(
         self,
@@ -251,7 +251,7 @@ class Repo:
         now = int(time.time()) if when is None else when
         a = pygit2.Signature(author[0], author[1], now, 0)
         c = pygit2.Signature(COMMITTER[0], COMMITTER[1], now, 0)
-        return self._writer.create_commit(None, a, c, message, tree, parents)
+        return _retry_loose(lambda: self._writer.create_commit(None, a, c, message, tree, parents))
 
     def walk(self, tip: pygit2.Oid, hide: pygit2.Oid | None = None) -> Iterator[pygit2.Commit]:
         """Commits reachable from ``tip`` and not from ``hide``, oldest first."""
@@ -343,6 +343,19 @@ class Repo:
             repos, self._all_repos = list(self._all_repos), weakref.WeakSet()
         for repo in repos:
             repo.free()
+
+
+def _retry_loose(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
+    """Write one object, again if a concurrent ``git repack -d`` (its prune-packed step) removed
+    the ``objects/xx/`` directory between libgit2 creating it and renaming the object into it.
+    Writing an object is idempotent; a persistent error is raised on the third attempt."""
+    for attempt in range(3):
+        try:
+            return write()
+        except OSError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:
