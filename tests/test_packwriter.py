@@ -9,9 +9,11 @@ import threading
 from pathlib import Path
 
 import pygit2
+import pytest
 
 import gitmem
 from gitmem.engine.batch import BatchOp, apply_batch
+from gitmem.git import packwriter
 from gitmem.git.packwriter import Staging
 from gitmem.git.repo import Repo
 from tests.helpers import git
@@ -118,5 +120,20 @@ def test_loose_writes_survive_a_concurrent_repack(workspace: Path) -> None:
             t.join()
         assert all(v is not None for v in written)
         assert [store.read(f"/r/m{k}").content for k in range(60)] == [f"write {k}\n" for k in range(60)]
+        path = store.path
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_a_long_batch_is_written_in_several_packs_past_the_memory_bound(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(packwriter, "STAGE_MAX_BYTES", 2000)  # a pack every few versions
+    with gitmem.create_store("bound", home=workspace) as store:
+        ops = [BatchOp("write", f"/b/m{k}", f"batch {k} " + "x" * 500 + "\n") for k in range(12)]
+        done = apply_batch(store.core, ops)
+        assert len(done.versions) == 12
+        assert len(list((store.path / "objects" / "pack").glob("*.idx"))) >= 3
+        assert (store.read("/b/m11").content or "").startswith("batch 11 ")
+        assert len(store.versions()) == 12
         path = store.path
     assert git(path, "fsck", "--full", "--strict").returncode == 0

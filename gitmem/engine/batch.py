@@ -40,6 +40,7 @@ from gitmem.engine.writer import (
 )
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
 from gitmem.git.fastimport import Pending, write_commits
+from gitmem.git.packwriter import Staging
 from gitmem.ids import is_id, new_id
 from gitmem.model.paths import validate_path
 from gitmem.model.versions import Version, format_message
@@ -207,7 +208,7 @@ def apply_batch(
                 staging = store.staged() if len(changes) >= PACK_MIN else contextlib.nullcontext()
                 with staging as stage:
                     head, rows = _write_pygit2(
-                        store, scope, tip, changes, actor, session, now, written, reviewed_by
+                        store, scope, tip, changes, actor, session, now, written, reviewed_by, stage
                     )
                     if stage is not None:
                         stage.write()
@@ -255,6 +256,7 @@ def _write_pygit2(
     now: int,
     written: list[pygit2.Oid],
     reviewed_by: str | None = None,
+    stage: Staging | None = None,
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     state = ScopeState(store, scope, tip)
     parent = tip
@@ -264,6 +266,8 @@ def _write_pygit2(
             store, state, change, parent, actor, session, now, written, reviewed_by=reviewed_by
         )
         rows.append(row)
+        if stage is not None:
+            stage.write_if_large()
     assert parent is not None
     return parent, rows
 

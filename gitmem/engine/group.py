@@ -206,6 +206,8 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
                         store, chain, change, parent, req.actor, req.session, written=written
                     )
                     rows.append(row)
+                    if stage is not None:
+                        stage.write_if_large()
                 if stage is not None:
                     stage.write()
             assert parent is not None

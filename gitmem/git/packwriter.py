@@ -24,6 +24,7 @@ from gitmem.errors import GitmemError
 
 _MAX_OFFSET = 0x7FFFFFFF
 _TREE = 2  # the object type of trees, in libgit2 and in packs
+STAGE_MAX_BYTES = 64 << 20  # staged object bytes held in memory before a pack is written
 
 
 class _Memory(pygit2.OdbBackend):
@@ -32,9 +33,11 @@ class _Memory(pygit2.OdbBackend):
     def __init__(self) -> None:
         super().__init__()
         self.objects: dict[pygit2.Oid, tuple[int, bytes]] = {}
+        self.bytes = 0
 
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
         self.objects[oid] = (int(kind), bytes(data))
+        self.bytes += len(data)
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
         return self.objects[oid]
@@ -81,8 +84,16 @@ class Staging:
     def pending(self) -> int:
         return len(self.memory.objects)
 
+    def write_if_large(self) -> None:
+        """Write what is staged as a pack of its own once it passes :data:`STAGE_MAX_BYTES` (a long
+        chain whose trees are large must not pile up in memory); later objects of the chain go
+        into the next pack, and objects already written read back from the first."""
+        if self.memory.bytes > STAGE_MAX_BYTES:
+            self.write()
+
     def discard(self) -> None:
         self.memory.objects.clear()
+        self.memory.bytes = 0
 
     def write(self) -> str | None:
         """Write the staged objects as one pack (not flushed); returns its path, None if none."""
@@ -94,6 +105,7 @@ class Staging:
             path = _install(os.path.join(self.objects_dir, "pack"), name, pack, index)
         finally:
             objects.clear()
+            self.memory.bytes = 0
         return path
 
 
