@@ -94,7 +94,7 @@ def subprocess_server(args: list[str], port: int, ready: str) -> Iterator[tuple[
             if proc.poll() is not None:
                 raise RuntimeError(f"{' '.join(args)} exited with {proc.returncode}")
             try:
-                if httpx.get(url + ready, timeout=1).status_code < 500:
+                if httpx.get(url + ready, timeout=5).status_code < 500:
                     break
             except httpx.HTTPError:
                 pass
@@ -114,7 +114,7 @@ def subprocess_server(args: list[str], port: int, ready: str) -> Iterator[tuple[
 def gitmem_serve(home: Path) -> Any:
     port = _free_port()
     return subprocess_server(
-        ["-m", "gitmem", "serve", "--home", str(home), "--port", str(port)], port, "/healthz"
+        ["-m", "gitmem", "serve", "--home", str(home), "--port", str(port)], port, "/metrics"
     )
 
 

@@ -29,7 +29,7 @@ from gitmem.config import StoreSettings
 from gitmem.errors import ConfigError, NotFoundError
 from gitmem.store import Store, list_stores, open_store
 
-MAX_IDLE = 64  # idle Stores kept open across all stores (each holds a repository and an index)
+MAX_IDLE = 32  # idle Stores kept open across all stores (each holds a repository and an index)
 
 
 class StorePool:
