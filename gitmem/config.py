@@ -98,9 +98,17 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def _utf8(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"{what} is not valid UTF-8 text (a lone surrogate)") from None
+
+
 def validate_description(description: str) -> str:
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
         raise InvalidInputError(f"description is over {MAX_DESCRIPTION} characters")
+    _utf8(description, "description")
     return description
 
 
@@ -112,6 +120,8 @@ def validate_metadata(metadata: dict[str, str]) -> dict[str, str]:
             raise InvalidInputError(f"metadata key {key!r} must be 1-64 characters")
         if not isinstance(value, str) or len(value) > 512:
             raise InvalidInputError(f"metadata value for {key!r} must be a string of at most 512 characters")
+        _utf8(key, "a metadata key")
+        _utf8(value, f"metadata value for {key!r}")
     return dict(metadata)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from gitmem.git.repo import open_repository
 from gitmem.ids import new_id
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_store_name
+from gitmem.push import replica as _replica  # noqa: F401  (registers the push of rewrites to replicas)
 from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
 if TYPE_CHECKING:
@@ -371,9 +373,8 @@ def create_store(
     if final.exists():
         raise ConflictError(f"store {name!r} already exists at {final}")
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{name}.creating-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    # Unique per attempt: threads of one process creating the same name must not share it.
+    tmp = final.parent / f".{name}.creating-{os.getpid()}-{secrets.token_hex(6)}"
     try:
         repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
         now = config.now_rfc3339()

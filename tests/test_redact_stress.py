@@ -10,8 +10,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 import gitmem
 from gitmem.audit import redact
 from gitmem.audit.verify import verify
@@ -26,12 +24,6 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, about 1 run in 3: with forks of old commits pushed while redactions rewrite main, "
-    "main's index can re-derive a library commit as plain git (a new version id, actor git:<author>); "
-    "the content and the commit are intact, the acknowledged version id is not",
-)
 def test_writers_pushes_and_redactions_at_once(store: Store, tmp_path: Path) -> None:
     store.write("/seed.md", "seed\n")
     store.write("/seed.md", "seed 2\n", scope="alice")

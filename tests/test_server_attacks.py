@@ -436,12 +436,6 @@ def test_a_slow_body_times_out_with_408(env: Env) -> None:
 
 
 # ---------------------------------------------------------------------- the library below the server
-@pytest.mark.xfail(
-    reason="library: create_store builds in <stores>/.<name>.creating-<pid>, shared by the threads of one "
-    "process, so concurrent creates of one name remove each other's half-built repository and fail "
-    "with raw FileNotFoundError/GitError instead of one success and ConflictError (server serializes)",
-    strict=True,
-)
 def test_library_create_store_from_threads_one_wins(workspace: Path) -> None:
     errors: list[BaseException] = []
 
@@ -462,11 +456,6 @@ def test_library_create_store_from_threads_one_wins(workspace: Path) -> None:
         errors.clear()
 
 
-@pytest.mark.xfail(
-    reason="library: config.validate_description/validate_metadata accept lone surrogates, so a store is "
-    "saved with text that no UTF-8 writer (JSON, the CLI) can render (the server refuses them itself)",
-    strict=True,
-)
 def test_library_refuses_lone_surrogates_in_store_settings(workspace: Path) -> None:
     with pytest.raises(InvalidInputError):
         gitmem.create_store("sur", description="\ud800", home=workspace)

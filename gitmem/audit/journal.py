@@ -48,6 +48,9 @@ JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
 FAULT_ENV = "GITMEM_FAULT"  # test hook: the name of a step at which the process SIGKILLs itself
 _log = logging.getLogger("gitmem.lock")
+#: Called with the store after a rewrite completed and its store lock was released (the push layer
+#: registers the push of the rewrite to the store's read replicas, gitmem.push.replica). Never fail it.
+AFTER_REWRITE_HOOKS: list[Callable[[StoreCore], object]] = []
 
 
 @dataclass
@@ -177,7 +180,8 @@ def recover(store: StoreCore, *, blocking: bool = False) -> str | None:
         if not rw.baseline:
             rw.baseline = _ref_targets(store)
         finish(store, rw, recovering=True)
-        return "completed"
+    after_rewrite(store)
+    return "completed"
 
 
 def _ref_targets(store: StoreCore) -> list[str]:
@@ -241,7 +245,17 @@ def run_rewrite_scopes(
         _write_journal(store, rw)
         fault("ref")
         finish(store, rw)
-        return rw
+    after_rewrite(store)
+    return rw
+
+
+def after_rewrite(store: StoreCore) -> None:
+    """Run the :data:`AFTER_REWRITE_HOOKS`; a failing one is logged, never raised."""
+    for hook in AFTER_REWRITE_HOOKS:
+        try:
+            hook(store)
+        except Exception:
+            _log.warning("after-rewrite hook %r failed", hook, exc_info=True)
 
 
 def refuse_other_refs(store: StoreCore, rw: Rewrite) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ import pygit2
 from gitmem import config
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
+from gitmem.engine.denylist import MARK as _MARK
 from gitmem.errors import GitmemError, IntegrityError
 from gitmem.model.versions import parse_trailers, trailer_problems
 
@@ -152,7 +152,7 @@ def check_purged(store: StoreCore) -> list[str]:
             "skipped: a clone has no deny-list (only the store can prove its purge; "
             "gitmem fetch --purge proves the clone's own)"
         )
-    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
+    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction", "proposal_erased")]
     blocks = ledger.denied_by(store)
     problems = []
     # Every deny-list block was written by a rewrite that the ledger must record: a block without
@@ -175,9 +175,6 @@ def check_purged(store: StoreCore) -> list[str]:
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
     return problems
-
-
-_MARK = re.compile(rb"\[redacted: (redact_[0-9A-HJKMNP-TV-Z]{26})\]")
 
 
 def check_marks(store: StoreCore) -> list[str]:

@@ -32,7 +32,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Stores", ("store", "export", "import", "reindex", "maintain")),
     ("Sessions", ("session", "revert-session")),
     ("Audit and redaction", ("audit", "redact", "verify", "prune", "review")),
-    ("Git", ("clone", "fetch", "hooks")),
+    ("Git", ("clone", "fetch", "hooks", "replica")),
     ("Server", ("serve", "token", "mcp")),
     ("Help", ("help", "completion")),
 )

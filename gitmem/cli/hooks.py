@@ -1,4 +1,5 @@
-"""``gitmem hooks install STORE|--all``, ``gitmem clone STORE DEST`` and ``gitmem fetch CLONE``."""
+"""``gitmem hooks install STORE|--all``, ``gitmem clone STORE DEST``, ``gitmem fetch CLONE`` and
+``gitmem replica init|add|push|list``."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ import typer
 from gitmem.cli import common
 
 hooks_app = typer.Typer(help="Server-side hooks that guard pushes into stores.", no_args_is_help=True)
+replica_app = typer.Typer(
+    help="Read replicas: bare mirrors kept current by mirror pushes, purged after redactions.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
     app.add_typer(hooks_app, name="hooks")
+    app.add_typer(replica_app, name="replica")
     app.command("clone")(clone)
     app.command("fetch")(fetch)
 
@@ -37,6 +43,26 @@ def install(
 
     common.run(
         json, lambda: hookinstall.install(store, all_stores=all_stores, home=common.home(home)), render
+    )
+
+
+@hooks_app.command("print")
+def print_hook(
+    name: Annotated[str, typer.Argument(help="pre-receive or post-receive.")],
+    json: common.JsonOpt = False,
+) -> None:
+    """Print a hook shim with this Python recorded, for a git server's hook directory.
+
+    For servers that own hooks/pre-receive themselves (Gitea/Forgejo pre-receive.d/, GitLab
+    custom_hooks/pre-receive.d/): gitmem hooks print pre-receive > .../pre-receive.d/gitmem."""
+    import sys
+
+    from gitmem.push.hookinstall import render
+
+    common.run(
+        json,
+        lambda: {"hook": name, "python": sys.executable, "text": render(name, sys.executable)},
+        lambda shim: typer.echo(shim["text"], nl=False),
     )
 
 
@@ -105,3 +131,100 @@ def fetch(
             typer.echo(f"purged {r.purged} object(s) of the old history from the clone (verified)")
 
     common.run(json, lambda: do_fetch(clone_path, purge=purge), render)
+
+
+@replica_app.command("init")
+def replica_init(
+    path: Annotated[str, typer.Argument(help="Path of the replica (a new or bare repository).")],
+    json: common.JsonOpt = False,
+) -> None:
+    """Make PATH a replica: a bare repository whose post-receive purges rewritten history (sh + git only)."""
+    from pathlib import Path
+
+    from gitmem.push.replica import init_replica
+
+    def render(p: Path) -> None:
+        typer.echo(f"replica ready at {p}; on the primary: gitmem replica add STORE {p}")
+
+    common.run(json, lambda: init_replica(path), render)
+
+
+@replica_app.command("add")
+def replica_add(
+    store: Annotated[str, typer.Argument(help="Store name or path (the primary).")],
+    url: Annotated[str, typer.Argument(help="URL or path of the replica (git push --mirror target).")],
+    name: Annotated[str, typer.Option("--name", help="Remote name of the replica.")] = "replica",
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Name URL as a replica of STORE: every push, redaction and `replica push` mirrors to it."""
+    from gitmem.push.replica import Replica, add_replica
+
+    def render(r: Replica) -> None:
+        typer.echo(f"replica {r.name} -> {r.url}; send what is there now with: gitmem replica push {store}")
+
+    common.run(json, common.with_store(store, home, lambda s: add_replica(s.core, url, name)), render)
+
+
+@replica_app.command("push")
+def replica_push(
+    store: Annotated[str, typer.Argument(help="Store name or path (the primary).")],
+    name: Annotated[list[str] | None, typer.Option("--name", help="Only this replica (repeatable).")] = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Mirror-push STORE to its replicas now (writes that did not come by push; a replica that was down).
+
+    Exits 1 when a replica could not be updated."""
+    from gitmem.push.replica import ReplicaPush, push_replicas
+
+    def render(results: list[ReplicaPush]) -> None:
+        if not results:
+            typer.echo(f"{store} has no replicas (add one with: gitmem replica add {store} URL)")
+        for r in results:
+            if not r.ok:
+                typer.echo(f"{r.name}\t{r.url}\tnot updated: {r.message}", err=True)
+            elif r.purged is not None:
+                typer.echo(f"{r.name}\t{r.url}\tupdated; purged {r.purged} object(s) of rewritten history")
+            else:
+                typer.echo(f"{r.name}\t{r.url}\tupdated")
+
+    results = common.run(
+        json, common.with_store(store, home, lambda s: push_replicas(s.core.path, name)), render
+    )
+    if any(not r.ok for r in results):
+        raise typer.Exit(1)
+
+
+@replica_app.command("list")
+def replica_list(
+    store: Annotated[str, typer.Argument(help="Store name or path (the primary).")],
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """The replicas of STORE and the last mirror push to each."""
+    from gitmem.push.replica import last_pushes, replicas
+    from gitmem.store import Store
+
+    def listing(s: Store) -> list[dict[str, object]]:
+        last = last_pushes(s.core.path)
+        out: list[dict[str, object]] = []
+        for r in replicas(s.core.path):
+            p = last.get(r.name)
+            out.append({"name": r.name, "url": r.url, "last_push": None if p is None else p})
+        return out
+
+    def render(rows: list[dict[str, object]]) -> None:
+        for row in rows:
+            p = row["last_push"]
+            if p is None:
+                state = "not pushed by gitmem yet"
+            else:
+                state = (
+                    "last push ok"
+                    if getattr(p, "ok", False)
+                    else f"last push failed: {getattr(p, 'message', '')}"
+                )
+            typer.echo(f"{row['name']}\t{row['url']}\t{state}")
+
+    common.run(json, common.with_store(store, home, listing), render)

@@ -35,6 +35,35 @@ def read_denylist(git_dir: Path) -> frozenset[str]:
     return frozenset(ids)
 
 
+# ---------------------------------------------------------------------- redaction marks
+MARK = re.compile(rb"\[redacted: (redact_[0-9A-HJKMNP-TV-Z]{26})\]")
+_RECORDED = re.compile(r"^# redaction (redact_[0-9A-HJKMNP-TV-Z]{26})\s*$", re.M)
+
+
+def recorded_redactions(git_dir: Path) -> frozenset[str]:
+    """The redaction ids the deny-list has a block for (each redaction writes one)."""
+    try:
+        text = (git_dir / "gitmem" / DENYLIST).read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+    return frozenset(_RECORDED.findall(text))
+
+
+def forged_mark(git_dir: Path, path: str, data: bytes | None) -> str | None:
+    """Why ``data`` may not be stored because it carries a ``[redacted: <id>]`` mark that no
+    redaction of this store made (None: it may). Such text would make ``verify`` report a
+    redaction the ledger lacks: an agent could raise a false tampering alarm at will."""
+    if data is None or b"[redacted: redact_" not in data:
+        return None
+    unknown = sorted({m.decode() for m in MARK.findall(data)} - recorded_redactions(git_dir))
+    if not unknown:
+        return None
+    return (
+        f"{path}: the content holds the redaction mark [redacted: {unknown[0]}], which no redaction "
+        "of this store made; write it differently"
+    )
+
+
 # ---------------------------------------------------------------------- deny-patterns
 PATTERNS = "denypatterns"  # $GIT_DIR/gitmem/denypatterns: one JSON object a line, 0600
 _pattern_cache: dict[Path, tuple[tuple[int, int, int], tuple[re.Pattern[str], ...]]] = {}
@@ -106,3 +135,8 @@ def refuse_denied(store: StoreCore, path: str, data: bytes | None) -> None:
     why = denied_reason(store.denied_ids(), read_patterns(store.path), path, data)
     if why is not None:
         raise ForbiddenError(why + " (redact it, or write different content)")
+    forged = forged_mark(store.path, path, data)
+    if forged is not None:
+        from gitmem.errors import InvalidInputError
+
+        raise InvalidInputError(forged)

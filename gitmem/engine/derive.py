@@ -38,14 +38,44 @@ def claims_fit(
     return row is None or row[0] == memory_id
 
 
-def reused_version_id(db: sqlite3.Connection, trailers: dict[str, str], commit_id: str) -> bool:
-    # A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers:
-    # it is indexed as a plain git commit, so that version ids stay unique.
-    row = db.execute(
-        "SELECT 1 FROM versions WHERE id=? AND commit_id!=? LIMIT 1",
-        (trailers.get("Gitmem-Version"), commit_id),
-    ).fetchone()
-    return row is not None
+def _signed(c: pygit2.Commit) -> tuple[Any, ...]:
+    a, m = c.author, c.committer
+    return (a.name, a.email, a.time, a.offset, m.name, m.email, m.time, m.offset)
+
+
+def reused_version_id(
+    repo: pygit2.Repository, db: sqlite3.Connection, trailers: dict[str, str], commit: pygit2.Commit
+) -> bool:
+    """Whether another commit already owns this commit's ``Gitmem-Version``.
+
+    A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers: it is
+    indexed as a plain git commit, so that version ids stay unique. Two rows are not a reuse when the
+    other commit is gone (a retired commit the purge removed) or is this commit as a history rewrite
+    left it (a redaction keeps author, committer and their times exactly, and the trailers): between
+    a redaction's branch swap and its index step, a scope that shares the rewritten commits still has
+    rows naming the old ones, and re-deriving this scope then must keep the ids.
+    """
+    cid = str(commit.id)
+    others = db.execute(
+        "SELECT DISTINCT commit_id FROM versions WHERE id=? AND commit_id!=?",
+        (trailers.get("Gitmem-Version"), cid),
+    ).fetchall()
+    for (other_id,) in others:
+        try:
+            other = repo[other_id]
+        except (KeyError, ValueError):
+            continue
+        if not isinstance(other, pygit2.Commit):
+            return True
+        if _signed(other) == _signed(commit) and _same_claims(parse_trailers(other.message), trailers):
+            continue
+        return True
+    return False
+
+
+def _same_claims(a: dict[str, str], b: dict[str, str]) -> bool:
+    keys = ("Gitmem-Version", "Gitmem-Memory", "Gitmem-Operation", "Gitmem-Actor", "Gitmem-Session")
+    return all(a.get(k) == b.get(k) for k in keys)
 
 
 def rows_for_commit(
@@ -131,7 +161,7 @@ def rows_for_commit(
         single
         and not received
         and not trailer_problems(trailers)
-        and not reused_version_id(db, trailers, cid)
+        and not reused_version_id(repo, db, trailers, commit)
         and claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
     ):
         session = trailers.get("Gitmem-Session")

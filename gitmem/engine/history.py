@@ -99,11 +99,20 @@ def versions(
     return [_to_version(store, r) for r in rows]
 
 
-def _row(store: StoreCore, version_id: str) -> VersionRow:
+def _row(store: StoreCore, version_id: str, scope: str | None = None) -> VersionRow:
+    """The row of a version. Scopes forked from one another share versions (the same commits): with
+    no ``scope`` the row is chosen the same way every time, rebuilt index or not (scope ``main``
+    first, then by scope name), and with one, only that scope's row answers."""
     if not is_id(version_id, "memver"):
         raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
     store.index.ensure_all()
-    rows = store.index.version_rows("id=?", (version_id,), 1)
+    if scope is None:
+        rows = store.index.version_rows("id=?", (version_id,))
+        rows.sort(key=lambda r: (r.scope != "main", r.scope))
+    else:
+        rows = store.index.version_rows("id=? AND scope=?", (version_id, scope), 1)
+        if not rows and store.index.version_rows("id=?", (version_id,), 1):
+            raise NotFoundError(f"version {version_id} is not in scope {scope!r}")
     if not rows:
         raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
     return rows[0]
@@ -114,26 +123,27 @@ def version(store: StoreCore, version_id: str) -> Version:
     return _to_version(store, _row(store, version_id))
 
 
-def version_content(store: StoreCore, version_id: str) -> bytes | None:
-    """The content bytes of a version; None for a deletion. Redacted versions raise."""
-    row = _row(store, version_id)
+def _content(store: StoreCore, row: VersionRow) -> bytes | None:
     if row.redaction_id is not None:
-        raise NotFoundError(f"version {version_id} was redacted; its content is gone")
+        raise NotFoundError(f"version {row.id} was redacted; its content is gone")
     if row.blob is None:
         return None
     return store.blob_data(pygit2.Oid(hex=row.blob))
+
+
+def version_content(store: StoreCore, version_id: str) -> bytes | None:
+    """The content bytes of a version; None for a deletion. Redacted versions raise."""
+    return _content(store, _row(store, version_id))
 
 
 def read_version(
     store: StoreCore, version_id: str, *, path: str | None = None, scope: str | None = None
 ) -> Memory:
     """A memory as it was at ``version_id``."""
-    row = _row(store, version_id)
+    row = _row(store, version_id, scope)
     if path is not None and row.path != path:
         raise NotFoundError(f"version {version_id} is a version of {row.path}, not {path}")
-    if scope is not None and row.scope != scope:
-        raise NotFoundError(f"version {version_id} belongs to scope {row.scope!r}, not {scope!r}")
-    data = version_content(store, version_id)
+    data = _content(store, row)
     if data is None:
         raise NotFoundError(f"version {version_id} deleted {row.path}; it has no content")
     text = data.decode("utf-8", "replace")
@@ -202,7 +212,7 @@ def restore(
     recreated at the version's path. None when the memory already has that content.
     """
     row = _row(store, version_id)
-    data = version_content(store, version_id)
+    data = _content(store, row)
     if data is None:
         raise InvalidInputError(f"version {version_id} is a deletion; restore the version before it")
     store.index.ensure(row.scope)

@@ -260,6 +260,10 @@ class Index:
             self._catch_up(scope, tip)
         self._restore_marks(scope)
 
+    def forget(self, scope: str) -> None:
+        """Forget how far this handle believes ``scope`` is indexed: the next ``ensure`` checks."""
+        self._known_tips.pop(scope, None)
+
     def ensure_all(self) -> list[str]:
         scopes = self.store.scopes()
         for scope in scopes:
@@ -595,12 +599,16 @@ class Index:
         """Follow a history rewrite without re-deriving the scope: new commit ids, and the redacted
         blobs forgotten (``blob_map``: old blob -> [new blob, sha256, size]). When the index was not
         at ``old_tip``, the scope is dropped and re-derived from git on the next read."""
+        stale = False
         with self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             if row is not None and row[0] == new_tip:
                 return
             if row is None or row[0] != old_tip:
-                self._drop_scope(db, scope)
+                # Re-derived below, in one transaction: dropping the scope here and deriving it in
+                # another would let a writer (whose handle knows the tip) see an empty scope between
+                # the two and mint new memory ids for paths that have one.
+                stale = True
             else:
                 # One pass over the scope (a rewrite may map 100k commits).
                 db.execute("CREATE TEMP TABLE IF NOT EXISTS rewrite_map(old TEXT PRIMARY KEY, new TEXT)")
@@ -623,5 +631,7 @@ class Index:
                 )
                 db.execute("UPDATE scopes SET tip=? WHERE scope=?", (new_tip, scope))
         self._known_tips.pop(scope, None)
+        if stale:
+            self._catch_up(scope, self.store.tip(scope))  # atomic: drop and re-derive in one transaction
         self.ensure(scope)
         self.purge_search()

@@ -115,6 +115,7 @@ class Proposal:
     status: str = "open"
     decisions: list[Decision] = field(default_factory=list)
     updated_at: str = ""
+    erased: str | None = None  # the erasure (gitmem.audit.review.erase) that removed its chain
 
     @property
     def ref(self) -> str:

@@ -112,7 +112,15 @@ class ScopeState:
 
     def head(self, path: str) -> HeadRow | None:
         self._index()
-        return self.store.index.head(self.scope, path)
+        head = self.store.index.head(self.scope, path)
+        if head is None and path not in self.overlay and self.blob(path) is not None:
+            # The tree has the file but the index has no head for it: this handle's idea of how far
+            # the index is was wrong (another handle re-derived the scope). Catch up again rather
+            # than mint a new memory id for a memory that has one.
+            self.store.index.forget(self.scope)
+            self.store.index.ensure(self.scope, self.tip, known_tip=True)
+            head = self.store.index.head(self.scope, path)
+        return head
 
     def has_live_memory(self, memory_id: str) -> bool:
         """Whether a memory with this id is at the head of the scope (before any batch changes)."""

@@ -117,6 +117,7 @@ TOKEN_RULES: tuple[_Rule, ...] = (
     _Rule("sendgrid-api-key", rb"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", 3, fixed=True),
     _Rule("npm-token", rb"npm_[A-Za-z0-9]{36}", 4, fixed=True),
     _Rule("pypi-token", rb"pypi-AgE[A-Za-z0-9_-]{50,}", 5),
+    _Rule("gitmem-token", rb"gitmem_[0-9A-HJKMNP-TV-Z]{26}_[A-Za-z0-9_-]{43}", 7, fixed=True),
     _Rule("jwt", rb"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", 3, check=_jwt_header),
 )  # fmt: skip
 
@@ -247,10 +248,20 @@ def _decodes_to_text(value: bytes) -> bool:
     return printable >= 0.9 * len(raw)
 
 
+# gitmem's own public ids (a version, a memory, a redaction, a session, a token's public id): agents
+# note them in memories ("see memver_..."), and redaction marks carry them. A token's secret
+# (gitmem_<ULID>_<random>) is not one of these.
+_GITMEM_ID = re.compile(
+    rb"(?:mem|memver|memstore|redact|sesn|prop|compact|req|apikey)_[0-9A-HJKMNP-TV-Z]{26}\Z"
+)
+
+
 def _random_piece(piece: bytes) -> bool:
     n = len(piece)
     if not piece.translate(None, _HEX):
         return False  # hex: digests, ids and UUIDs look exactly like random keys (see docs/guard.md)
+    if _GITMEM_ID.match(piece):
+        return False
     if _count(piece, b"/-_") >= max(3, n // 16):
         return False  # words joined by separators: a path, a slug, a snake_case name
     digits, upper, lower = _count(piece, _DIGITS), _count(piece, _UPPER), _count(piece, _LOWER)

@@ -174,6 +174,7 @@ def pre_receive(
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
         trusted=trusted_for_trailers(settings.acl, actor),
         session=env.get(SERVER_SESSION_ENV) or option(options, "session"),
+        git_dir=git_dir,
     )
     stats: dict[str, tuple[int, int]] = {}
     store_bytes = 0
@@ -545,9 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.flush()
             return 1
         if lock is not None:
-            from gitmem.push.pushlock import hold_until_exit
+            from gitmem.push.pushlock import hold_until_exit, receive_pack_pid
 
-            hold_until_exit(lock, os.getppid())  # until receive-pack has moved the refs
+            hold_until_exit(lock, receive_pack_pid())  # until receive-pack has moved the refs
     else:
         try:
             lines = post_receive(open_repo(), text, env)

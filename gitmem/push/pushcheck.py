@@ -20,7 +20,7 @@ import pygit2
 
 from gitmem.config import StoreSettings
 from gitmem.engine.denylist import HEX40 as _HEX40
-from gitmem.engine.denylist import denied_reason
+from gitmem.engine.denylist import denied_reason, forged_mark
 from gitmem.errors import InvalidInputError
 from gitmem.git.treediff import tree_deltas
 from gitmem.model import policy
@@ -64,6 +64,7 @@ class PushContext:
     patterns: tuple[re.Pattern[str], ...] = ()  # remembered redaction patterns (deny-patterns)
     trusted: bool = False  # the pusher's trailers are believed (acl.trust_trailers)
     session: str | None = None  # the ``-o session=...`` push option
+    git_dir: Path | None = None  # the store, for the redaction marks it made (read only when needed)
 
 
 def parse_updates(stdin: str | Iterable[str]) -> list[RefUpdate]:
@@ -230,6 +231,8 @@ def check_commit(
         why = denied_reason(
             frozenset(), ctx.patterns, path, blob.data if isinstance(blob, pygit2.Blob) else None
         )
+        if why is None and ctx.git_dir is not None and isinstance(blob, pygit2.Blob):
+            why = forged_mark(ctx.git_dir, path, blob.data)
         if why is not None:
             out.append(_v("denylist", why, ref, cid, path))
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]

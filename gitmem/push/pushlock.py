@@ -67,6 +67,29 @@ def hold_until_exit(fd: int, pid: int, limit: float = HOLD_LIMIT) -> None:
         os._exit(0)
 
 
+def receive_pack_pid(start: int | None = None, depth: int = 6) -> int:
+    """The ``git receive-pack`` process this hook runs under: the parent, or the nearest ancestor
+    running receive-pack when a server's dispatcher sits between them (Gitea's ``pre-receive``
+    runs each ``pre-receive.d/`` script and exits before git moves the refs). The parent when
+    none is found (no ``/proc``)."""
+    parent = os.getppid() if start is None else start
+    pid = parent
+    for _ in range(depth):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return parent
+        if any(a.endswith(b"receive-pack") for a in argv[:2]):
+            return pid
+        if ppid <= 1:
+            return parent
+        pid = ppid
+    return parent
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -105,6 +105,11 @@ def positives(seed: int = 19) -> list[Positive]:
     add("openai-api-key", "old openai key {s}", "sk-" + r(48))
     add("twilio-api-key", "twilio api key sid {s}", "SK" + r(32, HEX))
     add("sendgrid-api-key", "mail via {s}", "SG." + r(22, B64URL) + "." + r(43, B64URL))
+    add(
+        "gitmem-token",
+        "GITMEM_TOKEN={s}",
+        "gitmem_" + r(26, "0123456789ABCDEFGHJKMNPQRSTVWXYZ") + "_" + r(43, B64URL),
+    )
     add("npm-token", "//registry.npmjs.org/:_authToken={s}", "npm_" + r(36))
     add("pypi-token", "token for twine: {s}", "pypi-AgEIcHlwaS5vcmc" + r(120, B64URL))
     pem_body = "\n".join(r(64, B64) for _ in range(8))

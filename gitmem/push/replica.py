@@ -1,0 +1,275 @@
+"""Read replicas of a store: plain bare mirrors kept current by ``git push --mirror`` (docs/git-servers.md).
+
+A replica is a bare repository with one shell hook (``hooks/replica-post-receive``, installed by
+:func:`init_replica`; it needs git and sh, not gitmem). The primary store names it as a git remote
+with ``mirror = true`` (:func:`add_replica`). Three things push to it, one at a time (the lock
+``$GIT_DIR/gitmem/replica.lock`` of the primary, which ``flock(1)`` in the shim and
+:func:`push_replicas` share):
+
+- the primary's post-receive shim, after every push (sh and git, no Python);
+- every history rewrite (redaction, compaction), once the primary's purge is proved
+  (:func:`after_rewrite`, registered in :data:`gitmem.audit.journal.AFTER_REWRITE_HOOKS`);
+- :func:`push_replicas` (``gitmem replica push``), for writes that did not come by push (the library,
+  the server) and to catch up a replica that was unreachable.
+
+A mirror push force-updates every ref and deletes the ones the primary no longer has. When a ref
+went anywhere but forward (a redaction rewrote that scope), the replica's hook expires its reflogs
+and runs ``git gc --prune=now``: the objects only the old history reached, the redacted bytes among
+them, are gone from the replica when the push returns. A replica that missed the redaction (it was
+unreachable) gets the same rewrite, and purges, at the next mirror push that reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitmem import config
+from gitmem.errors import ConflictError, InvalidInputError, NotFoundError
+from gitmem.git.locks import file_lock
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
+
+LOCK_FILE = "replica.lock"
+STATUS_FILE = "replicas.json"  # $GIT_DIR/gitmem/replicas.json: the last push to each replica
+HOOK_TEMPLATE = Path(__file__).parent / "hooks" / "replica-post-receive"
+HOOK_MARKER = "gitmem-replica-hook"
+PURGED_LINE = re.compile(r"gitmem-replica: purged (\d+) object")
+TIMEOUT = 600
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
+# Inside a hook these point git at the pushing repository or its quarantine: never for our own git.
+_REPO_ENV = (
+    "GIT_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_QUARANTINE_PATH",
+    "GIT_INDEX_FILE",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica of a store: its remote name and URL (user and password shown as ``***``)."""
+
+    name: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ReplicaPush:
+    """The result of one mirror push: ``ok`` (the replica has the primary's refs), ``purged`` (the
+    replica's hook dropped this many objects of rewritten history; None: nothing was rewritten or
+    the replica has no gitmem replica hook), ``message`` (git's last error line when not ok)."""
+
+    name: str
+    url: str
+    ok: bool
+    purged: int | None
+    message: str
+    at: int
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    return env
+
+
+def _git(args: list[str], *, git_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = ["git", *([f"--git-dir={git_dir}"] if git_dir is not None else []), *args]
+    try:
+        return subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=TIMEOUT,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", f"git {args[0]} timed out after {TIMEOUT} s")
+    except OSError as exc:
+        return subprocess.CompletedProcess(cmd, 127, "", f"cannot run git: {exc}")
+
+
+def redact_url(url: str) -> str:
+    return _USERINFO.sub(r"\1***@", url)
+
+
+def init_replica(path: str | os.PathLike[str]) -> Path:
+    """Make ``path`` a replica: a bare repository (created when missing, or an existing bare one)
+    with gitmem's replica hook as ``hooks/post-receive``. Idempotent.
+
+    Raises:
+        ConflictError: ``path`` is a non-empty directory that is not a bare repository, or its
+            ``hooks/post-receive`` is someone else's.
+    """
+    target = Path(path).expanduser().resolve()
+    if target.exists() and any(target.iterdir()):
+        try:
+            repo = pygit2.Repository(str(target))
+        except pygit2.GitError:
+            raise ConflictError(f"{target} exists and is not a git repository") from None
+        try:
+            if not repo.is_bare:
+                raise ConflictError(f"{target} is not a bare repository; a replica is one")
+        finally:
+            repo.free()
+    else:
+        pygit2.init_repository(str(target), bare=True).free()
+    hook = target / "hooks" / "post-receive"
+    hook.parent.mkdir(exist_ok=True)
+    text = HOOK_TEMPLATE.read_text(encoding="utf-8")
+    if hook.exists() or hook.is_symlink():
+        try:
+            theirs = hook.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            theirs = ""
+        if HOOK_MARKER not in theirs[:4096]:
+            raise ConflictError(f"{hook} is not gitmem's replica hook; move it away, then run this again")
+    tmp = hook.with_name(f".post-receive.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755)
+    os.replace(tmp, hook)
+    repo = pygit2.Repository(str(target))
+    try:
+        repo.set_head("refs/heads/main")  # a clone of the replica checks out scope main, as of the store
+        # The primary's mirror pushes rewrite and delete refs; no reflog may keep old history.
+        for key, value in {
+            "receive.denyNonFastForwards": False,
+            "receive.denyDeletes": False,
+            "core.logAllRefUpdates": False,
+        }.items():
+            repo.config[key] = value
+    finally:
+        repo.free()
+    return target
+
+
+def replicas(git_dir: Path) -> list[Replica]:
+    """The store's replicas: its git remotes with ``mirror = true``, by name."""
+    repo = pygit2.Repository(str(git_dir))
+    try:
+        out = []
+        for remote in repo.remotes:
+            if remote.name and remote.url and repo.config.get_bool(f"remote.{remote.name}.mirror") is True:
+                out.append(Replica(remote.name, redact_url(remote.url)))
+        return sorted(out, key=lambda r: r.name)
+    except (KeyError, pygit2.GitError):
+        return []
+    finally:
+        repo.free()
+
+
+def add_replica(store: StoreCore, url: str, name: str = "replica") -> Replica:
+    """Name ``url`` as a replica of ``store`` (``git remote add --mirror=push NAME URL``).
+
+    Raises:
+        InvalidInputError: a bad name or an empty URL, or a clone (replicas belong to the store).
+        ConflictError: a remote of that name exists.
+    """
+    if store.is_clone:
+        raise InvalidInputError(f"{store.path} is a clone; add the replica to the store it came from")
+    if not _NAME.match(name):
+        raise InvalidInputError(f"invalid replica name {name!r}: use letters, digits, '.', '_' and '-'")
+    if not url.strip() or url.startswith("-") or any(c in url for c in "\n\r\0"):
+        raise InvalidInputError(f"invalid replica URL {redact_url(url)!r}")
+    if name in {r.name for r in store.repo.remotes}:
+        raise ConflictError(f"{store.path} already has a remote named {name!r}; pick another --name")
+    res = _git(["remote", "add", "--mirror=push", name, url], git_dir=store.path)
+    if res.returncode != 0:
+        raise InvalidInputError(f"cannot add replica {name!r}: {res.stderr.strip()}")
+    return Replica(name, redact_url(url))
+
+
+def push_replicas(git_dir: Path, names: list[str] | None = None) -> list[ReplicaPush]:
+    """``git push --mirror`` to every replica (or those in ``names``), one at a time; never raises
+    for a replica that cannot be reached (its result says so). Records each result in
+    ``$GIT_DIR/gitmem/replicas.json``.
+
+    Raises:
+        NotFoundError: a name in ``names`` is not a replica of the store.
+    """
+    known = replicas(git_dir)
+    if names is not None:
+        unknown = sorted(set(names) - {r.name for r in known})
+        if unknown:
+            raise NotFoundError(f"{git_dir} has no replica named {unknown[0]!r}")
+        known = [r for r in known if r.name in names]
+    out: list[ReplicaPush] = []
+    if not known:
+        return out
+    with file_lock(git_dir / "gitmem" / LOCK_FILE):
+        for r in known:
+            res = _git(["push", "--mirror", r.name], git_dir=git_dir)
+            found = PURGED_LINE.findall(res.stderr)
+            purged = sum(int(n) for n in found) if found else None
+            lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
+            message = (
+                "" if res.returncode == 0 else redact_url(lines[-1] if lines else f"exit {res.returncode}")
+            )
+            out.append(ReplicaPush(r.name, r.url, res.returncode == 0, purged, message, int(time.time())))
+        _record(git_dir, out)
+    return out
+
+
+def _record(git_dir: Path, results: list[ReplicaPush]) -> None:
+    path = git_dir / "gitmem" / STATUS_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            data = {}
+    except (OSError, ValueError):
+        data = {}
+    for r in results:
+        data[r.name] = asdict(r)
+    tmp = path.with_name(f".{STATUS_FILE}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def last_pushes(git_dir: Path) -> dict[str, ReplicaPush]:
+    """The last recorded push to each replica (from ``gitmem/replicas.json``; none yet: empty)."""
+    try:
+        data = json.loads((git_dir / "gitmem" / STATUS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for name, rec in data.items() if isinstance(data, dict) else ():
+        try:
+            out[name] = ReplicaPush(**rec)
+        except TypeError:
+            continue
+    return out
+
+
+def after_rewrite(store: StoreCore) -> None:
+    """After a redaction or compaction (the primary's purge proved, its store lock released): push
+    the rewrite to every replica, whose hook purges the old history there."""
+    if store.is_clone or not replicas(store.path):
+        return
+    push_replicas(store.path)
+
+
+def _register() -> None:
+    from gitmem.audit import journal
+
+    if after_rewrite not in journal.AFTER_REWRITE_HOOKS:
+        journal.AFTER_REWRITE_HOOKS.append(after_rewrite)
+
+
+_register()
