@@ -21,6 +21,7 @@ from starlette.routing import Route
 from gitmem.errors import ForbiddenError, InvalidInputError
 from gitmem.server import wire
 from gitmem.server.anthropic_api import AnthropicApi, Call, Json
+from gitmem.server.tokens import Token
 
 BASE = "/v1/gitmem/stores/{name}/proposals"
 
@@ -35,6 +36,17 @@ def _json(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return wire.rfc3339(value)
     return value
+
+
+def reviewer_refusal(token: Token, name: str, scope: str | None = None) -> str | None:
+    """Why ``token`` may not decide the proposals of store ``name`` (in ``scope``), or None when
+    it may: the server's one rule for reviewers (these endpoints and the console's review pages).
+    The library adds its own at the decision: never the proposer, never an actor in review mode."""
+    if token.review:
+        return f"token {token.id} is in review mode: it cannot decide proposals"
+    if not token.may_write(name, scope):
+        return f"token {token.id} may not review store {name!r}"
+    return None
 
 
 class ReviewApi:
@@ -55,10 +67,9 @@ class ReviewApi:
     def _name(self, call: Call, *, decide: bool = False) -> str:
         name = call.params["name"]
         if decide:
-            if call.token.review:
-                raise ForbiddenError(f"token {call.token.id} is in review mode: it cannot decide proposals")
-            if not call.token.may_write(name):
-                raise ForbiddenError(f"token {call.token.id} may not review store {name!r}")
+            refusal = reviewer_refusal(call.token, name)
+            if refusal is not None:
+                raise ForbiddenError(refusal)
         elif not call.token.may_read(name):
             raise ForbiddenError(f"token {call.token.id} may not read store {name!r}")
         return name
