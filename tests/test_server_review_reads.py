@@ -1,0 +1,102 @@
+"""A review token's client reads its own proposal (docs/review.md, "Reading"): through the official
+anthropic SDK against a real ``gitmem serve``, the token that proposed sees its changes on top of the
+scope (retrieve and list, basic and full, depth 1 roll-ups), every other token sees the scope; once
+the proposal is decided, the proposer reads the scope again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from serverkit import client, running, token
+
+import gitmem
+from gitmem.audit import review
+from gitmem.engine import proposals
+
+
+@pytest.fixture
+def env(workspace: Path) -> Iterator[dict[str, Any]]:
+    with gitmem.create_store("notes", home=workspace) as s:
+        s.write("/keep.md", "kept\n", actor="user:alice")
+        s.write("/old.md", "old text\n", actor="user:alice")
+        s.write("/notes/a.md", "note a\n", actor="user:alice")
+    agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
+    other = token(workspace, actor="user:other", stores={"notes": "rw"})
+    with running(workspace) as url:
+        a, o = client(url, agent), client(url, other)
+        sid = next(s for s in a.beta.memory_stores.list() if s.name == "notes").id
+        yield {"home": workspace, "agent": a, "other": o, "sid": sid}
+
+
+def paths(c: anthropic.Anthropic, sid: str, **kw: Any) -> list[tuple[str, str]]:
+    return [(m.type, m.path) for m in c.beta.memory_stores.memories.list(sid, **kw)]
+
+
+def test_the_proposer_reads_its_proposal_on_top_and_others_read_the_scope(env: dict[str, Any]) -> None:
+    a, o, sid = env["agent"], env["other"], env["sid"]
+    mems = a.beta.memory_stores.memories
+    new = mems.create(sid, path="/new.md", content="proposed\n")
+    deep = mems.create(sid, path="/notes/b.md", content="note b\n")
+    with gitmem.open_store("notes", env["home"]) as s:
+        assert {m.path for m in s.list()} == {"/keep.md", "/old.md", "/notes/a.md"}  # nothing published
+
+    # the proposer: retrieve and list see its proposal on top of the scope
+    got = mems.retrieve(new.id, memory_store_id=sid)
+    assert (got.path, got.content) == ("/new.md", "proposed\n")
+    assert got.content_sha256 == new.content_sha256
+    assert mems.retrieve(new.id, memory_store_id=sid, view="basic").content is None
+    assert paths(a, sid) == [
+        ("memory", "/keep.md"),
+        ("memory", "/new.md"),
+        ("memory", "/notes/a.md"),
+        ("memory", "/notes/b.md"),
+        ("memory", "/old.md"),
+    ]
+    assert paths(a, sid, depth=1) == [
+        ("memory", "/keep.md"),
+        ("memory", "/new.md"),
+        ("memory_prefix", "/notes/"),
+        ("memory", "/old.md"),
+    ]
+    assert paths(a, sid, path_prefix="/notes/") == [("memory", "/notes/a.md"), ("memory", "/notes/b.md")]
+    full = {m.path: m.content for m in mems.list(sid, view="full")}
+    assert full["/notes/b.md"] == "note b\n" and full["/keep.md"] == "kept\n"
+    paged = mems.list(sid, limit=2)
+    rest = mems.list(sid, limit=10, page=paged.next_page)
+    assert [m.path for m in paged.data] + [m.path for m in rest.data] == [p for _t, p in paths(a, sid)]
+
+    # everyone else reads the scope only
+    with pytest.raises(anthropic.NotFoundError):
+        o.beta.memory_stores.memories.retrieve(new.id, memory_store_id=sid)
+    assert paths(o, sid) == [("memory", "/keep.md"), ("memory", "/notes/a.md"), ("memory", "/old.md")]
+
+    # decided: the proposal is closed, and the proposer reads the scope (with what was accepted)
+    with gitmem.open_store("notes", env["home"]) as s:
+        (p,) = proposals.proposals(s.core, status="open")
+        review.accept(s.core, p.id, reviewer="user:rev", paths=["/notes/b.md"])
+        review.reject(s.core, p.id, reviewer="user:rev", paths=["/new.md"], reason="no")
+    with pytest.raises(anthropic.NotFoundError):
+        mems.retrieve(new.id, memory_store_id=sid)
+    assert mems.retrieve(deep.id, memory_store_id=sid).content == "note b\n"
+    assert paths(a, sid) == paths(o, sid)
+
+
+def test_a_deletion_and_a_rename_in_the_proposal_show_for_the_proposer_only(env: dict[str, Any]) -> None:
+    a, o, sid = env["agent"], env["other"], env["sid"]
+    by_path = {m.path: m for m in o.beta.memory_stores.memories.list(sid)}
+    old, keep = by_path["/old.md"], by_path["/keep.md"]
+    with gitmem.open_store("notes", env["home"]) as s, proposals.reviewing(owner="user:agent"):
+        s.delete("/old.md", actor="user:agent")
+        s.rename("/keep.md", "/kept/renamed.md", actor="user:agent")
+    mems = a.beta.memory_stores.memories
+    with pytest.raises(anthropic.NotFoundError):
+        mems.retrieve(old.id, memory_store_id=sid)
+    moved = mems.retrieve(keep.id, memory_store_id=sid)
+    assert (moved.id, moved.path, moved.content) == (keep.id, "/kept/renamed.md", "kept\n")
+    assert paths(a, sid) == [("memory", "/kept/renamed.md"), ("memory", "/notes/a.md")]
+    assert o.beta.memory_stores.memories.retrieve(old.id, memory_store_id=sid).content == "old text\n"
+    assert paths(o, sid) == [("memory", "/keep.md"), ("memory", "/notes/a.md"), ("memory", "/old.md")]
