@@ -5,6 +5,7 @@ the proposal is decided, the proposer reads the scope again."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,53 @@ def test_a_deletion_and_a_rename_in_the_proposal_show_for_the_proposer_only(env:
     assert paths(a, sid) == [("memory", "/kept/renamed.md"), ("memory", "/notes/a.md")]
     assert o.beta.memory_stores.memories.retrieve(old.id, memory_store_id=sid).content == "old text\n"
     assert paths(o, sid) == [("memory", "/keep.md"), ("memory", "/notes/a.md"), ("memory", "/old.md")]
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_the_proposer_keeps_working_on_what_it_wrote(env: dict[str, Any]) -> None:
+    """Update and delete by id work on the proposer's own view: a memory it created, one it changed
+    already, a rename, a precondition; none of it reaches the scope before a reviewer accepts."""
+    a, o, sid = env["agent"], env["other"], env["sid"]
+    mems = a.beta.memory_stores.memories
+    old = {m.path: m for m in o.beta.memory_stores.memories.list(sid)}["/old.md"]
+    new = mems.create(sid, path="/new.md", content="draft\n")
+    again = mems.update(new.id, memory_store_id=sid, content="second draft\n")
+    assert (again.id, again.content_sha256) == (new.id, sha("second draft\n"))
+    mems.update(old.id, memory_store_id=sid, content="changed once\n")
+    moved = mems.update(
+        old.id,
+        memory_store_id=sid,
+        content="changed twice\n",
+        path="/moved.md",
+        precondition={"type": "content_sha256", "content_sha256": sha("changed once\n")},
+    )
+    assert (moved.id, moved.path) == (old.id, "/moved.md")
+    with pytest.raises(anthropic.ConflictError):  # a stale precondition, against the proposer's view
+        mems.update(
+            old.id,
+            memory_store_id=sid,
+            content="x\n",
+            precondition={"type": "content_sha256", "content_sha256": sha("changed once\n")},
+        )
+    gone = mems.create(sid, path="/gone.md", content="short-lived\n")
+    mems.delete(gone.id, memory_store_id=sid)
+    with pytest.raises(anthropic.NotFoundError):
+        mems.retrieve(gone.id, memory_store_id=sid)
+    assert mems.retrieve(old.id, memory_store_id=sid).content == "changed twice\n"
+    assert [p for _t, p in paths(a, sid)] == ["/keep.md", "/moved.md", "/new.md", "/notes/a.md"]
+    assert o.beta.memory_stores.memories.retrieve(old.id, memory_store_id=sid).content == "old text\n"
+    with gitmem.open_store("notes", env["home"]) as s:
+        (p,) = proposals.proposals(s.core, status="open")
+        assert {d.path: d.status for d in review.diff(s.core, p.id)} == {
+            "/moved.md": "clean",
+            "/new.md": "clean",
+            "/old.md": "clean",
+        }
+        review.accept(s.core, p.id, reviewer="user:rev")
+        assert (
+            s.read("/moved.md").content == "changed twice\n" and s.read("/new.md").content == "second draft\n"
+        )
+        assert s.read("/moved.md").memory_id == old.id  # the rename kept the memory
