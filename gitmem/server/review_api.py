@@ -5,6 +5,7 @@
     GET  /v1/gitmem/stores/{name}/proposals/{proposal_id}/diff
     POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/accept   {"paths": [...], "reason": "..."}
     POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/reject   {"paths": [...], "reason": "..."}
+    POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/erase    {"reason": "..."}
 
 Same tokens, errors and threading as the Anthropic API (its ``endpoint`` plumbing). Listing and
 reading need read access to the store; deciding needs write access from a token that is not
@@ -62,6 +63,7 @@ class ReviewApi:
             Route(one + "/diff", e(self.diff), methods=["GET"]),
             Route(one + "/accept", e(self.accept, with_body=True), methods=["POST"]),
             Route(one + "/reject", e(self.reject, with_body=True), methods=["POST"]),
+            Route(one + "/erase", e(self.erase, with_body=True), methods=["POST"]),
         ]
 
     def _name(self, call: Call, *, decide: bool = False) -> str:
@@ -136,3 +138,20 @@ class ReviewApi:
                 store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason, paths=paths
             )
             return {"proposal": _json(review.summary(store.core, p))}
+
+    def erase(self, call: Call) -> Json:
+        from gitmem.audit import review
+
+        name = self._name(call, decide=True)
+        data = wire.body(call.raw or b"{}", ("reason",), required=("reason",))
+        reason = wire.string(data, "reason") or ""
+        with self.api.pool.store(name) as store:
+            done = review.erase(
+                store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason
+            )
+            return {
+                "proposal": _json(review.summary(store.core, done.proposal)),
+                "erasure": done.id,
+                "versions": done.versions,
+                "purged": done.purged,
+            }

@@ -1,7 +1,7 @@
-"""A review token's client reads its own proposal (docs/review.md, "Reading"): through the official
-anthropic SDK against a real ``gitmem serve``, the token that proposed sees its changes on top of the
-scope (retrieve and list, basic and full, depth 1 roll-ups), every other token sees the scope; once
-the proposal is decided, the proposer reads the scope again."""
+"""A review token against a real ``gitmem serve`` (docs/review.md): through the official anthropic
+SDK, the token that proposed reads its changes on top of the scope (retrieve and list, basic and full,
+depth 1 roll-ups) and keeps changing what it wrote, every other token reads the scope, and once the
+proposal is decided the proposer reads the scope again. And the reviewer's erase endpoint."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from serverkit import client, running, token
 import gitmem
 from gitmem.audit import review
 from gitmem.engine import proposals
+from tests.secret_scan import scan_store
 
 
 @pytest.fixture
@@ -151,3 +152,29 @@ def test_the_proposer_keeps_working_on_what_it_wrote(env: dict[str, Any]) -> Non
             s.read("/moved.md").content == "changed twice\n" and s.read("/new.md").content == "second draft\n"
         )
         assert s.read("/moved.md").memory_id == old.id  # the rename kept the memory
+
+
+def test_review_api_erase(env: dict[str, Any]) -> None:
+    import httpx2 as httpx
+
+    a, sid = env["agent"], env["sid"]
+    a.beta.memory_stores.memories.create(sid, path="/leak.md", content="poisoned 5f3a-erase-me\n")
+    home = env["home"]
+    with gitmem.open_store("notes", home) as s:
+        (p,) = proposals.proposals(s.core, status="open")
+    base = str(a.base_url).rstrip("/") + f"/v1/gitmem/stores/notes/proposals/{p.id}/erase"
+    agent_key, admin = a.api_key, token(home, actor="user:rev", admin=True)
+    assert httpx.post(base, headers={"x-api-key": agent_key}, json={"reason": "x"}).status_code == 403
+    assert httpx.post(base, headers={"x-api-key": admin}, json={}).status_code == 400
+    assert httpx.post(base, headers={"x-api-key": admin}, json={"reason": " "}).status_code == 400
+    with gitmem.open_store("notes", home) as s:
+        assert proposals.get(s.core, p.id).erased is None
+    done = httpx.post(base, headers={"x-api-key": admin}, json={"reason": "poisoned"})
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert body["erasure"].startswith("redact_") and body["purged"] > 0
+    assert body["proposal"]["status"] == "rejected"
+    again = httpx.post(base, headers={"x-api-key": admin}, json={"reason": "again"})
+    assert again.status_code == 409
+    with gitmem.open_store("notes", home) as s:
+        assert scan_store(s.path, b"5f3a-erase-me") == []
