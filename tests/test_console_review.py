@@ -5,6 +5,7 @@ forms, who gets a 403 or a 404 on posting them, CSRF, conflicts, and nothing wri
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -216,6 +217,20 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
+SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+
+
+def shot(browser: Any, name: str) -> None:
+    """A screenshot for docs/console.md, only when GITMEM_SCREENSHOTS=1 (``make screenshots``)."""
+    if os.environ.get("GITMEM_SCREENSHOTS") != "1":
+        return
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1280, min(max(int(height) + 120, 600), 2000))
+    browser.save_screenshot(str(SHOTS / f"{name}.png"))
+    browser.set_window_size(1280, 900)
+
+
 def text(browser: Any, css: str) -> str:
     return str(browser.find_element(*by(css)).text)
 
@@ -231,6 +246,7 @@ def test_review_in_the_browser_accept_one_reject_another_erase_a_third(
     follow(browser, browser.find_element(*by("#review-link a")))
     rows = browser.find_elements(*by("#proposals tbody tr"))
     assert len(rows) == 2 and any(A in r.text and "/agent/ideas.md" in r.text for r in rows)
+    shot(browser, "proposals")
     follow(browser, browser.find_element(*by(f"#proposals a[href$='{proposed.a}']")))
     assert proposed.a in text(browser, "h1") and text(browser, "#status") == "open"
     assert f"session:{A}" in text(browser, "#versions") and "/prefs/editor.md" in text(browser, "#versions")
@@ -241,6 +257,7 @@ def test_review_in_the_browser_accept_one_reject_another_erase_a_third(
     (added,) = editor.find_elements(*by("tr.add"))  # one line added, nothing removed
     assert added.text.endswith("She maps caps to escape.") and editor.find_elements(*by("tr.del")) == []
     assert "Try a dark theme." in changes["/agent/ideas.md"].find_element(*by("tr.add")).text
+    shot(browser, "proposal")
 
     # accept /prefs/editor.md only: untick the other path
     form = browser.find_element(*by("#accept-form"))
@@ -280,11 +297,20 @@ def test_review_in_the_browser_accept_one_reject_another_erase_a_third(
     follow(browser, browser.find_element(*by(f"#events tr.ev-proposal_accepted a[href$='{v.id}']")))
     assert text(browser, "h1") == "/prefs/editor.md"
 
-    # erase session B's proposal, after its confirmation
+    # session B's proposal conflicts once the scope writes the same path: the three-way view
+    with gitmem.open_store("notes", home) as s:
+        s.write("/leak.md", "The scope wrote this first.\n", actor="user:carol")
     browser.get(url + f"/console/stores/notes/proposals/{proposed.b}")
-    assert "7c1d-poisoned-9f2e" in text(browser, "section.change")
+    change = browser.find_element(*by("section.change"))
+    assert "conflict" in change.find_element(*by("h3")).text
+    three = {r.get_attribute("class"): r.text for r in change.find_elements(*by("table.three-way tr"))}
+    assert "The scope wrote this first." in three["tw-scope"] and "7c1d-poisoned-9f2e" in three["tw-proposal"]
+    assert browser.find_elements(*by("#accept-form")) == []  # its only path conflicts: nothing to accept
+    shot(browser, "proposal-conflict")
+    # erase it, after its confirmation
     follow(browser, browser.find_element(*by("#erase-link")))
     assert "/leak.md" in text(browser, "#erase-versions")
+    shot(browser, "proposal-erase")
     form = browser.find_element(*by("#erase-form"))
     form.find_element(*by("#erase-reason")).send_keys("poisoned text")
     form.find_element(*by("input[name=confirm]")).click()
