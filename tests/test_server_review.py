@@ -178,3 +178,23 @@ def test_review_api_erase(env: dict[str, Any]) -> None:
     assert again.status_code == 409
     with gitmem.open_store("notes", home) as s:
         assert scan_store(s.path, b"5f3a-erase-me") == []
+
+
+def test_review_api_keeps_a_scope_bound_token_to_its_scope(env: dict[str, Any]) -> None:
+    import httpx2 as httpx
+
+    a, sid = env["agent"], env["sid"]
+    a.beta.memory_stores.memories.create(sid, path="/main-only.md", content="for main\n")
+    home = env["home"]
+    with gitmem.open_store("notes", home) as s:
+        (p,) = proposals.proposals(s.core, status="open")
+    team = token(home, actor="user:teamlead", stores={"notes": "rw"}, scope="team")
+    base = str(a.base_url).rstrip("/") + "/v1/gitmem/stores/notes/proposals"
+    h = {"x-api-key": team}
+    assert httpx.get(base, headers=h).json()["data"] == []
+    assert httpx.get(f"{base}/{p.id}", headers=h).status_code == 404
+    assert httpx.get(f"{base}/{p.id}/diff", headers=h).status_code == 404
+    for action, body in (("accept", {}), ("reject", {"reason": "x"}), ("erase", {"reason": "x"})):
+        assert httpx.post(f"{base}/{p.id}/{action}", headers=h, json=body).status_code == 404, action
+    with gitmem.open_store("notes", home) as s:
+        assert proposals.get(s.core, p.id).decisions == []

@@ -19,10 +19,12 @@ from typing import Any
 
 from starlette.routing import Route
 
-from gitmem.errors import ForbiddenError, InvalidInputError
+from gitmem.engine.proposals import Proposal
+from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.server import wire
 from gitmem.server.anthropic_api import AnthropicApi, Call, Json
 from gitmem.server.tokens import Token
+from gitmem.store import Store
 
 BASE = "/v1/gitmem/stores/{name}/proposals"
 
@@ -76,6 +78,19 @@ class ReviewApi:
             raise ForbiddenError(f"token {call.token.id} may not read store {name!r}")
         return name
 
+    def _proposal(self, call: Call, store: Store, name: str, *, decide: bool = False) -> Proposal:
+        """The proposal of the URL, in a scope the token may read (else a missing one's 404), and
+        for a decision, one the token may decide (its scope included: a scope-bound token)."""
+        from gitmem.engine import proposals
+
+        p = proposals.get(store.core, call.params["proposal_id"])
+        if not call.token.may_read(name, p.scope):
+            raise NotFoundError(f"proposal {p.id} does not exist in store {name!r}")
+        refusal = reviewer_refusal(call.token, name, p.scope) if decide else None
+        if refusal is not None:
+            raise ForbiddenError(refusal)
+        return p
+
     def list_proposals(self, call: Call) -> Json:
         from gitmem.audit import review
         from gitmem.engine import proposals
@@ -85,7 +100,8 @@ class ReviewApi:
             found = proposals.proposals(
                 store.core, status=call.query.get("status"), scope=call.query.get("scope")
             )
-            return {"data": [_json(review.summary(store.core, p)) for p in found]}
+            mine = [p for p in found if call.token.may_read(name, p.scope)]
+            return {"data": [_json(review.summary(store.core, p)) for p in mine]}
 
     def show(self, call: Call) -> Json:
         from gitmem.audit import review
@@ -93,7 +109,7 @@ class ReviewApi:
 
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            p = proposals.get(store.core, call.params["proposal_id"])
+            p = self._proposal(call, store, name)
             return {
                 "proposal": _json(review.summary(store.core, p)),
                 "versions": _json(proposals.versions(store.core, p.id)),
@@ -104,7 +120,7 @@ class ReviewApi:
 
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            return {"data": _json(review.diff(store.core, call.params["proposal_id"]))}
+            return {"data": _json(review.diff(store.core, self._proposal(call, store, name).id))}
 
     def _decision(self, call: Call) -> tuple[list[str] | None, str]:
         data = wire.body(call.raw or b"{}", ("paths", "reason"))
@@ -121,7 +137,11 @@ class ReviewApi:
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
             done = review.accept(
-                store.core, call.params["proposal_id"], reviewer=call.token.actor, paths=paths, reason=reason
+                store.core,
+                self._proposal(call, store, name, decide=True).id,
+                reviewer=call.token.actor,
+                paths=paths,
+                reason=reason,
             )
             return {
                 "proposal": _json(review.summary(store.core, done.proposal)),
@@ -135,7 +155,11 @@ class ReviewApi:
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
             p = review.reject(
-                store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason, paths=paths
+                store.core,
+                self._proposal(call, store, name, decide=True).id,
+                reviewer=call.token.actor,
+                reason=reason,
+                paths=paths,
             )
             return {"proposal": _json(review.summary(store.core, p))}
 
@@ -147,7 +171,10 @@ class ReviewApi:
         reason = wire.string(data, "reason") or ""
         with self.api.pool.store(name) as store:
             done = review.erase(
-                store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason
+                store.core,
+                self._proposal(call, store, name, decide=True).id,
+                reviewer=call.token.actor,
+                reason=reason,
             )
             return {
                 "proposal": _json(review.summary(store.core, done.proposal)),
