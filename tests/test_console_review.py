@@ -80,6 +80,8 @@ def test_read_only_and_review_tokens_see_the_pages_without_forms(url: str, propo
             assert "She maps caps to escape." in page.text  # the diff is there
             assert "accept-form" not in page.text and "reject-form" not in page.text
             assert "erase-link" not in page.text
+            forged = c.get(f"/console/stores/notes/proposals/{proposed.a}", params={"done": "erased:<b>:1"})
+            assert forged.status_code == 200 and 'id="done"' not in forged.text  # only the shapes made here
             assert c.get(f"/console/stores/notes/proposals/{proposed.b}/erase").status_code == 403
             csrf = csrf_of(page.text)  # the sign-out form's: a valid CSRF token of this session
             for action, form in (
