@@ -21,7 +21,7 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
-from gitmem.engine.denylist import denied_reason, read_patterns
+from gitmem.engine.denylist import denied_reason, forged_mark, read_patterns
 from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
@@ -101,6 +101,9 @@ class ScopeState:
         why = denied_reason(self.denied_ids(), self._patterns, path, data)
         if why is not None:
             raise ForbiddenError(why + " (redact it, or write different content)")
+        forged = forged_mark(self.store.path, path, data)
+        if forged is not None:
+            raise InvalidInputError(forged)
 
     def _index(self) -> None:
         if not self._indexed:
