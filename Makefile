@@ -31,10 +31,15 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-# Every benchmark: the targets in docs/architecture.md#performance-targets, hooks, search, session sync, and redaction against
+# Every benchmark: the targets in docs/architecture.md#performance-targets, hooks, index rebuild, the server, the guard,
+# the console, search, session sync, and redaction against
 # git filter-repo (installed into the venv here only: it is no dependency of gitmem).
 bench-all: bench
 	$(PY) bench/hook_bench.py
+	$(PY) bench/rebuild_bench.py
+	$(PY) bench/serve_bench.py
+	$(PY) bench/guard_bench.py
+	$(PY) bench/console_bench.py
 	$(PY) bench/search_bench.py
 	$(PY) bench/sync_bench.py
 	$(PY) -m pip install -q git-filter-repo
@@ -45,4 +50,4 @@ clean:
 
 # The console screenshots in docs/screenshots/ (README, docs/console.md), taken by the browser tests.
 screenshots: $(STAMP)
-	GITMEM_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_console_browser.py
+	GITMEM_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_console_browser.py tests/test_console_review.py

@@ -68,6 +68,15 @@ class Spec:
         return f"{human(self.memories)} mem / {human(self.versions)} ver{seeded}"
 
 
+def compile_gitmem() -> None:
+    """Write gitmem's bytecode, as installing the package does (pip compiles every module of a
+    wheel). Without it an editable install run under ``PYTHONDONTWRITEBYTECODE`` compiles every
+    module a hook imports on every push (about 30 ms), which no installed server pays."""
+    import compileall
+
+    compileall.compile_dir(str(Path(gitmem.__file__).parent), quiet=1)
+
+
 def human(n: int) -> str:
     if n >= 1000 and n % 1000 == 0:
         return f"{n // 1000}k"

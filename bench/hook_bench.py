@@ -41,6 +41,7 @@ from bench.common import (  # noqa: E402
     Spec,
     cached_store,
     commit_ids,
+    compile_gitmem,
     memory_path,
     table,
 )
@@ -194,6 +195,7 @@ def main() -> int:
     if args.quick:
         args.rounds, args.versions = min(args.rounds, 3), min(args.versions, 2_000)
     results: list[Result] = []
+    compile_gitmem()  # the hooks start as an installed gitmem does: from bytecode
     with tempfile.TemporaryDirectory(prefix="gitmem-hook-bench-") as tmp:
         work = Path(tmp)
         small, n_small = small_store(work)

@@ -42,6 +42,7 @@ from bench.common import (  # noqa: E402
     Spec,
     cached_store,
     clock,
+    compile_gitmem,
     fast_import,
     fast_import_stream,
     human,
@@ -227,6 +228,7 @@ def measure_hooks(store_path: Path, workdir: Path, rounds: int) -> Result:
     from gitmem.push.hookinstall import install_hooks
 
     install_hooks(store_path, sys.executable)  # the shims of this version (a cached store may be older)
+    compile_gitmem()  # the hook starts from bytecode, as an installed gitmem does
     bare = workdir / "hookless.git"
     shutil.rmtree(bare, ignore_errors=True)
     shutil.copytree(store_path, bare)

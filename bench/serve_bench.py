@@ -1,24 +1,35 @@
-"""`gitmem serve` under 1, 8 and 32 concurrent clients, as ratios against floors of the same run.
+"""A real `gitmem serve` under 1, 8 and 32 concurrent clients, as ratios against floors of the same run.
 
-Operations: create, update with a content_sha256 precondition, retrieve and list, over HTTP/1.1
-(keep-alive clients, one per thread) against uvicorn on 127.0.0.1. Floors, measured in the same run:
-the library call in-process (``Store.read`` / ``Store.write``) and a no-op endpoint served by the same
-stack (uvicorn, Starlette and gitmem's front middleware). Rows:
+    python bench/serve_bench.py [--quick] [--requests 100] [--stores 1000] [--memory-clients 32] [--json FILE]
+
+The server is a ``gitmem serve --home H --port P`` subprocess on 127.0.0.1 (a free port), its token
+made with :class:`TokenStore`; the clients are threads of this process with keep-alive httpx
+clients, so server and clients do not share a GIL. Operations: create, update with a
+content_sha256 precondition, retrieve and list. Floors, measured in the same run: the library call
+in-process (``Store.read`` / ``Store.write``) and a no-op endpoint served by the same stack
+(uvicorn, Starlette and gitmem's front middleware) in a subprocess of its own. Rows:
 
 - retrieve p50 / (no-op p50 + library read p50)        target <= 1.5
 - update p50 - (no-op p50 + library write p50), in ms   target <= 1 ms
-- 8 writers to one scope: versions/s / 1 writer's        target >= 4
-- peak RSS of a real ``gitmem serve`` process with 1,000 stores and 32 clients  target < 300 MB
+- 8 writers to one scope: durable versions/s / 1 writer's   target >= 4
+- peak RSS (VmHWM) of the ``gitmem serve`` process over ``--stores`` stores (default 1,000) while
+  ``--memory-clients`` clients (default 32) read random stores    target < 300 MB
 
-``--quick`` (a smoke run, a few seconds) uses 1 and 8 clients and few requests; ``--json FILE``.
+``--quick`` (a smoke run, a few seconds; the test suite runs it) uses 1 and 8 clients, few requests
+and 30 stores with 8 clients for the memory row.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import shutil
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -29,46 +40,87 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
-import uvicorn
-from starlette.applications import Starlette
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 import gitmem  # noqa: E402
 from gitmem.engine.writer import sha256_hex  # noqa: E402
-from gitmem.server.app import _Front, create_app  # noqa: E402
-from gitmem.server.metrics import Metrics  # noqa: E402
 from gitmem.server.tokens import TokenStore  # noqa: E402
 
 Ids = dict[tuple[int, int], tuple[str, str]]
+MEMORY_TARGET_MB = 300.0
 
 
-def _noop_app() -> Any:
-    async def noop(request: Any) -> Response:
+def _noop_main(port: int) -> None:
+    """The no-op floor's server (``--noop-server PORT``): one route behind gitmem's front
+    middleware on uvicorn, configured as ``gitmem serve`` configures it."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from gitmem.server.app import _Front
+    from gitmem.server.metrics import Metrics
+
+    async def noop(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    return _Front(Starlette(routes=[Route("/noop", noop)]), Metrics(), 1 << 20)
+    app = _Front(Starlette(routes=[Route("/noop", noop)]), Metrics(), 1 << 20)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
+def subprocess_server(args: list[str], port: int, ready: str) -> Iterator[tuple[str, int]]:
+    """Run a server process (this interpreter, ``args``) on 127.0.0.1:``port`` until the block ends;
+    yields its URL and pid once ``ready`` answers."""
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
-        yield f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{' '.join(args)} exited with {proc.returncode}")
+            try:
+                if httpx.get(url + ready, timeout=5).status_code < 500:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{' '.join(args)} did not start")
+            time.sleep(0.05)
+        yield url, proc.pid
     finally:
-        server.should_exit = True
-        thread.join()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def gitmem_serve(home: Path) -> Any:
+    port = _free_port()
+    return subprocess_server(
+        ["-m", "gitmem", "serve", "--home", str(home), "--port", str(port)], port, "/metrics"
+    )
+
+
+def noop_server() -> Any:
+    port = _free_port()
+    return subprocess_server([str(Path(__file__).resolve()), "--noop-server", str(port)], port, "/noop")
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -86,7 +138,7 @@ def stats(samples: list[float], wall: float) -> dict[str, float]:
 
 
 def run_clients(
-    n: int, per_client: int, op: Callable[[httpx.Client, int, int], None], url: str, auth: str
+    n: int, per_client: int, op: Callable[[httpx.Client, int, int], object], url: str, auth: str
 ) -> dict[str, float]:
     samples: list[list[float]] = [[] for _ in range(n)]
 
@@ -132,11 +184,11 @@ def _bench(home: Path, clients: list[int], per_client: int) -> dict[str, Any]:
     gitmem.create_store("bench", home=home).close()
     _tok, secret = TokenStore(home).create(stores={"bench": "rw"})
     out: dict[str, Any] = {"floor_library": library_floor(home, max(20, per_client))}
-    with serving(_noop_app()) as noop_url:
+    with noop_server() as (noop_url, _pid):
         out["floor_noop"] = run_clients(
             1, max(20, per_client), lambda c, k, i: c.get("/noop").raise_for_status(), noop_url, secret
         )
-    with serving(create_app(home)) as url:
+    with gitmem_serve(home) as (url, _pid):
         sid = httpx.get(url + "/v1/memory_stores", headers={"authorization": f"Bearer {secret}"}).json()[
             "data"
         ][0]["id"]
@@ -172,6 +224,11 @@ def _bench(home: Path, clients: list[int], per_client: int) -> dict[str, Any]:
                 )
             }
             out[f"clients_{n}"] = row
+    with gitmem.open_store("bench", home) as store:  # every acknowledged update is a version
+        updates = len(store.versions(operation="modified"))
+    expected = sum(n * per_client for n in clients)
+    if updates < expected:
+        raise RuntimeError(f"{expected} updates acknowledged, {updates} versions in the store")
     lib, noop = out["floor_library"], out["floor_noop"]
     one = out[f"clients_{clients[0]}"]
     eight = out.get("clients_8", one)
@@ -184,24 +241,17 @@ def _bench(home: Path, clients: list[int], per_client: int) -> dict[str, Any]:
     return out
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _peak_rss_mb(pid: int) -> float:
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
 
 def bench_memory(stores: int, clients: int, per_client: int) -> dict[str, Any]:
-    """A real ``gitmem serve`` subprocess over ``stores`` stores; ``clients`` threads each read random
-    stores; the server's peak RSS (VmHWM) afterwards. Stores open lazily and idle ones close."""
+    """A real ``gitmem serve`` subprocess over ``stores`` stores; ``clients`` threads each list the
+    memories of random stores; the server's peak RSS (VmHWM) while they do. Stores open lazily
+    and at most a bounded number stay open while idle (gitmem/server/pool.py)."""
     home = Path(tempfile.mkdtemp(prefix="serve-bench-mem-"))
     try:
         return _bench_memory(home, stores, clients, per_client)
@@ -210,31 +260,16 @@ def bench_memory(stores: int, clients: int, per_client: int) -> dict[str, Any]:
 
 
 def _bench_memory(home: Path, stores: int, clients: int, per_client: int) -> dict[str, Any]:
-    import os
-    import random
-    import subprocess
-
     ids = []
+    t0 = time.perf_counter()
     for i in range(stores):
         with gitmem.create_store(f"s{i:04d}", home=home) as st:
             st.write("/hello.md", f"store {i}\n")
             ids.append(st.settings.id)
+    built = time.perf_counter() - t0
     _tok, secret = TokenStore(home).create(admin=True)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gitmem", "serve", "--home", str(home), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+    with gitmem_serve(home) as (url, pid):
+        started_mb = _status_mb(pid, "VmRSS")
         rng = random.Random(7)
         picks = [[rng.choice(ids) for _ in range(per_client)] for _ in range(clients)]
 
@@ -242,37 +277,71 @@ def _bench_memory(home: Path, stores: int, clients: int, per_client: int) -> dic
             c.get(f"/v1/memory_stores/{picks[k][i]}/memories").raise_for_status()
 
         row = run_clients(clients, per_client, read, url, secret)
-        return {"stores": stores, "clients": clients, "requests": row["n"], "rps": row["rps"],
-                "peak_rss_mb": _peak_rss_mb(proc.pid)}  # fmt: skip
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        return {
+            "stores": stores,
+            "clients": clients,
+            "requests": row["n"],
+            "distinct_stores": len({p for lst in picks for p in lst}),
+            "rps": row["rps"],
+            "p50_ms": row["p50_ms"],
+            "started_rss_mb": started_mb,
+            "peak_rss_mb": _status_mb(pid, "VmHWM"),
+            "build_s": built,
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="1 and 8 clients, few requests (a smoke run)")
+    ap.add_argument("--stores", type=int, help="stores of the memory row (default 1000; quick: 30)")
+    ap.add_argument("--memory-clients", type=int, help="clients of the memory row (default 32; quick: 8)")
+    ap.add_argument("--requests", type=int, help="requests per client and operation (default 100; quick: 5)")
     ap.add_argument("--json", type=Path, help="write the results as JSON to this file")
+    ap.add_argument("--noop-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.noop_server:
+        _noop_main(args.noop_server)
+        return 0
     clients, per = ([1, 8], 5) if args.quick else ([1, 8, 32], 100)
+    per = args.requests or per
+    stores = args.stores or (30 if args.quick else 1000)
+    mem_clients = args.memory_clients or (8 if args.quick else 32)
     result = bench(clients, per)
-    result["memory"] = bench_memory(30, 8, 5) if args.quick else bench_memory(1000, 32, 60)
+    result["memory"] = bench_memory(stores, mem_clients, 5 if args.quick else 60)
     for key, row in result.items():
         if key.startswith("clients_"):
             for op, s in row.items():
                 sys.stdout.write(
                     f"{key:>10} {op:>8}: {s['rps']:8.1f} req/s  p50 {s['p50_ms']:7.2f} ms  p99 {s['p99_ms']:7.2f} ms\n"
                 )
-    r = result["ratios"]
+    lib, noop = result["floor_library"], result["floor_noop"]
     sys.stdout.write(
-        f"retrieve p50 / (no-op + library read): {r['retrieve_p50_vs_noop_plus_read']:.2f}x (target <= 1.5)\n"
-        f"update p50 - (no-op + library write): {r['update_p50_minus_noop_plus_write_ms']:.2f} ms (target <= 1)\n"
-        f"8 writers / 1 writer, versions/s: {r['writers8_vs_writer1_versions_per_s']:.2f}x (target >= 4)\n"
+        f"floors: no-op endpoint p50 {noop['p50_ms']:.2f} ms, library read {lib['read_p50_ms']:.2f} ms, "
+        f"library write {lib['write_p50_ms']:.2f} ms\n"
     )
+    r = result["ratios"]
     m = result["memory"]
+    ok = {
+        "retrieve": r["retrieve_p50_vs_noop_plus_read"] <= 1.5,
+        "update": r["update_p50_minus_noop_plus_write_ms"] <= 1.0,
+        "writers": r["writers8_vs_writer1_versions_per_s"] >= 4.0,
+        "memory": m["peak_rss_mb"] < MEMORY_TARGET_MB,
+    }
+
+    def verdict(key: str) -> str:
+        return "pass" if ok[key] else "FAIL"
+
     sys.stdout.write(
-        f"gitmem serve, {m['stores']} stores, {m['clients']} clients ({m['requests']} reads, "
-        f"{m['rps']:.0f} req/s): peak RSS {m['peak_rss_mb']:.0f} MB (target < 300 MB)\n"
+        f"retrieve p50 / (no-op + library read): {r['retrieve_p50_vs_noop_plus_read']:.2f}x "
+        f"(target <= 1.5) {verdict('retrieve')}\n"
+        f"update p50 - (no-op + library write): {r['update_p50_minus_noop_plus_write_ms']:.2f} ms "
+        f"(target <= 1) {verdict('update')}\n"
+        f"8 writers / 1 writer, durable versions/s: {r['writers8_vs_writer1_versions_per_s']:.2f}x "
+        f"({result['clients_8']['update']['rps']:.0f} vs {result[f'clients_{clients[0]}']['update']['rps']:.0f}; "
+        f"target >= 4) {verdict('writers')}\n"
+        f"gitmem serve, {m['stores']} stores, {m['clients']} clients ({m['requests']} reads over "
+        f"{m['distinct_stores']} stores, {m['rps']:.0f} req/s): peak RSS {m['peak_rss_mb']:.0f} MB "
+        f"(at start {m['started_rss_mb']:.0f} MB; target < {MEMORY_TARGET_MB:.0f} MB) {verdict('memory')}\n"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -26,6 +26,8 @@ import pytest
 pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")
 
 import gitmem  # noqa: E402
+from gitmem.audit import review  # noqa: E402
+from gitmem.engine import proposals  # noqa: E402
 from tests.browserkit import browser_sign_in  # noqa: E402
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
 from tests.serverkit import running, token  # noqa: E402
@@ -52,6 +54,12 @@ DIFF_LINE = "</td></tr></table><script>window.__pwned='diff'</script><img src=x 
 REASON = "<script>window.__pwned='reason'</script><img src=x onerror=window.__pwned='r2'>"
 ACTOR = "user:\"'&amp;onmouseover=window.__pwned=1//"  # actors may hold quotes, not <> or spaces
 SESSION = "sesn.evil:1-x"
+SESSION2 = "sesn.evil:2-x"
+# a proposal's content, with lines that look like the three-way view's markers
+PROPOSED = (
+    "<<<<<<< scope\n<script>window.__pwned='3way'</script>\n=======\n"
+    "</td></tr></table><img src=x onerror=window.__pwned='prop'>\n>>>>>>> proposal\n"
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class Hostile:
     memory_id: str
     versions: list[str]  # of the hostile memory, oldest first
     redacted: str  # a version with a hostile redaction reason
+    proposals: list[str]  # an open one that conflicts, and a rejected one with a hostile reason
 
 
 def git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -82,8 +91,18 @@ def hostile_seed(home: Path) -> Hostile:
         s.write("/leak.md", "fine now\n", actor=ACTOR)
         assert v1 and v2 and v3 and leak
         s.redact(leak.id, reason=REASON, actor="user:admin")
+        with proposals.reviewing(owner=SESSION):
+            s.write(HOSTILE_PATH, PROPOSED, description=HOSTILE_DESC, actor=ACTOR, session=SESSION)
+            s.write(HOSTILE_PATH[:-3] + "-new.md", PROPOSED, actor=ACTOR, session=SESSION)
+        with proposals.reviewing(owner=SESSION2):
+            s.write(HOSTILE_PATH[:-3] + "-2.md", PROPOSED, actor=ACTOR, session=SESSION2)
+        s.write(HOSTILE_PATH, DIFF_LINE + "\nthe scope moved on\n", actor=ACTOR)  # the first one conflicts
+        conflicting = proposals.open_proposal(s.core, "main", SESSION)
+        rejected = proposals.open_proposal(s.core, "main", SESSION2)
+        assert conflicting is not None and rejected is not None
+        review.reject(s.core, rejected.id, reviewer="user:admin", reason=REASON)
     gitmem.create_store("evil", description=HOSTILE_DESC, home=home).close()
-    return Hostile(seeded, v1.memory_id, [v1.id, v2.id, v3.id], leak.id)
+    return Hostile(seeded, v1.memory_id, [v1.id, v2.id, v3.id], leak.id, [conflicting.id, rejected.id])
 
 
 def push_hostile(url: str, home: Path, work: Path) -> None:
@@ -178,6 +197,14 @@ def test_no_field_an_agent_writes_runs_as_script_on_any_page(
             "/console/stores/notes/redact?pattern=%3Cscript%3E(&scope=main",  # an error echoing it
             f"/console/stores/notes/versions/{h.redacted}",
             "/console/stores/notes/integrity",
+            "/console/stores/notes/proposals",
+            "/console/stores/notes/proposals?status=all",
+            f"/console/stores/notes/proposals/{h.proposals[0]}",
+            f"/console/stores/notes/proposals/{h.proposals[1]}",
+            f"/console/stores/notes/proposals/{h.proposals[0]}/erase",
+            "/console/stores/notes/audit?type=proposal_rejected",
+            "/console/stores/notes/proposals/%3Cscript%3Ewindow.__pwned=1%3C%2Fscript%3E",
+            "/console/stores/notes/proposals?status=%3Cimg%20src=x%20onerror=window.__pwned=1%3E",
             "/console/stores/evil",
             "/console/stores/notes?page=%3Cimg%20src=x%20onerror=window.__pwned=1%3E",
             "/console/stores/notes/memory?scope=main&id=x&mode=%3Csvg%20onload=window.__pwned=1%3E",
@@ -192,8 +219,17 @@ def test_no_field_an_agent_writes_runs_as_script_on_any_page(
             assert browser.execute_script(_INJECTED) == [], page
             seen += browser.find_element("css selector", "body").text
     # the payloads are there, as text: each field really was rendered
-    for shown in (HOSTILE_DESC, "window.__pwned='snip'", DIFF_LINE, REASON, "window.__pwned='pushed'"):
+    for shown in (
+        HOSTILE_DESC,
+        "window.__pwned='snip'",
+        DIFF_LINE,
+        REASON,
+        "window.__pwned='pushed'",
+        "<script>window.__pwned='3way'</script>",  # the proposal's content, in its diffs
+        "</td></tr></table><img src=x onerror=window.__pwned='prop'>",
+    ):
         assert shown in seen, shown
+    assert "Conflict: the scope changed this path" in seen  # the three-way view was rendered
     assert "rejected: max_memory_bytes x1" in seen  # the rejected push is there (its record keeps no names)
 
 

@@ -273,6 +273,74 @@ def test_stale_index_is_caught_up_before_counting(seeded: Store) -> None:
     )
 
 
+def test_a_stale_index_is_counted_forward_without_a_catch_up(seeded: Store) -> None:
+    """Pushes only spool in post-receive, so the index lags behind git: pre-receive counts from the
+    index's tips plus the tree diff since, on every scope, and writes nothing to the index."""
+    seeded.write("/t.md", "team", scope="team", actor="user:bob")
+    seeded.update_settings(limits=config.Limits(max_memories=3, max_store_bytes=30))
+    repo = seeded.core.repo
+    index = seeded.core.gitmem_dir / hook.INDEX_FILE
+    # Behind the index's back: main gains 2 memories (1 + 10 bytes), team one of 10 bytes.
+    moved = commit(repo, seeded.core.tip("main"), {"b.md": b"b", "c.md": b"0123456789"})
+    repo.references["refs/heads/main"].set_target(moved)
+    team = commit(repo, seeded.core.tip("team"), {"u.md": b"0123456789"})
+    repo.references["refs/heads/team"].set_target(team)
+    seeded.core.index.close()
+    before = index.read_bytes()
+    stats, total = hook.scope_stats(repo, seeded.path, {"main", "team"})
+    assert stats == {"main": (3, 16), "team": (2, 14)} and total == 30
+    new = commit(repo, pygit2.Oid(hex=moved), {"d.md": b"d"})
+    assert check(seeded, f"{moved} {new} refs/heads/main\n")[:2] == [
+        f"gitmem: refs/heads/main {new[:12]}: scope 'main' would hold 4 memories; the limit is 3",
+        "gitmem: refs/heads/main: the store would hold 31 bytes of memories; the limit is 30",
+    ]
+    assert index.read_bytes() == before  # no catch-up ran
+
+
+def test_an_index_tip_that_is_gone_makes_the_hook_catch_up(seeded: Store) -> None:
+    """A tip the index saw that the store no longer has (history rewritten and purged): the
+    counts come from a catch-up instead."""
+    import sqlite3
+
+    seeded.update_settings(limits=config.Limits(max_memories=1))
+    seeded.core.index.close()
+    db = sqlite3.connect(seeded.core.gitmem_dir / hook.INDEX_FILE)
+    with db:
+        db.execute("UPDATE scopes SET tip=?, memories=50 WHERE scope='main'", ("3" * 40,))
+    db.close()
+    stats, _total = hook.scope_stats(seeded.core.repo, seeded.path, {"main"})
+    assert stats == {"main": (1, 5)}
+    new = commit(seeded.core.repo, seeded.core.tip("main"), {"b.md": b"b"})
+    assert (
+        "scope 'main' would hold 2 memories; the limit is 1"
+        in check(seeded, f"{tip(seeded)} {new} refs/heads/main\n")[0]
+    )
+
+
+def test_the_hook_replays_the_intent_log_after_a_reboot(
+    seeded: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An acknowledged write whose ref move a power loss undid is replayed before the push is
+    judged (one read of the log's first line when nothing is due)."""
+    from gitmem.git import intent
+
+    v = seeded.write("/b.md", "beta", actor="user:alice")
+    assert v is not None
+    acked = seeded.core.tip("main")
+    assert acked is not None
+    parent = seeded.core.commit(acked).parents[0].id
+    assert not hook.intent_replay_due(seeded.path)
+    subprocess.run(
+        ["git", "--git-dir", str(seeded.path), "update-ref", "refs/heads/main", str(parent)], check=True
+    )
+    monkeypatch.setattr(intent, "boot_id", lambda: "another-boot")
+    assert hook.intent_replay_due(seeded.path)
+    new = commit(seeded.core.repo, acked, {"c.md": b"c"})
+    assert check(seeded, f"{acked} {new} refs/heads/main\n") == []
+    assert seeded.core.repo.references["refs/heads/main"].target == acked
+    assert not hook.intent_replay_due(seeded.path)
+
+
 def test_a_file_and_a_directory_at_one_path_is_refused(seeded: Store) -> None:
     # libgit2 cannot build such a tree; git mktree can, and receive.fsckObjects may be off on a server.
     def mktree(lines: str) -> str:

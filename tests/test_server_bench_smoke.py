@@ -26,3 +26,6 @@ def test_serve_bench_quick(tmp_path: Path) -> None:
         assert all(row["n"] > 0 and row["rps"] > 0 for row in result[n].values())
     assert all(math.isfinite(v) for v in result["ratios"].values())
     assert "target <= 1.5" in proc.stdout
+    memory = result["memory"]  # a real `gitmem serve` subprocess, its peak RSS read from /proc
+    assert memory["stores"] == 30 and memory["requests"] > 0 and memory["peak_rss_mb"] > 0
+    assert "8 writers / 1 writer, durable versions/s" in proc.stdout and "peak RSS" in proc.stdout

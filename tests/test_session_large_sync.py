@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import gitmem
 from gitmem import sessions
 from gitmem.engine import batch
 
 
-def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(workspace: Path) -> None:
+def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batch, "FAST_IMPORT_MIN", 32)  # this sync's 45 versions go through fast-import
     with gitmem.create_store("big", home=workspace) as store:
         batch.apply_batch(
             store.core, [batch.BatchOp("write", f"/d/m{i}.md", f"memory {i}\n") for i in range(60)]

@@ -8,6 +8,8 @@ its scope (with a three-way diff for conflicts), :func:`accept` (all or some pat
 from __future__ import annotations
 
 import difflib
+import json
+import os
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -20,8 +22,9 @@ import pygit2
 from gitmem import config
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
-from gitmem.errors import ConflictError, ForbiddenError, InvalidInputError
+from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError
 from gitmem.git.locks import file_lock
+from gitmem.ids import new_id
 from gitmem.model.versions import Version, parse_trailers, resolve_actor
 
 
@@ -305,3 +308,152 @@ def summary(store: StoreCore, p: P.Proposal) -> Summary:
         [d.path for d in diffs if d.status == "conflict" and not d.decided],
         p.decisions,
     )
+
+
+# ---------------------------------------------------------------------- erasing a proposal
+ERASE_FILE = "erasing.json"  # $GIT_DIR/gitmem/: an erase between its deny-list and its purge
+
+
+@dataclass(frozen=True)
+class Erased:
+    """What :func:`erase` did: the proposal, the erasure's id, and the objects it purged."""
+
+    proposal: P.Proposal
+    id: str
+    versions: list[str]
+    purged: int
+    kept: int
+
+
+def erase(store: StoreCore, proposal_id: str, *, reviewer: str, reason: str) -> Erased:
+    """Reject a proposal (if still open) and erase its chain from the store: the objects only the
+    proposal reaches are deny-listed, its ref deleted and those objects purged and proved gone, with
+    a ``proposal_erased`` ledger entry (digests, never content). For a proposal that carried what
+    must not stay (a secret the guard missed, poisoned text): a rejected proposal's chain is kept
+    otherwise for ``retention.min_days``. Objects a scope or another ref reaches are kept (the
+    scope's own history is what ``gitmem redact`` is for). Runs under the store lock, so pushes and
+    rewrites wait; an erase killed half-way is finished by the next erase of that proposal."""
+    from gitmem.audit import journal
+    from gitmem.engine import ledger
+    from gitmem.git.purge import purge, reachable_retired
+
+    reviewer = resolve_actor(reviewer, None)
+    if not reason.strip():
+        raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
+    with journal.store_lock(store), file_lock(store.gitmem_dir / "proposals.lock"):
+        p = P.get(store, proposal_id)
+        pending = _pending_erase(store)
+        if pending is not None and pending["proposal"] != p.id:
+            raise ConflictError(
+                f"the erasure of proposal {pending['proposal']} was interrupted: erase it again first"
+            )
+        if pending is None:
+            if p.erased:
+                raise ConflictError(f"proposal {p.id} was already erased ({p.erased})")
+            if p.status == "open":
+                _decidable(store, p.id, reviewer, "erased")
+            elif reviewer in (p.actor, p.owner, f"session:{p.session}"):
+                raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot erase it: another reviewer must")
+            pending = _plan_erase(store, p, reviewer, reason)
+        candidates = set(pending["objects"])
+        ledger.deny(store, sorted(candidates), f"proposal_erased {pending['id']}")
+        tip = store.ref_target(p.ref)
+        if tip is not None:
+            store.repo.references.delete(p.ref)
+        reached = reachable_retired(store, candidates, pending["baseline"])
+        kept = set().union(*reached.values()) if reached else set()
+        if ledger.find(store, "proposal_erased", "id", pending["id"]) is None:
+            ledger.append(
+                store,
+                "proposal_erased",
+                {
+                    "id": pending["id"],
+                    "proposal": p.id,
+                    "scope": p.scope,
+                    "proposer": p.actor,
+                    "session": p.session,
+                    "reason": pending["reason"],
+                    "versions": pending["versions"],
+                    "blob_digests": sorted(ledger.digest(store, b) for b in pending["blobs"]),
+                    "retired_objects": len(candidates),
+                    "retired_commits_digest": ledger.set_digest(store, candidates - set(pending["blobs"])),
+                },
+                actor=pending["reviewer"],
+            )
+        purge(store, sorted(candidates - kept))
+        if p.status == "open":
+            undecided = sorted(set(P.touched(store, p)) - p.decided_paths) if tip is not None else []
+            p.decisions.append(
+                P.Decision(
+                    "rejected", pending["reviewer"], config.now_rfc3339(), undecided, pending["reason"]
+                )
+            )
+            p.status = "rejected"
+        p.erased = pending["id"]
+        P.save(store, p)
+        journal.private_files(store)
+        (store.gitmem_dir / ERASE_FILE).unlink(missing_ok=True)
+        if kept:
+            raise IntegrityError(
+                f"erasure {pending['id']}: {', '.join(sorted(reached))} came to reach {len(kept)} of the "
+                "proposal's objects while it ran; those were kept, the rest purged (redact them there)"
+            )
+        return Erased(p, pending["id"], pending["versions"], len(candidates), 0)
+
+
+def _pending_erase(store: StoreCore) -> dict[str, Any] | None:
+    try:
+        data = json.loads((store.gitmem_dir / ERASE_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _plan_erase(store: StoreCore, p: P.Proposal, reviewer: str, reason: str) -> dict[str, Any]:
+    """The objects only the proposal's chain reaches (exact: every object any other ref reaches is
+    subtracted), written to the erase journal (0600, fsynced) before anything changes."""
+    from gitmem.git.purge import _git
+
+    tip = store.ref_target(p.ref)
+    objects: set[str] = set()
+    versions: list[str] = []
+    if tip is not None:
+        spec = [str(tip)] + ([f"^{p.base}"] if p.base and store.has_object(pygit2.Oid(hex=p.base)) else [])
+        mine = _git(store, "rev-list", "--objects", "--no-object-names", *spec)
+        others = _git(store, "rev-list", "--objects", "--no-object-names", f"--exclude={p.ref}", "--all")
+        if mine.returncode != 0 or others.returncode != 0:
+            raise IntegrityError(
+                f"cannot list the objects of proposal {p.id}: {mine.stderr or others.stderr}"
+            )
+        objects = set(mine.stdout.split()) - set(others.stdout.split())
+        versions = [v.id for v in P.versions(store, p.id)]
+    repo = store.repo
+    blobs = sorted(
+        o for o in objects if repo.get(o) is not None and repo[o].type == pygit2.enums.ObjectType.BLOB
+    )
+    baseline = sorted(
+        {
+            str(r.target)
+            for r in repo.references.iterator()
+            if r.name != p.ref and isinstance(r.target, pygit2.Oid)
+        }
+    )
+    plan = {
+        "id": new_id("redact"),
+        "proposal": p.id,
+        "reviewer": reviewer,
+        "reason": reason,
+        "objects": sorted(objects),
+        "blobs": blobs,
+        "versions": versions,
+        "baseline": baseline,
+    }
+    path = store.gitmem_dir / ERASE_FILE
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", encoding="utf-8") as fh:
+        json.dump(plan, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return plan

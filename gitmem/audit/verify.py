@@ -152,7 +152,7 @@ def check_purged(store: StoreCore) -> list[str]:
             "skipped: a clone has no deny-list (only the store can prove its purge; "
             "gitmem fetch --purge proves the clone's own)"
         )
-    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction")]
+    events = [e for e in ledger.entries(store) if e.kind in ("redaction", "compaction", "proposal_erased")]
     blocks = ledger.denied_by(store)
     problems = []
     # Every deny-list block was written by a rewrite that the ledger must record: a block without

@@ -124,8 +124,8 @@ def audit(
         typer.Option(
             "--type",
             help="created, modified, deleted, store_created, settings_changed, archived, "
-            "redaction, compaction, push, push_rejected, revert_session, flag, proposal_accepted or "
-            "proposal_rejected.",
+            "redaction, compaction, push, push_rejected, revert_session, flag, proposal_accepted, "
+            "proposal_rejected or proposal_erased.",
         ),
     ] = None,
     scope: Annotated[str | None, typer.Option("--scope", "-s", help="Only this scope.")] = None,

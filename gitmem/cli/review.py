@@ -1,4 +1,4 @@
-"""``gitmem review list|show|diff|accept|reject``: the reviewer's side of review-gated writes
+"""``gitmem review list|show|diff|accept|reject|erase``: the reviewer's side of review-gated writes
 (docs/review.md)."""
 
 from __future__ import annotations
@@ -167,6 +167,31 @@ def reject(
 
     def render(p: Any) -> None:
         typer.echo(f"{p.id}: {p.status}")
+
+    common.run(json, common.with_store(store, home, fn), render)
+
+
+@review_app.command("erase")
+def erase(
+    store: StoreArg,
+    proposal: IdArg,
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept in the ledger); required.")] = "",
+    actor: common.ActorOpt = None,
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
+) -> None:
+    """Reject the proposal and erase its chain now: what only it holds is purged and proved gone
+    (a secret or poisoned text; a rejected chain is otherwise kept for retention.min_days)."""
+
+    def fn(s: Store) -> Any:
+        from gitmem.audit import review
+
+        return review.erase(s.core, proposal, reviewer=_reviewer(actor), reason=reason)
+
+    def render(e: Any) -> None:
+        typer.echo(
+            f"{e.proposal.id}: erased as {e.id}; {len(e.versions)} versions, {e.purged} objects purged"
+        )
 
     common.run(json, common.with_store(store, home, fn), render)
 

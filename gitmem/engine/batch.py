@@ -40,6 +40,7 @@ from gitmem.engine.writer import (
 )
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, PreconditionFailedError
 from gitmem.git.fastimport import Pending, write_commits
+from gitmem.git.packwriter import Staging
 from gitmem.ids import is_id, new_id
 from gitmem.model.paths import validate_path
 from gitmem.model.versions import Version, format_message
@@ -203,9 +204,14 @@ def apply_batch(
                 head, rows = _write_fast_import(store, scope, tip, changes, actor, session, now, reviewed_by)
                 written = [pygit2.Oid(hex=r.commit_id) for r in rows]  # in one pack: the commits tell
             else:
-                head, rows = _write_pygit2(
-                    store, scope, tip, changes, actor, session, now, written, reviewed_by
-                )
+                # Two versions or more: their objects go into one pack, written in-process.
+                staging = store.staged() if len(changes) >= PACK_MIN else contextlib.nullcontext()
+                with staging as stage:
+                    head, rows = _write_pygit2(
+                        store, scope, tip, changes, actor, session, now, written, reviewed_by, stage
+                    )
+                    if stage is not None:
+                        stage.write()
             if store.publish(store.ref_name(scope), tip, head, written):
                 contents = {
                     r.blob: c.data
@@ -233,8 +239,11 @@ def _fits_now(store: StoreCore, scope: str, tip: pygit2.Oid | None, state: Batch
     return bool(fresh + state.peak_delta <= limits.max_store_bytes)
 
 
-# Below this many versions, spawning git costs more than writing loose objects with pygit2.
-FAST_IMPORT_MIN = 32
+# From this many versions on, ``git fast-import`` writes the pack (it deltas, and holds less in
+# memory); below, the objects are staged in memory and written as one pack in-process, which
+# spares spawning git and reparsing the stream (a single version stays loose).
+FAST_IMPORT_MIN = 20_000
+PACK_MIN = 2
 
 
 def _write_pygit2(
@@ -247,6 +256,7 @@ def _write_pygit2(
     now: int,
     written: list[pygit2.Oid],
     reviewed_by: str | None = None,
+    stage: Staging | None = None,
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     state = ScopeState(store, scope, tip)
     parent = tip
@@ -256,6 +266,8 @@ def _write_pygit2(
             store, state, change, parent, actor, session, now, written, reviewed_by=reviewed_by
         )
         rows.append(row)
+        if stage is not None:
+            stage.write_if_large()
     assert parent is not None
     return parent, rows
 

@@ -60,6 +60,7 @@ class StoreCore(Repo):
         self.clone_of = clone_of
         self._settings: StoreSettings | None = None
         self._settings_key: tuple[int, int, int] | None = None
+        self._settings_file: str | None = None
         self._denied: frozenset[str] = frozenset()
         self._deny_key: tuple[int, int, int] | None = None
         self._index: Index | None = None
@@ -83,9 +84,10 @@ class StoreCore(Repo):
     def settings(self) -> StoreSettings:
         """The store's settings, re-read when the file changed (another process archived the store,
         changed its acl or limits): a long-lived handle (an MCP server, a session) obeys at once."""
-        path = self.settings_path
+        if self._settings_file is None:  # the path never changes: one stat a call, no Path math
+            self._settings_file = str(self.settings_path)
         try:
-            st = path.stat()
+            st = os.stat(self._settings_file)
             key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             key = None
@@ -93,6 +95,7 @@ class StoreCore(Repo):
             if self.is_clone and key is None:
                 self._settings = StoreSettings(id="", name=self.path.parent.name)
             else:
+                path = self.settings_path
                 self._settings = config.load_settings(path)
                 guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
             self._settings_key = key

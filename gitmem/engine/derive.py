@@ -18,10 +18,12 @@ import pygit2
 
 from gitmem.engine import receipts
 from gitmem.engine.rows import VersionRow
-from gitmem.git.treediff import diff_trees, merge_own_changes
+from gitmem.git.treediff import TreeDiffer, merge_own_changes
 from gitmem.ids import derived_ulid
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.versions import parse_snapshot, parse_trailers, trailer_problems
+
+_OBJ_BLOB = 3
 
 
 def claims_fit(
@@ -95,14 +97,17 @@ def rows_for_commit(
     scope: str,
     commit: pygit2.Commit,
     fresh_blobs: dict[str, bytes],
+    differ: TreeDiffer | None = None,
+    book: receipts.Receipts | None = None,
 ) -> list[VersionRow]:
     """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
 
     Commits made with plain git (no trailers, or several memories) get one version per changed
     memory, with deterministic ids derived from the commit, and actor ``git:<author email>``.
+    A walk over many commits passes one ``differ`` (raw trees read once) and the store's
+    receipts ``book`` (loaded once); without them each call makes its own.
     """
-    parent_tree = commit.parents[0].tree if commit.parents else None
-    changes = diff_trees(repo, parent_tree, commit.tree)
+    changes = (differ or TreeDiffer(repo)).commit_changes(commit)
     if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
         changes = merge_own_changes(commit, changes)
     # When the store got the version: a rebased or back-dated commit keeps an old author
@@ -110,7 +115,7 @@ def rows_for_commit(
     when = max(commit.author.time, commit.committer.time)
     trailers = parse_trailers(commit.message)
     cid = str(commit.id)
-    receipt = receipts.load(Path(repo.path)).get(cid, scope)
+    receipt = (book if book is not None else receipts.load(Path(repo.path))).get(cid, scope)
     received = receipt is not None and not receipt.trusted
     key = cid
     if receipt is not None and received:
@@ -134,9 +139,9 @@ def rows_for_commit(
         """A version row; the blob (None for a deletion) gives sha256, size and description."""
         if blob is None:
             return VersionRow(vid, mid, scope, path, prev, op, actor, session, at, None, None, None, cid)
-        obj = repo[blob]
-        assert isinstance(obj, pygit2.Blob)
-        data = obj.data
+        kind, data = repo.odb.read(blob)[:2]
+        if kind != _OBJ_BLOB:
+            raise pygit2.GitError(f"{blob} is not a blob")
         fresh_blobs[str(blob)] = data
         desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
         sha = hashlib.sha256(data).hexdigest()

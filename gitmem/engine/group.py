@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -97,6 +96,8 @@ def mutate(
             with group.cond:
                 group.busy = False
                 group.cond.notify_all()
+        # After the group is released: the next leader commits while this one repacks.
+        maintain_quietly(store)
     if request.error is not None:
         raise request.error
     return request.result
@@ -105,6 +106,7 @@ def mutate(
 _log = logging.getLogger("gitmem.write")
 GROUP_MAX = 256  # versions one group commit chains at most
 GROUP_LINGER = 0.002  # seconds a leader waits for the writers of the last group to come back
+PACK_MIN = 2  # a group of this many versions or more writes its objects as one pack
 
 
 class _Request:
@@ -147,7 +149,7 @@ _GROUPS: dict[tuple[str, str], _Group] = {}
 
 
 def _group(store: StoreCore, scope: str) -> _Group:
-    key = (os.path.realpath(store.path), scope)
+    key = (store.real_path, scope)
     with _GROUPS_LOCK:
         group = _GROUPS.get(key)
         if group is None:
@@ -195,11 +197,19 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
             written: list[pygit2.Oid] = []
             parent = tip
             rows: list[VersionRow] = []
-            for req, change in planned:
-                parent, row = commit_change(
-                    store, chain, change, parent, req.actor, req.session, written=written
-                )
-                rows.append(row)
+            # Several versions: their objects go into one pack (two files for the flush to carry
+            # instead of five or six loose files a version).
+            staging = store.staged() if len(planned) >= PACK_MIN else contextlib.nullcontext()
+            with staging as stage:
+                for req, change in planned:
+                    parent, row = commit_change(
+                        store, chain, change, parent, req.actor, req.session, written=written
+                    )
+                    rows.append(row)
+                    if stage is not None:
+                        stage.write_if_large()
+                if stage is not None:
+                    stage.write()
             assert parent is not None
             if store.publish(store.ref_name(scope), tip, parent, written):
                 contents = {
@@ -216,7 +226,6 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
                 for n, req in enumerate(requests):
                     mine = by_request.get(id(req))
                     req.finish(version_from_row(mine) if mine is not None else None, outcome.get(n))
-                maintain_quietly(store)
                 return
             backoff(attempt)
     raise ConflictError(

@@ -52,7 +52,9 @@ def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
     data = change.data
     if data is None:
         return
-    policy = policy_for(store)
+    policy = state.guard
+    if policy is None:  # read once per state (a batch or a group screens many changes on one)
+        policy = state.guard = policy_for(store)
     if policy.secrets == "off" and policy.pii == "off" and not policy.patterns and not policy.deny_patterns:
         return
     old = state.blob(change.previous_path or change.path) if change.operation != "created" else None

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -25,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.engine import derive, search
+from gitmem.engine import derive, receipts, search
 from gitmem.engine.rows import VERSION_COLUMNS, HeadRow, VersionRow
 from gitmem.errors import ConflictError
-from gitmem.git.treediff import diff_trees
+from gitmem.git.treediff import TreeDiffer, diff_trees
 from gitmem.model.frontmatter import parse_description
 
 if TYPE_CHECKING:
@@ -66,6 +67,20 @@ CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TE
 """
 
 
+_INSERT_VERSION = f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_UNKNOWN: Any = object()  # a head the walk has not looked up yet
+_FLUSH_ROWS = 20_000  # version rows buffered before an executemany
+# Secondary indexes of ``versions`` that no catch-up query reads: a rebuild into an empty table
+# drops them for the walk and creates them once at its end (a sort instead of 100k inserts each).
+_LATE_INDEXES = {
+    "versions_memory": "versions(memory_id, seq)",
+    "versions_session": "versions(session, seq)",
+    "versions_commit": "versions(commit_id)",
+}
+# Version ids a commit message may name (a superset of its Gitmem-Version trailer).
+_VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
+
+
 def _busy(exc: sqlite3.DatabaseError) -> bool:
     """A lock held by another connection (SQLITE_BUSY/LOCKED), as opposed to a corrupt file."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -75,12 +90,38 @@ def _busy(exc: sqlite3.DatabaseError) -> bool:
 class _Bulk:
     """What a catch-up defers to its end: the paths whose search rows change, the counters."""
 
-    __slots__ = ("paths", "memories", "bytes")
+    __slots__ = (
+        "paths",
+        "memories",
+        "bytes",
+        "differ",
+        "book",
+        "versions",
+        "pending_ids",
+        "heads",
+        "complete",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, differ: TreeDiffer, book: receipts.Receipts, complete: bool) -> None:
         self.paths: set[str] = set()
         self.memories = 0
         self.bytes = 0
+        self.differ = differ  # raw trees read once for the whole walk
+        self.book = book  # the store's receipts, loaded once
+        # Version rows not inserted yet (one executemany per batch); their ids, so that a commit
+        # whose trailers name one of them flushes first and its lookup sees them.
+        self.versions: list[tuple[Any, ...]] = []
+        self.pending_ids: set[str] = set()
+        # (size, created_at, memory_id) of each head this walk wrote (None: none at that path);
+        # ``complete``: the scope started empty, so a path not in ``heads`` has no head.
+        self.heads: dict[str, tuple[int, int, str] | None] = {}
+        self.complete = complete
+
+    def flush(self, db: sqlite3.Connection) -> None:
+        if self.versions:
+            db.executemany(_INSERT_VERSION, self.versions)
+            self.versions = []
+            self.pending_ids = set()
 
 
 class Index:
@@ -301,21 +342,38 @@ class Index:
                 else:  # history was rewritten under the index (redaction, compaction)
                     self._drop_scope(db, scope)
                     rewritten = True
-            if row is None or hide is None:
+            fresh = row is None or hide is None
+            if fresh:
                 self._drop_scope(db, scope)
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
             # One transaction for the whole walk; the search rows and the scope's counters are
             # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
-            bulk = self._local.bulk = _Bulk()
+            repo = self.store.repo
+            walk = self.store.walk(tip, hide)
+            differ = TreeDiffer(repo)
+            bulk = self._local.bulk = _Bulk(differ, receipts.load(Path(repo.path)), fresh)
+            late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
+            if late:
+                for name in _LATE_INDEXES:
+                    db.execute(f"DROP INDEX IF EXISTS {name}")
             try:
-                for commit in self.store.walk(tip, hide):
+                for commit in walk:
                     walked = True
                     rows = self.rows_for_commit(db, scope, commit)
                     self._apply(db, scope, rows)
                     if len(commit.parent_ids) > 1:
+                        bulk.flush(db)
                         self._reconcile_heads(db, scope, commit)
+                        bulk.heads.clear()  # the merge rewrote heads behind the cache: ask SQLite again
+                        bulk.complete = False
+                    elif len(bulk.versions) >= _FLUSH_ROWS:
+                        bulk.flush(db)
+                bulk.flush(db)
             finally:
                 self._local.bulk = None
+            if late:
+                for name, columns in _LATE_INDEXES.items():
+                    db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
             self._finish_bulk(db, scope, bulk)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
@@ -361,34 +419,45 @@ class Index:
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
         bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for r in rows:
-            db.execute(
-                f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    r.id,
-                    r.memory_id,
-                    scope,
-                    r.path,
-                    r.prev_path,
-                    r.operation,
-                    r.actor,
-                    r.session,
-                    r.created_at,
-                    r.sha256,
-                    r.size,
-                    r.blob,
-                    r.commit_id,
-                    r.redaction_id,
-                ),
+            values = (
+                r.id,
+                r.memory_id,
+                scope,
+                r.path,
+                r.prev_path,
+                r.operation,
+                r.actor,
+                r.session,
+                r.created_at,
+                r.sha256,
+                r.size,
+                r.blob,
+                r.commit_id,
+                r.redaction_id,
             )
+            if bulk is not None:
+                bulk.versions.append(values)
+                bulk.pending_ids.add(r.id)
+            else:
+                db.execute(_INSERT_VERSION, values)
             dmem, dbytes = 0, 0
             created = r.created_at
             for p in {r.prev_path, r.path} if r.prev_path else {r.path}:
-                old = db.execute(
-                    "SELECT size, created_at, memory_id FROM heads WHERE scope=? AND path=?", (scope, p)
-                ).fetchone()
+                old = bulk.heads.get(p, _UNKNOWN) if bulk is not None else _UNKNOWN
+                if old is _UNKNOWN:
+                    old = (
+                        None
+                        if bulk is not None and bulk.complete
+                        else db.execute(
+                            "SELECT size, created_at, memory_id FROM heads WHERE scope=? AND path=?",
+                            (scope, p),
+                        ).fetchone()
+                    )
                 if old is not None:
                     if p != r.path or r.operation == "deleted":  # else INSERT OR REPLACE below
                         db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, p))
+                        if bulk is not None:
+                            bulk.heads[p] = None
                     dmem -= 1
                     dbytes -= old[0]
                     if r.operation == "modified" and old[2] == r.memory_id:
@@ -415,6 +484,8 @@ class Index:
                 )
                 if bulk is None:
                     self._index_text(db, scope, r)
+                else:
+                    bulk.heads[r.path] = (r.size or 0, created, r.memory_id)
                 dmem += 1
                 dbytes += r.size or 0
             if bulk is not None:
@@ -510,7 +581,13 @@ class Index:
     def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
         """The versions one commit makes (see :func:`gitmem.engine.derive.rows_for_commit`)."""
         self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
-        return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs)
+        bulk: _Bulk | None = getattr(self._local, "bulk", None)
+        differ, book = (bulk.differ, bulk.book) if bulk is not None else (None, None)
+        if bulk is not None and bulk.pending_ids:
+            named = _VERSION_TRAILER_RE.findall(commit.message)
+            if any(v.strip() in bulk.pending_ids for v in named):  # its reuse check must see those rows
+                bulk.flush(db)
+        return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs, differ, book)
 
     # ------------------------------------------------------------------ queries
     def head(self, scope: str, path: str) -> HeadRow | None:

@@ -61,6 +61,7 @@ KINDS = (
     "flag",
     "proposal_accepted",
     "proposal_rejected",
+    "proposal_erased",
 )
 REJECTED_LOG = "rejected.jsonl"  # rejected pushes, server-side (written by the pre-receive hook)
 SETTINGS_SEEN = "settings_seen.json"  # the settings gitmem last wrote or recorded (hand-edit detection)

@@ -115,6 +115,7 @@ class Proposal:
     status: str = "open"
     decisions: list[Decision] = field(default_factory=list)
     updated_at: str = ""
+    erased: str | None = None  # the erasure (gitmem.audit.review.erase) that removed its chain
 
     @property
     def ref(self) -> str:
@@ -426,9 +427,11 @@ def text_at(tree: pygit2.Tree | None, path: str) -> str | None:
 
 
 def touched(store: StoreCore, p: Proposal) -> list[str]:
-    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
     tip = tip_of(store, p)
-    tree = store.tree_of(tip) if tip is not None else None
+    if tip is None:  # never written, or its chain was erased: it changes nothing
+        return []
+    base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
+    tree = store.tree_of(tip)
     return sorted("/" + d.raw_path.decode("utf-8", "surrogateescape") for d in tree_deltas(base_tree, tree))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,10 +21,10 @@ import pygit2
 
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
-from gitmem.engine.denylist import refuse_denied
+from gitmem.engine.denylist import denied_reason, forged_mark, read_patterns
 from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
-from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
 from gitmem.model import policy
@@ -39,7 +40,7 @@ from gitmem.model.versions import (
 )
 
 if TYPE_CHECKING:
-    from gitmem.model.guard import Finding
+    from gitmem.model.guard import Finding, GuardPolicy
 
 MAX_ATTEMPTS = 64
 STORE_BYTES_LOCK = "store-bytes.lock"
@@ -82,12 +83,27 @@ class ScopeState:
         # together with changes in other scopes: the write then re-plans under the store-bytes lock.
         self.needs_store_lock = False
         self._denied: frozenset[str] | None = None
+        self._patterns: tuple[re.Pattern[str], ...] | None = None
+        #: The write-time guard's policy, read once per state (gitmem.engine.guard.screen).
+        self.guard: GuardPolicy | None = None
 
     def denied_ids(self) -> frozenset[str]:
         """The store's deny-list, read once per state (a batch checks it for every change)."""
         if self._denied is None:
             self._denied = self.store.denied_ids()
         return self._denied
+
+    def refuse_denied(self, path: str, data: bytes | None) -> None:
+        """ForbiddenError when ``data`` at ``path`` is deny-listed or matches a deny-pattern (the
+        deny-list and patterns read once per state, as :func:`gitmem.engine.denylist.refuse_denied`)."""
+        if self._patterns is None:
+            self._patterns = read_patterns(self.store.path)
+        why = denied_reason(self.denied_ids(), self._patterns, path, data)
+        if why is not None:
+            raise ForbiddenError(why + " (redact it, or write different content)")
+        forged = forged_mark(self.store.path, path, data)
+        if forged is not None:
+            raise InvalidInputError(forged)
 
     def _index(self) -> None:
         if not self._indexed:
@@ -281,7 +297,7 @@ def commit_change(
     tree = state.tree
     if change.previous_path is not None and change.previous_path != change.path:
         moved = store.update_tree(tree, change.previous_path[1:].split("/"), None, written)
-        tree = store.repo[moved] if moved is not None else None  # type: ignore[assignment]
+        tree = store.written_object(moved) if moved is not None else None  # type: ignore[assignment]
     tree_oid = store.update_tree(tree, change.path[1:].split("/"), blob, written)
     if tree_oid is None:
         tree_oid = store.empty_tree()
@@ -303,7 +319,7 @@ def commit_change(
     )
     if written is not None:
         written.append(commit)
-    state.tree = store.repo[tree_oid]  # type: ignore[assignment]
+    state.tree = store.written_object(tree_oid)  # type: ignore[assignment]
     row = make_row(state.scope, change, version_id, actor, session, now, blob, commit)
     return commit, row
 
@@ -347,11 +363,11 @@ def check_limits(store: StoreCore, state: ScopeState, change: Change, limits: Li
     if change.data is None:
         policy.raise_first(violations)
         if change.operation != "deleted":
-            refuse_denied(store, change.path, None)
+            state.refuse_denied(change.path, None)
         return
     violations += policy.check_content(change.path, change.data, limits)
     policy.raise_first(violations)
-    refuse_denied(store, change.path, change.data)
+    state.refuse_denied(change.path, change.data)
     old_size = current_size(state, change)
     count, _bytes = state.stats()
     if change.operation == "created":
@@ -398,6 +414,12 @@ def maintain_quietly(store: StoreCore) -> None:
     """Repack when loose objects or packs pile up. The write it follows is already durable and
     published, so a failed repack must not fail it: the next write tries again, and
     ``gitmem maintain`` reports the error."""
+    # One look at the objects directory per handle's first write and then every few writes: a
+    # check lists two directories, and the thresholds are thousands of objects away.
+    store.writes_unchecked += 1
+    if store.writes_unchecked < MAINTENANCE_EVERY:
+        return
+    store.writes_unchecked = 0
     if not _MAINTAINING.acquire(blocking=False):
         return  # another thread of this process is repacking: one repack at a time
     try:
@@ -408,3 +430,4 @@ def maintain_quietly(store: StoreCore) -> None:
 
 
 _MAINTAINING = threading.Lock()
+MAINTENANCE_EVERY = 8  # writes of one handle between two looks at its loose objects and packs

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-log = logging.getLogger("gitmem.lock")
+LOGGER = "gitmem.lock"  # logging is imported only when a lock is contended (the hook never pays for it)
 
 
 @contextmanager
@@ -21,6 +20,9 @@ def file_lock(path: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            import logging
+
+            log = logging.getLogger(LOGGER)
             log.info("waiting for lock %s", path)
             fcntl.flock(fd, fcntl.LOCK_EX)
             log.info("got lock %s", path)

@@ -6,6 +6,7 @@ here, in small try blocks. Everything above (the store handle in ``gitmem.engine
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import subprocess
@@ -20,6 +21,7 @@ import pygit2
 from gitmem.errors import GitmemError, NotFoundError
 from gitmem.git import intent
 from gitmem.git.intent import syncfs
+from gitmem.git.packwriter import Staging
 
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
 FILEMODE_TREE = pygit2.enums.FileMode.TREE
@@ -61,6 +63,10 @@ class Repo:
         self._repos_lock = threading.Lock()
         self._recovered = False
         self.path = path
+        self._real_path: str | None = None
+        #: Writes since the objects directory was last checked for maintenance (the first write
+        #: of a handle checks: gitmem.engine.writer.maintain_quietly).
+        self.writes_unchecked = 1 << 30
 
     @property
     def _repo(self) -> pygit2.Repository:
@@ -71,6 +77,40 @@ class Repo:
             with self._repos_lock:
                 self._all_repos.add(repo)
         return repo
+
+    @property
+    def _writer(self) -> pygit2.Repository:
+        """Where this thread's new objects go: its staging pack while one is active, else loose."""
+        staging: Staging | None = getattr(self._local, "active", None)
+        return staging.repo if staging is not None else self._repo
+
+    @contextlib.contextmanager
+    def staged(self) -> Iterator[Staging]:
+        """Objects this thread writes inside the block are kept in memory; the caller writes them
+        as one pack (``staging.write()``) before it publishes. Left unwritten, they are dropped."""
+        staging: Staging | None = getattr(self._local, "staging", None)
+        if staging is None:
+            staging = Staging(self.git_dir)
+            self._local.staging = staging
+            with self._repos_lock:
+                self._all_repos.add(staging.repo)
+        self._local.active = staging
+        try:
+            yield staging
+        finally:
+            self._local.active = None
+            staging.discard()
+
+    def written_object(self, oid: pygit2.Oid) -> pygit2.Object:
+        """An object this thread just wrote (staged or loose)."""
+        return self._writer[oid]
+
+    @property
+    def real_path(self) -> str:
+        """The repository's path with symlinks resolved (one key per store on disk)."""
+        if self._real_path is None:
+            self._real_path = os.path.realpath(self.path)
+        return self._real_path
 
     @property
     def git_dir(self) -> str:
@@ -149,7 +189,7 @@ class Repo:
         return obj.data
 
     def write_blob(self, data: bytes) -> pygit2.Oid:
-        return retrying(lambda: self._repo.create_blob(data))
+        return _retry_loose(lambda: self._writer.create_blob(data))
 
     def has_object(self, oid: pygit2.Oid | str) -> bool:
         try:
@@ -169,8 +209,9 @@ class Repo:
         Only the spine of trees along the path is rewritten: O(path depth). Directories left
         empty disappear. Returns None for an empty tree.
         """
-        repo = self._repo
-        tb = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
+        repo = self._writer
+        # By id: a builder made from a Tree object works in that tree's repository, not the writer's.
+        tb = repo.TreeBuilder(tree.id) if tree is not None else repo.TreeBuilder()
         name = segments[0]
         if len(segments) == 1:
             if blob is None:
@@ -192,13 +233,13 @@ class Repo:
                 tb.insert(name, new_sub, FILEMODE_TREE)
         if len(tb) == 0:
             return None
-        oid = retrying(tb.write)
+        oid = _retry_loose(tb.write)
         if written is not None:
             written.append(oid)
         return oid
 
     def empty_tree(self) -> pygit2.Oid:
-        return retrying(self._repo.TreeBuilder().write)
+        return _retry_loose(self._writer.TreeBuilder().write)
 
     def create_commit(
         self,
@@ -211,7 +252,7 @@ class Repo:
         now = int(time.time()) if when is None else when
         a = pygit2.Signature(author[0], author[1], now, 0)
         c = pygit2.Signature(COMMITTER[0], COMMITTER[1], now, 0)
-        return retrying(lambda: self._repo.create_commit(None, a, c, message, tree, parents))
+        return _retry_loose(lambda: self._writer.create_commit(None, a, c, message, tree, parents))
 
     def walk(self, tip: pygit2.Oid, hide: pygit2.Oid | None = None) -> Iterator[pygit2.Commit]:
         """Commits reachable from ``tip`` and not from ``hide``, oldest first."""
@@ -328,18 +369,20 @@ class Repo:
 STORE_LOCK = "lock"  # $GIT_DIR/gitmem/lock: exclusive for a history rewrite (gitmem.audit.journal)
 
 
-def retrying(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
-    """Write one object, again when a concurrent ``git repack -d`` (``prune-packed``) or a purge
-    removed the empty loose-object directory between libgit2's ``mkdir`` and its ``rename``
-    ("failed to rename lockfile ...: No such file or directory"). git itself retries there; libgit2
-    does not. Objects are content-addressed, so writing one again is harmless."""
-    for attempt in range(5):
+def _retry_loose(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
+    """Write one object, again if a concurrent ``git repack -d`` (its prune-packed step) removed
+    the ``objects/xx/`` directory between libgit2 creating it and renaming the object into it.
+    Writing an object is idempotent; a persistent error is raised on the third attempt."""
+    for attempt in range(3):
         try:
             return write()
-        except OSError as exc:
-            if attempt == 4 or "No such file or directory" not in str(exc):
+        except OSError:
+            if attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
+
+retrying = _retry_loose  # for object writes outside this class (the ledger's commits)
 
 
 def recover_intent_log(git_dir: str | os.PathLike[str]) -> int:

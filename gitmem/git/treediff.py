@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_right
+from itertools import accumulate
+from operator import itemgetter
 from typing import NamedTuple
 
 import pygit2
@@ -113,8 +117,12 @@ def diff_trees(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tre
     """Changed memories between two trees as (kind, api path, old blob, new blob); kind is
     added/modified/deleted. Submodule entries (gitlinks) are not memories, and neither are names
     that are not UTF-8 (committed with plain git)."""
+    return _changes(tree_deltas(old, new))
+
+
+def _changes(deltas: list[Delta]) -> list[Change]:
     out: list[Change] = []
-    for d in tree_deltas(old, new):
+    for d in deltas:
         o = d.old_id if d.old_mode not in (0, _GITLINK) else None
         n = d.new_id if d.new_mode not in (0, _GITLINK) else None
         if o is None and n is None:
@@ -130,3 +138,206 @@ def diff_trees(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tre
         else:
             out.append(("deleted", path, o, None))
     return out
+
+
+# ---------------------------------------------------------------------- raw trees, for long walks
+# A tree object is a run of ``<octal mode> <name>\0<20-byte id>`` entries.
+_ENTRY_RE = re.compile(rb"([0-7]+) ([^\0]+)\0(.{20})", re.S)
+_OBJ_TREE = 2
+
+_MODES: dict[bytes, int] = {}
+
+
+def _mode(raw: bytes) -> int:
+    """A tree entry's mode as libgit2 reports it (``normalize_filemode``: 100664 is 100644, ...)."""
+    mode = _MODES.get(raw)
+    if mode is None:
+        m = int(raw, 8)
+        kind = m & 0o170000
+        if kind == 0o040000:
+            mode = 0o040000
+        elif m & 0o100:
+            mode = 0o100755
+        elif kind in (0o160000, 0o120000):
+            mode = kind
+        else:
+            mode = 0o100644
+        if len(_MODES) < 64:
+            _MODES[raw] = mode
+    return mode
+
+
+class _Tree:
+    """One parsed tree object: its bytes, its entries (mode, name, id) in order, the offset where
+    each entry ends (its 20-byte id is the last of it), and, on demand, the entries as a set."""
+
+    __slots__ = ("data", "entries", "ends", "_set")
+
+    def __init__(self, data: bytes, entries: list[tuple[bytes, bytes, bytes]], ends: list[int]) -> None:
+        self.data = data
+        self.entries = entries
+        self.ends = ends
+        self._set: frozenset[tuple[bytes, bytes, bytes]] | None = None
+
+    @property
+    def set(self) -> frozenset[tuple[bytes, bytes, bytes]]:
+        if self._set is None:
+            self._set = frozenset(self.entries)
+        return self._set
+
+
+_EMPTY = _Tree(b"", [], [])
+
+
+class TreeDiffer:
+    """The tree diff of many commits in a row (an index catch-up): the same deltas as
+    :func:`tree_deltas`, in the same order, computed from the raw tree objects.
+
+    Each tree is read and parsed once (a commit's trees are its child's parent trees). When a
+    directory's new version has the old one's size and every byte that differs lies in the id of
+    one entry (the usual single-file edit), the new entries are the old ones with that id
+    replaced: no parse. Otherwise the two directories are compared by set difference of their
+    entries (in C), not entry by entry in Python. Directories over ``_PY_DIFF_MAX_ENTRIES``
+    entries still go to libgit2, exactly as :func:`tree_deltas`. Not thread-safe: one per walk."""
+
+    def __init__(self, repo: pygit2.Repository, keep: int = 4096) -> None:
+        self._repo = repo
+        self._odb = repo.odb
+        # Two generations of parsed trees: the newer is retired whole when it fills up.
+        self._trees: dict[bytes, _Tree] = {}
+        self._older: dict[bytes, _Tree] = {}
+        self._keep = keep
+        self._commit_trees: dict[pygit2.Oid, pygit2.Oid] = {}
+
+    def commit_changes(self, commit: pygit2.Commit) -> list[Change]:
+        """What ``commit`` changed against its first parent (:func:`diff_trees` of the two trees)."""
+        tree_id = commit.tree_id
+        parent_tree: pygit2.Oid | None = None
+        if commit.parent_ids:
+            pid = commit.parent_ids[0]
+            parent_tree = self._commit_trees.get(pid)
+            if parent_tree is None:
+                parent = self._repo[pid]
+                assert isinstance(parent, pygit2.Commit)
+                parent_tree = parent.tree_id
+        if len(self._commit_trees) >= self._keep:
+            self._commit_trees.clear()
+        self._commit_trees[commit.id] = tree_id
+        return self.changes(parent_tree, tree_id)
+
+    def changes(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Change]:
+        return _changes(self.deltas(old, new))
+
+    def deltas(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Delta]:
+        out: list[Delta] = []
+        if old != new:
+            self._deltas(old.raw if old is not None else None, new.raw if new is not None else None, b"", out)
+        return out
+
+    def _cached(self, raw_id: bytes) -> _Tree | None:
+        got = self._trees.get(raw_id)
+        if got is None:
+            got = self._older.get(raw_id)
+            if got is not None:
+                self._keep_tree(raw_id, got)
+        return got
+
+    def _keep_tree(self, raw_id: bytes, tree: _Tree) -> None:
+        if len(self._trees) >= self._keep:
+            self._older = self._trees
+            self._trees = {}
+        self._trees[raw_id] = tree
+
+    def _read(self, raw_id: bytes) -> bytes:
+        kind, data = self._odb.read(pygit2.Oid(raw=raw_id))[:2]
+        if kind != _OBJ_TREE:
+            raise pygit2.GitError(f"object {raw_id.hex()} is not a tree")
+        return bytes(data)
+
+    def _parse(self, raw_id: bytes, data: bytes) -> _Tree:
+        found = _ENTRY_RE.findall(data)
+        ends = list(accumulate([len(m) + len(n) + 22 for m, n, _ in found]))
+        # The matches must tile the object (findall skips what does not match) and names be unique.
+        if (ends[-1] if ends else 0) != len(data) or len(set(map(itemgetter(1), found))) != len(found):
+            raise pygit2.GitError(f"tree {raw_id.hex()} is malformed")
+        tree = _Tree(data, found, ends)
+        self._keep_tree(raw_id, tree)
+        return tree
+
+    def _tree(self, raw_id: bytes) -> _Tree:
+        return self._cached(raw_id) or self._parse(raw_id, self._read(raw_id))
+
+    def _one_entry(self, old: _Tree, raw_id: bytes, data: bytes) -> int:
+        """The index of the one entry of ``old`` whose id is all that differs in ``data`` (the
+        new version of the directory), or -1 (then ``data`` must be parsed)."""
+        size = len(data)
+        if size != len(old.data) or not size:
+            return -1
+        x = int.from_bytes(old.data, "big") ^ int.from_bytes(data, "big")
+        if not x:
+            return -1
+        first = size - 1 - (x.bit_length() - 1) // 8
+        last = size - 1 - ((x & -x).bit_length() - 1) // 8
+        i = bisect_right(old.ends, first)
+        if i >= len(old.ends) or first < old.ends[i] - 20 or last >= old.ends[i]:
+            return -1
+        # Every byte outside entry i's id is as in ``old``: the same entries, one new id.
+        entries = old.entries.copy()
+        mode, name, _ = entries[i]
+        entries[i] = (mode, name, data[old.ends[i] - 20 : old.ends[i]])
+        self._keep_tree(raw_id, _Tree(data, entries, old.ends))
+        return i
+
+    def _deltas(self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta]) -> None:
+        o = self._tree(old) if old is not None else _EMPTY
+        n: _Tree | None = None
+        names: list[bytes] = []
+        one = -1
+        if new is None:
+            n = _EMPTY
+        else:
+            n = self._cached(new)
+            if n is None:
+                data = self._read(new)
+                i = self._one_entry(o, new, data) if old is not None else -1
+                if i >= 0:
+                    n, one = self._trees[new], i
+                    names = [o.entries[i][1]]
+                else:
+                    n = self._cached(new) or self._parse(new, data)
+        if len(o.entries) + len(n.entries) > _PY_DIFF_MAX_ENTRIES:
+            repo = self._repo
+            o_tree = repo[pygit2.Oid(raw=old)] if old is not None else None
+            n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
+            assert o_tree is None or isinstance(o_tree, pygit2.Tree)
+            assert n_tree is None or isinstance(n_tree, pygit2.Tree)
+            _deltas_libgit2(o_tree, n_tree, base, out)
+            return
+        if one >= 0:  # the one entry that differs
+            o_map = {names[0]: o.entries[one]}
+            n_map = {names[0]: n.entries[one]}
+        else:
+            o_map = {e[1]: e for e in o.set - n.set}
+            n_map = {e[1]: e for e in n.set - o.set}
+            names = sorted(o_map.keys() | n_map.keys())
+        for name in names:
+            oe, ne = o_map.get(name), n_map.get(name)
+            o_mode = _mode(oe[0]) if oe is not None else 0
+            n_mode = _mode(ne[0]) if ne is not None else 0
+            if oe is not None and ne is not None and oe[2] == ne[2] and o_mode == n_mode:
+                continue  # the same entry, its mode written differently
+            path = base + name
+            o_tree_id = oe[2] if oe is not None and o_mode == 0o040000 else None
+            n_tree_id = ne[2] if ne is not None and n_mode == 0o040000 else None
+            if o_tree_id is not None or n_tree_id is not None:
+                self._deltas(o_tree_id, n_tree_id, path + b"/", out)
+            o_file = oe[2] if oe is not None and o_tree_id is None else None
+            n_file = ne[2] if ne is not None and n_tree_id is None else None
+            if o_file is not None and n_file is not None:
+                out.append(
+                    Delta("modified", path, pygit2.Oid(raw=o_file), pygit2.Oid(raw=n_file), o_mode, n_mode)
+                )
+            elif n_file is not None:
+                out.append(Delta("added", path, None, pygit2.Oid(raw=n_file), 0, n_mode))
+            elif o_file is not None:
+                out.append(Delta("deleted", path, pygit2.Oid(raw=o_file), None, o_mode, 0))

@@ -22,10 +22,60 @@ def _block(content: str) -> re.Match[str] | None:
     return _BLOCK_RE.match(content)
 
 
+# The common block, one line ``description: <value>`` that YAML reads as the text itself: a plain
+# scalar that starts with a letter (no number, date or indicator) made of letters, digits, spaces
+# and ``_.,/()-``, or a double-quoted one without escapes (what gitmem writes). Anything else goes
+# to YAML.
+_SIMPLE_RE = re.compile(
+    r'description:[ ]+(?:([A-Za-z][A-Za-z0-9 _.,/()-]*?)|"([\x20\x21\x23-\x5b\x5d-\x7e]*)")[ ]*\n\Z'
+)
+# Plain scalars YAML 1.1 (PyYAML's resolver) reads as booleans or null, not as text.
+_NOT_TEXT = frozenset(
+    [
+        "yes",
+        "Yes",
+        "YES",
+        "no",
+        "No",
+        "NO",
+        "true",
+        "True",
+        "TRUE",
+        "false",
+        "False",
+        "FALSE",
+        "on",
+        "On",
+        "ON",
+        "off",
+        "Off",
+        "OFF",
+        "null",
+        "Null",
+        "NULL",
+    ]
+)
+
+
+def _simple(block: str) -> str | None:
+    m = _SIMPLE_RE.match(block)
+    if m is None:
+        return None
+    plain, quoted = m.groups()
+    if quoted is not None:
+        return quoted
+    return None if plain in _NOT_TEXT else plain
+
+
 def parse_description(content: str) -> str | None:
     """The ``description`` of a memory, or None."""
     m = _block(content)
-    if m is None or not _KEY_RE.search(m.group(1)):
+    if m is None:
+        return None
+    fast = _simple(m.group(1))
+    if fast is not None:
+        return fast[:MAX_DESCRIPTION_CHARS]
+    if not _KEY_RE.search(m.group(1)):
         return None
     import yaml  # lazy: only files with front matter pay for it
 

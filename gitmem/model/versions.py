@@ -195,6 +195,16 @@ def _snapshot_entry(text: str) -> SnapshotEntry | None:
     return vid, mid, op, int(when), actor, None if session == "-" else session, path
 
 
+def _repeated(message: str) -> list[tuple[str, int]]:
+    paragraphs = message.rstrip("\n").split("\n\n")
+    counts: dict[str, int] = {}
+    for line in paragraphs[-1].split("\n") if len(paragraphs) > 1 else ():
+        m = _TRAILER_RE.match(line)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return sorted((k, n) for k, n in counts.items() if n > 1)
+
+
 def malformed_trailers(message: str) -> list[str]:
     """What is wrong with the ``Gitmem-*`` trailers a commit carries, as a pushed commit must have
     them (empty: none, or all well-formed). Unknown ``Gitmem-*`` keys, a half set of version
@@ -203,6 +213,8 @@ def malformed_trailers(message: str) -> list[str]:
     if not trailers:
         return []
     problems = [f"unknown trailer {k}" for k in sorted(trailers) if k not in KNOWN_TRAILERS]
+    # Readers keep the last of a repeated key, other tools the first: one commit, two claims.
+    problems += [f"trailer {k} appears {n} times" for k, n in _repeated(message) if k != SNAPSHOT]
     if COMPACTION in trailers or SNAPSHOT in trailers:
         from gitmem.ids import is_id
 

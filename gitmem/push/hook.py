@@ -144,11 +144,12 @@ def pre_receive(
     from gitmem.push import pushcheck
 
     git_dir = Path(repo.path).resolve()
-    from gitmem.git.repo import recover_intent_log
-
     # After a reboot a write acknowledged before it may sit only in the intent log: replay it
     # before judging a push against the refs (one small read when nothing is due).
-    recover_intent_log(git_dir)
+    if intent_replay_due(git_dir):
+        from gitmem.git.repo import recover_intent_log
+
+        recover_intent_log(git_dir)
     from gitmem.push.pushlock import rewrite_running
 
     if (git_dir / "gitmem" / "journal.json").exists() or rewrite_running(git_dir):
@@ -217,6 +218,23 @@ def pre_receive(
     return lines
 
 
+def intent_replay_due(git_dir: Path) -> bool:
+    """Whether the store's intent log may hold writes to replay: it exists and was begun in an
+    earlier boot (the test :func:`gitmem.git.repo.recover_intent_log` makes first, here without
+    importing the repository layer)."""
+    from gitmem.git import intent
+
+    boot = intent.boot_id()
+    if boot is None:
+        return False
+    try:
+        with open(git_dir / intent.INTENT_LOG, "rb") as fh:
+            first = fh.readline()
+    except OSError:
+        return False
+    return first != f"{intent.INTENT_HEADER}{boot}\n".encode()
+
+
 def record_rejection(
     git_dir: Path,
     updates: Sequence[RefUpdate],
@@ -258,29 +276,27 @@ def record_rejection(
 def scope_stats(
     repo: pygit2.Repository, git_dir: Path, scopes: set[str]
 ) -> tuple[dict[str, tuple[int, int]], int]:
-    """(memories, bytes) of each scope at its current tip, and the store's total bytes, from the
-    derived index. Fast path: when the index is current for every scope, one query answers (no
-    catch-up machinery imported); otherwise the index catches up first."""
+    """(memories, bytes) of each scope at its current tip, and the store's total bytes.
+
+    The derived index's counters at the tips it last saw, brought to each scope's tip now by the
+    tree diff between the two (the index lags behind git by the pushes since a gitmem process last
+    opened the store: post-receive only spools them). One read-only query and the diffs since, so
+    a push neither pays nor waits for an index catch-up, and the hook writes no index. Only when
+    the index is missing or unreadable, or a tip it saw is no longer in the store (history
+    rewritten since), does it catch up first."""
     import sqlite3
 
     path = git_dir / "gitmem" / INDEX_FILE
     try:
         if path.exists():
-            db = sqlite3.connect(str(path), timeout=5.0)
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
             try:
                 rows = db.execute("SELECT scope, tip, memories, bytes FROM scopes").fetchall()
             finally:
                 db.close()
-            indexed = {r[0]: (r[1], int(r[2]), int(r[3])) for r in rows}
-            tips = {}
-            for name in repo.references:
-                if name.startswith("refs/heads/"):
-                    target = repo.references[name].target
-                    tips[name[len("refs/heads/") :]] = str(target)
-            if all(indexed.get(s, (None,))[0] == t for s, t in tips.items()) and set(indexed) <= set(tips):
-                return {s: indexed[s][1:] for s in scopes if s in indexed}, sum(
-                    v[2] for v in indexed.values()
-                )
+            found = _stats_since_index(repo, {r[0]: (r[1], int(r[2]), int(r[3])) for r in rows})
+            if found is not None:
+                return {s: found[s] for s in scopes if s in found}, sum(v[1] for v in found.values())
     except sqlite3.Error:
         pass
     store = _store(repo)
@@ -289,6 +305,44 @@ def scope_stats(
         return {s: store.index.scope_stats(s) for s in scopes}, store.index.store_bytes()
     finally:
         store.index.close()
+
+
+def _stats_since_index(
+    repo: pygit2.Repository, indexed: Mapping[str, tuple[str | None, int, int]]
+) -> dict[str, tuple[int, int]] | None:
+    """(memories, bytes) of every scope at its tip, from the index's (tip, memories, bytes) plus
+    the tree diff from that tip; None when a tip the index saw is gone (the caller catches up).
+    A scope the index has not seen counts from an empty tree; one no longer in git counts nothing
+    (as a catch-up would leave them)."""
+    import pygit2
+
+    from gitmem.push.pushcheck import tree_stats
+
+    out: dict[str, tuple[int, int]] = {}
+    for name in repo.references:
+        if not name.startswith("refs/heads/"):
+            continue
+        scope = name[len("refs/heads/") :]
+        tip = repo.references[name].target
+        seen_tip, memories, size = indexed.get(scope, (None, 0, 0))
+        if seen_tip == str(tip):
+            out[scope] = (memories, size)
+            continue
+        head = repo.get(tip)
+        if not isinstance(head, pygit2.Commit):
+            return None
+        base = None
+        if seen_tip is not None:
+            try:
+                seen = repo.get(seen_tip)
+            except ValueError:
+                return None
+            if not isinstance(seen, pygit2.Commit):
+                return None
+            base = seen.tree
+        dcount, dbytes = tree_stats(repo, base, head.tree)
+        out[scope] = (memories + dcount, size + dbytes)
+    return out
 
 
 def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> list[str]:
@@ -514,4 +568,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import gc
+
+    gc.disable()  # a process of a few dozen milliseconds: no cycle collections during its imports
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Every file is written and closed by now: skip the interpreter's teardown of pygit2 and the
+    # modules (about as long as the checks themselves; docs/architecture.md#hooks).
+    os._exit(status)

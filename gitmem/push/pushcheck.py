@@ -371,7 +371,7 @@ def overlaps(tree: pygit2.Tree, paths: Sequence[bytes], seen: set[pygit2.Oid]) -
 
 
 # ---------------------------------------------------------------------- limits after the push
-def _tree_stats(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> tuple[int, int]:
+def tree_stats(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> tuple[int, int]:
     """(memories, bytes) that the push adds to a scope, from the tree diff old -> new."""
     count = size = 0
     for d in tree_deltas(old, new):
@@ -412,7 +412,7 @@ def check_totals(
         if new is None or u.is_delete:
             continue
         old = _commit(repo, u.old) if not u.is_create else None
-        dcount, dbytes = _tree_stats(repo, old.tree if old is not None else None, new.tree)
+        dcount, dbytes = tree_stats(repo, old.tree if old is not None else None, new.tree)
         count = stats.get(u.scope, (0, 0))[0] + dcount
         if dcount > 0:
             out += [_at(v, u.ref, u.new) for v in policy.check_memory_count(u.scope, count, limits)]

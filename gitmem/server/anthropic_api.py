@@ -30,7 +30,7 @@ from gitmem.errors import (
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.server import errors, ops, wire
+from gitmem.server import errors, ops, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
@@ -307,7 +307,7 @@ class AnthropicApi:
             raise InvalidInputError("page: not a cursor of this listing")
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            items = store.list(prefix, scope=scope, depth=depth)
+            items, proposed_ids = proposed.listing(store, prefix, scope, depth)  # a review token's own
             if after is not None:
                 items = [
                     i
@@ -319,6 +319,10 @@ class AnthropicApi:
             for item in chosen_items:
                 if not isinstance(item, Memory):
                     out.append(wire.prefix_json(item.path))
+                elif item.memory_id in proposed_ids:
+                    out.append(
+                        wire.memory_json(proposed.record(item, with_content=chosen == "full"), store_id)
+                    )
                 elif chosen == "full":
                     row = ops.head(store, scope, item.memory_id)
                     if row is not None:  # deleted since the listing: skipped
@@ -334,7 +338,7 @@ class AnthropicApi:
         chosen = wire.view(call.query, "full")
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
-            rec = ops.get(store, scope, mid, with_content=chosen == "full")
+            rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
             return wire.memory_json(rec, store.settings.id)
 
     def update_memory(self, call: Call) -> Json:

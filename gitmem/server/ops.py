@@ -98,6 +98,8 @@ def written(store: Store, scope: str, version: Version, data: bytes, *, with_con
 
 def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
     state.has_live_memory(memory_id)  # brings the index up to this state's tip
+    if getattr(state, "proposal", None) is not None:
+        return _resolve_proposed(state, memory_id)
     row = state.store.index.head_by_memory(state.scope, memory_id)
     if row is None:
         raise NotFoundError(f"memory {memory_id} does not exist in scope {state.scope!r}")
@@ -105,6 +107,39 @@ def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
     if blob is None or str(blob.id) != row.blob:
         raise _Stale
     return row, blob
+
+
+def _resolve_proposed(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
+    """The memory as a review token's write sees it (docs/review.md): where its open proposal put
+    it (created, changed or renamed there), else the scope's, unless the proposal removed it."""
+    from gitmem.engine import proposals
+
+    p = state.proposal  # type: ignore[attr-defined]
+    ids: dict[str, str | None] = state.ids  # type: ignore[attr-defined]
+    row = state.store.index.head_by_memory(state.scope, memory_id)
+    path = next((q for q, m in ids.items() if m == memory_id and state.blob(q) is not None), None)
+    if path is None and row is not None and row.path not in ids:
+        path = row.path  # a memory the proposal did not touch
+    blob = state.blob(path) if path is not None else None
+    if path is None or blob is None:
+        raise NotFoundError(f"memory {memory_id} does not exist in scope {state.scope!r}")
+    mine = [v for v in proposals.versions(state.store, p.id) if v.memory_id == memory_id]
+    first = row.created_at if row is not None else int(mine[0].created_at.timestamp()) if mine else 0
+    return (
+        HeadRow(
+            state.scope,
+            path,
+            memory_id,
+            mine[-1].id if mine else row.version_id if row is not None else "",
+            sha256_hex(blob.data),
+            len(blob.data),
+            str(getattr(blob, "id", "")),  # a blob a batch has only planned has no id yet
+            None,
+            first,
+            int(mine[-1].created_at.timestamp()) if mine else row.updated_at if row is not None else first,
+        ),
+        blob,
+    )
 
 
 def _mutate(

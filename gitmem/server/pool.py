@@ -1,7 +1,10 @@
 """Open stores for the server's threads: each checked-out ``Store`` is used by one thread at a time.
 
 The pool lends Store objects, like a connection pool: ``with pool.store(name) as s`` takes an idle
-one (or opens one) and gives it back afterwards; idle ones are closed after ``idle_seconds``.
+one (or opens one) and gives it back afterwards. Stores open lazily, on a store's first request;
+idle ones are closed after ``idle_seconds``, and at most ``max_idle`` stay open while idle (the
+least recently used are closed first), so a server over thousands of stores holds only those in
+use (``bench/serve_bench.py`` measures its memory).
 Memory writes from several threads to one scope are group-committed by the library, across these
 handles (docs/durability.md, "Group commit"). ``pool.write_lock`` serializes only the
 read-then-write operations that must see no other write in between: redaction, the Databricks
@@ -26,11 +29,20 @@ from gitmem.config import StoreSettings
 from gitmem.errors import ConfigError, NotFoundError
 from gitmem.store import Store, list_stores, open_store
 
+MAX_IDLE = 32  # idle Stores kept open across all stores (each holds a repository and an index)
+
 
 class StorePool:
-    def __init__(self, home: str | os.PathLike[str] | None, *, idle_seconds: float = 60.0) -> None:
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None,
+        *,
+        idle_seconds: float = 60.0,
+        max_idle: int = MAX_IDLE,
+    ) -> None:
         self.home: Path = config.workspace_home(home)
         self.idle_seconds = idle_seconds
+        self.max_idle = max(0, max_idle)
         self._lock = threading.Lock()
         self._idle: dict[str, list[tuple[float, Store]]] = {}
         self._ids: dict[str, str] = {}  # memstore_ id -> store name
@@ -98,11 +110,26 @@ class StorePool:
         stale: list[Store] = []
         with self._lock:
             self._idle.setdefault(name, []).append((now, store))
-            for idle in self._idle.values():
+            for key in list(self._idle):
+                idle = self._idle[key]
                 while idle and now - idle[0][0] > self.idle_seconds:
                     stale.append(idle.pop(0)[1])
+                if not idle:
+                    del self._idle[key]
+            count = sum(len(idle) for idle in self._idle.values())
+            while count > self.max_idle:  # each list is oldest first: close the least recently used
+                key = min(self._idle, key=lambda k: self._idle[k][0][0])
+                stale.append(self._idle[key].pop(0)[1])
+                if not self._idle[key]:
+                    del self._idle[key]
+                count -= 1
         for s in stale:
             s.close()
+
+    def idle_count(self) -> int:
+        """How many Stores are open and idle now (for /metrics and tests)."""
+        with self._lock:
+            return sum(len(idle) for idle in self._idle.values())
 
     def forget(self, name: str) -> None:
         """Close the idle Stores of ``name`` (it was deleted or archived)."""

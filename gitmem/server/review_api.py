@@ -5,6 +5,7 @@
     GET  /v1/gitmem/stores/{name}/proposals/{proposal_id}/diff
     POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/accept   {"paths": [...], "reason": "..."}
     POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/reject   {"paths": [...], "reason": "..."}
+    POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/erase    {"reason": "..."}
 
 Same tokens, errors and threading as the Anthropic API (its ``endpoint`` plumbing). Listing and
 reading need read access to the store; deciding needs write access from a token that is not
@@ -18,9 +19,12 @@ from typing import Any
 
 from starlette.routing import Route
 
-from gitmem.errors import ForbiddenError, InvalidInputError
+from gitmem.engine.proposals import Proposal
+from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.server import wire
 from gitmem.server.anthropic_api import AnthropicApi, Call, Json
+from gitmem.server.tokens import Token
+from gitmem.store import Store
 
 BASE = "/v1/gitmem/stores/{name}/proposals"
 
@@ -37,6 +41,17 @@ def _json(value: Any) -> Any:
     return value
 
 
+def reviewer_refusal(token: Token, name: str, scope: str | None = None) -> str | None:
+    """Why ``token`` may not decide the proposals of store ``name`` (in ``scope``), or None when
+    it may: the server's one rule for reviewers (these endpoints and the console's review pages).
+    The library adds its own at the decision: never the proposer, never an actor in review mode."""
+    if token.review:
+        return f"token {token.id} is in review mode: it cannot decide proposals"
+    if not token.may_write(name, scope):
+        return f"token {token.id} may not review store {name!r}"
+    return None
+
+
 class ReviewApi:
     def __init__(self, api: AnthropicApi) -> None:
         self.api = api
@@ -50,18 +65,31 @@ class ReviewApi:
             Route(one + "/diff", e(self.diff), methods=["GET"]),
             Route(one + "/accept", e(self.accept, with_body=True), methods=["POST"]),
             Route(one + "/reject", e(self.reject, with_body=True), methods=["POST"]),
+            Route(one + "/erase", e(self.erase, with_body=True), methods=["POST"]),
         ]
 
     def _name(self, call: Call, *, decide: bool = False) -> str:
         name = call.params["name"]
         if decide:
-            if call.token.review:
-                raise ForbiddenError(f"token {call.token.id} is in review mode: it cannot decide proposals")
-            if not call.token.may_write(name):
-                raise ForbiddenError(f"token {call.token.id} may not review store {name!r}")
+            refusal = reviewer_refusal(call.token, name)
+            if refusal is not None:
+                raise ForbiddenError(refusal)
         elif not call.token.may_read(name):
             raise ForbiddenError(f"token {call.token.id} may not read store {name!r}")
         return name
+
+    def _proposal(self, call: Call, store: Store, name: str, *, decide: bool = False) -> Proposal:
+        """The proposal of the URL, in a scope the token may read (else a missing one's 404), and
+        for a decision, one the token may decide (its scope included: a scope-bound token)."""
+        from gitmem.engine import proposals
+
+        p = proposals.get(store.core, call.params["proposal_id"])
+        if not call.token.may_read(name, p.scope):
+            raise NotFoundError(f"proposal {p.id} does not exist in store {name!r}")
+        refusal = reviewer_refusal(call.token, name, p.scope) if decide else None
+        if refusal is not None:
+            raise ForbiddenError(refusal)
+        return p
 
     def list_proposals(self, call: Call) -> Json:
         from gitmem.audit import review
@@ -72,7 +100,8 @@ class ReviewApi:
             found = proposals.proposals(
                 store.core, status=call.query.get("status"), scope=call.query.get("scope")
             )
-            return {"data": [_json(review.summary(store.core, p)) for p in found]}
+            mine = [p for p in found if call.token.may_read(name, p.scope)]
+            return {"data": [_json(review.summary(store.core, p)) for p in mine]}
 
     def show(self, call: Call) -> Json:
         from gitmem.audit import review
@@ -80,7 +109,7 @@ class ReviewApi:
 
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            p = proposals.get(store.core, call.params["proposal_id"])
+            p = self._proposal(call, store, name)
             return {
                 "proposal": _json(review.summary(store.core, p)),
                 "versions": _json(proposals.versions(store.core, p.id)),
@@ -91,7 +120,7 @@ class ReviewApi:
 
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            return {"data": _json(review.diff(store.core, call.params["proposal_id"]))}
+            return {"data": _json(review.diff(store.core, self._proposal(call, store, name).id))}
 
     def _decision(self, call: Call) -> tuple[list[str] | None, str]:
         data = wire.body(call.raw or b"{}", ("paths", "reason"))
@@ -108,7 +137,11 @@ class ReviewApi:
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
             done = review.accept(
-                store.core, call.params["proposal_id"], reviewer=call.token.actor, paths=paths, reason=reason
+                store.core,
+                self._proposal(call, store, name, decide=True).id,
+                reviewer=call.token.actor,
+                paths=paths,
+                reason=reason,
             )
             return {
                 "proposal": _json(review.summary(store.core, done.proposal)),
@@ -122,6 +155,30 @@ class ReviewApi:
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
             p = review.reject(
-                store.core, call.params["proposal_id"], reviewer=call.token.actor, reason=reason, paths=paths
+                store.core,
+                self._proposal(call, store, name, decide=True).id,
+                reviewer=call.token.actor,
+                reason=reason,
+                paths=paths,
             )
             return {"proposal": _json(review.summary(store.core, p))}
+
+    def erase(self, call: Call) -> Json:
+        from gitmem.audit import review
+
+        name = self._name(call, decide=True)
+        data = wire.body(call.raw or b"{}", ("reason",), required=("reason",))
+        reason = wire.string(data, "reason") or ""
+        with self.api.pool.store(name) as store:
+            done = review.erase(
+                store.core,
+                self._proposal(call, store, name, decide=True).id,
+                reviewer=call.token.actor,
+                reason=reason,
+            )
+            return {
+                "proposal": _json(review.summary(store.core, done.proposal)),
+                "erasure": done.id,
+                "versions": done.versions,
+                "purged": done.purged,
+            }

@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gitmem.errors import AuthenticationError, InvalidInputError
-from gitmem.server.console import audit, browse
+from gitmem.server.console import audit, browse, review
 from gitmem.server.console.auth import COOKIE, PRE_COOKIE, SESSION_SECONDS, Sessions, csrf_ok
 from gitmem.server.console.web import (
     HERE,
@@ -57,6 +57,7 @@ class Console:
         self.sessions = Sessions(pool.home, tokens)
         self.env = environment()
         self.env.filters["when"] = browse.when
+        self.env.filters["ago"] = review.ago
         self.env.globals.update(store_url=browse.store_url, memory_url=browse.memory_url)
         self.renderer = Renderer(self.env)
         self.max_body = max_body
@@ -154,6 +155,12 @@ class Console:
             Route(s + "/redact", p(audit.redact_do, post=True), methods=["POST"]),
             Route(s + "/integrity", p(audit.integrity_page), methods=["GET"]),
             Route(s + "/integrity", p(audit.integrity_run, post=True), methods=["POST"]),
+            Route(s + "/proposals", p(review.proposals_page), methods=["GET"]),
+            Route(s + "/proposals/{proposal}", p(review.proposal_page), methods=["GET"]),
+            Route(s + "/proposals/{proposal}/accept", p(review.accept_do, post=True), methods=["POST"]),
+            Route(s + "/proposals/{proposal}/reject", p(review.reject_do, post=True), methods=["POST"]),
+            Route(s + "/proposals/{proposal}/erase", p(review.erase_confirm), methods=["GET"]),
+            Route(s + "/proposals/{proposal}/erase", p(review.erase_do, post=True), methods=["POST"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
         ]
         return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner, self.renderer)))]

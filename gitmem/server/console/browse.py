@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from gitmem.config import StoreSettings
+from gitmem.engine import proposals
 from gitmem.engine.memories import Memory, Prefix
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.model.paths import validate_prefix
@@ -109,6 +110,9 @@ def store_page(ctx: Ctx) -> Page:
             "page": page,
             "more": len(items) > page * TREE_PAGE,
             "stats": stats,
+            "open_proposals": sum(  # in the scopes the token may read
+                1 for p in proposals.proposals(store.core, status="open") if ctx.token.may_read(name, p.scope)
+            ),
             "query": query,
             "hits": hits,
             "Prefix": Prefix,

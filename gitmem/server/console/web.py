@@ -41,7 +41,7 @@ SECURITY_HEADERS = {
     "referrer-policy": "same-origin",
     "cross-origin-opener-policy": "same-origin",
 }
-MAX_FORM_FIELDS = 20
+MAX_FORM_FIELDS = 500  # a proposal's decision form has one box per path; the body limit bounds it too
 
 
 def environment() -> jinja2.Environment:
@@ -94,6 +94,11 @@ class Ctx:
     params: Mapping[str, str]
     query: Mapping[str, str]
     form: Mapping[str, str] = field(default_factory=dict)
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # the form as posted, repeats kept
+
+    def form_list(self, key: str) -> list[str]:
+        """Every value posted for ``key`` (the ticked boxes of a group), in order."""
+        return [v for k, v in self.pairs if k == key]
 
     @property
     def token(self) -> Any:
@@ -148,6 +153,10 @@ def same_origin(request: Request) -> bool:
 
 
 async def read_form(request: Request, limit: int) -> dict[str, str]:
+    return dict(await read_pairs(request, limit))
+
+
+async def read_pairs(request: Request, limit: int) -> list[tuple[str, str]]:
     kind = request.headers.get("content-type", "").split(";")[0].strip()
     if kind != "application/x-www-form-urlencoded":
         raise InvalidInputError("a console form is posted as application/x-www-form-urlencoded")
@@ -162,7 +171,7 @@ async def read_form(request: Request, limit: int) -> dict[str, str]:
         )
     except (UnicodeDecodeError, ValueError):
         raise InvalidInputError("the form is not valid UTF-8 form data") from None
-    return dict(pairs)
+    return pairs
 
 
 class Renderer:
@@ -186,14 +195,22 @@ def serve(
             me: SignedIn = await anyio.to_thread.run_sync(sessions.lookup, request.cookies.get(COOKIE))
             signed = me
             request.state.token_id = me.token.id
-            form: dict[str, str] = {}
+            pairs: list[tuple[str, str]] = []
             if post:
                 if not same_origin(request):
                     raise ForbiddenError("the form was posted from another site")
-                form = await read_form(request, max_body)
-                if not csrf_ok(me.csrf, form.get("csrf")):
+                pairs = await read_pairs(request, max_body)
+                if not csrf_ok(me.csrf, dict(pairs).get("csrf")):
                     raise ForbiddenError("the form's CSRF token is missing or wrong: reload the page")
-            ctx = Ctx(me, pool, request.url.path, dict(request.path_params), dict(request.query_params), form)
+            ctx = Ctx(
+                me,
+                pool,
+                request.url.path,
+                dict(request.path_params),
+                dict(request.query_params),
+                dict(pairs),
+                pairs,
+            )
             result = await anyio.to_thread.run_sync(fn, ctx)
         except AuthenticationError as exc:
             if post:

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""gitmem index rebuild benchmark: ``Index.rebuild()`` (drop the index, re-derive it from git) against
+``git log --raw`` over the same history, the least a rebuild has to read (issue target: <= 3x).
+
+    python bench/rebuild_bench.py [--quick] [--versions 20000,100000] [--memories-ratio 10] [--json out.json]
+
+Stores are the ones of ``bench/run.py`` (``bench/common.py``: one memory per commit, a tenth of the
+versions as memories, a quarter of them with front matter), cached under ``bench/.cache/``; every
+measurement runs on a private copy. Above 100k versions the memories are seeded 1,000 per commit (as
+``bench/run.py --versions 1000000`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gitmem  # noqa: E402
+from bench.common import CACHE_DIR, Result, Spec, cached_store, clock, table, work_copy  # noqa: E402
+
+
+def measure(store_path: Path, spec: Spec, rounds: int) -> Result:
+    """Best of ``rounds`` rebuilds against the best of as many ``git log --raw`` runs, alternated."""
+    cmd = ["git", "-C", str(store_path), "log", "--raw", "--no-abbrev", "--format=%H%n%B", "refs/heads/main"]
+    g, f = [], []
+    indexed = 0
+    for _ in range(rounds):
+        store = gitmem.open_store(store_path)
+        t = time.perf_counter()
+        indexed = store.core.index.rebuild()
+        g.append(time.perf_counter() - t)
+        store.close()
+        f.append(clock(lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)))
+    if indexed != spec.versions:
+        raise RuntimeError(f"rebuild indexed {indexed} versions, expected {spec.versions}")
+    best = min(g)
+    return Result(
+        f"index rebuild, {spec.label}",
+        best,
+        min(f),
+        "git log --raw",
+        3.0,
+        f"{spec.versions / best:,.0f} versions/s",
+    )
+
+
+def spec_for(versions: int, ratio: int) -> Spec:
+    memories = max(1, versions // ratio)
+    return Spec(memories, versions, seed_chunk=1000 if versions > 100_000 else 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true", help="one small store, one round")
+    ap.add_argument("--versions", default="20000,100000", help="comma-separated store lengths")
+    ap.add_argument("--memories-ratio", type=int, default=10, help="versions per memory (default 10)")
+    ap.add_argument("--rounds", type=int, default=0, help="rebuilds per store (default 3, quick 1)")
+    ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where built stores are cached")
+    args = ap.parse_args(argv)
+    sizes = [2000] if args.quick else [int(v) for v in args.versions.split(",") if v]
+    rounds = args.rounds or (1 if args.quick else 3)
+    workdir = args.cache / f"work-rebuild-{os.getpid()}"
+    results = []
+    try:
+        for n in sizes:
+            spec = spec_for(n, args.memories_ratio)
+            built = cached_store(spec, args.cache, lambda m: print(m, file=sys.stderr, flush=True))
+            path = work_copy(built, workdir)
+            results.append(measure(path, spec, rounds))
+            shutil.rmtree(path.parent, ignore_errors=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""The server's store pool: stores open on first use, idle ones close by age and beyond a bound."""
+
+from __future__ import annotations
+
+import random
+import threading
+from pathlib import Path
+
+import gitmem
+from gitmem.server.pool import StorePool
+
+
+def _stores(workspace: Path, n: int) -> list[str]:
+    names = [f"s{i:02d}" for i in range(n)]
+    for name in names:
+        with gitmem.create_store(name, home=workspace) as s:
+            s.write("/hello.md", f"{name}\n", actor="user:alice")
+    return names
+
+
+def test_nothing_opens_before_a_request_and_idle_stores_stay_within_the_bound(workspace: Path) -> None:
+    names = _stores(workspace, 6)
+    pool = StorePool(workspace, max_idle=2)
+    assert pool.opened == 0 and pool.idle_count() == 0
+    for name in names:
+        with pool.store(name) as s:
+            assert s.read("/hello.md").content == f"{name}\n"
+        assert pool.idle_count() <= 2
+    assert pool.opened == 6
+    # The two most recently used are still open (taken again without opening); the others reopen.
+    for name in names[-2:]:
+        with pool.store(name) as s:
+            assert s.read("/hello.md").content == f"{name}\n"
+    assert pool.opened == 6
+    with pool.store(names[0]) as s:
+        assert s.read("/hello.md").content == f"{names[0]}\n"
+    assert pool.opened == 7 and pool.idle_count() == 2
+    pool.close()
+    assert pool.idle_count() == 0
+
+
+def test_stores_idle_longer_than_idle_seconds_close(workspace: Path) -> None:
+    names = _stores(workspace, 3)
+    pool = StorePool(workspace, idle_seconds=0.0)
+    for name in names:
+        with pool.store(name):
+            pass
+    assert pool.idle_count() == 1  # only the one just given back: the others aged out
+    pool.close()
+
+
+def test_many_threads_over_many_stores_keep_the_bound_and_write_each_version_once(
+    workspace: Path,
+) -> None:
+    names = _stores(workspace, 8)
+    pool = StorePool(workspace, max_idle=3)
+    errors: list[BaseException] = []
+    written: dict[str, list[str]] = {n: [] for n in names}
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        rng = random.Random(k)
+        try:
+            for i in range(6):
+                name = rng.choice(names)
+                with pool.store(name) as s:
+                    v = s.write(f"/t{k}/m{i}.md", f"{k} {i}\n", actor="user:alice")
+                    assert v is not None
+                with lock:
+                    written[name].append(v.id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert pool.idle_count() <= 3
+    pool.close()
+    for name in names:
+        with gitmem.open_store(name, home=workspace) as s:
+            ids = [v.id for v in s.versions()]
+            assert sorted(set(ids) & set(written[name])) == sorted(written[name])
+            assert len(ids) == len(set(ids)) == len(written[name]) + 1
