@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from pathlib import Path
-from typing import Annotated, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gitmem import sessions
 from gitmem.cli import common
 from gitmem.errors import ConflictError, ForbiddenError, InvalidInputError
 from gitmem.store import open_store
+
+if TYPE_CHECKING:
+    from gitmem import sessions
+else:
+
+    class _Lazy(ModuleType):
+        """``gitmem.sessions``, imported on first use: other commands (``gitmem read``) start faster."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(importlib.import_module("gitmem.sessions"), name)
+
+    sessions = _Lazy("gitmem.sessions")
 
 session_app = typer.Typer(
     help="Mount stores as directories for an agent, and sync its changes back as versions.",
