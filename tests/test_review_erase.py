@@ -111,3 +111,18 @@ def test_an_interrupted_erase_is_finished_by_the_next(gated: Store, monkeypatch:
     assert scan_store(gated.path, SECRET) == []
     verify(gated.core)
     fsck(gated)
+
+
+def test_a_reviewer_in_the_proposing_session_cannot_decide(gated: Store) -> None:
+    gated.write("/x.md", "from a\n", session=A)
+    (p,) = proposals.proposals(gated.core)
+    for decide in (
+        lambda: review.accept(gated.core, p.id, reviewer="user:other", session=A),
+        lambda: review.reject(gated.core, p.id, reviewer="user:other", reason="no", session=A),
+        lambda: review.erase(gated.core, p.id, reviewer="user:other", reason="no", session=A),
+    ):
+        with pytest.raises(ForbiddenError, match="cannot review it"):
+            decide()
+    assert proposals.get(gated.core, p.id).status == "open"
+    review.accept(gated.core, p.id, reviewer="user:other", session=B)  # another session may
+    assert gated.read("/x.md").content == "from a\n"

@@ -151,7 +151,13 @@ def _plan_ops(store: StoreCore, p: P.Proposal, chosen: set[str]) -> list[Any]:
 
 
 def accept(
-    store: StoreCore, proposal_id: str, *, reviewer: str, paths: Sequence[str] | None = None, reason: str = ""
+    store: StoreCore,
+    proposal_id: str,
+    *,
+    reviewer: str,
+    paths: Sequence[str] | None = None,
+    reason: str = "",
+    session: str | None = None,
 ) -> Accepted:
     """Publish the proposal (or its ``paths``) onto the scope, as versions keeping their authors
     and naming the reviewer. Refused (ConflictError, nothing written) when a chosen path changed
@@ -160,16 +166,27 @@ def accept(
 
     reviewer = resolve_actor(reviewer, None)
     with file_lock(store.gitmem_dir / "proposals.lock"):  # one decision at a time
-        p = _decidable(store, proposal_id, reviewer, "accepted")
+        p = _decidable(store, proposal_id, reviewer, "accepted", session)
         return _accept(store, p, reviewer, paths, reason)
 
 
-def _decidable(store: StoreCore, proposal_id: str, reviewer: str, what: str) -> P.Proposal:
-    """The open proposal, when ``reviewer`` may decide it: not its own proposer, not in review mode."""
+def _proposer(p: P.Proposal, reviewer: str, session: str | None) -> bool:
+    """Whether ``reviewer`` (acting in ``session``) is the proposal's own author: its actor, its
+    owner, or anyone writing in the session that made it."""
+    return reviewer in (p.actor, p.owner, f"session:{p.session}") or (
+        session is not None and session in (p.session, p.owner)
+    )
+
+
+def _decidable(
+    store: StoreCore, proposal_id: str, reviewer: str, what: str, session: str | None = None
+) -> P.Proposal:
+    """The open proposal, when ``reviewer`` may decide it: not its own proposer (by actor or by
+    session), not in review mode."""
     p = P.get(store, proposal_id)
     if p.status != "open":
         raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be {what}")
-    if reviewer in (p.actor, p.owner, f"session:{p.session}"):
+    if _proposer(p, reviewer, session):
         raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot review it: another reviewer must")
     if P.in_review(store, p.scope, reviewer):
         raise ForbiddenError(f"{reviewer} is in review mode on scope {p.scope!r} and cannot decide proposals")
@@ -233,13 +250,19 @@ def _settle(store: StoreCore, p: P.Proposal) -> None:
 
 
 def reject(
-    store: StoreCore, proposal_id: str, *, reviewer: str, reason: str = "", paths: Sequence[str] | None = None
+    store: StoreCore,
+    proposal_id: str,
+    *,
+    reviewer: str,
+    reason: str = "",
+    paths: Sequence[str] | None = None,
+    session: str | None = None,
 ) -> P.Proposal:
     """Record that the proposal (or its ``paths``) is not published; the chain is kept for
     ``retention.min_days`` (:func:`drop_expired`)."""
     reviewer = resolve_actor(reviewer, None)
     with file_lock(store.gitmem_dir / "proposals.lock"):
-        p = _decidable(store, proposal_id, reviewer, "rejected")
+        p = _decidable(store, proposal_id, reviewer, "rejected", session)
         return _reject(store, p, reviewer, reason, paths)
 
 
@@ -325,7 +348,9 @@ class Erased:
     kept: int
 
 
-def erase(store: StoreCore, proposal_id: str, *, reviewer: str, reason: str) -> Erased:
+def erase(
+    store: StoreCore, proposal_id: str, *, reviewer: str, reason: str, session: str | None = None
+) -> Erased:
     """Reject a proposal (if still open) and erase its chain from the store: the objects only the
     proposal reaches are deny-listed, its ref deleted and those objects purged and proved gone, with
     a ``proposal_erased`` ledger entry (digests, never content). For a proposal that carried what
@@ -351,8 +376,8 @@ def erase(store: StoreCore, proposal_id: str, *, reviewer: str, reason: str) -> 
             if p.erased:
                 raise ConflictError(f"proposal {p.id} was already erased ({p.erased})")
             if p.status == "open":
-                _decidable(store, p.id, reviewer, "erased")
-            elif reviewer in (p.actor, p.owner, f"session:{p.session}"):
+                _decidable(store, p.id, reviewer, "erased", session)
+            elif _proposer(p, reviewer, session):
                 raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot erase it: another reviewer must")
             pending = _plan_erase(store, p, reviewer, reason)
         candidates = set(pending["objects"])

@@ -140,6 +140,7 @@ class ReviewApi:
                 store.core,
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
+                session=call.token.session,
                 paths=paths,
                 reason=reason,
             )
@@ -158,6 +159,7 @@ class ReviewApi:
                 store.core,
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
+                session=call.token.session,
                 reason=reason,
                 paths=paths,
             )
@@ -174,6 +176,7 @@ class ReviewApi:
                 store.core,
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
+                session=call.token.session,
                 reason=reason,
             )
             return {

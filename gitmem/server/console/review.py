@@ -211,7 +211,14 @@ def accept_do(ctx: Ctx) -> Redirect:
         p = _proposal(ctx, name, store)
         _need_reviewer(ctx, name, p)
         with ctx.pool.write_lock(name, p.scope):
-            done = deciding.accept(store.core, p.id, reviewer=ctx.token.actor, paths=paths, reason=reason)
+            done = deciding.accept(
+                store.core,
+                p.id,
+                reviewer=ctx.token.actor,
+                session=ctx.token.session,
+                paths=paths,
+                reason=reason,
+            )
     return Redirect(proposal_url(name, p.id, done=f"accepted:{len(done.paths)}:{len(done.versions)}"))
 
 
@@ -224,7 +231,9 @@ def reject_do(ctx: Ctx) -> Redirect:
     with ctx.pool.store(name) as store:
         p = _proposal(ctx, name, store)
         _need_reviewer(ctx, name, p)
-        deciding.reject(store.core, p.id, reviewer=ctx.token.actor, reason=reason, paths=paths)
+        deciding.reject(
+            store.core, p.id, reviewer=ctx.token.actor, session=ctx.token.session, reason=reason, paths=paths
+        )
     return Redirect(proposal_url(name, p.id, done=f"rejected:{len(paths)}"))
 
 
@@ -256,5 +265,7 @@ def erase_do(ctx: Ctx) -> Page | Redirect:
     with ctx.pool.store(name) as store:
         p = _proposal(ctx, name, store)
         _need_reviewer(ctx, name, p)
-        done = deciding.erase(store.core, p.id, reviewer=ctx.token.actor, reason=reason)
+        done = deciding.erase(
+            store.core, p.id, reviewer=ctx.token.actor, session=ctx.token.session, reason=reason
+        )
     return Redirect(proposal_url(name, p.id, done=f"erased:{done.id}:{done.purged}"))
