@@ -144,8 +144,12 @@ class _Group:
 
 _GROUPS_LOCK = threading.Lock()
 # One queue per repository and scope in this process: writers through different handles of one
-# store (a server's pool lends one handle per thread) are chained together too.
+# store (a server's pool lends one handle per thread) are chained together too. Idle queues are
+# dropped once there are more than _GROUPS_MAX (a server sees many stores and scopes); a writer
+# that still holds a dropped one only batches less, since the scope lock and the compare-and-swap
+# keep two queues of one scope correct.
 _GROUPS: dict[tuple[str, str], _Group] = {}
+_GROUPS_MAX = 1024
 
 
 def _group(store: StoreCore, scope: str) -> _Group:
@@ -153,6 +157,9 @@ def _group(store: StoreCore, scope: str) -> _Group:
     with _GROUPS_LOCK:
         group = _GROUPS.get(key)
         if group is None:
+            if len(_GROUPS) >= _GROUPS_MAX:
+                for k in [k for k, g in _GROUPS.items() if not (g.busy or g.queue or g.lingering)]:
+                    del _GROUPS[k]
             group = _GROUPS[key] = _Group()
         return group
 
