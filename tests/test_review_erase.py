@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
@@ -126,3 +127,34 @@ def test_a_reviewer_in_the_proposing_session_cannot_decide(gated: Store) -> None
     assert proposals.get(gated.core, p.id).status == "open"
     review.accept(gated.core, p.id, reviewer="user:other", session=B)  # another session may
     assert gated.read("/x.md").content == "from a\n"
+
+
+def test_a_write_planned_before_an_erase_never_revives_the_proposal(
+    gated: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erase lands between a proposal write's plan and its publish (another reviewer, another
+    process): the write goes to a new proposal, the erased one stays erased, its ref stays gone."""
+    import gitmem.engine.batch as batch_mod
+
+    gated.write("/leak.md", SECRET.decode() + "\n", session=A)
+    (p,) = proposals.proposals(gated.core)
+    real = batch_mod._write_pygit2
+    erased: list[str] = []
+
+    def write_then_erase(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)  # the write's objects exist; its publish has not run yet
+        if not erased:
+            erased.append(review.erase(gated.core, p.id, reviewer="user:rev", reason="secret").id)
+        return out
+
+    monkeypatch.setattr(batch_mod, "_write_pygit2", write_then_erase)
+    gated.write("/late.md", "late note\n", session=A)
+    monkeypatch.undo()
+    assert erased
+    old = proposals.get(gated.core, p.id)
+    assert (old.status, old.erased) == ("rejected", erased[0])
+    assert p.ref not in pygit2.Repository(str(gated.path)).references
+    (new,) = proposals.proposals(gated.core, status="open")
+    assert new.id != p.id and gated.read("/late.md", session=A).content == "late note\n"
+    assert scan_store(gated.path, SECRET) == []
+    verify(gated.core)

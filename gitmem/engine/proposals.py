@@ -339,10 +339,22 @@ def propose(
             return Proposed(p, [], refused)
         written: list[pygit2.Oid] = []
         head, rows = _write_pygit2(store, scope, tip, changes, who, session, int(time.time()), written)
-        if store.publish(p.ref, tip, head, written):
+        # Under the lock decisions take: a proposal accepted, rejected or erased meanwhile is
+        # neither extended (its chain may be gone) nor saved back as open over the decision.
+        with file_lock(store.gitmem_dir / "proposals.lock"):
+            try:
+                current = get(store, p.id)
+            except NotFoundError:  # decided and dropped by retention meanwhile
+                current = dataclasses.replace(p, status="rejected")
+            published = current.status == "open" and store.publish(p.ref, tip, head, written)
+            if published:
+                save(store, current)
+        if published:
             record_flags(store, scope, changes, rows, who, session)
-            save(store, p)
-            return Proposed(p, [version_from_row(r) for r in rows], refused)
+            return Proposed(current, [version_from_row(r) for r in rows], refused)
+        if current.status != "open":  # decided while this write was planned: start the next one
+            p = _open_or_start(store, scope, owner, who, session)
+            continue
         backoff(attempt)
     raise ConflictError(f"could not write to the proposal {p.id}: its ref kept moving; try again")
 
