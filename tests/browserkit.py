@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import pytest
 
 
 def by(css: str) -> tuple[str, str]:
@@ -42,3 +48,48 @@ def browser_sign_in(browser: Any, url: str, secret: str) -> None:
     follow(browser, browser.find_element(*by("form button[type=submit]")))
     heading = browser.find_element(*by("h1")).text
     assert heading == "Stores", browser.find_element(*by("body")).text[:500]
+
+
+# ---------------------------------------------------------------------- the browser itself
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+try:
+    from selenium import webdriver
+except ImportError:  # the tests that need it are skipped
+    webdriver = None
+
+needs_browser = pytest.mark.skipif(
+    webdriver is None or CHROMIUM is None or DRIVER is None,
+    reason="needs selenium and the Debian packages chromium and chromium-driver "
+    "(apt-get install chromium chromium-driver)",
+)
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+
+
+@contextmanager
+def chromium(*extra: str) -> Iterator[Any]:
+    """A headless Chromium (Debian's) with a throwaway profile, quit and removed afterwards."""
+    from selenium.webdriver.chrome.service import Service
+
+    assert webdriver is not None and CHROMIUM is not None and DRIVER is not None
+    profile = tempfile.mkdtemp(prefix="gitmem-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*FLAGS, *extra, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

@@ -12,9 +12,7 @@ DOM as markup.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,20 +26,9 @@ pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'git
 import gitmem  # noqa: E402
 from gitmem.audit import review  # noqa: E402
 from gitmem.engine import proposals  # noqa: E402
-from tests.browserkit import browser_sign_in  # noqa: E402
+from tests.browserkit import browser_sign_in, chromium, needs_browser  # noqa: E402
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
 from tests.serverkit import running, token  # noqa: E402
-
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-try:
-    from selenium import webdriver
-except ImportError:  # pragma: no cover - the browser tests skip then
-    webdriver = None
-
-needs_browser = pytest.mark.skipif(
-    webdriver is None or CHROMIUM is None or DRIVER is None,
-    reason="needs selenium and the Debian packages chromium and chromium-driver",
-)
 
 # Each payload sets window.__pwned to a name saying where it came from, should it ever run.
 HOSTILE_PATH = "/\"><img src=x onerror=\"window.__pwned='path'\">/<svg onload=window.__pwned='p2'>'.md"
@@ -123,31 +110,8 @@ def push_hostile(url: str, home: Path, work: Path) -> None:
 # ---------------------------------------------------------------------- the browser sweep
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="gitmem-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-    ):
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile}")
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 # Any element or attribute that only markup from the data could have made.

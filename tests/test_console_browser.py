@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'git
 webdriver = pytest.importorskip("selenium.webdriver", reason="install selenium (pip install selenium)")
 
 import gitmem  # noqa: E402
-from tests.browserkit import browser_sign_in, by, follow  # noqa: E402
+from tests.browserkit import browser_sign_in, by, chromium, follow  # noqa: E402
 from tests.consolekit import Seeded, seed  # noqa: E402
 from tests.serverkit import running  # noqa: E402
 
@@ -33,37 +32,12 @@ pytestmark = [
     ),
 ]
 SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="gitmem-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={profile}")
-    options.add_argument("--window-size=1280,900")
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium("--window-size=1280,900") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture

@@ -6,8 +6,6 @@ forms, who gets a 403 or a 404 on posting them, CSRF, conflicts, and nothing wri
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'git
 
 import gitmem  # noqa: E402
 from gitmem.engine import ledger, proposals  # noqa: E402
-from tests.browserkit import browser_sign_in, by, follow  # noqa: E402
+from tests.browserkit import browser_sign_in, by, chromium, follow, needs_browser
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
 from tests.secret_scan import scan_store  # noqa: E402
 from tests.serverkit import running, token  # noqa: E402
@@ -178,45 +176,12 @@ def test_three_way_rows_follow_the_merge_order_only() -> None:
 
 
 # ---------------------------------------------------------------------- in Chromium
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-try:
-    from selenium import webdriver
-except ImportError:  # pragma: no cover - the browser test skips then
-    webdriver = None
-needs_browser = pytest.mark.skipif(
-    webdriver is None or CHROMIUM is None or DRIVER is None,
-    reason="needs selenium and the Debian packages chromium and chromium-driver",
-)
 
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="gitmem-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    try:
+    with chromium("--window-size=1280,900") as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
