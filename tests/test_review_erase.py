@@ -64,12 +64,22 @@ def test_erase_purges_what_only_the_proposal_holds(gated: Store) -> None:
     verify(gated.core)
 
 
-def test_a_re_push_of_the_erased_content_is_refused(gated: Store, tmp_path: Path) -> None:
+def test_the_erased_content_cannot_come_back(gated: Store, tmp_path: Path) -> None:
     gated.write("/leak.md", SECRET.decode() + "\n", session=A)
     (p,) = proposals.proposals(gated.core)
     review.erase(gated.core, p.id, reviewer="user:rev", reason="a secret")
-    with pytest.raises(Exception, match="redacted"):
+    with pytest.raises(ForbiddenError, match="redacted from the store"):
         gated.write("/leak.md", SECRET.decode() + "\n", actor="user:alice")
+    work = tmp_path / "work"
+    subprocess.run(["git", "clone", "-q", str(gated.path), str(work)], check=True)
+    (work / "leak.md").write_bytes(SECRET + b"\n")
+    subprocess.run(["git", "-C", str(work), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(work), "commit", "-qm", "back"], check=True)
+    push = subprocess.run(["git", "-C", str(work), "push", "origin", "main"], capture_output=True, text=True)
+    assert push.returncode != 0 and "remote: gitmem:" in push.stderr and "redacted" in push.stderr, (
+        push.stderr
+    )
+    assert scan_store(gated.path, SECRET) == []
 
 
 def test_cli_erase(gated: Store, workspace: Path) -> None:
