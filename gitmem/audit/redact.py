@@ -19,7 +19,8 @@ from typing import Any
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
-from gitmem.engine import denylist, ledger, proposals
+from gitmem.audit.proposal_chains import rewrite_chains
+from gitmem.engine import denylist, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
@@ -183,7 +184,7 @@ def _redact(
                     last = rewriter.commit(commit, paths=where, same_tree=where is None)
             moves[scope] = [str(tip), str(last)]
             # Proposals (review-gated writes) hold copies too: their chains are rewritten as well.
-            move_proposals.append(proposals.rewrite_chains(store, scope, rewriter, first))
+            move_proposals.append(rewrite_chains(store, scope, rewriter, first))
         rewriter.flush()
         for publish in move_proposals:
             publish()

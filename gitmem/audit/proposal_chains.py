@@ -1,0 +1,46 @@
+"""A history rewrite's step for the proposal chains of a scope (gitmem.audit.redact): the chains
+are rewritten with the same blob replacement and moved onto the rewritten history, so no proposal
+keeps the retired history alive (docs/review.md, "Redaction and retention")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pygit2
+
+from gitmem.engine import proposals as P
+from gitmem.engine.core import StoreCore
+
+
+def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> Callable[[], None]:
+    """Rewrite the proposal chains of ``scope`` with a redaction's ``rewriter`` (the replaced
+    blobs replaced there too, parents mapped onto the rewritten history), so that no proposal
+    keeps the retired history alive. Returns the step that moves the proposal refs (and their
+    recorded bases), to run once the rewritten objects are written."""
+    repo = store.repo
+    hide = list(store.commit(first).parent_ids)
+    moves: list[tuple[str, pygit2.Oid, pygit2.Oid]] = []
+    for name in P.proposal_refs(store, scope):
+        old = repo.references[name].target
+        if not isinstance(old, pygit2.Oid):
+            continue
+        walker = repo.walk(old, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+        for parent in hide:
+            walker.hide(parent)
+        new = old
+        for commit in walker:
+            new = rewriter.commit(commit)
+        if new != old:
+            moves.append((name, old, new))
+
+    def publish() -> None:
+        by_id = {p.id: p for p in P.proposals(store, scope=scope)}
+        for name, old, new in moves:
+            store.cas(name, old, new, "gitmem redaction")
+            p = by_id.get(name.rsplit("/", 1)[-1])
+            if p is not None and p.base:
+                p.base = str(rewriter.commits.get(pygit2.Oid(hex=p.base), p.base))
+                P.save(store, p)
+
+    return publish
