@@ -11,6 +11,7 @@ import pygit2
 
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
+from gitmem.git.locks import file_lock
 
 
 def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> Callable[[], None]:
@@ -35,12 +36,16 @@ def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> C
             moves.append((name, old, new))
 
     def publish() -> None:
-        by_id = {p.id: p for p in P.proposals(store, scope=scope)}
-        for name, old, new in moves:
-            store.cas(name, old, new, "gitmem redaction")
-            p = by_id.get(name.rsplit("/", 1)[-1])
-            if p is not None and p.base:
-                p.base = str(rewriter.commits.get(pygit2.Oid(hex=p.base), p.base))
-                P.save(store, p)
+        # Under the lock decisions and proposal writes take, so that none of them is saved over.
+        # Lock order: the store lock (held by the rewrite), then this one; nothing that holds
+        # this lock waits for the store lock (a write's repack only tries it).
+        with file_lock(store.gitmem_dir / "proposals.lock"):
+            by_id = {p.id: p for p in P.proposals(store, scope=scope)}
+            for name, old, new in moves:
+                store.cas(name, old, new, "gitmem redaction")
+                p = by_id.get(name.rsplit("/", 1)[-1])
+                if p is not None and p.base:
+                    p.base = str(rewriter.commits.get(pygit2.Oid(hex=p.base), p.base))
+                    P.save(store, p)
 
     return publish
