@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,9 @@ from starlette.routing import Route
 
 from gitmem import config
 from gitmem.engine.memories import Memory
+from gitmem.engine.proposals import reviewing
 from gitmem.errors import (
+    ConfigError,
     ConflictError,
     ForbiddenError,
     GitmemError,
@@ -65,13 +68,15 @@ class Call:
         return scope
 
 
-def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
+def _as_token(fn: Callable[[Call], Json | None], call: Call) -> Json | None:
     """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
-    from gitmem.engine.proposals import reviewing
-
     t = call.token
     with reviewing(t.review, owner=(t.session or t.actor) if t.review else None):
         return fn(call)
+
+
+class _Fallback(Exception):
+    """The inline path cannot answer: the request takes the ordinary path (a worker thread)."""
 
 
 class AnthropicApi:
@@ -84,11 +89,23 @@ class AnthropicApi:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self._creating = threading.Lock()  # the library's create_store is not safe from threads
+        # Per lent Store, per scope: the branch tip its index was last brought up to by a retrieve
+        # (the inline retrieve runs only where that is still the tip: no catch-up on the loop).
+        self._fresh: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
+        self._fresh_lock = threading.Lock()
 
     # ------------------------------------------------------------------ plumbing
     def endpoint(
-        self, fn: Callable[[Call], Json], *, with_body: bool = False
+        self,
+        fn: Callable[[Call], Json],
+        *,
+        with_body: bool = False,
+        inline: Callable[[Call], Json | None] | None = None,
     ) -> Callable[[Request], Awaitable[Response]]:
+        """The route handler of ``fn``. ``inline``: a version of ``fn`` that answers on the event
+        loop when it can do so without blocking it (an open Store, nothing to catch up), else
+        returns None and ``fn`` runs in a worker thread as usual; both check the same things."""
+
         async def handler(request: Request) -> Response:
             rid: str = request.state.request_id
             try:
@@ -97,8 +114,10 @@ class AnthropicApi:
                 check_beta(request)
                 raw = await read_body(request, self.max_body, self.body_timeout) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
-                # Not cancellable: a client that disconnects leaves no version or one complete version.
-                data = await anyio.to_thread.run_sync(_as_token, fn, call)
+                data = _as_token(inline, call) if inline is not None else None
+                if data is None:
+                    # Not cancellable: a client that disconnects leaves no version or one complete version.
+                    data = await anyio.to_thread.run_sync(_as_token, fn, call)
             except GitmemError as exc:
                 if errors.status_of(exc)[0] >= 500:
                     log.error("request %s failed: %s", rid, exc.message)
@@ -138,7 +157,11 @@ class AnthropicApi:
             ),
             Route(mem, e(self.create_memory, with_body=True), methods=["POST"]),
             Route(mem, e(self.list_memories), methods=["GET"]),
-            Route(mem + "/{memory_id}", e(self.retrieve_memory), methods=["GET"]),
+            Route(
+                mem + "/{memory_id}",
+                e(self.retrieve_memory, inline=self.retrieve_memory_inline),
+                methods=["GET"],
+            ),
             Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
             Route(mem + "/{memory_id}", e(self.delete_memory), methods=["DELETE"]),
             Route(ver, e(self.list_versions), methods=["GET"]),
@@ -155,12 +178,16 @@ class AnthropicApi:
 
     def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
         name = self.pool.name_of(call.params["memory_store_id"])
+        self._check(call, name, write=write, scope=scope)
+        return name
+
+    @staticmethod
+    def _check(call: Call, name: str, *, write: bool = False, scope: str | None = None) -> None:
         allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
         if not allowed:
             what = "write" if write else "read"
             store_id = call.params["memory_store_id"]  # not its name: the token may not even see that
             raise ForbiddenError(f"token {call.token.id} may not {what} memory store {store_id}")
-        return name
 
     @staticmethod
     def _writable(store: Store) -> None:
@@ -338,8 +365,50 @@ class AnthropicApi:
         chosen = wire.view(call.query, "full")
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
+            tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
             rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
+            if tip is not None:
+                with self._fresh_lock:
+                    self._fresh.setdefault(store, {})[scope] = str(tip)
             return wire.memory_json(rec, store.settings.id)
+
+    def retrieve_memory_inline(self, call: Call) -> Json | None:
+        """``retrieve_memory`` on the event loop, or None (then it runs in a thread).
+
+        A read is a few tens of microseconds: an index row and a blob. Handing it to a worker
+        thread and back costs more than that, so it is answered inline when nothing in it can
+        take long: an idle Store of the store is open (no open, no scan of the stores), its index
+        was already brought up to the scope's current tip (no catch-up), and the token is not a
+        review token (no proposal to overlay). The checks are those of ``retrieve_memory``, in
+        its order: the scope, the view, the id, the store's id and the token's access.
+        """
+        if call.token.review:
+            return None
+        scope = call.scope()
+        chosen = wire.view(call.query, "full")
+        mid = self._memory_id(call)
+        store_id = call.params["memory_store_id"]
+        try:
+            with self.pool.idle_by_id(store_id) as lent:
+                if lent is None:
+                    return None
+                name, store = lent
+                try:
+                    settings = store.settings
+                except (NotFoundError, ConfigError) as exc:  # deleted under us: this Store is closed
+                    raise _Fallback from exc
+                if settings.id != store_id:
+                    return None
+                self._check(call, name, scope=scope)
+                tip = store.core.tip(scope)
+                with self._fresh_lock:
+                    fresh = self._fresh.get(store, {}).get(scope)
+                if tip is None or fresh != str(tip):
+                    return None
+                rec = proposed.get(store, scope, mid, with_content=chosen == "full")
+                return wire.memory_json(rec, settings.id)
+        except _Fallback:
+            return None
 
     def update_memory(self, call: Call) -> Json:
         scope = call.scope()

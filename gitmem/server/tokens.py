@@ -140,6 +140,7 @@ class TokenStore:
         self._lock = threading.Lock()
         self._key: tuple[int, int, int] | None = None
         self._records: dict[str, dict[str, Any]] = {}
+        self._tokens: dict[str, Token] = {}  # parsed records of the file as last read
 
     # ------------------------------------------------------------------ file
     def _load(self) -> dict[str, dict[str, Any]]:
@@ -147,13 +148,24 @@ class TokenStore:
             try:
                 st = self.path.stat()
             except FileNotFoundError:
-                self._key, self._records = None, {}
+                self._key, self._records, self._tokens = None, {}, {}
                 return self._records
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
             if key != self._key:
                 self._records = self._read()
+                self._tokens = {}
                 self._key = key
             return self._records
+
+    def _parsed(self, token_id: str, record: dict[str, Any]) -> Token:
+        """``record`` as a Token, parsed once per version of the file (``_load`` empties this)."""
+        with self._lock:
+            token = self._tokens.get(token_id)
+            if token is None or self._records.get(token_id) is not record:
+                token = _token(record)
+                if self._records.get(token_id) is record:
+                    self._tokens[token_id] = token
+            return token
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
@@ -250,13 +262,14 @@ class TokenStore:
         if not secret:
             raise AuthenticationError("no API token: send 'Authorization: Bearer <token>' or 'x-api-key'")
         m = _SECRET_RE.match(secret)
-        record = self._load().get(f"apikey_{m.group(1)}") if m else None
+        token_id = f"apikey_{m.group(1)}" if m else ""
+        record = self._load().get(token_id) if m else None
         stored = record.get("secret_sha256") if record else None
         # Compare even for an unknown id, so that timing says nothing about which ids exist.
         ok = hmac.compare_digest(_hash(secret), stored if isinstance(stored, str) else "0" * 64)
         if record is None or not ok:
             raise AuthenticationError("invalid API token")
-        token = _token(record)
+        token = self._parsed(token_id, record)
         if token.expired():
             raise AuthenticationError(f"API token {token.id} expired at {token.expires_at}")
         return token
