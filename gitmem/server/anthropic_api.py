@@ -406,6 +406,7 @@ class AnthropicApi:
                 if tip is None or fresh != str(tip):
                     return None
                 rec = proposed.get(store, scope, mid, with_content=chosen == "full")
+                self.metrics.inline_reads.inc()
                 return wire.memory_json(rec, settings.id)
         except _Fallback:
             return None

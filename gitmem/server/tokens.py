@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ _SECRET_RE = re.compile(rf"^gitmem_({ULID_RE})_([A-Za-z0-9_-]{{43}})\Z")
 _ID_RE = re.compile(rf"^apikey_{ULID_RE}\Z")
 _DURATION_RE = re.compile(r"^(\d{1,6})([mhdw])\Z")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# A file changed this close to when it was read may change again with the same size and time
+# stamp (file times tick coarsely): it is read again until it is older (git's "racy" rule).
+RACY_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -132,13 +136,16 @@ class TokenStore:
     """The tokens of one workspace, in ``<home>/tokens.json``.
 
     Changes take a file lock and replace the file atomically; every process (server workers, the
-    CLI) sees a revocation at its next request because the file is re-read when it changes.
+    CLI) sees a revocation at its next request because the file is re-read when it changes: when
+    its size, time stamp or inode differ from the copy read, and while it is younger than
+    ``RACY_NS`` (an edit within one tick of the file clock can keep size and time stamp).
     """
 
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.path = config.workspace_home(home) / TOKENS_FILE
         self._lock = threading.Lock()
         self._key: tuple[int, int, int] | None = None
+        self._read_ns = 0  # when the file as cached was read (time.time_ns())
         self._records: dict[str, dict[str, Any]] = {}
         self._tokens: dict[str, Token] = {}  # parsed records of the file as last read
 
@@ -151,10 +158,11 @@ class TokenStore:
                 self._key, self._records, self._tokens = None, {}, {}
                 return self._records
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
-            if key != self._key:
+            if key != self._key or self._read_ns - st.st_mtime_ns < RACY_NS:
+                read_ns = time.time_ns()
                 self._records = self._read()
                 self._tokens = {}
-                self._key = key
+                self._key, self._read_ns = key, read_ns
             return self._records
 
     def _parsed(self, token_id: str, record: dict[str, Any]) -> Token:
