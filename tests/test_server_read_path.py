@@ -30,6 +30,7 @@ def served(workspace: Path) -> Iterator[tuple[Path, str, str, str, str]]:
     with gitmem.create_store("notes", home=workspace) as s:
         store_id = s.settings.id
         mem = s.write("/a.md", "hello\n", actor="user:alice")
+        assert mem is not None
     secret = token(workspace, stores={"notes": "rw"})
     with running(workspace) as url:
         yield workspace, url, store_id, mem.memory_id, secret
