@@ -89,6 +89,7 @@ def subprocess_server(args: list[str], port: int, ready: str) -> Iterator[tuple[
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,  # `-m gitmem` imports from the working directory first: this tree's, not the caller's
     )
     try:
         deadline = time.monotonic() + 60

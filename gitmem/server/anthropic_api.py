@@ -146,7 +146,18 @@ class AnthropicApi:
         base = "/v1/memory_stores"
         mem = base + "/{memory_store_id}/memories"
         ver = base + "/{memory_store_id}/memory_versions"
+        # The memory routes first: Starlette tries routes in order and these answer most requests
+        # (no two of these patterns match one path, so the order changes nothing else).
         return [
+            Route(
+                mem + "/{memory_id}",
+                e(self.retrieve_memory, inline=self.retrieve_memory_inline),
+                methods=["GET"],
+            ),
+            Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
+            Route(mem + "/{memory_id}", e(self.delete_memory), methods=["DELETE"]),
+            Route(mem, e(self.create_memory, with_body=True), methods=["POST"]),
+            Route(mem, e(self.list_memories), methods=["GET"]),
             Route(base, e(self.create_store, with_body=True), methods=["POST"]),
             Route(base, e(self.list_stores), methods=["GET"]),
             Route(base + "/{memory_store_id}", e(self.retrieve_store), methods=["GET"]),
@@ -155,15 +166,6 @@ class AnthropicApi:
             Route(
                 base + "/{memory_store_id}/archive", e(self.archive_store, with_body=True), methods=["POST"]
             ),
-            Route(mem, e(self.create_memory, with_body=True), methods=["POST"]),
-            Route(mem, e(self.list_memories), methods=["GET"]),
-            Route(
-                mem + "/{memory_id}",
-                e(self.retrieve_memory, inline=self.retrieve_memory_inline),
-                methods=["GET"],
-            ),
-            Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
-            Route(mem + "/{memory_id}", e(self.delete_memory), methods=["DELETE"]),
             Route(ver, e(self.list_versions), methods=["GET"]),
             Route(ver + "/{memory_version_id}", e(self.retrieve_version), methods=["GET"]),
             Route(
