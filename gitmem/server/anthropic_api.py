@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,6 @@ from gitmem import config
 from gitmem.engine.memories import Memory
 from gitmem.engine.proposals import reviewing
 from gitmem.errors import (
-    ConfigError,
     ConflictError,
     ForbiddenError,
     GitmemError,
@@ -33,7 +31,7 @@ from gitmem.errors import (
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.server import errors, ops, proposed, wire
+from gitmem.server import errors, inline, ops, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
@@ -75,10 +73,6 @@ def _as_token(fn: Callable[[Call], Json | None], call: Call) -> Json | None:
         return fn(call)
 
 
-class _Fallback(Exception):
-    """The inline path cannot answer: the request takes the ordinary path (a worker thread)."""
-
-
 class AnthropicApi:
     def __init__(
         self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int, body_timeout: float
@@ -89,10 +83,7 @@ class AnthropicApi:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self._creating = threading.Lock()  # the library's create_store is not safe from threads
-        # Per lent Store, per scope: the branch tip its index was last brought up to by a retrieve
-        # (the inline retrieve runs only where that is still the tip: no catch-up on the loop).
-        self._fresh: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
-        self._fresh_lock = threading.Lock()
+        self.fresh = inline.Freshness()
 
     # ------------------------------------------------------------------ plumbing
     def endpoint(
@@ -151,7 +142,7 @@ class AnthropicApi:
         return [
             Route(
                 mem + "/{memory_id}",
-                e(self.retrieve_memory, inline=self.retrieve_memory_inline),
+                e(self.retrieve_memory, inline=lambda call: inline.retrieve_memory(self, call)),
                 methods=["GET"],
             ),
             Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
@@ -369,49 +360,8 @@ class AnthropicApi:
         with self.pool.store(self._name(call, scope=scope)) as store:
             tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
             rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
-            if tip is not None:
-                with self._fresh_lock:
-                    self._fresh.setdefault(store, {})[scope] = str(tip)
+            self.fresh.mark(store, scope, tip)
             return wire.memory_json(rec, store.settings.id)
-
-    def retrieve_memory_inline(self, call: Call) -> Json | None:
-        """``retrieve_memory`` on the event loop, or None (then it runs in a thread).
-
-        A read is a few tens of microseconds: an index row and a blob. Handing it to a worker
-        thread and back costs more than that, so it is answered inline when nothing in it can
-        take long: an idle Store of the store is open (no open, no scan of the stores), its index
-        was already brought up to the scope's current tip (no catch-up), and the token is not a
-        review token (no proposal to overlay). The checks are those of ``retrieve_memory``, in
-        its order: the scope, the view, the id, the store's id and the token's access.
-        """
-        if call.token.review:
-            return None
-        scope = call.scope()
-        chosen = wire.view(call.query, "full")
-        mid = self._memory_id(call)
-        store_id = call.params["memory_store_id"]
-        try:
-            with self.pool.idle_by_id(store_id) as lent:
-                if lent is None:
-                    return None
-                name, store = lent
-                try:
-                    settings = store.settings
-                except (NotFoundError, ConfigError) as exc:  # deleted under us: this Store is closed
-                    raise _Fallback from exc
-                if settings.id != store_id:
-                    return None
-                self._check(call, name, scope=scope)
-                tip = store.core.tip(scope)
-                with self._fresh_lock:
-                    fresh = self._fresh.get(store, {}).get(scope)
-                if tip is None or fresh != str(tip):
-                    return None
-                rec = proposed.get(store, scope, mid, with_content=chosen == "full")
-                self.metrics.inline_reads.inc()
-                return wire.memory_json(rec, settings.id)
-        except _Fallback:
-            return None
 
     def update_memory(self, call: Call) -> Json:
         scope = call.scope()
@@ -486,7 +436,7 @@ class AnthropicApi:
             except InvalidInputError as exc:
                 raise InvalidInputError(f"operation: {exc.message}") from None
             if after is not None:
-                found = _after(found, after)
+                found = wire.versions_after(found, after)
             chosen_rows = found[:limit]
             out = [
                 wire.version_json(v, store_id, self._content(store, v) if chosen == "full" else None)
@@ -548,17 +498,3 @@ def _record(m: Memory) -> ops.MemoryRecord:
         int(m.created_at.timestamp()) if m.created_at else 0,
         int(m.updated_at.timestamp()) if m.updated_at else 0,
     )
-
-
-def _after(found: list[Version], cursor: Any) -> list[Version]:
-    if not (
-        isinstance(cursor, list)
-        and len(cursor) == 2
-        and isinstance(cursor[0], str)
-        and isinstance(cursor[1], int)
-    ):
-        raise InvalidInputError("page: not a cursor of this listing")
-    for i, v in enumerate(found):
-        if v.id == cursor[0]:
-            return found[i + 1 :]
-    return [v for v in found if int(v.created_at.timestamp()) < cursor[1]]
