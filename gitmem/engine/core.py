@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -51,6 +52,10 @@ def store_path(name: str, home: str | os.PathLike[str] | None = None) -> Path:
     return stores_dir(home) / f"{validate_store_name(name)}.git"
 
 
+# Settings changed less than this before they were read are read again (git's "racy" files).
+RACY_NS = 2_000_000_000
+
+
 class StoreCore(Repo):
     """A memory store's repository with its settings, scopes, deny-list and index."""
 
@@ -60,6 +65,8 @@ class StoreCore(Repo):
         self.clone_of = clone_of
         self._settings: StoreSettings | None = None
         self._settings_key: tuple[int, int, int] | None = None
+        self._settings_racy = False
+        self._settings_bytes: bytes | None = None
         self._settings_file: str | None = None
         self._denied: frozenset[str] = frozenset()
         self._deny_key: tuple[int, int, int] | None = None
@@ -91,15 +98,34 @@ class StoreCore(Repo):
             key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             key = None
-        if self._settings is None or key != self._settings_key:
-            if self.is_clone and key is None:
-                self._settings = StoreSettings(id="", name=self.path.parent.name)
-            else:
-                path = self.settings_path
-                self._settings = config.load_settings(path)
-                guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
-            self._settings_key = key
+        if self._settings is not None and key == self._settings_key:
+            if not self._settings_racy:
+                return self._settings
+            # git's racy rule: a file changed within the file clock's tick of its read may have
+            # changed again with the same size, time stamp and inode (an edit in place): compare
+            # its bytes until a read is safely later than its time stamp.
+            if self._settings_bytes == self._read_settings_bytes():
+                self._settings_racy = key is not None and key[0] + RACY_NS > time.time_ns()
+                return self._settings
+        loaded_at = time.time_ns()
+        if self.is_clone and key is None:
+            self._settings = StoreSettings(id="", name=self.path.parent.name)
+            self._settings_bytes = None
+        else:
+            path = self.settings_path
+            self._settings_bytes = self._read_settings_bytes()
+            self._settings = config.load_settings(path)
+            guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
+        self._settings_key = key
+        self._settings_racy = key is not None and key[0] + RACY_NS > loaded_at
         return self._settings
+
+    def _read_settings_bytes(self) -> bytes | None:
+        try:
+            with open(str(self._settings_file), "rb") as fh:
+                return fh.read()
+        except OSError:
+            return None
 
     @property
     def name(self) -> str:
