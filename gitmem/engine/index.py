@@ -70,9 +70,13 @@ CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TE
 _INSERT_VERSION = f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _UNKNOWN: Any = object()  # a head the walk has not looked up yet
 _FLUSH_ROWS = 20_000  # version rows buffered before an executemany
-# Secondary indexes of ``versions`` that no catch-up query reads: a rebuild into an empty table
-# drops them for the walk and creates them once at its end (a sort instead of 100k inserts each).
+# Secondary indexes of ``versions`` that a fresh walk into an empty table does not read (its own
+# rows are known in memory, no other scope has any): such a rebuild drops them for the walk and
+# creates them once at its end (a sort instead of 100k inserts each), or at its first merge,
+# which asks SQLite about rows by id and path again.
 _LATE_INDEXES = {
+    "versions_id": "versions(id)",
+    "versions_path": "versions(scope, path, seq)",
     "versions_memory": "versions(memory_id, seq)",
     "versions_session": "versions(session, seq)",
     "versions_commit": "versions(commit_id)",
@@ -490,6 +494,8 @@ class Index:
         bulk.heads.clear()
         bulk.complete = False
         if merge is not None:  # the caller's loop goes on from here: replay the merge first
+            for name, columns in _LATE_INDEXES.items():  # the merge and what follows query rows
+                db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
             rows = self.rows_for_commit(db, scope, merge)
             self._apply(db, scope, rows)
             bulk.flush(db)
