@@ -286,8 +286,43 @@ class TreeDiffer:
                             continue
                         out.append(Delta("modified", base + name, oid(raw=old_id), oid(raw=new_id), m, m))
                         return
+                elif size > len(od) and len(ends) * 2 + 1 <= _PY_DIFF_MAX_ENTRIES:
+                    added = self._one_added(o, new, data)
+                    if added is not None:
+                        mode, name, new_id = added
+                        m = _MODES.get(mode) or _mode(mode)
+                        if m == 0o040000:
+                            self._deltas(None, new_id, base + name + b"/", out)
+                        else:
+                            out.append(Delta("added", base + name, None, oid(raw=new_id), 0, m))
+                        return
             self._deltas(old, new, base, out, data)
             return
+
+    def _one_added(self, old: _Tree, raw_id: bytes, data: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """The one entry ``data`` (the new version of the directory) adds to ``old``, every other
+        byte as in ``old`` (the usual create), or None (then ``data`` must be parsed)."""
+        od, ends = old.data, old.ends
+        n = len(od)
+        extra = len(data) - n
+        x = int.from_bytes(od, "big") ^ int.from_bytes(data[:n], "big")
+        first = n - 1 - (x.bit_length() - 1) // 8 if x else n  # the first byte that differs
+        i = bisect_right(ends, first)  # the entry of ``old`` it falls in (len(ends): past the end)
+        at = ends[i - 1] if i else 0
+        if data[at + extra :] != od[at:]:
+            return None
+        m = _ENTRY_RE.fullmatch(data, at, at + extra)
+        if m is None:
+            return None
+        entry: tuple[bytes, bytes, bytes] = m.groups()  # type: ignore[assignment]
+        entries = old.entries
+        if any(e[1] == entry[1] for e in entries):
+            return None  # a second entry of that name: _parse reports the tree malformed
+        self._keep_tree(
+            raw_id,
+            _Tree(data, [*entries[:i], entry, *entries[i:]], [*ends[:i], at + extra, *(e + extra for e in ends[i:])]),
+        )
+        return entry
 
     def _cached(self, raw_id: bytes) -> _Tree | None:
         got = self._trees.get(raw_id)
