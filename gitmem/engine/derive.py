@@ -10,6 +10,7 @@ actor is the pusher and its time the receive time (docs/identity.md).
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,11 +20,36 @@ import pygit2
 from gitmem.engine import receipts
 from gitmem.engine.rows import VersionRow
 from gitmem.git.treediff import TreeDiffer, merge_own_changes
-from gitmem.ids import derived_ulid
+from gitmem.ids import ULID_RE, derived_ulid
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.versions import parse_snapshot, parse_trailers, trailer_problems
 
 _OBJ_BLOB = 3
+# The message gitmem itself writes (gitmem.model.versions.commit_message without the optional
+# Reverts/Flag/Reviewed-By lines): a subject, then exactly these trailers, each well-formed. A
+# message that matches gives what parse_trailers gives and has no trailer_problems; any other
+# message takes those two.
+_OWN_MESSAGE = re.compile(
+    rf"[^\n]*\n\nGitmem-Version: (memver_{ULID_RE})\nGitmem-Memory: (mem_{ULID_RE})\n"
+    r"Gitmem-Operation: (created|modified|deleted)\n"
+    r"(?:Gitmem-Session: ([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})\n)?"
+    r"Gitmem-Actor: ((?:session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200})\n*"
+)
+
+
+def own_trailers(message: str) -> tuple[dict[str, str], bool]:
+    """The commit's trailers (:func:`parse_trailers`) and whether they are well-formed (no
+    :func:`trailer_problems`), the message gitmem writes recognized in one match."""
+    m = _OWN_MESSAGE.fullmatch(message)
+    if m is None:
+        trailers = parse_trailers(message)
+        return trailers, not trailer_problems(trailers)
+    version, memory, operation, session, actor = m.groups()
+    trailers = {"Gitmem-Version": version, "Gitmem-Memory": memory, "Gitmem-Operation": operation}
+    if session is not None:
+        trailers["Gitmem-Session"] = session
+    trailers["Gitmem-Actor"] = actor
+    return trailers, True
 
 
 class Heads(Protocol):
@@ -166,7 +192,7 @@ def rows_for_commit(
     # When the store got the version: a rebased or back-dated commit keeps an old author
     # date, but its committer date is when it was made (the hook keeps those in order).
     when = max(commit.author.time, commit.committer.time)
-    trailers = parse_trailers(commit.message)
+    trailers, well_formed = own_trailers(commit.message)
     cid = str(commit.id)
     receipt = (book if book is not None else receipts.load(Path(repo.path))).get(cid, scope)
     received = receipt is not None and not receipt.trusted
@@ -230,7 +256,7 @@ def rows_for_commit(
     if (
         single
         and not received
-        and not trailer_problems(trailers)
+        and well_formed
         and not reused_version_id(repo, db, trailers, commit, scope, heads)
         and claims_fit(db, scope, trailers["Gitmem-Memory"], changes, heads)
     ):
