@@ -222,7 +222,9 @@ def rows_for_commit(
         blob_hex = str(blob)
         fresh_blobs[blob_hex] = data
         desc = (
-            parse_description(data.decode("utf-8", "replace")) if describe and data.startswith(b"---") else None
+            parse_description(data.decode("utf-8", "replace"))
+            if describe and data.startswith(b"---")
+            else None
         )
         sha = hashlib.sha256(data).hexdigest()
         return VersionRow(

@@ -514,6 +514,7 @@ class Index:
             mid, vid, sha, size, blob, created, updated = state.heads[path]
             data = state.data.get(path)
             if data is None:
+                assert blob is not None  # a head is a version with content
                 data = read(pygit2.Oid(hex=blob))
             desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
             heads.append((scope, path, mid, vid, sha, size, blob, desc, created, updated))
@@ -522,9 +523,7 @@ class Index:
             total += size or 0
         db.executemany("INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)", heads)
         search.index_texts(db, texts)
-        db.execute(
-            "UPDATE scopes SET memories=?, bytes=? WHERE scope=?", (len(state.heads), total, scope)
-        )
+        db.execute("UPDATE scopes SET memories=?, bytes=? WHERE scope=?", (len(state.heads), total, scope))
 
     def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))

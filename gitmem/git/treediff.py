@@ -173,7 +173,9 @@ class _Tree:
 
     __slots__ = ("data", "_entries", "ends", "_set")
 
-    def __init__(self, data: bytes, entries: list[tuple[bytes, bytes, bytes]] | None, ends: list[int]) -> None:
+    def __init__(
+        self, data: bytes, entries: list[tuple[bytes, bytes, bytes]] | None, ends: list[int]
+    ) -> None:
         self.data = data
         self._entries = entries  # None: parsed on first use (``data`` is known to tile as ``ends``)
         self.ends = ends
@@ -320,7 +322,11 @@ class TreeDiffer:
             return None  # a second entry of that name: _parse reports the tree malformed
         self._keep_tree(
             raw_id,
-            _Tree(data, [*entries[:i], entry, *entries[i:]], [*ends[:i], at + extra, *(e + extra for e in ends[i:])]),
+            _Tree(
+                data,
+                [*entries[:i], entry, *entries[i:]],
+                [*ends[:i], at + extra, *(e + extra for e in ends[i:])],
+            ),
         )
         return entry
 
