@@ -10,34 +10,101 @@ actor is the pusher and its time the receive time (docs/identity.md).
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pygit2
 
 from gitmem.engine import receipts
 from gitmem.engine.rows import VersionRow
 from gitmem.git.treediff import TreeDiffer, merge_own_changes
-from gitmem.ids import derived_ulid
+from gitmem.ids import ULID_RE, derived_ulid
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.versions import parse_snapshot, parse_trailers, trailer_problems
 
 _OBJ_BLOB = 3
+# The message gitmem itself writes (gitmem.model.versions.commit_message without the optional
+# Reverts/Flag/Reviewed-By lines): a subject, then exactly these trailers, each well-formed. A
+# message that matches gives what parse_trailers gives and has no trailer_problems; any other
+# message takes those two.
+_OWN_MESSAGE = re.compile(
+    rf"[^\n]*\n\nGitmem-Version: (memver_{ULID_RE})\nGitmem-Memory: (mem_{ULID_RE})\n"
+    r"Gitmem-Operation: (created|modified|deleted)\n"
+    r"(?:Gitmem-Session: ([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})\n)?"
+    r"Gitmem-Actor: ((?:session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200})\n*"
+)
+
+
+def own_trailers(message: str) -> tuple[dict[str, str], bool]:
+    """The commit's trailers (:func:`parse_trailers`) and whether they are well-formed (no
+    :func:`trailer_problems`), the message gitmem writes recognized in one match."""
+    m = _OWN_MESSAGE.fullmatch(message)
+    if m is None:
+        trailers = parse_trailers(message)
+        return trailers, not trailer_problems(trailers)
+    version, memory, operation, session, actor = m.groups()
+    trailers = {"Gitmem-Version": version, "Gitmem-Memory": memory, "Gitmem-Operation": operation}
+    if session is not None:
+        trailers["Gitmem-Session"] = session
+    trailers["Gitmem-Actor"] = actor
+    return trailers, True
+
+
+class Heads(Protocol):
+    """What deriving a commit asks about the scope's state before it: a fresh walk answers from
+    memory (:class:`gitmem.engine.index.Index` keeps the heads it derived), others ask SQLite."""
+
+    def memory_at(self, path: str) -> str | None:
+        """The memory id of the head at ``path`` (None: no memory there)."""
+
+    def is_live(self, memory_id: str) -> bool:
+        """Whether some head of the scope has ``memory_id``."""
+
+    #: The commit of each row this scope has, by version id (None: not known, SQLite is asked).
+    versions: dict[str, str] | None
+    #: Whether another scope may have rows (False: only ``versions`` can hold a twin).
+    other_scopes: bool
+
+
+class DbHeads:
+    """The scope's state as the index holds it."""
+
+    __slots__ = ("db", "scope", "versions", "other_scopes")
+
+    def __init__(self, db: sqlite3.Connection, scope: str) -> None:
+        self.db, self.scope = db, scope
+        self.versions: dict[str, str] | None = None
+        self.other_scopes = True
+
+    def memory_at(self, path: str) -> str | None:
+        row = self.db.execute(
+            "SELECT memory_id FROM heads WHERE scope=? AND path=?", (self.scope, path)
+        ).fetchone()
+        return row[0] if row else None
+
+    def is_live(self, memory_id: str) -> bool:
+        q = "SELECT 1 FROM heads WHERE scope=? AND memory_id=?"
+        return self.db.execute(q, (self.scope, memory_id)).fetchone() is not None
 
 
 def claims_fit(
-    db: sqlite3.Connection, scope: str, memory_id: str, changes: list[tuple[str, str, Any, Any]]
+    db: sqlite3.Connection,
+    scope: str,
+    memory_id: str,
+    changes: list[tuple[str, str, Any, Any]],
+    heads: Heads | None = None,
 ) -> bool:
     """Whether a commit's ``Gitmem-Memory`` fits what it changes: a new memory takes an id no
     live memory has; an edit, rename or delete names the memory that is at that path. A pushed
     commit claiming another memory's id is indexed as a plain git commit instead."""
+    heads = heads or DbHeads(db, scope)
     source = next((c for c in changes if c[0] != "added"), None)
     if source is None:  # a create
-        live = db.execute("SELECT 1 FROM heads WHERE scope=? AND memory_id=?", (scope, memory_id)).fetchone()
-        return live is None
-    row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, source[1])).fetchone()
-    return row is None or row[0] == memory_id
+        return not heads.is_live(memory_id)
+    at = heads.memory_at(source[1])
+    return at is None or at == memory_id
 
 
 def _signed(c: pygit2.Commit) -> tuple[Any, ...]:
@@ -51,6 +118,7 @@ def reused_version_id(
     trailers: dict[str, str],
     commit: pygit2.Commit,
     scope: str,
+    heads: Heads | None = None,
 ) -> bool:
     """Whether another commit already owns this commit's ``Gitmem-Version``.
 
@@ -67,6 +135,12 @@ def reused_version_id(
     named the old version.
     """
     cid = str(commit.id)
+    if heads is not None and heads.versions is not None:
+        mine = heads.versions.get(trailers.get("Gitmem-Version", ""))
+        if mine is not None and mine != cid:
+            return True  # a copy in this scope
+        if not heads.other_scopes:
+            return False
     others = db.execute(
         "SELECT DISTINCT commit_id, scope FROM versions WHERE id=? AND commit_id!=?",
         (trailers.get("Gitmem-Version"), cid),
@@ -99,21 +173,26 @@ def rows_for_commit(
     fresh_blobs: dict[str, bytes],
     differ: TreeDiffer | None = None,
     book: receipts.Receipts | None = None,
+    heads: Heads | None = None,
+    describe: bool = True,
 ) -> list[VersionRow]:
     """The versions one commit makes: trailers give ids; the tree diff gives paths and operations.
 
     Commits made with plain git (no trailers, or several memories) get one version per changed
     memory, with deterministic ids derived from the commit, and actor ``git:<author email>``.
     A walk over many commits passes one ``differ`` (raw trees read once) and the store's
-    receipts ``book`` (loaded once); without them each call makes its own.
+    receipts ``book`` (loaded once); without them each call makes its own. ``heads`` answers
+    what the scope holds before the commit (default: the index's tables); without ``describe``
+    the rows carry no description (a walk that writes the heads at its end reads it then).
     """
+    heads = heads or DbHeads(db, scope)
     changes = (differ or TreeDiffer(repo)).commit_changes(commit)
     if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
         changes = merge_own_changes(commit, changes)
     # When the store got the version: a rebased or back-dated commit keeps an old author
     # date, but its committer date is when it was made (the hook keeps those in order).
     when = max(commit.author.time, commit.committer.time)
-    trailers = parse_trailers(commit.message)
+    trailers, well_formed = own_trailers(commit.message)
     cid = str(commit.id)
     receipt = (book if book is not None else receipts.load(Path(repo.path))).get(cid, scope)
     received = receipt is not None and not receipt.trusted
@@ -121,9 +200,7 @@ def rows_for_commit(
     if receipt is not None and received:
         when, key = receipt.at, receipt.key  # when the store got it; ids from what it was received as
 
-    def head_memory(path: str) -> str | None:
-        row = db.execute("SELECT memory_id FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
-        return row[0] if row else None
+    head_memory = heads.memory_at
 
     def version(
         vid: str,
@@ -142,8 +219,13 @@ def rows_for_commit(
         kind, data = repo.odb.read(blob)[:2]
         if kind != _OBJ_BLOB:
             raise pygit2.GitError(f"{blob} is not a blob")
-        fresh_blobs[str(blob)] = data
-        desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+        blob_hex = str(blob)
+        fresh_blobs[blob_hex] = data
+        desc = (
+            parse_description(data.decode("utf-8", "replace"))
+            if describe and data.startswith(b"---")
+            else None
+        )
         sha = hashlib.sha256(data).hexdigest()
         return VersionRow(
             vid,
@@ -157,7 +239,7 @@ def rows_for_commit(
             at,
             sha,
             len(data),
-            str(blob),
+            blob_hex,
             cid,
             description=desc,
         )
@@ -176,9 +258,9 @@ def rows_for_commit(
     if (
         single
         and not received
-        and not trailer_problems(trailers)
-        and not reused_version_id(repo, db, trailers, commit, scope)
-        and claims_fit(db, scope, trailers["Gitmem-Memory"], changes)
+        and well_formed
+        and not reused_version_id(repo, db, trailers, commit, scope, heads)
+        and claims_fit(db, scope, trailers["Gitmem-Memory"], changes, heads)
     ):
         session = trailers.get("Gitmem-Session")
         actor = trailers["Gitmem-Actor"]

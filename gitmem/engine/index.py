@@ -70,9 +70,13 @@ CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TE
 _INSERT_VERSION = f"INSERT OR IGNORE INTO versions({VERSION_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 _UNKNOWN: Any = object()  # a head the walk has not looked up yet
 _FLUSH_ROWS = 20_000  # version rows buffered before an executemany
-# Secondary indexes of ``versions`` that no catch-up query reads: a rebuild into an empty table
-# drops them for the walk and creates them once at its end (a sort instead of 100k inserts each).
+# Secondary indexes of ``versions`` that a fresh walk into an empty table does not read (its own
+# rows are known in memory, no other scope has any): such a rebuild drops them for the walk and
+# creates them once at its end (a sort instead of 100k inserts each), or at its first merge,
+# which asks SQLite about rows by id and path again.
 _LATE_INDEXES = {
+    "versions_id": "versions(id)",
+    "versions_path": "versions(scope, path, seq)",
     "versions_memory": "versions(memory_id, seq)",
     "versions_session": "versions(session, seq)",
     "versions_commit": "versions(commit_id)",
@@ -122,6 +126,83 @@ class _Bulk:
             db.executemany(_INSERT_VERSION, self.versions)
             self.versions = []
             self.pending_ids = set()
+
+
+_KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
+
+
+class _FreshHeads:
+    """The heads of a scope being derived from nothing, in memory (:class:`derive.Heads`)."""
+
+    __slots__ = ("heads", "live", "versions", "other_scopes", "data", "kept")
+
+    def __init__(self, other_scopes: bool) -> None:
+        # path -> (memory_id, version_id, sha256, size, blob, created_at, updated_at)
+        self.heads: dict[str, tuple[str, str, str | None, int | None, str | None, int, int]] = {}
+        self.live: dict[str, int] = {}  # memory id -> how many heads have it
+        self.versions: dict[str, str] | None = {}  # this walk's rows: version id -> commit
+        self.other_scopes = other_scopes
+        self.data: dict[str, bytes] = {}  # head content by path, while under _KEEP_BYTES in all
+        self.kept = 0
+
+    def memory_at(self, path: str) -> str | None:
+        head = self.heads.get(path)
+        return head[0] if head is not None else None
+
+    def is_live(self, memory_id: str) -> bool:
+        return memory_id in self.live
+
+    def _drop(self, path: str) -> None:
+        head = self.heads.pop(path)
+        n = self.live[head[0]] - 1
+        if n:
+            self.live[head[0]] = n
+        else:
+            del self.live[head[0]]
+        data = self.data.pop(path, None)
+        if data is not None:
+            self.kept -= len(data)
+
+    def apply(self, rows: Iterable[VersionRow], blobs: Mapping[str, bytes], bulk: _Bulk) -> None:
+        """What :meth:`Index._apply` does to the heads, here in memory; rows go to ``bulk``."""
+        heads, versions = self.heads, self.versions
+        assert versions is not None
+        for r in rows:
+            scope = r.scope
+            bulk.versions.append(
+                (
+                    r.id,
+                    r.memory_id,
+                    scope,
+                    r.path,
+                    r.prev_path,
+                    r.operation,
+                    r.actor,
+                    r.session,
+                    r.created_at,
+                    r.sha256,
+                    r.size,
+                    r.blob,
+                    r.commit_id,
+                    r.redaction_id,
+                )
+            )
+            versions.setdefault(r.id, r.commit_id)  # INSERT OR IGNORE: the first row keeps the id
+            created = r.created_at
+            deleted = r.operation == "deleted"
+            for p in {r.prev_path, r.path} if r.prev_path else (r.path,):
+                old = heads.get(p)
+                if old is not None:
+                    if r.operation == "modified" and old[0] == r.memory_id:
+                        created = old[5]  # the memory keeps its creation time across edits and renames
+                    self._drop(p)
+            if not deleted:
+                heads[r.path] = (r.memory_id, r.id, r.sha256, r.size, r.blob, created, r.created_at)
+                self.live[r.memory_id] = self.live.get(r.memory_id, 0) + 1
+                data = blobs.get(r.blob) if r.blob is not None else None
+                if data is not None and self.kept + len(data) <= _KEEP_BYTES:
+                    self.data[r.path] = data
+                    self.kept += len(data)
 
 
 class Index:
@@ -357,6 +438,8 @@ class Index:
                 for name in _LATE_INDEXES:
                     db.execute(f"DROP INDEX IF EXISTS {name}")
             try:
+                if fresh:
+                    walked = self._walk_fresh(db, scope, walk, bulk)
                 for commit in walk:
                     walked = True
                     rows = self.rows_for_commit(db, scope, commit)
@@ -381,6 +464,66 @@ class Index:
             self.purge_search()
         if walked:  # new commits: a push may be waiting in the spool for its ledger entry
             self.store.drain_pushes()
+
+    def _walk_fresh(
+        self, db: sqlite3.Connection, scope: str, walk: Iterator[pygit2.Commit], bulk: _Bulk
+    ) -> bool:
+        """Derive a scope that starts empty: its heads live in memory (no query per commit), the
+        version rows go out by executemany, and the heads, their search rows and the counters
+        are written once at the end. Stops after materializing at the first merge (which the
+        caller's one-commit-at-a-time loop then replays: merges are rare). Returns whether it
+        walked any commit."""
+        state = _FreshHeads(db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is not None)
+        repo, differ, book = self.store.repo, bulk.differ, bulk.book
+        blobs: dict[str, bytes] = {}
+        rows_for_commit, apply = derive.rows_for_commit, state.apply
+        walked = False
+        merge: pygit2.Commit | None = None
+        for commit in walk:
+            walked = True
+            if len(commit.parent_ids) > 1:
+                merge = commit
+                break
+            blobs.clear()
+            rows = rows_for_commit(repo, db, scope, commit, blobs, differ, book, state, False)
+            apply(rows, blobs, bulk)
+            if len(bulk.versions) >= _FLUSH_ROWS:
+                bulk.flush(db)
+        bulk.flush(db)
+        self._write_fresh_heads(db, scope, state)
+        bulk.heads.clear()
+        bulk.complete = False
+        if merge is not None:  # the caller's loop goes on from here: replay the merge first
+            for name, columns in _LATE_INDEXES.items():  # the merge and what follows query rows
+                db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
+            rows = self.rows_for_commit(db, scope, merge)
+            self._apply(db, scope, rows)
+            bulk.flush(db)
+            self._reconcile_heads(db, scope, merge)
+            bulk.heads.clear()
+        return walked
+
+    def _write_fresh_heads(self, db: sqlite3.Connection, scope: str, state: _FreshHeads) -> None:
+        """The heads a fresh walk derived, their search rows (in path order) and the counters."""
+        read = self.store.blob_data
+        heads, texts = [], []
+        row = db.execute("SELECT COALESCE(MAX(docid), 0) FROM search_docs").fetchone()
+        docid = int(row[0])
+        total = 0
+        for path in sorted(state.heads):
+            mid, vid, sha, size, blob, created, updated = state.heads[path]
+            data = state.data.get(path)
+            if data is None:
+                assert blob is not None  # a head is a version with content
+                data = read(pygit2.Oid(hex=blob))
+            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+            heads.append((scope, path, mid, vid, sha, size, blob, desc, created, updated))
+            docid += 1
+            texts.append((docid, scope, path, vid, desc, data))
+            total += size or 0
+        db.executemany("INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)", heads)
+        search.index_texts(db, texts)
+        db.execute("UPDATE scopes SET memories=?, bytes=? WHERE scope=?", (len(state.heads), total, scope))
 
     def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -365,6 +366,19 @@ def index_text(
         "INSERT INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)",
         (cur.lastrowid, path, description, body),
     )
+
+
+def index_texts(
+    db: sqlite3.Connection, texts: Iterable[tuple[int, str, str, str, str | None, bytes]]
+) -> None:
+    """Rows for many paths that have none yet, as (docid, scope, path, version_id, description,
+    head content), in two executemany (a fresh walk's heads)."""
+    docs, fts = [], []
+    for docid, scope, path, version_id, description, data in texts:
+        docs.append((docid, scope, path, version_id))
+        fts.append((docid, path, description, body_text(data.decode("utf-8", "replace"))))
+    db.executemany("INSERT INTO search_docs(docid, scope, path, version_id) VALUES(?,?,?,?)", docs)
+    db.executemany("INSERT INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)", fts)
 
 
 def unindex_text(db: sqlite3.Connection, scope: str, path: str) -> None:

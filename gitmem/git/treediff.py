@@ -171,13 +171,29 @@ class _Tree:
     """One parsed tree object: its bytes, its entries (mode, name, id) in order, the offset where
     each entry ends (its 20-byte id is the last of it), and, on demand, the entries as a set."""
 
-    __slots__ = ("data", "entries", "ends", "_set")
+    __slots__ = ("data", "_entries", "ends", "_set")
 
-    def __init__(self, data: bytes, entries: list[tuple[bytes, bytes, bytes]], ends: list[int]) -> None:
+    def __init__(
+        self, data: bytes, entries: list[tuple[bytes, bytes, bytes]] | None, ends: list[int]
+    ) -> None:
         self.data = data
-        self.entries = entries
+        self._entries = entries  # None: parsed on first use (``data`` is known to tile as ``ends``)
         self.ends = ends
         self._set: frozenset[tuple[bytes, bytes, bytes]] | None = None
+
+    @property
+    def entries(self) -> list[tuple[bytes, bytes, bytes]]:
+        if self._entries is None:
+            self._entries = _ENTRY_RE.findall(self.data)
+        return self._entries
+
+    def entry(self, i: int) -> tuple[bytes, bytes, bytes]:
+        """Entry ``i`` (mode, name, id), without parsing the others."""
+        if self._entries is not None:
+            return self._entries[i]
+        end = self.ends[i]
+        mode, name = self.data[self.ends[i - 1] if i else 0 : end - 21].split(b" ", 1)
+        return mode, name, self.data[end - 20 : end]
 
     @property
     def set(self) -> frozenset[tuple[bytes, bytes, bytes]]:
@@ -230,9 +246,89 @@ class TreeDiffer:
 
     def deltas(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Delta]:
         out: list[Delta] = []
-        if old != new:
+        if old is not None and new is not None:
+            if old != new:
+                self._chain(old.raw, new.raw, out)
+        elif old != new:
             self._deltas(old.raw if old is not None else None, new.raw if new is not None else None, b"", out)
         return out
+
+    def _chain(self, old: bytes, new: bytes, out: list[Delta]) -> None:
+        """:meth:`_deltas` of two trees, the usual case first: while each new directory is its
+        old one with one entry's id changed (:meth:`_one_entry`, inlined: this runs for every
+        directory level of every commit of a rebuild), follow that entry down; the first
+        directory that differs otherwise is compared in full by :meth:`_deltas`."""
+        base = b""
+        read = self._odb.read
+        oid = pygit2.Oid
+        while True:
+            o = self._trees.get(old) or self._tree(old)
+            data: bytes | None = None
+            if self._trees.get(new) is None and self._older.get(new) is None:
+                kind, data = read(oid(raw=new))[:2]
+                if kind != _OBJ_TREE:
+                    raise pygit2.GitError(f"object {new.hex()} is not a tree")
+                od = o.data
+                size = len(data)
+                ends = o.ends
+                if size == len(od) and size and len(ends) * 2 <= _PY_DIFF_MAX_ENTRIES:
+                    x = int.from_bytes(od, "big") ^ int.from_bytes(data, "big")
+                    first = size - 1 - (x.bit_length() - 1) // 8
+                    last = size - 1 - ((x & -x).bit_length() - 1) // 8
+                    i = bisect_right(ends, first)
+                    if x and i < len(ends) and first >= ends[i] - 20 and last < ends[i]:
+                        # Every byte outside entry i's id is as in ``o``: the same entries, one new id.
+                        self._keep_tree(new, _Tree(data, None, ends))
+                        end = ends[i]
+                        mode, name = od[ends[i - 1] if i else 0 : end - 21].split(b" ", 1)
+                        old_id, new_id = od[end - 20 : end], data[end - 20 : end]
+                        m = _MODES.get(mode) or _mode(mode)
+                        if m == 0o040000:
+                            old, new, base = old_id, new_id, base + name + b"/"
+                            continue
+                        out.append(Delta("modified", base + name, oid(raw=old_id), oid(raw=new_id), m, m))
+                        return
+                elif size > len(od) and len(ends) * 2 + 1 <= _PY_DIFF_MAX_ENTRIES:
+                    added = self._one_added(o, new, data)
+                    if added is not None:
+                        mode, name, new_id = added
+                        m = _MODES.get(mode) or _mode(mode)
+                        if m == 0o040000:
+                            self._deltas(None, new_id, base + name + b"/", out)
+                        else:
+                            out.append(Delta("added", base + name, None, oid(raw=new_id), 0, m))
+                        return
+            self._deltas(old, new, base, out, data)
+            return
+
+    def _one_added(self, old: _Tree, raw_id: bytes, data: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """The one entry ``data`` (the new version of the directory) adds to ``old``, every other
+        byte as in ``old`` (the usual create), or None (then ``data`` must be parsed)."""
+        od, ends = old.data, old.ends
+        n = len(od)
+        extra = len(data) - n
+        x = int.from_bytes(od, "big") ^ int.from_bytes(data[:n], "big")
+        first = n - 1 - (x.bit_length() - 1) // 8 if x else n  # the first byte that differs
+        i = bisect_right(ends, first)  # the entry of ``old`` it falls in (len(ends): past the end)
+        at = ends[i - 1] if i else 0
+        if data[at + extra :] != od[at:]:
+            return None
+        m = _ENTRY_RE.fullmatch(data, at, at + extra)
+        if m is None:
+            return None
+        entry: tuple[bytes, bytes, bytes] = m.groups()  # type: ignore[assignment]
+        entries = old.entries
+        if any(e[1] == entry[1] for e in entries):
+            return None  # a second entry of that name: _parse reports the tree malformed
+        self._keep_tree(
+            raw_id,
+            _Tree(
+                data,
+                [*entries[:i], entry, *entries[i:]],
+                [*ends[:i], at + extra, *(e + extra for e in ends[i:])],
+            ),
+        )
+        return entry
 
     def _cached(self, raw_id: bytes) -> _Tree | None:
         got = self._trees.get(raw_id)
@@ -282,13 +378,12 @@ class TreeDiffer:
         if i >= len(old.ends) or first < old.ends[i] - 20 or last >= old.ends[i]:
             return -1
         # Every byte outside entry i's id is as in ``old``: the same entries, one new id.
-        entries = old.entries.copy()
-        mode, name, _ = entries[i]
-        entries[i] = (mode, name, data[old.ends[i] - 20 : old.ends[i]])
-        self._keep_tree(raw_id, _Tree(data, entries, old.ends))
+        self._keep_tree(raw_id, _Tree(data, None, old.ends))
         return i
 
-    def _deltas(self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta]) -> None:
+    def _deltas(
+        self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta], data: bytes | None = None
+    ) -> None:
         o = self._tree(old) if old is not None else _EMPTY
         n: _Tree | None = None
         names: list[bytes] = []
@@ -298,14 +393,14 @@ class TreeDiffer:
         else:
             n = self._cached(new)
             if n is None:
-                data = self._read(new)
+                data = self._read(new) if data is None else data
                 i = self._one_entry(o, new, data) if old is not None else -1
                 if i >= 0:
                     n, one = self._trees[new], i
-                    names = [o.entries[i][1]]
+                    names = [o.entry(i)[1]]
                 else:
                     n = self._cached(new) or self._parse(new, data)
-        if len(o.entries) + len(n.entries) > _PY_DIFF_MAX_ENTRIES:
+        if len(o.ends) + len(n.ends) > _PY_DIFF_MAX_ENTRIES:
             repo = self._repo
             o_tree = repo[pygit2.Oid(raw=old)] if old is not None else None
             n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
@@ -314,8 +409,8 @@ class TreeDiffer:
             _deltas_libgit2(o_tree, n_tree, base, out)
             return
         if one >= 0:  # the one entry that differs
-            o_map = {names[0]: o.entries[one]}
-            n_map = {names[0]: n.entries[one]}
+            o_map = {names[0]: o.entry(one)}
+            n_map = {names[0]: n.entry(one)}
         else:
             o_map = {e[1]: e for e in o.set - n.set}
             n_map = {e[1]: e for e in n.set - o.set}
