@@ -1,0 +1,499 @@
+"""Group commit across processes: the writes of processes waiting for a scope's lock, committed
+by its holder.
+
+A process whose group leader finds the scope lock (gitmem.engine.writer.scope_lock) held by
+another process writes its group's writes, in serializable form (gitmem.engine.planners.Spec),
+to ``<git dir>/gitmem/queue/<scope>/<ulid>-<pid>.req`` (one JSON file, written to a temporary
+name and renamed, 0600), each with a version id it minted, and then waits for the lock. The
+holder (the leader) takes the queued files of its scope into its own group (:meth:`Turn.gather`),
+checks each write again as untrusted input (its arguments, the acl, review mode; limits from the
+store's settings), plans them with the others, publishes them with the same flush and
+compare-and-swap, and only then writes each file's answer, ``<ulid>-<pid>.res``, and removes the
+request (:meth:`Turn.answer`). A waiter that gets the lock reads its answer (:meth:`Turn.collect`);
+one that finds none leads its own writes.
+
+Crash safety: each queued write carries the version id its caller minted, and the commit carries
+it in its Gitmem-Version trailer, so before planning a queued write the leader looks the id up in
+the scope's history (the index caught up to the tip): a write an earlier leader published but
+did not answer is answered from there, never committed twice. Files of writers that are gone
+(their pid) or older than :data:`STALE_SECONDS` are removed. docs/durability.md, "Group commit".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pygit2
+
+from gitmem import errors
+from gitmem.config import Limits
+from gitmem.engine.core import StoreCore
+from gitmem.engine.planners import Spec, rebuild
+from gitmem.engine.rows import VersionRow
+from gitmem.engine.writer import (
+    Change,
+    ScopeState,
+    authorize,
+    scope_lock,
+    scope_lock_path,
+    version_from_row,
+)
+from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
+from gitmem.git.locks import file_lock, lock, lock_file, try_lock, wait_for_holder
+from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
+from gitmem.model.versions import Version
+
+QUEUE_DIR = "queue"
+FORMAT = 1
+STALE_SECONDS = 600.0  # a request or answer file this old is removed, whoever wrote it
+MAX_TAKE = 256  # queued writes one leader takes at most (more wait for the next group)
+WAIT_ROUNDS = 16  # leaders a queued writer waits to answer before it waits for the scope lock
+_NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
+_TMP = re.compile(rf"^\.tmp-{ULID_RE}-[0-9]{{1,10}}\.(req|res)$")
+_SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
+LINGER = 0.002  # seconds a leader waits for the processes of the last group to come back
+_ENTRY_KEYS = {"version", "op", "args", "actor", "session"}
+_log = logging.getLogger("gitmem.write")
+#: gitmem.engine.proposals.route: the owner of the proposal a write goes to, or None.
+Route = Callable[[StoreCore, str, str | None, str | None], str | None]
+
+
+class Request:
+    """One caller's write waiting in a group commit (of this process, or queued by another)."""
+
+    __slots__ = ("plan", "actor", "session", "limits", "spec", "version_id", "done", "result", "error")
+
+    def __init__(
+        self,
+        plan: Callable[[ScopeState], Change | None],
+        actor: str,
+        session: str | None,
+        limits: Limits,
+        spec: Spec | None = None,
+    ) -> None:
+        self.plan = plan
+        self.actor = actor
+        self.session = session
+        self.limits = limits
+        self.spec = spec  # the write in serializable form, when it has one
+        self.version_id: str | None = None  # minted when the write is queued for another process
+        self.done = False
+        self.result: Version | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: Version | None, error: BaseException | None = None) -> None:
+        self.result, self.error, self.done = result, error, True
+
+
+def take_turn(
+    store: StoreCore, scope: str, requests: Sequence[Request], held: contextlib.ExitStack, route: Route
+) -> Turn:
+    """Take the scope lock for ``requests`` (held until ``held`` closes). When another process holds
+    it and every request has a serializable form, they are queued for it first; those its leader
+    answered are finished on return, and the lock is then not taken (the others are this process's
+    to commit, under the lock)."""
+    turn = Turn(store, scope, held, route)
+    if not (requests and all(r.spec is not None for r in requests)):
+        held.enter_context(scope_lock(store, scope))
+    else:
+        fd = held.enter_context(lock_file(scope_lock_path(store, scope)))
+        if not try_lock(fd) and turn.wait_queued(requests, fd):
+            return turn
+    held.callback(turn.close)  # runs before the lock is released: no leader takes this file after
+    turn.collect()
+    return turn
+
+
+class Turn:
+    """One process's turn at a scope's lock: its own queued file, and the files it took."""
+
+    def __init__(self, store: StoreCore, scope: str, held: contextlib.ExitStack, route: Route) -> None:
+        self.store = store
+        self.route = route
+        self.scope = scope
+        self.held = held
+        self.dir = store.gitmem_dir / QUEUE_DIR / scope
+        self.answers_lock = store.gitmem_dir / "locks" / f"answers-{scope}.lock"
+        self.answering = False  # this leader holds the answers lock
+        self.own: str | None = None  # stem of this process's request file
+        self.own_requests: list[Request] = []
+        self.taken: dict[str, list[Request]] = {}  # request file name -> its writes, in order
+        self.passed: set[str] = set()  # files looked at and left (answered, or dropped)
+        self.mark: str | None = None  # the queue's ".size-N" file: the last group's size
+        self.lingered = False
+
+    def wait_queued(self, requests: Sequence[Request], fd: int) -> bool:
+        """The scope lock (``fd``) is taken: queue ``requests`` and wait. True when the leaders
+        answered them all (the lock is not taken then); False once this process holds the lock."""
+        self.enqueue(requests)
+        if self.own is not None:
+            # A leader that took this file holds the answers lock until it has answered: wait for
+            # it there (every waiter of its group wakes at once), not for the scope lock one by one.
+            for _round in range(WAIT_ROUNDS):
+                if not wait_for_holder(self.answers_lock):
+                    time.sleep(LINGER / 10)  # the holder has not taken the queue (yet)
+                elif self.collect():
+                    if all(r.done for r in self.own_requests):
+                        self.close()
+                        return True
+                    break
+                if try_lock(fd):
+                    return False
+        lock(fd)
+        return False
+
+    # ------------------------------------------------------------------ a waiting writer
+    def enqueue(self, requests: Sequence[Request]) -> None:
+        """Queue ``requests`` for the lock's holder (called while the lock is taken)."""
+        stem = f"{new_ulid()}-{os.getpid()}"
+        for r in requests:
+            r.version_id = new_id("memver")
+        writes = []
+        for r in requests:
+            assert r.spec is not None
+            op, args = r.spec
+            writes.append(
+                {
+                    "version": r.version_id,
+                    "op": op,
+                    "args": _encode(args),
+                    "actor": r.actor,
+                    "session": r.session,
+                }
+            )
+        body = {"format": FORMAT, "scope": self.scope, "writes": writes}
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _write_file(self.dir, f"{stem}.req", body)
+        except OSError as exc:  # no queue: this process waits and commits its writes itself
+            _log.warning("could not queue writes in %s: %s", self.dir, exc)
+            return
+        self.own, self.own_requests = stem, list(requests)
+
+    def collect(self) -> bool:
+        """Finish the queued writes a leader answered; whether a leader took them (the request
+        file is gone). A write committed is looked up in the history, so no answer file can claim
+        a version that is not there; only refusals and writes that changed nothing have one."""
+        if self.own is None or os.path.lexists(self.dir / f"{self.own}.req"):
+            return False
+        self.store.index.ensure(self.scope)
+        rows = self._rows([r.version_id for r in self.own_requests if r.version_id])
+        body = _read_json(self.dir / f"{self.own}.res", 1 << 20)
+        results = body.get("results") if body is not None else None
+        if not isinstance(results, list) or len(results) != len(self.own_requests):
+            results = [None] * len(self.own_requests)
+        for r, out in zip(self.own_requests, results, strict=True):
+            row = rows.get(r.version_id or "")
+            if row is not None and (row.scope, row.actor, row.session) == (self.scope, r.actor, r.session):
+                r.finish(version_from_row(row))
+            elif not isinstance(out, dict):
+                continue  # not answered: this process commits it (checked against the history first)
+            elif out.get("none") is True:
+                r.finish(None)
+            elif isinstance(out.get("error"), dict):
+                r.finish(None, _error(out["error"]))
+        return True
+
+    def close(self) -> None:
+        """Remove this process's request and answer files (before the lock is released)."""
+        if self.own is not None:
+            for ext in ("req", "res"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.dir / f"{self.own}.{ext}").unlink()
+
+    # ------------------------------------------------------------------ the leader
+    def gather(self, tip: pygit2.Oid | None, own: list[Request]) -> list[Request]:
+        """The group to plan at ``tip``: the queued writes of other processes (in arrival order,
+        each file's in its order), then ``own``. A queued write whose version id is already in the
+        scope's history is finished from there; one that fails its checks is finished with its
+        error. Called again on a retry: files queued meanwhile join."""
+        self._scan()
+        group = [r for reqs in self.taken.values() for r in reqs] + own
+        queued = [r for r in group if not r.done and r.version_id is not None]
+        if queued:
+            self._answer_from_history(tip, queued)
+        return group
+
+    def answer(self) -> None:
+        """After the publish: each taken file removed, once its answer (refusals, writes that
+        changed nothing) is written."""
+        for name, reqs in self.taken.items():
+            if any(r.result is None for r in reqs):  # a committed write is answered by the history
+                results = [_result(r) for r in reqs]
+                try:
+                    respond(self.dir, name[: -len(".req")] + ".res", {"format": FORMAT, "results": results})
+                except OSError as exc:  # its writer looks its writes up, and commits the others
+                    _log.warning("could not answer %s: %s", name, exc)
+            with contextlib.suppress(FileNotFoundError):
+                (self.dir / name).unlink()
+        if self.lingered:
+            self._mark(len(self.taken) + 1)
+        self.taken.clear()
+
+    def _listing(self) -> list[str] | None:
+        """The queue's file names. At the first look of a turn, when the last group had writers of
+        several processes, wait a moment for them to come back with their next writes (a lone
+        writer never waits: it leaves no mark)."""
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return None
+        marks = [n for n in names if _SIZE.match(n)]
+        self.mark = marks[0] if marks else None
+        if (self.mark or self._waiting(names)) and not self.answering:
+            # The writers of the files taken wait on this lock for their answers.
+            self.held.enter_context(file_lock(self.answers_lock))
+            self.answering = True
+        if not self.lingered:
+            self.lingered = True
+            want = int(self.mark[len(".size-") :]) if self.mark else 1
+            deadline = time.monotonic() + LINGER
+            while self._waiting(names) + 1 < want and time.monotonic() < deadline:
+                time.sleep(LINGER / 10)
+                names = os.listdir(self.dir)
+        return sorted(names)
+
+    def _waiting(self, names: list[str]) -> int:
+        present = set(names)
+        return sum(
+            1
+            for n in names
+            if n.endswith(".req")
+            and n[: -len(".req")] != self.own
+            and n[: -len("req")] + "res" not in present
+        )
+
+    def _mark(self, size: int) -> None:
+        """Leave the size of this group (in processes) for the next leader's wait."""
+        name = f".size-{size}" if size > 1 else None
+        if name == self.mark:
+            return
+        with contextlib.suppress(OSError):
+            if name is not None:
+                os.close(os.open(self.dir / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+            if self.mark is not None:
+                (self.dir / self.mark).unlink()
+        self.mark = name
+
+    def _scan(self) -> None:
+        names = self._listing()
+        if names is None:
+            return
+        present = set(names)
+        count = sum(len(v) for v in self.taken.values())
+        for name in names:
+            m = _NAME.match(name)
+            if m is None:
+                if _TMP.match(name):
+                    self._drop_if_stale(name, alive=True)
+                continue
+            stem, pid, kind = m.group(1) + "-" + m.group(2), int(m.group(2)), m.group(3)
+            if stem == self.own or name in self.taken or name in self.passed:
+                continue
+            alive = _alive(pid)
+            if kind == "res" or f"{stem}.res" in present:  # an answer its writer has not read yet
+                self._drop_if_stale(name, alive)
+                continue
+            if not alive:  # its writer is gone: never acknowledged, so it may go uncommitted
+                self._drop(name)
+                continue
+            if count >= MAX_TAKE:
+                break
+            if not self.answering:  # its writer waits on this lock for the answer
+                self.held.enter_context(file_lock(self.answers_lock))
+                self.answering = True
+            reqs = self._take(name)
+            if reqs is not None:
+                self.taken[name] = reqs
+                count += len(reqs)
+
+    def _take(self, name: str) -> list[Request] | None:
+        """The writes of one request file, checked; None (and the file removed) when it is not one."""
+        limits = self.store.settings.limits
+        body = _read_json(self.dir / name, MAX_TAKE * (2 * limits.max_memory_bytes + 65536))
+        writes = body.get("writes") if body is not None else None
+        if (
+            body is None
+            or body.get("format") != FORMAT
+            or body.get("scope") != self.scope
+            or not isinstance(writes, list)
+            or not 1 <= len(writes) <= MAX_TAKE
+        ):
+            _log.warning("removed a malformed queued write %s in %s", name, self.dir)
+            self._drop(name)
+            return None
+        return [self._rebuild(entry) for entry in writes]
+
+    def _rebuild(self, entry: object) -> Request:
+        req = Request(_refused, "", None, self.store.settings.limits)
+        try:
+            if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
+                raise InvalidInputError(f"a queued write has the keys {sorted(_ENTRY_KEYS)}")
+            vid, actor, session = entry["version"], entry["actor"], entry["session"]
+            if not isinstance(vid, str) or not is_id(vid, "memver"):
+                raise InvalidInputError(f"invalid queued version id {vid!r}: expected memver_<ulid>")
+            if not isinstance(actor, str) or not (session is None or isinstance(session, str)):
+                raise InvalidInputError("a queued write's actor and session must be text")
+            plan, erasing = rebuild(entry["op"], _decode(entry["args"]))
+            if self.route(self.store, self.scope, actor, session) is not None:
+                raise ForbiddenError(f"{actor} writes to scope {self.scope!r} through review (a proposal)")
+            actor, session, limits = authorize(self.store, self.scope, actor, session, erasing=erasing)
+        except GitmemError as exc:
+            req.finish(None, exc)
+            return req
+        req.plan, req.actor, req.session, req.limits, req.version_id = plan, actor, session, limits, vid
+        return req
+
+    def _answer_from_history(self, tip: pygit2.Oid | None, queued: list[Request]) -> None:
+        self.store.index.ensure(self.scope, tip, known_tip=True)
+        rows = self._rows([r.version_id for r in queued if r.version_id])
+        seen: set[str] = set()
+        for r in queued:
+            vid = r.version_id
+            assert vid is not None
+            if vid in seen:
+                r.finish(None, ConflictError(f"version id {vid} is queued twice"))
+                continue
+            seen.add(vid)
+            row = rows.get(vid)
+            if row is None:
+                continue
+            if row.scope != self.scope or row.actor != r.actor or row.session != r.session:
+                r.finish(None, ConflictError(f"version id {vid} is another write's"))
+            else:  # published by a leader that died before it answered
+                r.finish(version_from_row(row))
+
+    def _rows(self, ids: list[str]) -> dict[str, VersionRow]:
+        """The index rows of the version ids ``ids`` (this scope's row first: forked scopes share
+        versions); a row of another scope means the id is taken there."""
+        out: dict[str, VersionRow] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            where = f"id IN ({','.join('?' * len(chunk))})"
+            for row in self.store.index.version_rows(where, chunk):
+                if row.id not in out or row.scope == self.scope:
+                    out[row.id] = row
+        return out
+
+    def _drop(self, name: str) -> None:
+        self.passed.add(name)
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / name).unlink()
+
+    def _drop_if_stale(self, name: str, alive: bool) -> None:
+        self.passed.add(name)
+        try:
+            old = time.time() - os.lstat(self.dir / name).st_mtime > STALE_SECONDS
+        except FileNotFoundError:
+            return
+        if old or not alive:
+            self._drop(name)
+
+
+def _refused(state: ScopeState) -> Change | None:
+    raise AssertionError("a refused queued write is never planned")
+
+
+def respond(directory: Path, name: str, body: dict[str, object]) -> None:
+    """Write one answer file (a function of its own, so crash tests can stop at it)."""
+    _write_file(directory, name, body)
+
+
+def _write_file(directory: Path, name: str, body: dict[str, object]) -> None:
+    tmp = directory / f".tmp-{name}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(json.dumps(body, separators=(",", ":")).encode())
+    os.replace(tmp, directory / name)
+
+
+def _read_json(path: Path, cap: int) -> dict[str, object] | None:
+    """A JSON object from a regular file of at most ``cap`` bytes (no symlink followed), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(cap + 1)
+    finally:
+        os.close(fd)
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except OverflowError:
+        return False
+    return True
+
+
+def _encode(args: dict[str, object]) -> dict[str, object]:
+    return {k: {"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v for k, v in args.items()}
+
+
+def _decode(args: object) -> object:
+    if not isinstance(args, dict):
+        return args
+    out: dict[str, object] = {}
+    for k, v in args.items():
+        if isinstance(v, dict):
+            if set(v) != {"b64"} or not isinstance(v["b64"], str):
+                raise InvalidInputError(f"queued argument {k!r} is not text, a number or base64 bytes")
+            try:
+                v = base64.b64decode(v["b64"], validate=True)
+            except binascii.Error:
+                raise InvalidInputError(f"queued argument {k!r} is not valid base64") from None
+        out[k] = v
+    return out
+
+
+def _result(r: Request) -> dict[str, object]:
+    if r.error is not None:
+        exc = r.error
+        cls = type(exc) if isinstance(exc, GitmemError) else GitmemError
+        out: dict[str, object] = {"class": cls.__name__, "message": str(exc), "exit_code": cls.exit_code}
+        if isinstance(exc, errors.PathConflictError):
+            out["path"], out["memory_id"] = exc.conflicting_path, exc.conflicting_memory_id
+        return {"error": out}
+    if r.result is None:
+        return {"none": True}
+    return {"version": r.result.id}
+
+
+def _error(info: dict[str, object]) -> GitmemError:
+    """The error a leader answered with, as its class (GitmemError when the class is unknown)."""
+    name, message = info.get("class"), str(info.get("message", ""))
+    cls = getattr(errors, name, None) if isinstance(name, str) else None
+    if not (isinstance(cls, type) and issubclass(cls, GitmemError)):
+        return GitmemError(message)
+    if issubclass(cls, errors.PathConflictError):
+        return cls(message, str(info.get("path", "")), str(info.get("memory_id", "")))
+    try:
+        return cls(message)
+    except TypeError:
+        return GitmemError(message)
