@@ -372,9 +372,9 @@ def test_forged_request_files_are_refused_without_harm(store_path: Path, tmp_pat
             "InvalidInputError",
         ]
         left = set(os.listdir(_queue(store_path)))
-        for stem in (bad_json, deep, other_scope, link, several, dead):
-            assert f"{stem}.req" not in left  # taken and answered, or dropped
-        assert f"{bad_json}.res" not in left and f"{dead}.res" not in left
+        for stem in (bad_json, deep, other_scope, link, dead):
+            assert f"{stem}.req" not in left and f"{stem}.res" not in left  # dropped
+        assert f"{several}.req" in left  # answered: its writer (alive) removes it
         assert outside.exists() and "not-a-request.req" in left  # the symlink removed, not its target
         # Only the legitimate write landed.
         assert git(store_path, "rev-list", "--count", f"{tip}..main").stdout.strip() == "1"
@@ -390,13 +390,15 @@ def test_a_valid_queued_write_of_a_live_writer_is_committed_once(store_path: Pat
     vid = new_id("memver")
     args = {"path": "/seed", "line": 0, "text": "top", "if_sha256": None}
     body = {"format": 1, "scope": "main", "writes": [{**_entry("insert", args), "version": vid}]}
-    _forge(store_path, body)
+    first = _forge(store_path, body)
     with gitmem.open_store(str(store_path)) as store:
         store.write("/one", "one\n")
         assert store.read("/seed").version_id == vid
+        assert not (_queue(store_path) / f"{first}.res").exists()  # a committed write: the history answers
+        (_queue(store_path) / f"{first}.req").unlink()  # as its writer does once it found it there
         again = _forge(store_path, body)
         store.write("/two", "two\n")
-        assert f"{again}.req" not in os.listdir(_queue(store_path))
+        assert not (_queue(store_path) / f"{again}.res").exists()
         assert store.read("/seed").content == "top\nseed\n"
         assert [v.id for v in store.versions() if v.path == "/seed"][0] == vid
     assert _commit_order(store_path).count(vid) == 1

@@ -111,6 +111,7 @@ def take_turn(
             return turn
     held.callback(turn.close)  # runs before the lock is released: no leader takes this file after
     turn.collect()
+    turn.prepare()
     return turn
 
 
@@ -124,13 +125,12 @@ class Turn:
         self.held = held
         self.dir = store.gitmem_dir / QUEUE_DIR / scope
         self.answers_lock = store.gitmem_dir / "locks" / f"answers-{scope}.lock"
-        self.answering = False  # this leader holds the answers lock
         self.own: str | None = None  # stem of this process's request file
         self.own_requests: list[Request] = []
         self.taken: dict[str, list[Request]] = {}  # request file name -> its writes, in order
         self.passed: set[str] = set()  # files looked at and left (answered, or dropped)
         self.mark: str | None = None  # the queue's ".size-N" file: the last group's size
-        self.lingered = False
+        self.lingered = False  # prepare() found a queue (and waited for it)
 
     def wait_queued(self, requests: Sequence[Request], fd: int) -> bool:
         """The scope lock (``fd``) is taken: queue ``requests`` and wait. True when the leaders
@@ -141,7 +141,7 @@ class Turn:
             # it there (every waiter of its group wakes at once), not for the scope lock one by one.
             for _round in range(WAIT_ROUNDS):
                 if not wait_for_holder(self.answers_lock):
-                    time.sleep(LINGER / 10)  # the holder has not taken the queue (yet)
+                    time.sleep(LINGER / 40)  # the lock changes hands: its holder takes the answers lock next
                 elif self.collect():
                     if all(r.done for r in self.own_requests):
                         self.close()
@@ -181,10 +181,11 @@ class Turn:
         self.own, self.own_requests = stem, list(requests)
 
     def collect(self) -> bool:
-        """Finish the queued writes a leader answered; whether a leader took them (the request
-        file is gone). A write committed is looked up in the history, so no answer file can claim
-        a version that is not there; only refusals and writes that changed nothing have one."""
-        if self.own is None or os.path.lexists(self.dir / f"{self.own}.req"):
+        """Finish the queued writes a leader answered; whether one did. A committed write is
+        looked up in the history (the leader leaves its request file to its writer, so that its
+        publish is not held up by file removals): no answer file can claim a version that is not
+        there; only refusals and writes that changed nothing have an answer file."""
+        if self.own is None:
             return False
         self.store.index.ensure(self.scope)
         rows = self._rows([r.version_id for r in self.own_requests if r.version_id])
@@ -192,6 +193,7 @@ class Turn:
         results = body.get("results") if body is not None else None
         if not isinstance(results, list) or len(results) != len(self.own_requests):
             results = [None] * len(self.own_requests)
+        answered = False
         for r, out in zip(self.own_requests, results, strict=True):
             row = rows.get(r.version_id or "")
             if row is not None and (row.scope, row.actor, row.session) == (self.scope, r.actor, r.session):
@@ -202,7 +204,8 @@ class Turn:
                 r.finish(None)
             elif isinstance(out.get("error"), dict):
                 r.finish(None, _error(out["error"]))
-        return True
+            answered = True
+        return answered or body is not None
 
     def close(self) -> None:
         """Remove this process's request and answer files (before the lock is released)."""
@@ -225,8 +228,9 @@ class Turn:
         return group
 
     def answer(self) -> None:
-        """After the publish: each taken file removed, once its answer (refusals, writes that
-        changed nothing) is written."""
+        """After the publish: the answer file of each taken file with refusals or writes that
+        changed nothing (a committed write is answered by the history; its writer removes the
+        request file, and a leader that takes it again finds it there)."""
         for name, reqs in self.taken.items():
             if any(r.result is None for r in reqs):  # a committed write is answered by the history
                 results = [_result(r) for r in reqs]
@@ -234,34 +238,28 @@ class Turn:
                     respond(self.dir, name[: -len(".req")] + ".res", {"format": FORMAT, "results": results})
                 except OSError as exc:  # its writer looks its writes up, and commits the others
                     _log.warning("could not answer %s: %s", name, exc)
-            with contextlib.suppress(FileNotFoundError):
-                (self.dir / name).unlink()
         if self.lingered:
             self._mark(len(self.taken) + 1)
         self.taken.clear()
 
-    def _listing(self) -> list[str] | None:
-        """The queue's file names. At the first look of a turn, when the last group had writers of
-        several processes, wait a moment for them to come back with their next writes (a lone
-        writer never waits: it leaves no mark)."""
+    def prepare(self) -> None:
+        """With the lock, before planning: when the scope has a queue, hold the answers lock (its
+        waiters wake when this leader has answered) and, when the last group had writers of
+        several processes, wait a moment for them to come back with their next writes. A scope
+        that never had a queue costs one look at a missing directory."""
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
-            return None
+            return
+        self.held.enter_context(file_lock(self.answers_lock))
         marks = [n for n in names if _SIZE.match(n)]
         self.mark = marks[0] if marks else None
-        if (self.mark or self._waiting(names)) and not self.answering:
-            # The writers of the files taken wait on this lock for their answers.
-            self.held.enter_context(file_lock(self.answers_lock))
-            self.answering = True
-        if not self.lingered:
-            self.lingered = True
-            want = int(self.mark[len(".size-") :]) if self.mark else 1
-            deadline = time.monotonic() + LINGER
-            while self._waiting(names) + 1 < want and time.monotonic() < deadline:
-                time.sleep(LINGER / 10)
-                names = os.listdir(self.dir)
-        return sorted(names)
+        want = int(self.mark[len(".size-") :]) if self.mark else 1
+        deadline = time.monotonic() + LINGER
+        while self._waiting(names) + 1 < want and time.monotonic() < deadline:
+            time.sleep(LINGER / 10)
+            names = os.listdir(self.dir)
+        self.lingered = True
 
     def _waiting(self, names: list[str]) -> int:
         present = set(names)
@@ -286,9 +284,9 @@ class Turn:
         self.mark = name
 
     def _scan(self) -> None:
-        names = self._listing()
-        if names is None:
-            return
+        if not self.lingered:
+            return  # no queue when the lock was taken (one made since is for the next leader)
+        names = sorted(os.listdir(self.dir))
         present = set(names)
         count = sum(len(v) for v in self.taken.values())
         for name in names:
@@ -309,9 +307,6 @@ class Turn:
                 continue
             if count >= MAX_TAKE:
                 break
-            if not self.answering:  # its writer waits on this lock for the answer
-                self.held.enter_context(file_lock(self.answers_lock))
-                self.answering = True
             reqs = self._take(name)
             if reqs is not None:
                 self.taken[name] = reqs
