@@ -353,6 +353,12 @@ def test_forged_request_files_are_refused_without_harm(store_path: Path, tmp_pat
         dead = _forge(
             store_path, {"format": 1, "scope": "main", "writes": [_entry("write", w)]}, pid=2**22 + 7
         )
+        stale = _forge(store_path, {"format": 1, "scope": "main", "writes": [_entry("write", w)]})
+        old = time.time() - 3600  # a live pid, but an hour old: perhaps another process's pid by now
+        os.utime(_queue(store_path) / f"{stale}.req", (old, old))
+        stale_answer = _queue(store_path) / f"{new_ulid()}-{os.getpid()}.res"
+        stale_answer.write_text("{}")
+        os.utime(stale_answer, (old, old))
 
         tip = store.core.tip("main")
         assert store.write("/legit", "legit\n", actor="user:alice") is not None  # a leader takes the queue
@@ -372,7 +378,8 @@ def test_forged_request_files_are_refused_without_harm(store_path: Path, tmp_pat
             "InvalidInputError",
         ]
         left = set(os.listdir(_queue(store_path)))
-        for stem in (bad_json, deep, other_scope, link, dead):
+        assert stale_answer.name not in left
+        for stem in (bad_json, deep, other_scope, link, dead, stale):
             assert f"{stem}.req" not in left and f"{stem}.res" not in left  # dropped
         assert f"{several}.req" in left  # answered: its writer (alive) removes it
         assert outside.exists() and "not-a-request.req" in left  # the symlink removed, not its target

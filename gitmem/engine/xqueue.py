@@ -302,7 +302,9 @@ class Turn:
             if kind == "res" or f"{stem}.res" in present:  # an answer its writer has not read yet
                 self._drop_if_stale(name, alive)
                 continue
-            if not alive:  # its writer is gone: never acknowledged, so it may go uncommitted
+            if not alive or self._stale(name):
+                # Its writer is gone (or waited so long that its pid may be another process's now):
+                # never acknowledged, so it may go uncommitted; a writer still there commits it itself.
                 self._drop(name)
                 continue
             if count >= MAX_TAKE:
@@ -387,12 +389,14 @@ class Turn:
 
     def _drop_if_stale(self, name: str, alive: bool) -> None:
         self.passed.add(name)
-        try:
-            old = time.time() - os.lstat(self.dir / name).st_mtime > STALE_SECONDS
-        except FileNotFoundError:
-            return
-        if old or not alive:
+        if not alive or self._stale(name):
             self._drop(name)
+
+    def _stale(self, name: str) -> bool:
+        try:
+            return time.time() - os.lstat(self.dir / name).st_mtime > STALE_SECONDS
+        except FileNotFoundError:
+            return False
 
 
 def _refused(state: ScopeState) -> Change | None:
