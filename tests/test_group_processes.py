@@ -335,6 +335,10 @@ def test_forged_request_files_are_refused_without_harm(store_path: Path, tmp_pat
         (_queue(store_path) / f"{link}.req").symlink_to(outside)
         odd = _queue(store_path) / "not-a-request.req"
         odd.write_text("{}")
+        (_queue(store_path) / ".tmp-not-a-request.req").write_text("{")
+        (_queue(store_path) / ".size-8").write_text(
+            ""
+        )  # the leader waits for 8 writers: a look at every name
         entries = [
             _entry("write", {**w, "path": "/../../etc/passwd"}),  # path traversal
             _entry("write", w, actor="user:eve"),  # the acl does not let eve write main

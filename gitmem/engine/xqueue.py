@@ -102,7 +102,9 @@ def take_turn(
     it and every request has a serializable form, they are queued for it first; those its leader
     answered are finished on return, and the lock is then not taken (the others are this process's
     to commit, under the lock)."""
-    turn = Turn(store, scope, held, route)
+    # The answers lock (taken in prepare) is released after the scope lock: the writers it wakes
+    # find the scope lock free, or taken by the next leader.
+    turn = Turn(store, scope, held.enter_context(contextlib.ExitStack()), route)
     if not (requests and all(r.spec is not None for r in requests)):
         held.enter_context(scope_lock(store, scope))
     else:
@@ -110,19 +112,19 @@ def take_turn(
         if not try_lock(fd) and turn.wait_queued(requests, fd):
             return turn
     held.callback(turn.close)  # runs before the lock is released: no leader takes this file after
-    turn.collect()
     turn.prepare()
+    turn.collect()
     return turn
 
 
 class Turn:
     """One process's turn at a scope's lock: its own queued file, and the files it took."""
 
-    def __init__(self, store: StoreCore, scope: str, held: contextlib.ExitStack, route: Route) -> None:
+    def __init__(self, store: StoreCore, scope: str, answers: contextlib.ExitStack, route: Route) -> None:
         self.store = store
         self.route = route
         self.scope = scope
-        self.held = held
+        self.answers = answers  # holds the answers lock, once taken
         self.dir = store.gitmem_dir / QUEUE_DIR / scope
         self.answers_lock = store.gitmem_dir / "locks" / f"answers-{scope}.lock"
         self.own: str | None = None  # stem of this process's request file
@@ -130,17 +132,20 @@ class Turn:
         self.taken: dict[str, list[Request]] = {}  # request file name -> its writes, in order
         self.passed: set[str] = set()  # files looked at and left (answered, or dropped)
         self.mark: str | None = None  # the queue's ".size-N" file: the last group's size
-        self.lingered = False  # prepare() found a queue (and waited for it)
+        self.queue = False  # prepare() found a queue
+        self.mark_time = 0.0
+        self.lingered = False
 
     def wait_queued(self, requests: Sequence[Request], fd: int) -> bool:
         """The scope lock (``fd``) is taken: queue ``requests`` and wait. True when the leaders
         answered them all (the lock is not taken then); False once this process holds the lock."""
         self.enqueue(requests)
         if self.own is not None:
+            answers = self.answers.enter_context(lock_file(self.answers_lock))
             # A leader that took this file holds the answers lock until it has answered: wait for
             # it there (every waiter of its group wakes at once), not for the scope lock one by one.
             for _round in range(WAIT_ROUNDS):
-                if not wait_for_holder(self.answers_lock):
+                if not wait_for_holder(answers):
                     time.sleep(LINGER / 40)  # the lock changes hands: its holder takes the answers lock next
                 elif self.collect():
                     if all(r.done for r in self.own_requests):
@@ -238,54 +243,70 @@ class Turn:
                     respond(self.dir, name[: -len(".req")] + ".res", {"format": FORMAT, "results": results})
                 except OSError as exc:  # its writer looks its writes up, and commits the others
                     _log.warning("could not answer %s: %s", name, exc)
-        if self.lingered:
+        if self.queue:
             self._mark(len(self.taken) + 1)
         self.taken.clear()
 
     def prepare(self) -> None:
         """With the lock, before planning: when the scope has a queue, hold the answers lock (its
-        waiters wake when this leader has answered) and, when the last group had writers of
-        several processes, wait a moment for them to come back with their next writes. A scope
-        that never had a queue costs one look at a missing directory."""
+        waiters wake when this leader has answered). A scope that never had a queue costs one
+        look at a missing directory."""
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
             return
-        self.held.enter_context(file_lock(self.answers_lock))
+        self.answers.enter_context(file_lock(self.answers_lock))
         marks = [n for n in names if _SIZE.match(n)]
         self.mark = marks[0] if marks else None
+        if self.mark is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.mark_time = os.lstat(self.dir / self.mark).st_mtime
+        self.queue = True
+
+    def _linger(self) -> None:
+        """When the last group had writers of several processes, wait a moment for them to come
+        back with their next writes (once, at the first look at the queue)."""
+        self.lingered = True
         want = int(self.mark[len(".size-") :]) if self.mark else 1
+        if want <= 1:
+            return
         deadline = time.monotonic() + LINGER
+        names = os.listdir(self.dir)
         while self._waiting(names) + 1 < want and time.monotonic() < deadline:
             time.sleep(LINGER / 10)
             names = os.listdir(self.dir)
-        self.lingered = True
 
     def _waiting(self, names: list[str]) -> int:
-        present = set(names)
+        """Request files queued since the last group was answered (its mark's time; the time is in
+        each name's ULID), not this process's: the writers that came back."""
+        since = int(self.mark_time * 1000)
+        found = (_NAME.match(n) for n in names)
         return sum(
             1
-            for n in names
-            if n.endswith(".req")
-            and n[: -len(".req")] != self.own
-            and n[: -len("req")] + "res" not in present
+            for m in found
+            if m is not None
+            and m.group(3) == "req"
+            and f"{m.group(1)}-{m.group(2)}" != self.own
+            and _ulid_ms(m.group(1)) >= since
         )
 
     def _mark(self, size: int) -> None:
-        """Leave the size of this group (in processes) for the next leader's wait."""
+        """Leave the size of this group (in processes) and, in the mark's time, when it was
+        answered, for the next leader's wait."""
         name = f".size-{size}" if size > 1 else None
-        if name == self.mark:
-            return
         with contextlib.suppress(OSError):
             if name is not None:
                 os.close(os.open(self.dir / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-            if self.mark is not None:
+                os.utime(self.dir / name, follow_symlinks=False)
+            if self.mark is not None and self.mark != name:
                 (self.dir / self.mark).unlink()
         self.mark = name
 
     def _scan(self) -> None:
-        if not self.lingered:
+        if not self.queue:
             return  # no queue when the lock was taken (one made since is for the next leader)
+        if not self.lingered:
+            self._linger()
         names = sorted(os.listdir(self.dir))
         present = set(names)
         count = sum(len(v) for v in self.taken.values())
@@ -318,6 +339,9 @@ class Turn:
         """The writes of one request file, checked; None (and the file removed) when it is not one."""
         limits = self.store.settings.limits
         body = _read_json(self.dir / name, MAX_TAKE * (2 * limits.max_memory_bytes + 65536))
+        if body is None and not os.path.lexists(self.dir / name):
+            self.passed.add(name)  # its writer found its answer and removed it
+            return None
         writes = body.get("writes") if body is not None else None
         if (
             body is None
@@ -397,6 +421,14 @@ class Turn:
             return time.time() - os.lstat(self.dir / name).st_mtime > STALE_SECONDS
         except FileNotFoundError:
             return False
+
+
+def _ulid_ms(ulid: str) -> int:
+    """The time (ms) in a ULID (checked by the name pattern)."""
+    return int(ulid[:10].translate(_FROM_CROCKFORD), 32)
+
+
+_FROM_CROCKFORD = str.maketrans("ABCDEFGHJKMNPQRSTVWXYZ", "ABCDEFGHIJKLMNOPQRSTUV")
 
 
 def _refused(state: ScopeState) -> Change | None:

@@ -57,16 +57,14 @@ def lock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX)
 
 
-def wait_for_holder(path: Path) -> bool:
-    """Wait until the exclusive holder of ``path``'s lock lets it go (many waiters wake together);
-    False at once when no one holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def wait_for_holder(fd: int) -> bool:
+    """Wait until the exclusive holder of the lock file ``fd`` (see :func:`lock_file`) lets it go
+    (many waiters wake together); False at once when no one holds it."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            return True
-        return False
-    finally:
-        os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        waited = False
+    except BlockingIOError:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        waited = True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return waited
