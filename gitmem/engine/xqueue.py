@@ -21,24 +21,29 @@ did not answer is answered from there, never committed twice. Files of writers t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
-import json
 import logging
 import os
 import re
-import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pygit2
 
-from gitmem import errors
 from gitmem.config import Limits
 from gitmem.engine.core import StoreCore
 from gitmem.engine.planners import Spec, rebuild
+from gitmem.engine.queuefiles import (
+    alive,
+    decode_args,
+    encode_args,
+    error_of,
+    read_json,
+    result_of,
+    ulid_ms,
+    write_file,
+)
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
     Change,
@@ -171,7 +176,7 @@ class Turn:
                 {
                     "version": r.version_id,
                     "op": op,
-                    "args": _encode(args),
+                    "args": encode_args(args),
                     "actor": r.actor,
                     "session": r.session,
                 }
@@ -179,7 +184,7 @@ class Turn:
         body = {"format": FORMAT, "scope": self.scope, "writes": writes}
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _write_file(self.dir, f"{stem}.req", body)
+            write_file(self.dir, f"{stem}.req", body)
         except OSError as exc:  # no queue: this process waits and commits its writes itself
             _log.warning("could not queue writes in %s: %s", self.dir, exc)
             return
@@ -194,7 +199,7 @@ class Turn:
             return False
         self.store.index.ensure(self.scope)
         rows = self._rows([r.version_id for r in self.own_requests if r.version_id])
-        body = _read_json(self.dir / f"{self.own}.res", 1 << 20)
+        body = read_json(self.dir / f"{self.own}.res", 1 << 20)
         results = body.get("results") if body is not None else None
         if not isinstance(results, list) or len(results) != len(self.own_requests):
             results = [None] * len(self.own_requests)
@@ -208,7 +213,7 @@ class Turn:
             elif out.get("none") is True:
                 r.finish(None)
             elif isinstance(out.get("error"), dict):
-                r.finish(None, _error(out["error"]))
+                r.finish(None, error_of(out["error"]))
             answered = True
         return answered or body is not None
 
@@ -238,7 +243,7 @@ class Turn:
         request file, and a leader that takes it again finds it there)."""
         for name, reqs in self.taken.items():
             if any(r.result is None for r in reqs):  # a committed write is answered by the history
-                results = [_result(r) for r in reqs]
+                results = [result_of(r) for r in reqs]
                 try:
                     respond(self.dir, name[: -len(".req")] + ".res", {"format": FORMAT, "results": results})
                 except OSError as exc:  # its writer looks its writes up, and commits the others
@@ -287,7 +292,7 @@ class Turn:
             if m is not None
             and m.group(3) == "req"
             and f"{m.group(1)}-{m.group(2)}" != self.own
-            and _ulid_ms(m.group(1)) >= since
+            and ulid_ms(m.group(1)) >= since
         )
 
     def _mark(self, size: int) -> None:
@@ -314,16 +319,16 @@ class Turn:
             m = _NAME.match(name)
             if m is None:
                 if _TMP.match(name):
-                    self._drop_if_stale(name, alive=True)
+                    self._drop_if_stale(name, live=True)
                 continue
             stem, pid, kind = m.group(1) + "-" + m.group(2), int(m.group(2)), m.group(3)
             if stem == self.own or name in self.taken or name in self.passed:
                 continue
-            alive = _alive(pid)
+            live = alive(pid)
             if kind == "res" or f"{stem}.res" in present:  # an answer its writer has not read yet
-                self._drop_if_stale(name, alive)
+                self._drop_if_stale(name, live)
                 continue
-            if not alive or self._stale(name):
+            if not live or self._stale(name):
                 # Its writer is gone (or waited so long that its pid may be another process's now):
                 # never acknowledged, so it may go uncommitted; a writer still there commits it itself.
                 self._drop(name)
@@ -338,7 +343,7 @@ class Turn:
     def _take(self, name: str) -> list[Request] | None:
         """The writes of one request file, checked; None (and the file removed) when it is not one."""
         limits = self.store.settings.limits
-        body = _read_json(self.dir / name, MAX_TAKE * (2 * limits.max_memory_bytes + 65536))
+        body = read_json(self.dir / name, MAX_TAKE * (2 * limits.max_memory_bytes + 65536))
         if body is None and not os.path.lexists(self.dir / name):
             self.passed.add(name)  # its writer found its answer and removed it
             return None
@@ -365,7 +370,7 @@ class Turn:
                 raise InvalidInputError(f"invalid queued version id {vid!r}: expected memver_<ulid>")
             if not isinstance(actor, str) or not (session is None or isinstance(session, str)):
                 raise InvalidInputError("a queued write's actor and session must be text")
-            plan, erasing = rebuild(entry["op"], _decode(entry["args"]))
+            plan, erasing = rebuild(entry["op"], decode_args(entry["args"]))
             if self.route(self.store, self.scope, actor, session) is not None:
                 raise ForbiddenError(f"{actor} writes to scope {self.scope!r} through review (a proposal)")
             actor, session, limits = authorize(self.store, self.scope, actor, session, erasing=erasing)
@@ -411,9 +416,9 @@ class Turn:
         with contextlib.suppress(FileNotFoundError):
             (self.dir / name).unlink()
 
-    def _drop_if_stale(self, name: str, alive: bool) -> None:
+    def _drop_if_stale(self, name: str, live: bool) -> None:
         self.passed.add(name)
-        if not alive or self._stale(name):
+        if not live or self._stale(name):
             self._drop(name)
 
     def _stale(self, name: str) -> bool:
@@ -423,108 +428,10 @@ class Turn:
             return False
 
 
-def _ulid_ms(ulid: str) -> int:
-    """The time (ms) in a ULID (checked by the name pattern)."""
-    return int(ulid[:10].translate(_FROM_CROCKFORD), 32)
-
-
-_FROM_CROCKFORD = str.maketrans("ABCDEFGHJKMNPQRSTVWXYZ", "ABCDEFGHIJKLMNOPQRSTUV")
-
-
 def _refused(state: ScopeState) -> Change | None:
     raise AssertionError("a refused queued write is never planned")
 
 
 def respond(directory: Path, name: str, body: dict[str, object]) -> None:
     """Write one answer file (a function of its own, so crash tests can stop at it)."""
-    _write_file(directory, name, body)
-
-
-def _write_file(directory: Path, name: str, body: dict[str, object]) -> None:
-    tmp = directory / f".tmp-{name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(json.dumps(body, separators=(",", ":")).encode())
-    os.replace(tmp, directory / name)
-
-
-def _read_json(path: Path, cap: int) -> dict[str, object] | None:
-    """A JSON object from a regular file of at most ``cap`` bytes (no symlink followed), or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            raw = f.read(cap + 1)
-    finally:
-        os.close(fd)
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    except OverflowError:
-        return False
-    return True
-
-
-def _encode(args: dict[str, object]) -> dict[str, object]:
-    return {k: {"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v for k, v in args.items()}
-
-
-def _decode(args: object) -> object:
-    if not isinstance(args, dict):
-        return args
-    out: dict[str, object] = {}
-    for k, v in args.items():
-        if isinstance(v, dict):
-            if set(v) != {"b64"} or not isinstance(v["b64"], str):
-                raise InvalidInputError(f"queued argument {k!r} is not text, a number or base64 bytes")
-            try:
-                v = base64.b64decode(v["b64"], validate=True)
-            except binascii.Error:
-                raise InvalidInputError(f"queued argument {k!r} is not valid base64") from None
-        out[k] = v
-    return out
-
-
-def _result(r: Request) -> dict[str, object]:
-    if r.error is not None:
-        exc = r.error
-        cls = type(exc) if isinstance(exc, GitmemError) else GitmemError
-        out: dict[str, object] = {"class": cls.__name__, "message": str(exc), "exit_code": cls.exit_code}
-        if isinstance(exc, errors.PathConflictError):
-            out["path"], out["memory_id"] = exc.conflicting_path, exc.conflicting_memory_id
-        return {"error": out}
-    if r.result is None:
-        return {"none": True}
-    return {"version": r.result.id}
-
-
-def _error(info: dict[str, object]) -> GitmemError:
-    """The error a leader answered with, as its class (GitmemError when the class is unknown)."""
-    name, message = info.get("class"), str(info.get("message", ""))
-    cls = getattr(errors, name, None) if isinstance(name, str) else None
-    if not (isinstance(cls, type) and issubclass(cls, GitmemError)):
-        return GitmemError(message)
-    if issubclass(cls, errors.PathConflictError):
-        return cls(message, str(info.get("path", "")), str(info.get("memory_id", "")))
-    try:
-        return cls(message)
-    except TypeError:
-        return GitmemError(message)
+    write_file(directory, name, body)
