@@ -26,12 +26,24 @@ def ulid_ms(ulid: str) -> int:
 _FROM_CROCKFORD = str.maketrans("ABCDEFGHJKMNPQRSTVWXYZ", "ABCDEFGHIJKLMNOPQRSTUV")
 
 
-def write_file(directory: Path, name: str, body: dict[str, object]) -> None:
+def write_file(directory: Path, name: str, body: dict[str, object], *, keep: bool = False) -> int | None:
+    """Write ``name`` atomically (a temporary file renamed into place, 0600); with ``keep``, the
+    file stays open and its descriptor is returned."""
     tmp = directory / f".tmp-{name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(json.dumps(body, separators=(",", ":")).encode())
-    os.replace(tmp, directory / name)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.replace(tmp, directory / name)
+    except BaseException:
+        os.close(fd)
+        raise
+    if keep:
+        return fd
+    os.close(fd)
+    return None
 
 
 def read_json(path: Path, cap: int) -> dict[str, object] | None:
@@ -41,13 +53,19 @@ def read_json(path: Path, cap: int) -> dict[str, object] | None:
     except OSError:
         return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            raw = f.read(cap + 1)
+        return read_json_fd(fd, cap)
     finally:
         os.close(fd)
+
+
+def read_json_fd(fd: int, cap: int) -> dict[str, object] | None:
+    """:func:`read_json` of an open file (left open)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+        return None
+    raw = os.pread(fd, st.st_size + 1, 0)
+    if len(raw) > cap:
+        return None
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError):

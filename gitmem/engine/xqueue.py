@@ -4,13 +4,14 @@ by its holder.
 A process whose group leader finds the scope lock (gitmem.engine.writer.scope_lock) held by
 another process writes its group's writes, in serializable form (gitmem.engine.planners.Spec),
 to ``<git dir>/gitmem/queue/<scope>/<ulid>-<pid>.req`` (one JSON file, written to a temporary
-name and renamed, 0600), each with a version id it minted, and then waits for the lock. The
+name and renamed, 0600), each with a version id it minted, keeps the file open and waits. The
 holder (the leader) takes the queued files of its scope into its own group (:meth:`Turn.gather`),
-checks each write again as untrusted input (its arguments, the acl, review mode; limits from the
-store's settings), plans them with the others, publishes them with the same flush and
-compare-and-swap, and only then writes each file's answer, ``<ulid>-<pid>.res``, and removes the
-request (:meth:`Turn.answer`). A waiter that gets the lock reads its answer (:meth:`Turn.collect`);
-one that finds none leads its own writes.
+locking each (flock) until it has answered, checks each write again as untrusted input (its
+arguments, the acl, review mode; limits from the store's settings), plans them with the others
+and publishes them with the same flush and compare-and-swap. A committed write is answered by
+the history itself; refusals and writes that changed nothing by ``<ulid>-<pid>.res``
+(:meth:`Turn.answer`). A waiter wakes when the lock on its file is let go and looks its version
+ids up (:meth:`Turn.collect`); one that no leader answered leads its own writes.
 
 Crash safety: each queued write carries the version id its caller minted, and the commit carries
 it in its Gitmem-Version trailer, so before planning a queued write the leader looks the id up in
@@ -40,6 +41,7 @@ from gitmem.engine.queuefiles import (
     encode_args,
     error_of,
     read_json,
+    read_json_fd,
     result_of,
     ulid_ms,
     write_file,
@@ -54,7 +56,7 @@ from gitmem.engine.writer import (
     version_from_row,
 )
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
-from gitmem.git.locks import file_lock, lock, lock_file, try_lock, wait_for_holder
+from gitmem.git.locks import lock, lock_file, try_lock, wait_for_holder
 from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
 from gitmem.model.versions import Version
 
@@ -62,7 +64,7 @@ QUEUE_DIR = "queue"
 FORMAT = 1
 STALE_SECONDS = 600.0  # a request or answer file this old is removed, whoever wrote it
 MAX_TAKE = 256  # queued writes one leader takes at most (more wait for the next group)
-WAIT_ROUNDS = 16  # leaders a queued writer waits to answer before it waits for the scope lock
+WAIT_LIMIT = 1.0  # seconds a queued writer looks for a leader to take its file, then waits for the lock
 _NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
 _TMP = re.compile(rf"^\.tmp-{ULID_RE}-[0-9]{{1,10}}\.(req|res)$")
 _SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
@@ -107,8 +109,8 @@ def take_turn(
     it and every request has a serializable form, they are queued for it first; those its leader
     answered are finished on return, and the lock is then not taken (the others are this process's
     to commit, under the lock)."""
-    # The answers lock (taken in prepare) is released after the scope lock: the writers it wakes
-    # find the scope lock free, or taken by the next leader.
+    # The request files this leader takes stay locked until after the scope lock is released:
+    # the writers they wake find the scope lock free, or taken by the next leader.
     turn = Turn(store, scope, held.enter_context(contextlib.ExitStack()), route)
     if not (requests and all(r.spec is not None for r in requests)):
         held.enter_context(scope_lock(store, scope))
@@ -125,14 +127,14 @@ def take_turn(
 class Turn:
     """One process's turn at a scope's lock: its own queued file, and the files it took."""
 
-    def __init__(self, store: StoreCore, scope: str, answers: contextlib.ExitStack, route: Route) -> None:
+    def __init__(self, store: StoreCore, scope: str, files: contextlib.ExitStack, route: Route) -> None:
         self.store = store
         self.route = route
         self.scope = scope
-        self.answers = answers  # holds the answers lock, once taken
+        self.files = files  # the open request files, closed after the scope lock is released
         self.dir = store.gitmem_dir / QUEUE_DIR / scope
-        self.answers_lock = store.gitmem_dir / "locks" / f"answers-{scope}.lock"
         self.own: str | None = None  # stem of this process's request file
+        self.own_fd: int | None = None  # and the file, open (its lock tells when it was answered)
         self.own_requests: list[Request] = []
         self.taken: dict[str, list[Request]] = {}  # request file name -> its writes, in order
         self.passed: set[str] = set()  # files looked at and left (answered, or dropped)
@@ -143,22 +145,28 @@ class Turn:
 
     def wait_queued(self, requests: Sequence[Request], fd: int) -> bool:
         """The scope lock (``fd``) is taken: queue ``requests`` and wait. True when the leaders
-        answered them all (the lock is not taken then); False once this process holds the lock."""
+        answered them all (the lock is not taken then); False once this process holds the lock.
+
+        A leader that takes a request file holds an exclusive lock on it until it has answered:
+        its writer waits on that lock (every writer of a group wakes when its leader answered,
+        none waits for the scope lock for that), and while no leader holds it, looks again after
+        a short, growing pause, taking the scope lock itself as soon as it is free."""
         self.enqueue(requests)
-        if self.own is not None:
-            answers = self.answers.enter_context(lock_file(self.answers_lock))
-            # A leader that took this file holds the answers lock until it has answered: wait for
-            # it there (every waiter of its group wakes at once), not for the scope lock one by one.
-            for _round in range(WAIT_ROUNDS):
-                if not wait_for_holder(answers):
-                    time.sleep(LINGER / 40)  # the lock changes hands: its holder takes the answers lock next
-                elif self.collect():
-                    if all(r.done for r in self.own_requests):
-                        self.close()
-                        return True
-                    break
+        if self.own_fd is not None:
+            pause = LINGER / 10
+            deadline = time.monotonic() + WAIT_LIMIT
+            while time.monotonic() < deadline:
+                if wait_for_holder(self.own_fd):  # a leader took the file and let it go
+                    if self.collect():
+                        if all(r.done for r in self.own_requests):
+                            self.close()
+                            return True
+                        break
+                    continue  # that leader failed before it published: the next one takes it
                 if try_lock(fd):
                     return False
+                time.sleep(pause)
+                pause = min(2 * pause, LINGER)
         lock(fd)
         return False
 
@@ -184,11 +192,13 @@ class Turn:
         body = {"format": FORMAT, "scope": self.scope, "writes": writes}
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            write_file(self.dir, f"{stem}.req", body)
+            fd = write_file(self.dir, f"{stem}.req", body, keep=True)
         except OSError as exc:  # no queue: this process waits and commits its writes itself
             _log.warning("could not queue writes in %s: %s", self.dir, exc)
             return
-        self.own, self.own_requests = stem, list(requests)
+        assert fd is not None
+        self.files.callback(os.close, fd)
+        self.own, self.own_fd, self.own_requests = stem, fd, list(requests)
 
     def collect(self) -> bool:
         """Finish the queued writes a leader answered; whether one did. A committed write is
@@ -253,14 +263,12 @@ class Turn:
         self.taken.clear()
 
     def prepare(self) -> None:
-        """With the lock, before planning: when the scope has a queue, hold the answers lock (its
-        waiters wake when this leader has answered). A scope that never had a queue costs one
-        look at a missing directory."""
+        """With the lock, before planning: whether the scope has a queue, and its mark. A scope
+        that never had a queue costs one look at a missing directory."""
         try:
             names = os.listdir(self.dir)
         except FileNotFoundError:
             return
-        self.answers.enter_context(file_lock(self.answers_lock))
         marks = [n for n in names if _SIZE.match(n)]
         self.mark = marks[0] if marks else None
         if self.mark is not None:
@@ -343,10 +351,20 @@ class Turn:
     def _take(self, name: str) -> list[Request] | None:
         """The writes of one request file, checked; None (and the file removed) when it is not one."""
         limits = self.store.settings.limits
-        body = read_json(self.dir / name, MAX_TAKE * (2 * limits.max_memory_bytes + 65536))
-        if body is None and not os.path.lexists(self.dir / name):
+        try:
+            fd = os.open(self.dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
             self.passed.add(name)  # its writer found its answer and removed it
             return None
+        except OSError:
+            fd = None  # a symlink, or not readable: not a request
+        if fd is not None:
+            if not _lock_taken(fd):  # its writer is looking at it: the next attempt takes it
+                os.close(fd)
+                return None
+            self.files.callback(os.close, fd)  # the lock tells its writer when it is answered
+        cap = MAX_TAKE * (2 * limits.max_memory_bytes + 65536)
+        body = read_json_fd(fd, cap) if fd is not None else None
         writes = body.get("writes") if body is not None else None
         if (
             body is None
@@ -426,6 +444,15 @@ class Turn:
             return time.time() - os.lstat(self.dir / name).st_mtime > STALE_SECONDS
         except FileNotFoundError:
             return False
+
+
+def _lock_taken(fd: int) -> bool:
+    """Lock a taken request file; its writer only glances at the lock, so a few tries do."""
+    for _ in range(3):
+        if try_lock(fd):
+            return True
+        time.sleep(0)
+    return False
 
 
 def _refused(state: ScopeState) -> Change | None:
