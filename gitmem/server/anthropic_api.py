@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from gitmem import config
 from gitmem.engine.memories import Memory
+from gitmem.engine.proposals import reviewing
 from gitmem.errors import (
     ConflictError,
     ForbiddenError,
@@ -30,7 +31,7 @@ from gitmem.errors import (
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.server import errors, ops, proposed, wire
+from gitmem.server import errors, inline, ops, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
@@ -65,10 +66,8 @@ class Call:
         return scope
 
 
-def _as_token(fn: Callable[[Call], Json], call: Call) -> Json:
+def _as_token(fn: Callable[[Call], Json | None], call: Call) -> Json | None:
     """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
-    from gitmem.engine.proposals import reviewing
-
     t = call.token
     with reviewing(t.review, owner=(t.session or t.actor) if t.review else None):
         return fn(call)
@@ -84,11 +83,20 @@ class AnthropicApi:
         self.max_body = max_body
         self.body_timeout = body_timeout
         self._creating = threading.Lock()  # the library's create_store is not safe from threads
+        self.fresh = inline.Freshness()
 
     # ------------------------------------------------------------------ plumbing
     def endpoint(
-        self, fn: Callable[[Call], Json], *, with_body: bool = False
+        self,
+        fn: Callable[[Call], Json],
+        *,
+        with_body: bool = False,
+        inline: Callable[[Call], Json | None] | None = None,
     ) -> Callable[[Request], Awaitable[Response]]:
+        """The route handler of ``fn``. ``inline``: a version of ``fn`` that answers on the event
+        loop when it can do so without blocking it (an open Store, nothing to catch up), else
+        returns None and ``fn`` runs in a worker thread as usual; both check the same things."""
+
         async def handler(request: Request) -> Response:
             rid: str = request.state.request_id
             try:
@@ -97,8 +105,10 @@ class AnthropicApi:
                 check_beta(request)
                 raw = await read_body(request, self.max_body, self.body_timeout) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
-                # Not cancellable: a client that disconnects leaves no version or one complete version.
-                data = await anyio.to_thread.run_sync(_as_token, fn, call)
+                data = _as_token(inline, call) if inline is not None else None
+                if data is None:
+                    # Not cancellable: a client that disconnects leaves no version or one complete version.
+                    data = await anyio.to_thread.run_sync(_as_token, fn, call)
             except GitmemError as exc:
                 if errors.status_of(exc)[0] >= 500:
                     log.error("request %s failed: %s", rid, exc.message)
@@ -127,7 +137,18 @@ class AnthropicApi:
         base = "/v1/memory_stores"
         mem = base + "/{memory_store_id}/memories"
         ver = base + "/{memory_store_id}/memory_versions"
+        # The memory routes first: Starlette tries routes in order and these answer most requests
+        # (no two of these patterns match one path, so the order changes nothing else).
         return [
+            Route(
+                mem + "/{memory_id}",
+                e(self.retrieve_memory, inline=lambda call: inline.retrieve_memory(self, call)),
+                methods=["GET"],
+            ),
+            Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
+            Route(mem + "/{memory_id}", e(self.delete_memory), methods=["DELETE"]),
+            Route(mem, e(self.create_memory, with_body=True), methods=["POST"]),
+            Route(mem, e(self.list_memories), methods=["GET"]),
             Route(base, e(self.create_store, with_body=True), methods=["POST"]),
             Route(base, e(self.list_stores), methods=["GET"]),
             Route(base + "/{memory_store_id}", e(self.retrieve_store), methods=["GET"]),
@@ -136,11 +157,6 @@ class AnthropicApi:
             Route(
                 base + "/{memory_store_id}/archive", e(self.archive_store, with_body=True), methods=["POST"]
             ),
-            Route(mem, e(self.create_memory, with_body=True), methods=["POST"]),
-            Route(mem, e(self.list_memories), methods=["GET"]),
-            Route(mem + "/{memory_id}", e(self.retrieve_memory), methods=["GET"]),
-            Route(mem + "/{memory_id}", e(self.update_memory, with_body=True), methods=["POST"]),
-            Route(mem + "/{memory_id}", e(self.delete_memory), methods=["DELETE"]),
             Route(ver, e(self.list_versions), methods=["GET"]),
             Route(ver + "/{memory_version_id}", e(self.retrieve_version), methods=["GET"]),
             Route(
@@ -155,12 +171,16 @@ class AnthropicApi:
 
     def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
         name = self.pool.name_of(call.params["memory_store_id"])
+        self._check(call, name, write=write, scope=scope)
+        return name
+
+    @staticmethod
+    def _check(call: Call, name: str, *, write: bool = False, scope: str | None = None) -> None:
         allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
         if not allowed:
             what = "write" if write else "read"
             store_id = call.params["memory_store_id"]  # not its name: the token may not even see that
             raise ForbiddenError(f"token {call.token.id} may not {what} memory store {store_id}")
-        return name
 
     @staticmethod
     def _writable(store: Store) -> None:
@@ -338,7 +358,9 @@ class AnthropicApi:
         chosen = wire.view(call.query, "full")
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
+            tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
             rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
+            self.fresh.mark(store, scope, tip)
             return wire.memory_json(rec, store.settings.id)
 
     def update_memory(self, call: Call) -> Json:
@@ -414,7 +436,7 @@ class AnthropicApi:
             except InvalidInputError as exc:
                 raise InvalidInputError(f"operation: {exc.message}") from None
             if after is not None:
-                found = _after(found, after)
+                found = wire.versions_after(found, after)
             chosen_rows = found[:limit]
             out = [
                 wire.version_json(v, store_id, self._content(store, v) if chosen == "full" else None)
@@ -476,17 +498,3 @@ def _record(m: Memory) -> ops.MemoryRecord:
         int(m.created_at.timestamp()) if m.created_at else 0,
         int(m.updated_at.timestamp()) if m.updated_at else 0,
     )
-
-
-def _after(found: list[Version], cursor: Any) -> list[Version]:
-    if not (
-        isinstance(cursor, list)
-        and len(cursor) == 2
-        and isinstance(cursor[0], str)
-        and isinstance(cursor[1], int)
-    ):
-        raise InvalidInputError("page: not a cursor of this listing")
-    for i, v in enumerate(found):
-        if v.id == cursor[0]:
-            return found[i + 1 :]
-    return [v for v in found if int(v.created_at.timestamp()) < cursor[1]]

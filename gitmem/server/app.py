@@ -97,20 +97,21 @@ class _Front:
             self.metrics.requests.labels(method, label, str(status[0])).inc()
             self.metrics.latency.labels(method, label).observe(elapsed)
             state: dict[str, Any] = scope.get("state", {})
-            access_log.info(
-                json.dumps(
-                    {
-                        "request_id": rid,
-                        "method": scope["method"],
-                        "path": scope["path"],
-                        "route": label,
-                        "status": status[0],
-                        "ms": round(elapsed * 1000, 2),
-                        "token": state.get("token_id"),
-                        "client": (scope.get("client") or ("", 0))[0],
-                    }
+            if access_log.isEnabledFor(logging.INFO):  # no line to build when nobody keeps it
+                access_log.info(
+                    json.dumps(
+                        {
+                            "request_id": rid,
+                            "method": scope["method"],
+                            "path": scope["path"],
+                            "route": label,
+                            "status": status[0],
+                            "ms": round(elapsed * 1000, 2),
+                            "token": state.get("token_id"),
+                            "client": (scope.get("client") or ("", 0))[0],
+                        }
+                    )
                 )
-            )
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -193,6 +194,21 @@ def app_from_environment() -> Any:
     return create_app(config.workspace_home(None))
 
 
+def uvicorn_options(*, host: str, port: int, log_level: str = "info") -> dict[str, Any]:
+    """How :func:`serve` runs uvicorn (also the benchmark's no-op floor, so that both pay the same
+    logging): sets up the log handler and returns ``uvicorn.run``'s keyword arguments."""
+    logging.basicConfig(level=log_level.upper(), format="%(message)s")
+    return {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "timeout_keep_alive": 5,
+        "timeout_graceful_shutdown": 30,
+        "access_log": False,  # gitmem.access writes one structured line per request instead
+        "server_header": False,
+    }
+
+
 def serve(
     home: str | os.PathLike[str] | None = None,
     *,
@@ -204,16 +220,7 @@ def serve(
     """Run the server until SIGINT/SIGTERM; in-flight requests finish first (graceful shutdown)."""
     import uvicorn
 
-    logging.basicConfig(level=log_level.upper(), format="%(message)s")
-    common: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "log_level": log_level,
-        "timeout_keep_alive": 5,
-        "timeout_graceful_shutdown": 30,
-        "access_log": False,  # gitmem.access writes one structured line per request instead
-        "server_header": False,
-    }
+    common = uvicorn_options(host=host, port=port, log_level=log_level)
     if workers > 1:
         config.export_home(config.workspace_home(home))
         uvicorn.run("gitmem.server.app:app_from_environment", factory=True, workers=workers, **common)

@@ -27,6 +27,9 @@ class Metrics:
         self.rejections = Counter(
             "gitmem_rejections", "4xx and 5xx answers by status", ["status"], registry=r
         )
+        self.inline_reads = Counter(
+            "gitmem_inline_reads", "Reads answered on the event loop, without a worker thread", registry=r
+        )
         self.in_flight = Gauge("gitmem_http_in_flight", "Requests being answered", registry=r)
 
     def render(self) -> bytes:

@@ -66,6 +66,32 @@ class StorePool:
         self._give_back(name, store)
         self._returned_one(name)
 
+    @contextlib.contextmanager
+    def idle_by_id(self, store_id: str) -> Iterator[tuple[str, Store] | None]:
+        """The name and an already open, idle Store of the store whose id the pool last saw as
+        ``store_id``, for the ``with`` block; None when there is none (then nothing is opened,
+        nothing scanned: the caller takes the ordinary path). The caller checks the Store's
+        ``settings.id``: the name may have been deleted and made again since."""
+        store = None
+        with self._lock:
+            name = self._ids.get(store_id)
+            if name is not None and name not in self._retiring:
+                idle = self._idle.get(name)
+                if idle:
+                    store = idle.pop()[1]
+                    self._lent[name] = self._lent.get(name, 0) + 1
+        if store is None or name is None:
+            yield None
+            return
+        try:
+            yield name, store
+        except BaseException:
+            store.close()
+            self._returned_one(name)
+            raise
+        self._give_back(name, store)
+        self._returned_one(name)
+
     def _take(self, name: str) -> Store:
         with self._lock:
             if name in self._retiring:

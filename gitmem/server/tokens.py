@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ _SECRET_RE = re.compile(rf"^gitmem_({ULID_RE})_([A-Za-z0-9_-]{{43}})\Z")
 _ID_RE = re.compile(rf"^apikey_{ULID_RE}\Z")
 _DURATION_RE = re.compile(r"^(\d{1,6})([mhdw])\Z")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# A file changed this close to when it was read may change again with the same size and time
+# stamp (file times tick coarsely): it is read again until it is older (git's "racy" rule).
+RACY_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -132,14 +136,18 @@ class TokenStore:
     """The tokens of one workspace, in ``<home>/tokens.json``.
 
     Changes take a file lock and replace the file atomically; every process (server workers, the
-    CLI) sees a revocation at its next request because the file is re-read when it changes.
+    CLI) sees a revocation at its next request because the file is re-read when it changes: when
+    its size, time stamp or inode differ from the copy read, and while it is younger than
+    ``RACY_NS`` (an edit within one tick of the file clock can keep size and time stamp).
     """
 
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.path = config.workspace_home(home) / TOKENS_FILE
         self._lock = threading.Lock()
         self._key: tuple[int, int, int] | None = None
+        self._read_ns = 0  # when the file as cached was read (time.time_ns())
         self._records: dict[str, dict[str, Any]] = {}
+        self._tokens: dict[str, Token] = {}  # parsed records of the file as last read
 
     # ------------------------------------------------------------------ file
     def _load(self) -> dict[str, dict[str, Any]]:
@@ -147,13 +155,25 @@ class TokenStore:
             try:
                 st = self.path.stat()
             except FileNotFoundError:
-                self._key, self._records = None, {}
+                self._key, self._records, self._tokens = None, {}, {}
                 return self._records
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
-            if key != self._key:
+            if key != self._key or self._read_ns - st.st_mtime_ns < RACY_NS:
+                read_ns = time.time_ns()
                 self._records = self._read()
-                self._key = key
+                self._tokens = {}
+                self._key, self._read_ns = key, read_ns
             return self._records
+
+    def _parsed(self, token_id: str, record: dict[str, Any]) -> Token:
+        """``record`` as a Token, parsed once per version of the file (``_load`` empties this)."""
+        with self._lock:
+            token = self._tokens.get(token_id)
+            if token is None or self._records.get(token_id) is not record:
+                token = _token(record)
+                if self._records.get(token_id) is record:
+                    self._tokens[token_id] = token
+            return token
 
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
@@ -250,13 +270,14 @@ class TokenStore:
         if not secret:
             raise AuthenticationError("no API token: send 'Authorization: Bearer <token>' or 'x-api-key'")
         m = _SECRET_RE.match(secret)
-        record = self._load().get(f"apikey_{m.group(1)}") if m else None
+        token_id = f"apikey_{m.group(1)}" if m else ""
+        record = self._load().get(token_id) if m else None
         stored = record.get("secret_sha256") if record else None
         # Compare even for an unknown id, so that timing says nothing about which ids exist.
         ok = hmac.compare_digest(_hash(secret), stored if isinstance(stored, str) else "0" * 64)
         if record is None or not ok:
             raise AuthenticationError("invalid API token")
-        token = _token(record)
+        token = self._parsed(token_id, record)
         if token.expired():
             raise AuthenticationError(f"API token {token.id} expired at {token.expires_at}")
         return token

@@ -269,3 +269,18 @@ def decode_cursor(text: str | None, what: tuple[Any, ...]) -> Any:
             "page: not a cursor of this listing (pass next_page from the previous page, with the same filters)"
         ) from None
     return data["k"]
+
+
+def versions_after(found: list[Version], cursor: Any) -> list[Version]:
+    """The versions of ``found`` after a versions cursor (``[last id, its created_at]``)."""
+    if not (
+        isinstance(cursor, list)
+        and len(cursor) == 2
+        and isinstance(cursor[0], str)
+        and isinstance(cursor[1], int)
+    ):
+        raise InvalidInputError("page: not a cursor of this listing")
+    for i, v in enumerate(found):
+        if v.id == cursor[0]:
+            return found[i + 1 :]
+    return [v for v in found if int(v.created_at.timestamp()) < cursor[1]]

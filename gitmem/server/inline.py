@@ -1,0 +1,80 @@
+"""Reads answered on the event loop, without the worker thread every other library call runs in.
+
+A retrieve is an index row and a blob: tens of microseconds. Handing it to a worker thread and
+back costs more than that, so :func:`retrieve_memory` answers it inline when nothing in it can
+take long: an idle Store of the store is already open (no open, no scan of the stores), its index
+was already brought up to the scope's current tip by an earlier retrieve (no catch-up on the
+loop: :class:`Freshness`), and the token is not a review token (no proposal to overlay). Otherwise
+it returns None and the ordinary handler runs in a thread. Both check the same things in the same
+order: the scope, the view, the memory id, the store's id and the token's access.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import pygit2
+
+from gitmem.errors import ConfigError, NotFoundError
+from gitmem.server import proposed, wire
+from gitmem.store import Store
+
+if TYPE_CHECKING:  # the API imports this module
+    from gitmem.server.anthropic_api import AnthropicApi, Call
+
+Json = dict[str, Any]
+
+
+class Freshness:
+    """Per Store (weakly: a closed, dropped Store is forgotten), per scope: the branch tip its
+    index was last brought up to by a retrieve in a worker thread. Read before the index caught
+    up, so the index is at least there; a write through the Store moves the tip past it (the next
+    retrieve takes the thread again and marks anew)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tips: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
+
+    def mark(self, store: Store, scope: str, tip: pygit2.Oid | None) -> None:
+        if tip is not None:
+            with self._lock:
+                self._tips.setdefault(store, {})[scope] = str(tip)
+
+    def fresh(self, store: Store, scope: str, tip: pygit2.Oid | None) -> bool:
+        with self._lock:
+            return tip is not None and self._tips.get(store, {}).get(scope) == str(tip)
+
+
+class _Fallback(Exception):
+    """The inline path cannot answer: the request takes the ordinary path (a worker thread)."""
+
+
+def retrieve_memory(api: AnthropicApi, call: Call) -> Json | None:
+    """``api.retrieve_memory`` answered here, or None (then it runs in a thread)."""
+    if call.token.review:
+        return None
+    scope = call.scope()
+    chosen = wire.view(call.query, "full")
+    mid = api._memory_id(call)
+    store_id = call.params["memory_store_id"]
+    try:
+        with api.pool.idle_by_id(store_id) as lent:
+            if lent is None:
+                return None
+            name, store = lent
+            try:
+                settings = store.settings
+            except (NotFoundError, ConfigError) as exc:  # deleted under us: this Store is closed
+                raise _Fallback from exc
+            if settings.id != store_id:  # the name was deleted and made again
+                return None
+            api._check(call, name, scope=scope)
+            if not api.fresh.fresh(store, scope, store.core.tip(scope)):
+                return None
+            rec = proposed.get(store, scope, mid, with_content=chosen == "full")
+            api.metrics.inline_reads.inc()
+            return wire.memory_json(rec, settings.id)
+    except _Fallback:
+        return None
