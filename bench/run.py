@@ -171,14 +171,22 @@ def _process_writes(store_path: Path, writers: int, per_writer: int) -> float:
     script = (
         "import sys, gitmem\n"
         "s = gitmem.open_store(sys.argv[1]); w = sys.argv[2]\n"
+        # One write first (the write path's imports, the settings and index opened), not timed.
+        f"s.write(f'/group/p{tag}/w{{w}}/warm', 'warm\\n', actor='{ACTOR}')\n"
+        "print('ready', flush=True)\n"
         "sys.stdin.readline()\n"  # start together
         f"[s.write(f'/group/p{tag}/w{{w}}/m{{k}}', f'{{w}} {{k}}\\n', actor='{ACTOR}') for k in range({per_writer})]\n"
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(store_path), str(i)], stdin=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(store_path), str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         for i in range(writers)
     ]
-    time.sleep(0.5 + 0.1 * writers)  # every process imported gitmem and opened the store
+    for p in procs:  # every process imported gitmem, opened the store and wrote once
+        assert p.stdout is not None
+        if p.stdout.readline() != b"ready\n":
+            raise RuntimeError("a writer process failed to start")
     t = time.perf_counter()
     for p in procs:
         assert p.stdin is not None

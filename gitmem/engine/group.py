@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 import pygit2
 
-from gitmem.config import Limits
+from gitmem.engine import xqueue
 from gitmem.engine.core import StoreCore
 from gitmem.engine.guard import record_flags
 from gitmem.engine.overlay import BatchState
+from gitmem.engine.planners import Spec
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import (
     MAX_ATTEMPTS,
@@ -32,7 +33,6 @@ from gitmem.engine.writer import (
     current_size,
     maintain_quietly,
     publish_recorded,
-    scope_lock,
     store_bytes_lock,
     version_from_row,
 )
@@ -48,12 +48,15 @@ def mutate(
     actor: str | None,
     session: str | None,
     erasing: bool = False,
+    spec: Spec | None = None,
 ) -> Version | None:
     """Plan and commit one change to one memory, with compare-and-swap and retry.
 
     Threads writing to one scope through one handle are group-committed: the writes that arrive
     while a commit is being made are chained onto the next one, in arrival order, and published
-    with one flush and one ref move; each caller returns (acknowledged) only after that. A writer in
+    with one flush and one ref move; each caller returns (acknowledged) only after that. With a
+    ``spec`` (the write in serializable form, gitmem.engine.planners) the write can also join the
+    group of another process holding the scope lock (gitmem.engine.xqueue). A writer in
     review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
     from gitmem.engine import (
         proposals,
@@ -64,7 +67,7 @@ def mutate(
         done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
         return done.versions[0] if done.versions else None
     actor, session, limits = authorize(store, scope, actor, session, erasing=erasing)
-    request = _Request(plan, actor, session, limits)
+    request = _Request(plan, actor, session, limits, spec)
     group = _group(store, scope)
     with group.cond:
         group.queue.append(request)
@@ -87,7 +90,7 @@ def mutate(
             group.last_size = len(batch)
     if not request.done:
         try:
-            commit_group(store, scope, batch)
+            commit_group(store, scope, batch, proposals.route)
         except BaseException as exc:
             for r in batch:
                 if not r.done:
@@ -108,26 +111,7 @@ _log = logging.getLogger("gitmem.write")
 GROUP_MAX = 256  # versions one group commit chains at most
 GROUP_LINGER = 0.002  # seconds a leader waits for the writers of the last group to come back
 PACK_MIN = 2  # a group of this many versions or more writes its objects as one pack
-
-
-class _Request:
-    """One caller's write waiting in a group commit."""
-
-    __slots__ = ("plan", "actor", "session", "limits", "done", "result", "error")
-
-    def __init__(
-        self, plan: Callable[[ScopeState], Change | None], actor: str, session: str | None, limits: Limits
-    ) -> None:
-        self.plan = plan
-        self.actor = actor
-        self.session = session
-        self.limits = limits
-        self.done = False
-        self.result: Version | None = None
-        self.error: BaseException | None = None
-
-    def finish(self, result: Version | None, error: BaseException | None = None) -> None:
-        self.result, self.error, self.done = result, error, True
+_Request = xqueue.Request
 
 
 class _Group:
@@ -165,22 +149,29 @@ def _group(store: StoreCore, scope: str) -> _Group:
         return group
 
 
-def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None:
+def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: xqueue.Route) -> None:
     """Plan ``requests`` in order on one state (each sees the ones before it), write them as a
     chain of commits and publish the chain with one flush and one compare-and-swap; a lost race
     (another process moved the branch) re-plans all of them. A refused request gets its error,
-    the others are committed."""
+    the others are committed. The writes other processes queued for the scope lock's holder join
+    the group (gitmem.engine.xqueue); ``route`` tells those that must go through review."""
     with contextlib.ExitStack() as held:
         # Processes writing one scope take turns (no plan, objects and flush thrown away on a lost
         # compare-and-swap); pushes and batches still race by compare-and-swap alone.
-        held.enter_context(scope_lock(store, scope))
+        turn = xqueue.take_turn(store, scope, requests, held, route)
+        requests = [r for r in requests if not r.done]  # the rest were committed by another process
+        if not requests:
+            return
         locked = False
         for attempt in range(MAX_ATTEMPTS):
             tip = store.tip(scope)
             state = BatchState(store, scope, tip)
+            group = turn.gather(tip, requests)
             planned: list[tuple[_Request, Change]] = []
             outcome: dict[int, BaseException | None] = {}
-            for n, req in enumerate(requests):
+            for n, req in enumerate(group):
+                if req.done:  # answered from the history, or refused when it was read
+                    continue
                 try:
                     change = req.plan(state)
                     if change is not None:
@@ -198,8 +189,10 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
                 locked = True
                 continue  # re-plan under the lock: other scopes may have grown while it waited
             if not planned:
-                for n, req in enumerate(requests):
-                    req.finish(None, outcome.get(n))
+                for n, req in enumerate(group):
+                    if not req.done:
+                        req.finish(None, outcome.get(n))
+                turn.answer()
                 return
             chain = ScopeState(store, scope, tip)
             written: list[pygit2.Oid] = []
@@ -211,8 +204,9 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
             with staging as stage:
                 for req, change in planned:
                     parent, row = commit_change(
-                        store, chain, change, parent, req.actor, req.session, written=written
-                    )
+                        store, chain, change, parent, req.actor, req.session, written=written,
+                        version_id=req.version_id,
+                    )  # fmt: skip
                     rows.append(row)
                     if stage is not None:
                         stage.write_if_large()
@@ -228,9 +222,11 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request]) -> None
                         row.operation, row.path, row.id, scope, store.name, row.commit_id[:12],
                     )  # fmt: skip
                 by_request = {id(req): row for (req, _c), row in zip(planned, rows, strict=True)}
-                for n, req in enumerate(requests):
-                    mine = by_request.get(id(req))
-                    req.finish(version_from_row(mine) if mine is not None else None, outcome.get(n))
+                for n, req in enumerate(group):
+                    if not req.done:
+                        mine = by_request.get(id(req))
+                        req.finish(version_from_row(mine) if mine is not None else None, outcome.get(n))
+                turn.answer()
                 return
             backoff(attempt)
     raise ConflictError(

@@ -14,22 +14,21 @@ import pygit2
 
 from gitmem.engine.core import StoreCore
 from gitmem.engine.group import mutate
-from gitmem.engine.writer import (
-    MAX_ATTEMPTS,
-    Change,
-    ScopeState,
-    decode_content,
-    encode_content,
-    sha256_hex,
+from gitmem.engine.planners import (
+    Spec,
+    check_sha,
+    insert_text,
+    plan_create,
+    plan_delete,
+    plan_edit,
+    plan_rename,
+    plan_write,
+    replace_edit,
 )
-from gitmem.errors import (
-    ConflictError,
-    InvalidInputError,
-    NotFoundError,
-    PathConflictError,
-    PreconditionFailedError,
-)
-from gitmem.ids import is_id, new_id
+from gitmem.engine.planners import refuse_conflict as refuse_conflict  # batches and the server use it
+from gitmem.engine.writer import MAX_ATTEMPTS, decode_content, encode_content, sha256_hex
+from gitmem.errors import InvalidInputError
+from gitmem.ids import is_id
 from gitmem.model.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
 from gitmem.model.paths import validate_path, validate_prefix, validate_scope
 from gitmem.model.versions import Version, timestamp
@@ -62,11 +61,6 @@ class Prefix:
     memories: int
 
 
-def _check_sha(value: str | None) -> None:
-    if value is not None and (len(value) != 64 or any(c not in "0123456789abcdef" for c in value)):
-        raise InvalidInputError(f"if_sha256 {value!r} is not 64 lowercase hex characters")
-
-
 # ---------------------------------------------------------------------- the write loop
 def with_description(data: bytes, description: str | None) -> bytes:
     if description is None:
@@ -95,38 +89,10 @@ def write(
 ) -> Version | None:
     """Create or replace the memory at ``path``. Returns None when nothing changed."""
     validate_path(path)
-    _check_sha(if_sha256)
+    check_sha(if_sha256)
     data = with_description(encode_content(content), description)
-
-    def plan(state: ScopeState) -> Change | None:
-        blob = state.blob(path)
-        if blob is not None:
-            if blob.data == data:
-                return None
-            if if_sha256 is not None and sha256_hex(blob.data) != if_sha256:
-                raise PreconditionFailedError(
-                    f"{path} changed: its sha256 is {sha256_hex(blob.data)}, not {if_sha256}"
-                )
-            return Change("modified", path, data, state.memory_id(path))
-        if if_sha256 is not None:
-            raise PreconditionFailedError(f"{path} does not exist, so it cannot match if_sha256")
-        refuse_conflict(state, path)
-        return Change("created", path, data, new_id("mem"))
-
-    return mutate(store, scope, plan, actor=actor, session=session)
-
-
-def refuse_conflict(state: ScopeState, path: str, ignore: str | None = None) -> None:
-    other = state.conflict(path, ignore)
-    if other is None:
-        return
-    mid = state.memory_id_at(other) or ""
-    if other == path:
-        raise PathConflictError(f"{path} already exists in scope {state.scope!r}", other, mid)
-    relation = "inside" if path.startswith(other + "/") else "a directory holding"
-    raise PathConflictError(
-        f"{path} conflicts with memory {other}: a memory cannot be {relation} another", other, mid
-    )
+    spec: Spec = ("write", {"path": path, "data": data, "if_sha256": if_sha256})
+    return mutate(store, scope, plan_write(path, data, if_sha256), actor=actor, session=session, spec=spec)
 
 
 def create(
@@ -146,14 +112,9 @@ def create(
     if memory_id is not None and not is_id(memory_id, "mem"):
         raise InvalidInputError(f"invalid memory id {memory_id!r}: expected mem_<ulid>")
     data = with_description(encode_content(content), description)
-
-    def plan(state: ScopeState) -> Change:
-        refuse_conflict(state, path)
-        if memory_id is not None and state.has_live_memory(memory_id):
-            raise ConflictError(f"memory {memory_id} is live in scope {state.scope!r}; it cannot be revived")
-        return Change("created", path, data, memory_id or new_id("mem"))
-
-    version = mutate(store, scope, plan, actor=actor, session=session)
+    spec: Spec = ("create", {"path": path, "data": data, "memory_id": memory_id})
+    plan = plan_create(path, data, memory_id)
+    version = mutate(store, scope, plan, actor=actor, session=session, spec=spec)
     assert version is not None
     return version
 
@@ -162,6 +123,7 @@ def _edit(
     store: StoreCore,
     path: str,
     edit: Callable[[str], str],
+    spec: Spec | None,
     *,
     scope: str,
     if_sha256: str | None,
@@ -169,36 +131,9 @@ def _edit(
     session: str | None,
 ) -> Version | None:
     validate_path(path)
-    _check_sha(if_sha256)
-
-    def plan(state: ScopeState) -> Change | None:
-        blob = state.require(path)
-        if if_sha256 is not None and sha256_hex(blob.data) != if_sha256:
-            raise PreconditionFailedError(
-                f"{path} changed: its sha256 is {sha256_hex(blob.data)}, not {if_sha256}"
-            )
-        try:
-            text = blob.data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInputError(f"{path} is not UTF-8 text and cannot be edited") from None
-        data = encode_content(edit(text))
-        if data == blob.data:
-            return None
-        return Change("modified", path, data, state.memory_id(path))
-
-    return mutate(store, scope, plan, actor=actor, session=session)
-
-
-def line_numbers(text: str, needle: str) -> list[int]:
-    """1-based line numbers where each occurrence of ``needle`` starts."""
-    out: list[int] = []
-    start = 0
-    while True:
-        i = text.find(needle, start)
-        if i < 0:
-            return out
-        out.append(text.count("\n", 0, i) + 1)
-        start = i + 1
+    check_sha(if_sha256)
+    plan = plan_edit(path, edit, if_sha256)
+    return mutate(store, scope, plan, actor=actor, session=session, spec=spec)
 
 
 def str_replace(
@@ -215,37 +150,9 @@ def str_replace(
     """Replace the one occurrence of ``old`` by ``new``; errors when it is missing or not unique."""
     if old == "":
         raise InvalidInputError("old text must not be empty")
-
-    def edit(text: str) -> str:
-        lines = line_numbers(text, old)
-        if not lines:
-            raise InvalidInputError(f"no replacement was made: the text was not found in {path}")
-        if len(lines) > 1:
-            where = ", ".join(map(str, lines))
-            raise InvalidInputError(
-                f"no replacement was made: the text occurs {len(lines)} times in {path} (lines {where}); "
-                "give more context so that it is unique"
-            )
-        return text.replace(old, new, 1)
-
-    return _edit(store, path, edit, scope=scope, if_sha256=if_sha256, actor=actor, session=session)
-
-
-def insert_text(text: str, line: int, new: str) -> str:
-    """``new`` inserted after line ``line`` of ``text`` (0: at the top)."""
-    # Lines end at "\n" only (as in str_replace's line numbers), not at U+2028, \x0c, \x85...
-    lines = [part + "\n" for part in text.split("\n")]
-    lines[-1] = lines[-1][:-1]
-    if not lines[-1]:
-        lines.pop()
-    if isinstance(line, bool) or not 0 <= line <= len(lines):
-        raise InvalidInputError(f"invalid line {line}: it must be within [0, {len(lines)}]")
-    if line > 0 and not lines[line - 1].endswith("\n"):
-        lines[line - 1] += "\n"
-    if not new.endswith("\n"):
-        new += "\n"
-    lines.insert(line, new)
-    return "".join(lines)
+    spec: Spec = ("str_replace", {"path": path, "old": old, "new": new, "if_sha256": if_sha256})
+    edit = replace_edit(path, old, new)
+    return _edit(store, path, edit, spec, scope=scope, if_sha256=if_sha256, actor=actor, session=session)
 
 
 def insert(
@@ -260,10 +167,14 @@ def insert(
     session: str | None = None,
 ) -> Version | None:
     """Insert ``text`` after line ``line`` (0 = top)."""
+    # A line that is not an int fails in insert_text; only an int travels to another process.
+    ok = isinstance(line, int) and not isinstance(line, bool)
+    spec: Spec | None = ("insert", {"path": path, "line": line, "text": text, "if_sha256": if_sha256})
     return _edit(
         store,
         path,
         lambda t: insert_text(t, line, text),
+        spec if ok else None,
         scope=scope,
         if_sha256=if_sha256,
         actor=actor,
@@ -282,18 +193,11 @@ def delete(
 ) -> Version:
     """Delete a memory (its versions stay in history)."""
     validate_path(path)
-    _check_sha(if_sha256)
-
-    def plan(state: ScopeState) -> Change:
-        blob = state.require(path)
-        if if_sha256 is not None and sha256_hex(blob.data) != if_sha256:
-            raise PreconditionFailedError(
-                f"{path} changed: its sha256 is {sha256_hex(blob.data)}, not {if_sha256}; nothing was deleted"
-            )
-        return Change("deleted", path, None, state.memory_id(path))
-
+    check_sha(if_sha256)
+    spec: Spec = ("delete", {"path": path, "if_sha256": if_sha256})
     # Deleting is erasure: an archived store allows it (only new content is refused there).
-    version = mutate(store, scope, plan, actor=actor, session=session, erasing=True)
+    plan = plan_delete(path, if_sha256)
+    version = mutate(store, scope, plan, actor=actor, session=session, erasing=True, spec=spec)
     assert version is not None
     return version
 
@@ -311,25 +215,10 @@ def rename(
     """Move a memory to ``new_path``, keeping its memory id; never overwrites."""
     validate_path(old_path)
     validate_path(new_path)
-    _check_sha(if_sha256)
-
-    def plan(state: ScopeState) -> Change | None:
-        blob = state.blob(old_path)
-        if blob is None:
-            target = state.blob(new_path)
-            if target is not None and if_sha256 is not None and sha256_hex(target.data) == if_sha256:
-                return None  # already renamed: the requested state holds
-            raise NotFoundError(f"memory {old_path} does not exist in scope {state.scope!r}")
-        if if_sha256 is not None and sha256_hex(blob.data) != if_sha256:
-            raise PreconditionFailedError(
-                f"{old_path} changed: its sha256 is {sha256_hex(blob.data)}, not {if_sha256}"
-            )
-        if old_path == new_path:
-            return None
-        refuse_conflict(state, new_path, ignore=old_path)
-        return Change("modified", new_path, blob.data, state.memory_id(old_path), previous_path=old_path)
-
-    return mutate(store, scope, plan, actor=actor, session=session)
+    check_sha(if_sha256)
+    spec: Spec = ("rename", {"old_path": old_path, "new_path": new_path, "if_sha256": if_sha256})
+    plan = plan_rename(old_path, new_path, if_sha256)
+    return mutate(store, scope, plan, actor=actor, session=session, spec=spec)
 
 
 # ---------------------------------------------------------------------- reads

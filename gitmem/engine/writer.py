@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -266,7 +267,11 @@ def authorize(
 
 def scope_lock(store: StoreCore, scope: str) -> contextlib.AbstractContextManager[None]:
     """The lock under which one process at a time group-commits to ``scope``."""
-    return file_lock(store.gitmem_dir / "locks" / f"scope-{scope}.lock")
+    return file_lock(scope_lock_path(store, scope))
+
+
+def scope_lock_path(store: StoreCore, scope: str) -> Path:
+    return store.gitmem_dir / "locks" / f"scope-{scope}.lock"
 
 
 def store_bytes_lock(store: StoreCore) -> contextlib.AbstractContextManager[None]:
@@ -288,11 +293,13 @@ def commit_change(
     when: int | None = None,
     written: list[pygit2.Oid] | None = None,
     reviewed_by: str | None = None,
+    version_id: str | None = None,
 ) -> tuple[pygit2.Oid, VersionRow]:
     """Write one version's objects (blob, spine trees, commit) on top of ``state.tree``; the
     branch is not moved. ``state.tree`` becomes the new tree (so batches can chain). The ids of
-    the objects written are appended to ``written`` (for fsync)."""
-    version_id = new_id("memver")
+    the objects written are appended to ``written`` (for fsync). ``version_id``: one the caller
+    minted (a write queued by another process carries its own)."""
+    version_id = version_id or new_id("memver")
     data = change.data
     blob = store.write_blob(data) if data is not None else None
     if blob is not None and written is not None:
