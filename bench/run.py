@@ -179,7 +179,9 @@ def _process_writes(store_path: Path, writers: int, per_writer: int) -> float:
     )
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", script, str(store_path), str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-c", script, str(store_path), str(i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         for i in range(writers)
     ]
