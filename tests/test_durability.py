@@ -25,7 +25,7 @@ import os, signal, sys, threading
 import gitmem
 from gitmem.git import intent
 from gitmem.git import repo as gitrepo
-from gitmem.engine import batch, group
+from gitmem.engine import batch, group, index
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.git import packwriter
 
@@ -51,6 +51,10 @@ elif step == "flush":
     intent.syncfs_fd = wrap(intent.syncfs_fd)
 elif step == "ref":
     gitrepo.Repo.cas = wrap(gitrepo.Repo.cas)
+elif step == "stage":  # the index record, staged on this thread while the flush runs on another
+    index.Index.stage = wrap(index.Index.stage)
+elif step == "record":  # the staged index record committed, after the ref moved
+    index.StagedRecord.commit = wrap(index.StagedRecord.commit)
 elif step == "pack":  # the pack of a group or a batch: its .pack and .idx written, not flushed
     packwriter._install = wrap(packwriter._install)
     group.PACK_MIN = 1  # every group writes a pack (a lone write too), however threads group
@@ -80,7 +84,7 @@ else:
             ack(v.id)
 """
 
-STEPS = ["objects", "pack", "intent", "flush", "ref"]
+STEPS = ["objects", "pack", "intent", "flush", "stage", "ref", "record"]
 
 
 def _check(path: Path, acked: list[str]) -> None:
@@ -94,11 +98,23 @@ def _check(path: Path, acked: list[str]) -> None:
             assert store.read(v.path, version=vid).content
         ids = [v.id for v in store.versions()]
         assert len(ids) == len(set(ids))
+        # The index the crash left (a staged record lost, or committed) equals one rebuilt from git.
+        seen = _index_view(store)
+        store.core.index.rebuild()
+        assert _index_view(store) == seen
         assert store.write("/after", "a write after the crash\n") is not None
     cli = subprocess.run(
         [str(Path(sys.executable).with_name("gitmem")), "verify", str(path)], capture_output=True, check=False
     )
     assert cli.returncode == 0, cli.stdout + cli.stderr
+
+
+def _index_view(store: gitmem.Store) -> tuple[object, ...]:
+    versions = sorted(
+        (v.id, v.memory_id, v.path, v.operation, v.content_sha256, v.size) for v in store.versions()
+    )
+    heads = sorted((m.path, getattr(m, "memory_id", None), getattr(m, "size", None)) for m in store.list("/"))
+    return versions, heads, sorted(h.path for h in store.search("batch group single", limit=500))
 
 
 def _run_child(path: Path, step: str, when: str, mode: str) -> tuple[int, list[str]]:

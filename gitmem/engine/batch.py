@@ -34,6 +34,7 @@ from gitmem.engine.writer import (
     encode_content,
     maintain_quietly,
     make_row,
+    publish_recorded,
     sha256_hex,
     store_bytes_lock,
     version_from_row,
@@ -212,13 +213,10 @@ def apply_batch(
                     )
                     if stage is not None:
                         stage.write()
-            if store.publish(store.ref_name(scope), tip, head, written):
-                contents = {
-                    r.blob: c.data
-                    for r, c in zip(rows, changes, strict=True)
-                    if r.blob and c.data is not None
-                }
-                store.index.record(scope, tip, head, rows, contents)
+            contents = {
+                r.blob: c.data for r, c in zip(rows, changes, strict=True) if r.blob and c.data is not None
+            }
+            if publish_recorded(store, scope, tip, head, written, rows, contents):
                 record_flags(store, scope, changes, rows, actor, session)
                 maintain_quietly(store)
                 logging.getLogger("gitmem.write").info(

@@ -32,6 +32,7 @@ from gitmem.engine.writer import (
     commit_change,
     current_size,
     maintain_quietly,
+    publish_recorded,
     store_bytes_lock,
     version_from_row,
 )
@@ -212,11 +213,8 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: 
                 if stage is not None:
                     stage.write()
             assert parent is not None
-            if store.publish(store.ref_name(scope), tip, parent, written):
-                contents = {
-                    r.blob: c.data for r, (_q, c) in zip(rows, planned, strict=True) if r.blob and c.data
-                }
-                store.index.record(scope, tip, parent, rows, contents)
+            contents = {r.blob: c.data for r, (_q, c) in zip(rows, planned, strict=True) if r.blob and c.data}
+            if publish_recorded(store, scope, tip, parent, written, rows, contents):
                 for (req, change), row in zip(planned, rows, strict=True):
                     record_flags(store, scope, [change], [row], req.actor, req.session)
                     _log.info(

@@ -399,22 +399,46 @@ class Index:
         """Record a commit the library just made; skipped (left to catch-up) when the index was not
         current at ``parent``, so that racing writers never record out of order. ``contents`` maps
         blob ids to the bytes the writer already has (the search rows then need no blob read)."""
+        self.stage(scope, parent, commit, rows, contents).commit()
+
+    def stage(
+        self,
+        scope: str,
+        parent: pygit2.Oid | None,
+        commit: pygit2.Oid,
+        rows: Sequence[VersionRow],
+        contents: Mapping[str, bytes] | None = None,
+    ) -> StagedRecord:
+        """:meth:`record`'s work done in an open write transaction, committed by
+        :meth:`StagedRecord.commit` once the branch has moved or undone by
+        :meth:`StagedRecord.rollback` when it has not. The write path stages while the publish's
+        flush runs (docs/durability.md, "One flush per publish"), so the index costs the write
+        little more than its commit. Call commit or rollback on the same thread, soon: the
+        transaction holds the index's write lock."""
+        staged = StagedRecord(self, scope, str(commit))
         parent_hex = str(parent) if parent is not None else None
         self._fresh_blobs = dict(contents or {})
         try:
-            with self._write() as db:
-                row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
-                if parent_hex is None and row is None:
-                    db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
-                elif row is None or row[0] != parent_hex:
-                    return
-                self._apply(db, scope, rows)
-                db.execute("UPDATE scopes SET tip=? WHERE scope=?", (str(commit), scope))
-            self._known_tips[scope] = str(commit)
+            staged.begin()
+            db = staged.db
+            assert db is not None
+            row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+            if parent_hex is None and row is None:
+                db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
+            elif row is None or row[0] != parent_hex:
+                staged.rollback()  # not current at the parent: catch-up records it in order
+                return staged
+            self._apply(db, scope, rows)
+            db.execute("UPDATE scopes SET tip=? WHERE scope=?", (str(commit), scope))
         except sqlite3.DatabaseError:
+            staged.rollback()
             self._known_tips.pop(scope, None)  # the next read catches up from git
+        except BaseException:
+            staged.rollback()
+            raise
         finally:
             self._fresh_blobs = {}
+        return staged
 
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
         bulk: _Bulk | None = getattr(self._local, "bulk", None)
@@ -712,3 +736,59 @@ class Index:
             self._catch_up(scope, self.store.tip(scope))  # atomic: drop and re-derive in one transaction
         self.ensure(scope)
         self.purge_search()
+
+
+class StagedRecord:
+    """A record of one publish, in an open index transaction (:meth:`Index.stage`)."""
+
+    __slots__ = ("index", "scope", "commit_hex", "db", "_lock")
+
+    def __init__(self, index: Index, scope: str, commit_hex: str) -> None:
+        self.index = index
+        self.scope = scope
+        self.commit_hex = commit_hex
+        self.db: sqlite3.Connection | None = None
+        self._lock: contextlib.AbstractContextManager[object] | None = None
+
+    def begin(self) -> None:
+        index = self.index
+        db = index.db
+        lock: contextlib.AbstractContextManager[object] = (
+            index._shared_lock if db is index._shared else contextlib.nullcontext()
+        )
+        lock.__enter__()
+        self._lock = lock
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._release()
+            raise
+        self.db = db
+
+    def commit(self) -> None:
+        """Make the record visible (the branch moved); a failed commit leaves it to catch-up."""
+        db, self.db = self.db, None
+        if db is None:
+            return
+        try:
+            db.execute("COMMIT")
+            self.index._known_tips[self.scope] = self.commit_hex
+        except sqlite3.DatabaseError:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            self.index._known_tips.pop(self.scope, None)
+        finally:
+            self._release()
+
+    def rollback(self) -> None:
+        """Drop the record (the branch did not move, or the record was not in order)."""
+        db, self.db = self.db, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+        self._release()
+
+    def _release(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.__exit__(None, None, None)

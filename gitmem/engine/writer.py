@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import random
 import re
 import threading
@@ -41,8 +42,10 @@ from gitmem.model.versions import (
 )
 
 if TYPE_CHECKING:
+    from gitmem.engine.index import StagedRecord
     from gitmem.model.guard import Finding, GuardPolicy
 
+_log = logging.getLogger("gitmem.write")
 MAX_ATTEMPTS = 64
 STORE_BYTES_LOCK = "store-bytes.lock"
 # Writes in different scopes race on max_store_bytes (each CAS guards one branch). Writes that
@@ -329,6 +332,42 @@ def commit_change(
     state.tree = store.written_object(tree_oid)  # type: ignore[assignment]
     row = make_row(state.scope, change, version_id, actor, session, now, blob, commit)
     return commit, row
+
+
+def publish_recorded(
+    store: StoreCore,
+    scope: str,
+    tip: pygit2.Oid | None,
+    head: pygit2.Oid,
+    written: list[pygit2.Oid],
+    rows: list[VersionRow],
+    contents: dict[str, bytes],
+) -> bool:
+    """Publish the chain ``tip..head`` of ``rows`` (one flush, one compare-and-swap) and record it
+    in the index; returns False on a lost race (nothing recorded).
+
+    The index record is staged in an open transaction while the flush runs and committed once
+    the branch has moved, so a durable write costs little more than its flush and its objects."""
+    staged: list[StagedRecord] = []
+
+    def stage() -> None:
+        try:
+            staged.append(store.index.stage(scope, tip, head, rows, contents))
+        except Exception:  # the index is derived: the next read catches up from git
+            _log.exception("could not stage the index record of %s in scope %r", str(head)[:12], scope)
+
+    try:
+        moved = store.publish(store.ref_name(scope), tip, head, written, during_flush=stage)
+    except BaseException:
+        for s in staged:
+            s.rollback()
+        raise
+    for s in staged:
+        if moved:
+            s.commit()
+        else:
+            s.rollback()
+    return moved
 
 
 def make_row(

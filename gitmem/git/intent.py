@@ -8,11 +8,13 @@ whole, so no acknowledged write is lost and no ref ever points at an object that
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import fcntl
 import hashlib
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -107,15 +109,23 @@ def log_path(repo: Repo) -> str:
 
 
 def publish(
-    repo: Repo, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]
+    repo: Repo,
+    ref: str,
+    old: pygit2.Oid | None,
+    new: pygit2.Oid,
+    objects: Sequence[pygit2.Oid],
+    during_flush: Callable[[], object] | None = None,
 ) -> bool:
     """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush.
 
     ``objects`` are the new objects the commit (chain) needs: after a reboot the ref is only
-    replayed onto ``new`` when each of them reads back whole. Returns False on a lost race."""
+    replayed onto ``new`` when each of them reads back whole. ``during_flush`` runs on the
+    calling thread while the flush is under way (another thread waits on the device), before the
+    ref moves; whatever it raises is raised after the flush, and the ref is then not moved.
+    Returns False on a lost race."""
     boot = boot_id()
     if boot is None:  # no way to tell a reboot from a crash: flush objects, then the ref
-        repo.sync_all()
+        _flush(lambda: repo.sync_all(), during_flush)
         if not repo.cas(ref, old, new):
             return False
         repo.sync_ref_file(ref)
@@ -126,7 +136,7 @@ def publish(
         fcntl.flock(fd, fcntl.LOCK_SH)  # rotation and recovery take it exclusively
         _write_header_if_empty(fd, boot)
         os.write(fd, _entry_line(ref, old, new, objects))
-        syncfs_fd(fd)  # the one flush: objects and the intent line
+        _flush(lambda: syncfs_fd(fd), during_flush)  # the one flush: objects and the intent line
         moved = repo.cas(ref, old, new)
         size = os.fstat(fd).st_size
     finally:
@@ -138,6 +148,43 @@ def publish(
     if size > INTENT_ROTATE_BYTES:
         _rotate(repo, boot)
     return True
+
+
+def _flush(flush: Callable[[], None], during: Callable[[], object] | None) -> None:
+    """``flush()``, with ``during()`` run on this thread meanwhile (the flush then runs on a
+    flusher thread: syncfs waits on the device with the GIL released)."""
+    if during is None:
+        flush()
+        return
+    pending = _flusher().submit(flush)
+    try:
+        during()
+    finally:
+        pending.result()  # the flush has returned (or raised) before anything else happens
+
+
+_FLUSHER: concurrent.futures.ThreadPoolExecutor | None = None
+_FLUSHER_LOCK = threading.Lock()
+
+
+def _flusher() -> concurrent.futures.ThreadPoolExecutor:
+    global _FLUSHER
+    if _FLUSHER is None:
+        with _FLUSHER_LOCK:
+            if _FLUSHER is None:
+                # Several scopes publish at once in a server: their flushes wait side by side.
+                _FLUSHER = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="gitmem-flush")
+    return _FLUSHER
+
+
+def _forget_flusher() -> None:
+    """In a forked child the parent's flusher threads do not exist: start afresh."""
+    global _FLUSHER, _FLUSHER_LOCK
+    _FLUSHER, _FLUSHER_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_flusher)
 
 
 def _open_log(repo: Repo) -> int:

@@ -14,8 +14,11 @@ LOGGER = "gitmem.lock"  # logging is imported only when a lock is contended (the
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created 0600) for the ``with`` block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:  # the first lock of its directory
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

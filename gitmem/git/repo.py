@@ -292,11 +292,17 @@ class Repo:
         syncfs(os.path.join(self._repo.path, "objects"))
 
     def publish(
-        self, ref: str, old: pygit2.Oid | None, new: pygit2.Oid, objects: Sequence[pygit2.Oid]
+        self,
+        ref: str,
+        old: pygit2.Oid | None,
+        new: pygit2.Oid,
+        objects: Sequence[pygit2.Oid],
+        during_flush: Callable[[], object] | None = None,
     ) -> bool:
         """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush
-        (:func:`gitmem.git.intent.publish`). Returns False on a lost race."""
-        return intent.publish(self, ref, old, new, objects)
+        (:func:`gitmem.git.intent.publish`; ``during_flush`` runs while the flush is under way).
+        Returns False on a lost race."""
+        return intent.publish(self, ref, old, new, objects, during_flush)
 
     def recover(self) -> int:
         """After a reboot, replay the intent log (once per handle); returns the refs moved."""
