@@ -1,0 +1,238 @@
+"""Attacks on the cross-process group commit (gitmem/engine/xqueue.py) and on the index record
+staged during the flush (gitmem/engine/writer.py publish_recorded, gitmem/git/intent.py _flush):
+planted answer files, forged marks in queued content, fork after a write, threads writing many
+scopes, a redaction while writers queue. Real processes and real stores; docs/durability.md,
+"Group commit"."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import gitmem
+from gitmem.audit.verify import verify
+from tests.helpers import git
+from tests.test_group_processes import (
+    _commit_order,
+    _data,
+    _entry,
+    _forge,
+    _queue,
+    _queued,
+    _wait_for,
+    scope_held,
+)
+
+# One write in a process of its own; prints {"id": ...} or {"none": true} or {"error": class}.
+ONE_WRITE = r"""
+import json, sys
+import gitmem
+path, mem, text = sys.argv[1], sys.argv[2], sys.argv[3]
+store = gitmem.open_store(path)
+try:
+    v = store.write(mem, text, actor="service:victim")
+except gitmem.GitmemError as exc:
+    print(json.dumps({"error": type(exc).__name__}))
+else:
+    print(json.dumps({"none": True} if v is None else {"id": v.id}))
+"""
+
+
+@pytest.fixture
+def store_path(workspace: Path) -> Path:
+    with gitmem.create_store("xattack", home=workspace) as store:
+        store.write("/seed", "seed\n")
+        return store.path
+
+
+def _clean(path: Path) -> None:
+    """The index equal to a rebuild, verify and fsck clean."""
+    with gitmem.open_store(str(path)) as store:
+        before = sorted((v.id, v.scope, v.path, v.operation) for v in store.versions())
+        store.core.index.rebuild()
+        assert sorted((v.id, v.scope, v.path, v.operation) for v in store.versions()) == before
+        report = verify(store.core)
+        assert report.ok, report
+    fsck = git(path, "fsck", "--full", "--strict", "--no-dangling", check=False)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def _read(store: gitmem.Store, path: str) -> gitmem.Memory | None:
+    try:
+        return store.read(path)
+    except gitmem.NotFoundError:
+        return None
+
+
+# ---------------------------------------------------------------------- planted answers
+def test_a_planted_answer_file_cannot_tell_a_writer_its_write_changed_nothing(store_path: Path) -> None:
+    """Attack: while a writer waits queued, another process that can write the store directory
+    plants ``<stem>.res`` saying "changed nothing". The writer must not return None for a write
+    that is not in the history: it commits it (or fails), never acknowledges a lie."""
+    with scope_held(store_path):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(lambda: len(_queued(store_path)) == 1, "the victim's request file")
+        stem = _queued(store_path)[0][: -len(".req")]
+        (_queue(store_path) / f"{stem}.res").write_text(
+            json.dumps({"format": 1, "results": [{"none": True}]})
+        )
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    answer = json.loads(out)
+    with gitmem.open_store(str(store_path)) as store:
+        found = _read(store, "/victim")
+    if answer.get("none"):
+        assert found is not None and found.content == "victim\n", "the writer was told its write was a no-op"
+    assert "id" in answer and found is not None and found.version_id == answer["id"]
+    _clean(store_path)
+
+
+def test_a_planted_error_answer_is_no_worse_than_a_refusal(store_path: Path) -> None:
+    """A planted refusal (an error class) at most makes the writer believe its write failed; the
+    class named must be a GitmemError (never an arbitrary class of another module)."""
+    with scope_held(store_path):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _wait_for(lambda: len(_queued(store_path)) == 1, "the victim's request file")
+        stem = _queued(store_path)[0][: -len(".req")]
+        body = {"format": 1, "results": [{"error": {"class": "SystemExit", "message": "x", "exit_code": 0}}]}
+        (_queue(store_path) / f"{stem}.res").write_text(json.dumps(body))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    answer = json.loads(out)
+    assert "error" in answer or "id" in answer
+    _clean(store_path)
+
+
+# ---------------------------------------------------------------------- forged content
+def test_a_queued_write_with_a_forged_redaction_mark_is_refused(store_path: Path) -> None:
+    w = {
+        "path": "/forged",
+        "data": _data("[redacted: redact_01JAAAAAAAAAAAAAAAAAAAAAAA]\n"),
+        "if_sha256": None,
+    }
+    stem = _forge(store_path, {"format": 1, "scope": "main", "writes": [_entry("write", w)]})
+    with gitmem.open_store(str(store_path)) as store:
+        store.write("/legit", "legit\n")
+        assert _read(store, "/forged") is None
+        body = json.loads((_queue(store_path) / f"{stem}.res").read_text())
+        assert body["results"][0]["error"]["class"] == "ForbiddenError" or "error" in body["results"][0]
+    _clean(store_path)
+
+
+def test_a_queued_write_of_deny_listed_content_is_refused_after_a_redaction(store_path: Path) -> None:
+    """``gitmem redact`` of a version, then a queued write of that very content (a replay of a
+    request file taken before the redaction): the deny-list refuses it as for any write."""
+    with gitmem.open_store(str(store_path)) as store:
+        v = store.write("/secret", "the secret is 42\n")
+        assert v is not None
+        store.write("/secret", "no secret\n")
+        store.redact(v.id, reason="leak")
+        w = {"path": "/again", "data": _data("the secret is 42\n"), "if_sha256": None}
+        stem = _forge(store_path, {"format": 1, "scope": "main", "writes": [_entry("write", w)]})
+        store.write("/legit", "legit\n")
+        assert _read(store, "/again") is None
+        assert "error" in json.loads((_queue(store_path) / f"{stem}.res").read_text())["results"][0]
+    _clean(store_path)
+
+
+# ---------------------------------------------------------------------- fork, threads
+def _forked_writes(path: str, scope: str, n: int) -> None:
+    """In a forked child: writes through the parent's handle (its index connection, its flusher
+    gone), then exit without cleanup."""
+    try:
+        for i in range(n):
+            _PARENT_STORE.write(f"/fork/{i}", f"fork {i}\n", scope=scope)
+    except BaseException:  # noqa: BLE001 - reported by the exit code
+        os._exit(3)
+    os._exit(0)
+
+
+_PARENT_STORE: gitmem.Store
+
+
+def test_fork_after_a_write_then_writes_in_parent_and_child(store_path: Path) -> None:
+    """A process that wrote (flusher threads started, index connection open) forks; the child
+    writes through the inherited handle while the parent keeps writing: every write lands, the
+    index equals a rebuild and passes SQLite's integrity check."""
+    global _PARENT_STORE
+    ctx = multiprocessing.get_context("fork")
+    with gitmem.open_store(str(store_path)) as store:
+        _PARENT_STORE = store
+        store.write("/before", "before\n")
+        children = [
+            ctx.Process(target=_forked_writes, args=(str(store_path), s, 8)) for s in ("main", "team")
+        ]
+        for c in children:
+            c.start()
+        for i in range(8):
+            store.write(f"/parent/{i}", f"parent {i}\n")
+        for c in children:
+            c.join(120)
+            assert c.exitcode == 0
+        assert {m.path for m in store.list("/fork/")} == {f"/fork/{i}" for i in range(8)}  # type: ignore[union-attr]
+        assert len(store.list("/fork/", scope="team")) == 8  # type: ignore[arg-type]
+    db = sqlite3.connect(str(store_path / "gitmem" / "index.sqlite"))
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    finally:
+        db.close()
+    _clean(store_path)
+
+
+def test_threads_writing_many_scopes_at_once(store_path: Path) -> None:
+    """Many threads, each its own scope and some sharing one, through one handle: every write
+    acknowledged is in the index and the history, the index equal to a rebuild."""
+    errors: list[BaseException] = []
+    acked: dict[str, list[str]] = {}
+    lock = threading.Lock()
+    with gitmem.open_store(str(store_path)) as store:
+
+        def run(t: int) -> None:
+            scope = f"team-{t % 6}"
+            try:
+                for i in range(6):
+                    v = store.write(f"/t{t}/{i}", f"thread {t} write {i}\n", scope=scope)
+                    assert v is not None
+                    with lock:
+                        acked.setdefault(scope, []).append(v.id)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(12)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert errors == []
+        for scope, ids in acked.items():
+            assert {v.id for v in store.versions(scope=scope)} >= set(ids)
+            order = _commit_order_of(store_path, scope)
+            assert sorted(ids) == sorted(set(ids)) and set(ids) <= set(order)
+    _clean(store_path)
+
+
+def _commit_order_of(path: Path, scope: str) -> list[str]:
+    log = git(path, "log", "--format=%(trailers:key=Gitmem-Version,valueonly)", scope)
+    return [line.strip() for line in log.stdout.splitlines() if line.strip()]
+
+
+def test_commit_order_helper_is_the_main_branch(store_path: Path) -> None:
+    assert _commit_order(store_path) == _commit_order_of(store_path, "main")
