@@ -56,7 +56,7 @@ from gitmem.engine.writer import (
     version_from_row,
 )
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
-from gitmem.git.locks import lock, lock_file, try_lock, wait_for_holder
+from gitmem.git.locks import close_lock_fd, lock, lock_file, open_lock_fd, try_lock, wait_for_holder
 from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
 from gitmem.model.versions import Version
 
@@ -356,7 +356,7 @@ class Turn:
         """The writes of one request file, checked; None (and the file removed) when it is not one."""
         limits = self.store.settings.limits
         try:
-            fd = os.open(self.dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = open_lock_fd(self.dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             self.passed.add(name)  # its writer found its answer and removed it
             return None
@@ -364,9 +364,9 @@ class Turn:
             fd = None  # a symlink, or not readable: not a request
         if fd is not None:
             if not _lock_taken(fd):  # its writer is looking at it: the next attempt takes it
-                os.close(fd)
+                close_lock_fd(fd)
                 return None
-            self.files.callback(os.close, fd)  # the lock tells its writer when it is answered
+            self.files.callback(close_lock_fd, fd)  # the lock tells its writer when it is answered
         cap = MAX_TAKE * (2 * limits.max_memory_bytes + 65536)
         body = read_json_fd(fd, cap) if fd is not None else None
         writes = body.get("writes") if body is not None else None
