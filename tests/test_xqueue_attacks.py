@@ -6,6 +6,7 @@ scopes, a redaction while writers queue. Real processes and real stores; docs/du
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -313,3 +314,83 @@ def test_fork_while_a_thread_holds_an_index_write_transaction(store_path: Path) 
         child.join(120)
         assert child.exitcode == 0
     _clean(store_path)
+
+
+# ---------------------------------------------------------------------- two leaders
+def test_two_leaders_when_the_scope_lock_file_is_deleted_under_them(store_path: Path) -> None:
+    """The scope lock file deleted again and again while writer processes commit (each deletion
+    lets a second leader take a new lock file beside the old one's holder): the compare-and-swap
+    keeps every acknowledged write exactly once and in its writer's order, and every answer is the
+    one expected."""
+    from tests.test_group_processes import _check, _kinds, _spawn, expected
+
+    lock_file = store_path / "gitmem" / "locks" / "scope-main.lock"
+    stop = threading.Event()
+
+    def delete_locks() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(FileNotFoundError):
+                lock_file.unlink()
+            stop.wait(0.001)
+
+    n = 4
+    procs = _spawn(store_path, n, "none", store_path.parent / "unused-marker")
+    deleter = threading.Thread(target=delete_locks)
+    try:
+        with scope_held(store_path):  # their first writes queue, then the deletions start
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write("go\n")
+                p.stdin.close()
+                p.stdin = None
+            _wait_for(lambda: len(_queued(store_path)) >= n, f"{n} queued request files")
+            deleter.start()
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            results.append((p.returncode, [json.loads(line) for line in out.splitlines() if line], err))
+    finally:
+        stop.set()
+        if deleter.is_alive():
+            deleter.join()
+    acked: dict[int, list[str]] = {}
+    for w, (code, answers, stderr) in enumerate(results):
+        assert code == 0, stderr
+        assert _kinds(answers) == expected(w), (w, answers)
+        acked[w] = [str(a["id"]) for a in answers if "id" in a]
+    _check(store_path, acked)
+
+
+def test_a_redaction_while_writer_processes_queue(store_path: Path) -> None:
+    """``redact`` (a history rewrite of the scope) while writer processes have writes queued and
+    commit: every acknowledged write stays exactly once and in order, the redacted content is gone
+    and the store verifies."""
+    from tests.test_group_processes import _check, _kinds, _spawn, expected
+
+    with gitmem.open_store(str(store_path)) as store:
+        old = store.write("/secret", "the secret is 42\n")
+        assert old is not None
+        store.write("/secret", "nothing here\n")
+    n = 3
+    procs = _spawn(store_path, n, "none", store_path.parent / "unused-marker")
+    with scope_held(store_path):
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.close()
+            p.stdin = None
+        _wait_for(lambda: len(_queued(store_path)) >= n, f"{n} queued request files")
+    with gitmem.open_store(str(store_path)) as store:
+        store.redact(old.id, reason="leak")
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        results.append((p.returncode, [json.loads(line) for line in out.splitlines() if line], err))
+    acked: dict[int, list[str]] = {}
+    for w, (code, answers, stderr) in enumerate(results):
+        assert code == 0, stderr
+        assert _kinds(answers) == expected(w), (w, answers)
+        acked[w] = [str(a["id"]) for a in answers if "id" in a]
+    _check(store_path, acked)
+    log = git(store_path, "log", "-p", "main").stdout
+    assert "the secret is 42" not in log
