@@ -394,3 +394,47 @@ def test_a_redaction_while_writer_processes_queue(store_path: Path) -> None:
     _check(store_path, acked)
     log = git(store_path, "log", "-p", "main").stdout
     assert "the secret is 42" not in log
+
+
+# ---------------------------------------------------------------------- the in-memory index
+def test_in_memory_index_fallback_with_threads_and_a_queued_process(store_path: Path) -> None:
+    """A directory planted where the index file goes: the store falls back to an in-memory index
+    (was: every write raised IsADirectoryError); threads of this process and a writer process
+    queued behind them all land, each once."""
+    gm = store_path / "gitmem"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            (gm / f"index.sqlite{suffix}").unlink()
+    (gm / "index.sqlite").mkdir()
+    errors: list[BaseException] = []
+    with gitmem.open_store(str(store_path)) as store:
+
+        def run(t: int) -> None:
+            try:
+                for i in range(5):
+                    assert store.write(f"/t{t}/{i}", f"{t} {i}\n", scope=f"s{t % 2}") is not None
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        with scope_held(store_path):
+            proc = subprocess.Popen(
+                [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _wait_for(lambda: len(_queued(store_path)) == 1, "the writer process's request file")
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        assert store.write("/main-thread", "x\n") is not None
+        for th in threads:
+            th.join()
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert errors == []
+        assert store.core.index.in_memory
+        assert "id" in json.loads(out)
+        assert len(store.list("/", scope="s0")) == 10 and len(store.list("/", scope="s1")) == 10
+        assert _read(store, "/victim") is not None
+    _clean(store_path)

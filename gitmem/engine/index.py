@@ -18,6 +18,7 @@ import datetime as dt
 import os
 import re
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -219,7 +220,13 @@ class Index:
             return False
         if not os.access(self.path.parent, os.W_OK):
             return False
-        return not self.path.exists() or os.access(self.path, os.R_OK | os.W_OK)
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return True
+        # Something else in its place (a directory, a symlink, a fifo) is not the index: it cannot
+        # be removed and re-derived as a corrupt index file is.
+        return stat.S_ISREG(st.st_mode) and os.access(self.path, os.R_OK | os.W_OK)
 
     def _memory_db(self) -> sqlite3.Connection:
         """An index for this process only, caught up from git like the file one (one connection
