@@ -10,6 +10,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -438,3 +439,95 @@ def test_in_memory_index_fallback_with_threads_and_a_queued_process(store_path: 
         assert len(store.list("/", scope="s0")) == 10 and len(store.list("/", scope="s1")) == 10
         assert _read(store, "/victim") is not None
     _clean(store_path)
+
+
+# ---------------------------------------------------------------------- a busy index
+HOLD_INDEX = r"""
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.readline()
+db.execute("ROLLBACK")
+"""
+
+
+def test_writes_while_another_process_holds_the_index_write_lock(store_path: Path) -> None:
+    """Another process holds the index's write lock for a while: a durable write (its record
+    staged during the flush) and a queued writer process both succeed once it lets go, and the
+    index equals a rebuild."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_INDEX, str(store_path / "gitmem" / "index.sqlite")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    timer = threading.Timer(2.0, lambda: (holder.stdin.write("go\n"), holder.stdin.flush()))  # type: ignore[union-attr]
+    with gitmem.open_store(str(store_path)) as store:
+        with scope_held(store_path):
+            proc = subprocess.Popen(
+                [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            _wait_for(lambda: len(_queued(store_path)) == 1, "the writer process's request file")
+        timer.start()
+        v = store.write("/during", "during\n")
+        assert v is not None
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "id" in json.loads(out)
+        timer.join()
+        holder.communicate(timeout=60)
+        assert store.read("/during").version_id == v.id
+        assert _read(store, "/victim") is not None
+    _clean(store_path)
+
+
+# ---------------------------------------------------------------------- a leader killed mid-record
+_STAGED_CRASHES = r"""
+elif crash == "staged":  # the index record staged (its transaction open), the flush under way
+    from gitmem.engine import index as gindex
+    orig_st = gindex.Index.stage
+    def stage(self, *a, **k):
+        out = orig_st(self, *a, **k)
+        if out.db is not None:
+            die_once()
+        return out
+    gindex.Index.stage = stage
+elif crash == "recorded":  # the ref moved and the record committed, nothing answered
+    from gitmem.engine import index as gindex
+    orig_sc = gindex.StagedRecord.commit
+    def commit(self):
+        out = orig_sc(self)
+        die_once()
+        return out
+    gindex.StagedRecord.commit = commit
+elif crash == "answers":"""
+
+
+@pytest.mark.parametrize("crash", ["staged", "recorded"])
+def test_sigkill_of_a_leader_with_its_index_record_staged(
+    store_path: Path, crash: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader of a group with queued writes of other processes SIGKILLed with its index record
+    staged (the SQLite transaction open, the flush under way) or just committed: the others find
+    or commit their writes, each once, and the index equals a rebuild."""
+    import tests.test_group_processes as tgp
+    from tests.test_group_processes import _check, _kinds, _run, expected
+
+    monkeypatch.setattr(tgp, "CHILD", tgp.CHILD.replace('elif crash == "answers":', _STAGED_CRASHES, 1))
+    results = _run(store_path, 4, crash)
+    codes = sorted(code for code, _a, _e in results)
+    assert codes == [-signal.SIGKILL, 0, 0, 0], [e for _c, _a, e in results]
+    acked: dict[int, list[str]] = {}
+    for w, (code, answers, stderr) in enumerate(results):
+        kinds = _kinds(answers)
+        if code == 0:
+            assert kinds == expected(w), (w, answers, stderr)
+        else:
+            assert kinds == expected(w)[: len(kinds)]
+        acked[w] = [str(a["id"]) for a in answers if "id" in a]
+    _check(store_path, acked)
