@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -135,6 +136,17 @@ _GROUPS_LOCK = threading.Lock()
 # keep two queues of one scope correct.
 _GROUPS: dict[tuple[str, str], _Group] = {}
 _GROUPS_MAX = 1024
+
+
+def _forget_groups() -> None:
+    """In a forked child the parent's threads do not exist: a group one of them was leading (busy)
+    would never be released, and its locks may be held."""
+    global _GROUPS, _GROUPS_LOCK
+    _GROUPS, _GROUPS_LOCK = {}, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_groups)
 
 
 def _group(store: StoreCore, scope: str) -> _Group:

@@ -18,6 +18,7 @@ import datetime as dt
 import os
 import re
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -300,7 +301,13 @@ class Index:
             return False
         if not os.access(self.path.parent, os.W_OK):
             return False
-        return not self.path.exists() or os.access(self.path, os.R_OK | os.W_OK)
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return True
+        # Something else in its place (a directory, a symlink, a fifo) is not the index: it cannot
+        # be removed and re-derived as a corrupt index file is.
+        return stat.S_ISREG(st.st_mode) and os.access(self.path, os.R_OK | os.W_OK)
 
     def _memory_db(self) -> sqlite3.Connection:
         """An index for this process only, caught up from git like the file one (one connection
@@ -352,13 +359,17 @@ class Index:
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self.db
         with self._shared_lock if db is self._shared else contextlib.nullcontext():
-            db.execute("BEGIN IMMEDIATE")
+            _FORK_GATE.enter()
             try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            finally:
+                _FORK_GATE.leave()
 
     # ------------------------------------------------------------------ catch-up
     def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None:
@@ -884,7 +895,7 @@ class Index:
 class StagedRecord:
     """A record of one publish, in an open index transaction (:meth:`Index.stage`)."""
 
-    __slots__ = ("index", "scope", "commit_hex", "db", "_lock")
+    __slots__ = ("index", "scope", "commit_hex", "db", "_lock", "_gated")
 
     def __init__(self, index: Index, scope: str, commit_hex: str) -> None:
         self.index = index
@@ -892,6 +903,7 @@ class StagedRecord:
         self.commit_hex = commit_hex
         self.db: sqlite3.Connection | None = None
         self._lock: contextlib.AbstractContextManager[object] | None = None
+        self._gated = False
 
     def begin(self) -> None:
         index = self.index
@@ -901,6 +913,8 @@ class StagedRecord:
         )
         lock.__enter__()
         self._lock = lock
+        _FORK_GATE.enter()
+        self._gated = True
         try:
             db.execute("BEGIN IMMEDIATE")
         except BaseException:
@@ -932,6 +946,64 @@ class StagedRecord:
         self._release()
 
     def _release(self) -> None:
+        if self._gated:
+            self._gated = False
+            _FORK_GATE.leave()
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.__exit__(None, None, None)
+
+
+class _ForkGate:
+    """The index write transactions open in this process, and a fork waiting for them.
+
+    SQLite keeps its file-lock state per process; a child forked while another thread of its
+    parent has a write transaction open inherits that state and finds the index busy for good
+    (every write in the child fails after the busy timeout). So a fork waits (up to
+    ``FORK_WAIT`` seconds) until no transaction is open, and no new one starts until it is done.
+    A transaction never waits for anything a forking thread holds (a staged record waits only for
+    its flush), so the wait ends."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition(threading.Lock())
+        self.open = 0
+        self.forking = False
+
+    def enter(self) -> None:
+        with self.cond:
+            while self.forking:
+                self.cond.wait()
+            self.open += 1
+
+    def leave(self) -> None:
+        with self.cond:
+            self.open -= 1
+            if self.open <= 0:
+                self.cond.notify_all()
+
+    def before_fork(self) -> None:
+        with self.cond:
+            self.forking = True
+            self.cond.wait_for(lambda: self.open <= 0, FORK_WAIT)
+
+    def after_fork_in_parent(self) -> None:
+        with self.cond:
+            self.forking = False
+            self.cond.notify_all()
+
+
+FORK_WAIT = 10.0
+_FORK_GATE = _ForkGate()
+
+
+def _after_fork_in_child() -> None:
+    global _FORK_GATE
+    _FORK_GATE = _ForkGate()  # the child has none of its parent's transactions (nor threads)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=lambda: _FORK_GATE.before_fork(),
+        after_in_parent=lambda: _FORK_GATE.after_fork_in_parent(),
+        after_in_child=_after_fork_in_child,
+    )

@@ -56,7 +56,7 @@ from gitmem.engine.writer import (
     version_from_row,
 )
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
-from gitmem.git.locks import lock, lock_file, try_lock, wait_for_holder
+from gitmem.git.locks import close_lock_fd, lock, lock_file, open_lock_fd, try_lock, wait_for_holder
 from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
 from gitmem.model.versions import Version
 
@@ -120,7 +120,10 @@ def take_turn(
             return turn
     held.callback(turn.close)  # runs before the lock is released: no leader takes this file after
     turn.prepare()
-    turn.collect()
+    # With the lock, only the history answers: an answer file no leader was seen to write (a
+    # leader wakes its writers by letting go of their files) may be planted, and this process
+    # commits the writes not there itself (a write that changed nothing changes nothing again).
+    turn.collect(answers=False)
     return turn
 
 
@@ -200,16 +203,17 @@ class Turn:
         self.files.callback(os.close, fd)
         self.own, self.own_fd, self.own_requests = stem, fd, list(requests)
 
-    def collect(self) -> bool:
+    def collect(self, *, answers: bool = True) -> bool:
         """Finish the queued writes a leader answered; whether one did. A committed write is
         looked up in the history (the leader leaves its request file to its writer, so that its
         publish is not held up by file removals): no answer file can claim a version that is not
-        there; only refusals and writes that changed nothing have an answer file."""
+        there; only refusals and writes that changed nothing have an answer file, read only with
+        ``answers`` (after a leader let go of this process's file)."""
         if self.own is None:
             return False
         self.store.index.ensure(self.scope)
         rows = self._rows([r.version_id for r in self.own_requests if r.version_id])
-        body = read_json(self.dir / f"{self.own}.res", 1 << 20)
+        body = read_json(self.dir / f"{self.own}.res", 1 << 20) if answers else None
         results = body.get("results") if body is not None else None
         if not isinstance(results, list) or len(results) != len(self.own_requests):
             results = [None] * len(self.own_requests)
@@ -352,7 +356,7 @@ class Turn:
         """The writes of one request file, checked; None (and the file removed) when it is not one."""
         limits = self.store.settings.limits
         try:
-            fd = os.open(self.dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = open_lock_fd(self.dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             self.passed.add(name)  # its writer found its answer and removed it
             return None
@@ -360,9 +364,9 @@ class Turn:
             fd = None  # a symlink, or not readable: not a request
         if fd is not None:
             if not _lock_taken(fd):  # its writer is looking at it: the next attempt takes it
-                os.close(fd)
+                close_lock_fd(fd)
                 return None
-            self.files.callback(os.close, fd)  # the lock tells its writer when it is answered
+            self.files.callback(close_lock_fd, fd)  # the lock tells its writer when it is answered
         cap = MAX_TAKE * (2 * limits.max_memory_bytes + 65536)
         body = read_json_fd(fd, cap) if fd is not None else None
         writes = body.get("writes") if body is not None else None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.errors import GitmemError
+from gitmem.git.locks import close_lock_fd, open_lock_fd
 
 if TYPE_CHECKING:
     from gitmem.git.repo import Repo
@@ -140,7 +141,7 @@ def publish(
         moved = repo.cas(ref, old, new)
         size = os.fstat(fd).st_size
     finally:
-        os.close(fd)
+        close_lock_fd(fd)
     if not moved:
         # A racing recovery may have replayed this very line (it cannot, within one boot; kept
         # for safety): the ref at ``new`` means the write is published.
@@ -188,12 +189,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def _open_log(repo: Repo) -> int:
+    # Opened as a lock file (closed by close_lock_fd): a child forked while another thread
+    # publishes must not keep the log locked (shared) after that thread let it go.
     path = log_path(repo)
     try:
-        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        return open_lock_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     except FileNotFoundError:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        return open_lock_fd(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
 
 
 def _write_header_if_empty(fd: int, boot: str) -> None:
@@ -215,7 +218,7 @@ def _rotate(repo: Repo, boot: str) -> None:
         os.ftruncate(fd, 0)
         os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
     finally:
-        os.close(fd)
+        close_lock_fd(fd)
 
 
 def forget(repo: Repo) -> None:
@@ -236,7 +239,7 @@ def forget(repo: Repo) -> None:
             os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
         syncfs_fd(fd)
     finally:
-        os.close(fd)
+        close_lock_fd(fd)
 
 
 def recover(repo: Repo) -> int:

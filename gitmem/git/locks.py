@@ -4,21 +4,70 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 LOGGER = "gitmem.lock"  # logging is imported only when a lock is contended (the hook never pays for it)
+
+# A flock belongs to the open file, which a forked child shares: a lock a thread of the parent
+# holds when another thread forks would stay held by the child (its copy of the descriptor) after
+# the parent let it go, so both wait forever. The lock files open in this process, and the thread
+# that opened each, are kept here; a forked child closes those of the threads it does not have.
+_OPEN: dict[int, int] = {}  # fd -> threading.get_ident() of its opener
+_OPEN_LOCK = threading.Lock()  # held from open to record and from close to forget (and over fork)
+
+
+def open_lock_fd(path: Path | str, flags: int = os.O_RDWR | os.O_CREAT, mode: int = 0o600) -> int:
+    """``os.open`` of a file this process will flock (closed by :func:`close_lock_fd`): a child
+    forked while another thread has it open does not keep its lock."""
+    with _OPEN_LOCK:
+        fd = os.open(path, flags, mode)
+        _OPEN[fd] = threading.get_ident()
+    return fd
+
+
+def close_lock_fd(fd: int) -> None:
+    """Close a file opened by :func:`open_lock_fd` (its lock is released)."""
+    with _OPEN_LOCK:
+        _OPEN.pop(fd, None)
+        os.close(fd)
+
+
+def _before_fork() -> None:
+    _OPEN_LOCK.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _OPEN_LOCK.release()
+
+
+def _after_fork_in_child() -> None:
+    global _OPEN_LOCK
+    me = threading.get_ident()
+    for fd, opener in list(_OPEN.items()):
+        if opener != me:  # its thread is not in this process: its with-block never ends here
+            del _OPEN[fd]
+            with suppress(OSError):
+                os.close(fd)
+    _OPEN_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+    )
 
 
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created 0600) for the ``with`` block."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock_fd(path)
     except FileNotFoundError:  # the first lock of its directory
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock_fd(path)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -31,7 +80,7 @@ def file_lock(path: Path) -> Iterator[None]:
             log.info("got lock %s", path)
         yield
     finally:
-        os.close(fd)  # closing releases the lock
+        close_lock_fd(fd)  # closing releases the lock
 
 
 @contextmanager
@@ -39,14 +88,14 @@ def lock_file(path: Path) -> Iterator[int]:
     """The open lock file ``path`` (created 0600), unlocked (closed) after the ``with`` block; take
     it with :func:`try_lock` or :func:`lock`."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock_fd(path)
     except FileNotFoundError:  # the first lock of its directory
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock_fd(path)
     try:
         yield fd
     finally:
-        os.close(fd)
+        close_lock_fd(fd)
 
 
 def try_lock(fd: int) -> bool:
