@@ -170,24 +170,7 @@ class _FreshHeads:
         assert versions is not None
         for r in rows:
             scope = r.scope
-            bulk.versions.append(
-                (
-                    r.id,
-                    r.memory_id,
-                    scope,
-                    r.path,
-                    r.prev_path,
-                    r.operation,
-                    r.actor,
-                    r.session,
-                    r.created_at,
-                    r.sha256,
-                    r.size,
-                    r.blob,
-                    r.commit_id,
-                    r.redaction_id,
-                )
-            )
+            bulk.versions.append(_version_values(r, scope))
             versions.setdefault(r.id, r.commit_id)  # INSERT OR IGNORE: the first row keeps the id
             created = r.created_at
             deleted = r.operation == "deleted"
@@ -597,22 +580,7 @@ class Index:
     def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
         bulk: _Bulk | None = getattr(self._local, "bulk", None)
         for r in rows:
-            values = (
-                r.id,
-                r.memory_id,
-                scope,
-                r.path,
-                r.prev_path,
-                r.operation,
-                r.actor,
-                r.session,
-                r.created_at,
-                r.sha256,
-                r.size,
-                r.blob,
-                r.commit_id,
-                r.redaction_id,
-            )
+            values = _version_values(r, scope)
             if bulk is not None:
                 bulk.versions.append(values)
                 bulk.pending_ids.add(r.id)
@@ -890,6 +858,26 @@ class Index:
             self._catch_up(scope, self.store.tip(scope))  # atomic: drop and re-derive in one transaction
         self.ensure(scope)
         self.purge_search()
+
+
+def _version_values(r: VersionRow, scope: str) -> tuple[object, ...]:
+    """The ``versions`` row of ``r`` in ``scope`` (the order of ``_INSERT_VERSION``)."""
+    return (
+        r.id,
+        r.memory_id,
+        scope,
+        r.path,
+        r.prev_path,
+        r.operation,
+        r.actor,
+        r.session,
+        r.created_at,
+        r.sha256,
+        r.size,
+        r.blob,
+        r.commit_id,
+        r.redaction_id,
+    )
 
 
 class StagedRecord:
