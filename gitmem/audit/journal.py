@@ -41,6 +41,7 @@ from gitmem import config
 from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
+from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired
 from gitmem.git.treediff import tree_deltas
 
@@ -92,7 +93,7 @@ class Rewrite:
 def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
     """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy."""
     store.gitmem_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.gitmem_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_lock_fd(store.gitmem_dir / LOCK_FILE)  # a child forked meanwhile does not keep it
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,7 +105,7 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield True
     finally:
-        os.close(fd)
+        close_lock_fd(fd)
 
 
 def fault(step: str) -> None:

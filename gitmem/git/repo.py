@@ -21,6 +21,7 @@ import pygit2
 from gitmem.errors import GitmemError, NotFoundError
 from gitmem.git import intent
 from gitmem.git.intent import syncfs
+from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import Staging
 
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
@@ -342,7 +343,7 @@ class Repo:
         back (``gitmem verify``: deny-listed objects still in the store)."""
         lock = os.path.join(self._repo.path, "gitmem", STORE_LOCK)
         os.makedirs(os.path.dirname(lock), exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_lock_fd(lock)  # a child forked during the repack does not keep the lock
         try:
             deadline = time.monotonic() + wait
             while True:
@@ -360,7 +361,7 @@ class Repo:
                 check=False,
             )
         finally:
-            os.close(fd)
+            close_lock_fd(fd)
         if proc.returncode != 0:
             raise GitmemError(f"git repack failed in {self.path}: {proc.stderr.strip()[:300]}")
         return True
