@@ -137,3 +137,30 @@ def test_a_long_batch_is_written_in_several_packs_past_the_memory_bound(
         assert len(store.versions()) == 12
         path = store.path
     assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_a_tree_past_one_stored_block_reads_back_and_repacks(tmp_path: Path) -> None:
+    """Trees go into packs as stored deflate blocks (at most 64 KiB each): a tree of about 90 kB
+    spans two blocks, and git, libgit2 and a repack all read it whole."""
+    path = tmp_path / "r.git"
+    repo = Repo(pygit2.init_repository(str(path), bare=True), path)
+    with repo.staged() as stage:
+        blob = repo.write_blob(b"x\n")
+        builder = repo._writer.TreeBuilder()  # the staging repository: the tree goes into the pack
+        for i in range(2000):
+            builder.insert(f"memory-with-a-long-name-{i:05d}.md", blob, pygit2.enums.FileMode.BLOB)
+        tree = builder.write()
+        commit = repo.create_commit(tree, [], "a wide tree\n", ("user:a", "user:a"))
+        pack = stage.write()
+    assert pack is not None and _loose(path) == 0
+    raw = repo.repo.odb.read(tree)[1]
+    assert len(raw) > 0xFFFF  # more than one stored block
+    git(path, "update-ref", "refs/heads/main", str(commit))
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+    assert git(path, "repack", "-a", "-d", "-q").returncode == 0
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+    fresh = pygit2.Repository(str(path))
+    t = fresh[commit].tree
+    assert len(t) == 2000 and t["memory-with-a-long-name-01999.md"].id == blob
+    assert fresh.odb.read(tree)[1] == raw
+    repo.free()

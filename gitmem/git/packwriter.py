@@ -122,17 +122,41 @@ def _entry_header(kind: int, size: int) -> bytes:
 
 
 def _deflate(kind: int, data: bytes) -> bytes:
-    """zlib of one object, fast. Most objects are small: a small window and hash table cost a
-    fraction of zlib's default state to set up (any inflater reads a smaller window). Large trees
-    (mostly binary object ids, which do not compress) are stored: deflating them costs more time
-    than the bytes saved; the next repack deltas them against each other."""
-    if kind == _TREE and len(data) >= 4096:
-        c = zlib.compressobj(0, zlib.DEFLATED, 9, 1)
-    elif len(data) < 4096:
+    """zlib of one object, fast. Trees are mostly binary object ids, which compress little, and
+    setting up a deflater costs more time than the bytes it saves: they are written as stored
+    (uncompressed) deflate blocks, which any inflater reads. A pack of a batch of small memories
+    is about 20% larger for it (1.59 against 1.32 MB for 1,000); ``git repack -a -d -f`` or
+    ``git gc --aggressive`` compresses and deltas them (a plain repack reuses objects as they
+    are). Other small objects get a small window and hash table, a fraction of zlib's default
+    state to set up."""
+    if kind == _TREE:
+        return _stored(data)
+    if len(data) < 4096:
         c = zlib.compressobj(1, zlib.DEFLATED, 12, 2)
     else:
         c = zlib.compressobj(1, zlib.DEFLATED, 15, 8)
     return c.compress(data) + c.flush()
+
+
+_STORED_MAX = 0xFFFF  # bytes in one stored deflate block
+
+
+def _stored(data: bytes) -> bytes:
+    """A zlib stream (RFC 1950) holding ``data`` in stored deflate blocks (RFC 1951, BTYPE 00)."""
+    out = bytearray(b"\x78\x01")  # deflate, 32 KiB window, no dictionary, fastest
+    n = len(data)
+    start = 0
+    while True:
+        end = min(start + _STORED_MAX, n)
+        size = end - start
+        out.append(1 if end == n else 0)  # BFINAL on the last block
+        out += struct.pack("<HH", size, size ^ 0xFFFF)
+        out += data[start:end]
+        if end == n:
+            break
+        start = end
+    out += struct.pack(">I", zlib.adler32(data))
+    return bytes(out)
 
 
 def encode_pack(objects: dict[pygit2.Oid, tuple[int, bytes]]) -> tuple[bytes, bytes, str]:
