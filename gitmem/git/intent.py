@@ -8,7 +8,6 @@ whole, so no acknowledged write is lost and no ref ever points at an object that
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import fcntl
 import hashlib
@@ -23,6 +22,8 @@ from gitmem.errors import GitmemError
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from gitmem.git.repo import Repo
 
 _LIBC: object = None
@@ -171,6 +172,8 @@ _FLUSHER_LOCK = threading.Lock()
 def _flusher() -> concurrent.futures.ThreadPoolExecutor:
     global _FLUSHER
     if _FLUSHER is None:
+        import concurrent.futures  # on the first overlapped flush: a CLI start never pays for it
+
         with _FLUSHER_LOCK:
             if _FLUSHER is None:
                 # Several scopes publish at once in a server: their flushes wait side by side.
