@@ -49,6 +49,25 @@ def env_snapshot() -> dict[str, str]:
     return dict(os.environ)
 
 
+# Inside a git hook these point git at the pushing repository or its quarantine: never for a git
+# that gitmem runs on a store of its own choosing.
+REPO_ENV = (
+    "GIT_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_QUARANTINE_PATH",
+    "GIT_INDEX_FILE",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+)
+
+
+def plain_git_env() -> dict[str, str]:
+    """The environment for a ``git --git-dir=...`` run by gitmem: no repository variables inherited."""
+    return {k: v for k, v in os.environ.items() if k not in REPO_ENV}
+
+
 def fault(point: str) -> None:
     """Crash-safety tests: die at once (SIGKILL) at ``point`` when ``$GITMEM_FAULT`` names it."""
     if os.environ.get("GITMEM_FAULT") == point:

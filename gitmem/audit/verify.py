@@ -197,9 +197,7 @@ def check_marks(store: StoreCore) -> list[str]:
 def _blobs(store: StoreCore) -> Iterator[tuple[str, bytes]]:
     """Every blob reachable from a branch (what a rolled-back rewrite left unreferenced is not
     history): ``git rev-list --objects --branches`` into one ``git cat-file --batch`` stream."""
-    from gitmem.git.rewrite import _REPO_ENV
-
-    env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
+    env = config.plain_git_env()
     base = ["git", f"--git-dir={store.path}"]
     listing = subprocess.Popen(
         [*base, "rev-list", "--objects", "--no-object-names", "--branches", "--remotes"],

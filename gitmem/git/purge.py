@@ -18,24 +18,12 @@ from gitmem.errors import IntegrityError
 from gitmem.git import intent
 from gitmem.git.repo import Repo
 
-# Inside a hook these point git at a quarantine or another repository: never for a purge.
-_REPO_ENV = (
-    "GIT_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_QUARANTINE_PATH",
-    "GIT_INDEX_FILE",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-)
-
 
 def _git(store: Repo, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Plain git on exactly this store (no repository variables inherited)."""
     from gitmem import config
 
-    env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
+    env = config.plain_git_env()
     return subprocess.run(
         ["git", f"--git-dir={store.path}", *args],
         input=stdin,

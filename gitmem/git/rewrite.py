@@ -281,7 +281,6 @@ def rewrite_header(raw: bytes, tree: pygit2.Oid, parents: list[pygit2.Oid]) -> b
 
 # The purge lives in gitmem.git.purge; these names stay importable from here.
 from gitmem.git.purge import (  # noqa: E402
-    _REPO_ENV,
     _git,
     existing_objects,
     missing_objects,
@@ -294,7 +293,6 @@ from gitmem.git.purge import (  # noqa: E402
 __all__ = [
     "PackWriter",
     "Rewriter",
-    "_REPO_ENV",
     "_git",
     "existing_objects",
     "missing_objects",

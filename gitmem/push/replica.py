@@ -62,17 +62,6 @@ PURGE_REF = "refs/gitmem-replica/purge"
 PURGE_FAILED = "gitmem-replica: error:"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
-# Inside a hook these point git at the pushing repository or its quarantine: never for our own git.
-_REPO_ENV = (
-    "GIT_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_QUARANTINE_PATH",
-    "GIT_INDEX_FILE",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-)
 
 
 @dataclass(frozen=True)
@@ -99,7 +88,7 @@ class ReplicaPush:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in config.env_snapshot().items() if k not in _REPO_ENV}
+    env = config.plain_git_env()
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
     return env
 
