@@ -75,19 +75,26 @@ def _read(store: gitmem.Store, path: str) -> gitmem.Memory | None:
         return None
 
 
+def _queue_victim(store_path: Path) -> subprocess.Popen[str]:
+    """A writer process writing ``/victim`` while the caller holds the scope lock: returns once
+    its request file is queued."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(lambda: len(_queued(store_path)) == 1, "the victim's request file")
+    return proc
+
+
 # ---------------------------------------------------------------------- planted answers
 def test_a_planted_answer_file_cannot_tell_a_writer_its_write_changed_nothing(store_path: Path) -> None:
     """Attack: while a writer waits queued, another process that can write the store directory
     plants ``<stem>.res`` saying "changed nothing". The writer must not return None for a write
     that is not in the history: it commits it (or fails), never acknowledges a lie."""
     with scope_held(store_path):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        _wait_for(lambda: len(_queued(store_path)) == 1, "the victim's request file")
+        proc = _queue_victim(store_path)
         stem = _queued(store_path)[0][: -len(".req")]
         (_queue(store_path) / f"{stem}.res").write_text(
             json.dumps({"format": 1, "results": [{"none": True}]})
@@ -107,13 +114,7 @@ def test_a_planted_error_answer_is_no_worse_than_a_refusal(store_path: Path) -> 
     """A planted refusal (an error class) at most makes the writer believe its write failed; the
     class named must be a GitmemError (never an arbitrary class of another module)."""
     with scope_held(store_path):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        _wait_for(lambda: len(_queued(store_path)) == 1, "the victim's request file")
+        proc = _queue_victim(store_path)
         stem = _queued(store_path)[0][: -len(".req")]
         body = {"format": 1, "results": [{"error": {"class": "SystemExit", "message": "x", "exit_code": 0}}]}
         (_queue(store_path) / f"{stem}.res").write_text(json.dumps(body))
@@ -415,13 +416,7 @@ def test_in_memory_index_fallback_with_threads_and_a_queued_process(store_path: 
                 errors.append(exc)
 
         with scope_held(store_path):
-            proc = subprocess.Popen(
-                [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            _wait_for(lambda: len(_queued(store_path)) == 1, "the writer process's request file")
+            proc = _queue_victim(store_path)
         threads = [threading.Thread(target=run, args=(t,)) for t in range(4)]
         for th in threads:
             th.start()
@@ -463,13 +458,7 @@ def test_writes_while_another_process_holds_the_index_write_lock(store_path: Pat
     timer = threading.Timer(2.0, lambda: (holder.stdin.write("go\n"), holder.stdin.flush()))  # type: ignore[union-attr]
     with gitmem.open_store(str(store_path)) as store:
         with scope_held(store_path):
-            proc = subprocess.Popen(
-                [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            _wait_for(lambda: len(_queued(store_path)) == 1, "the writer process's request file")
+            proc = _queue_victim(store_path)
         timer.start()
         v = store.write("/during", "during\n")
         assert v is not None
