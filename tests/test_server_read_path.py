@@ -15,6 +15,7 @@ import pytest
 
 import gitmem
 from gitmem.server.tokens import TokenStore
+from tests.helpers import edit_in_place
 from tests.serverkit import running, token
 
 
@@ -92,19 +93,6 @@ def test_a_revoked_token_is_refused_on_the_next_request(served: tuple[Path, str,
         assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
 
 
-def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
-    """Change ``old`` to ``new`` (same length) in the file itself: same inode, same size, and
-    then its old time stamps back, as an edit within one tick of the file clock leaves it."""
-    st = path.stat()
-    data = path.read_bytes()
-    assert len(old) == len(new) and data.count(old) == 1
-    with path.open("r+b") as fh:
-        fh.write(data.replace(old, new))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    after = path.stat()
-    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
 def test_a_changed_grant_takes_effect_on_the_next_request_even_with_the_same_size_and_time(
     served: tuple[Path, str, str, str, str],
 ) -> None:
@@ -113,11 +101,11 @@ def test_a_changed_grant_takes_effect_on_the_next_request_even_with_the_same_siz
     with _client(url, secret) as http:
         _get(http, sid, mid)
         assert _get(http, sid, mid).status_code == 200
-        _edit_in_place(tokens_file, b'"notes": "rw"', b'"notes": "ro"')
+        edit_in_place(tokens_file, b'"notes": "rw"', b'"notes": "ro"')
         assert _get(http, sid, mid).status_code == 200  # may still read
         w = http.post(f"/v1/memory_stores/{sid}/memories/{mid}", json={"content": "x"})
         assert w.status_code == 403
-        _edit_in_place(tokens_file, b'"notes": "ro"', b'"nope1": "ro"')  # no grant on notes at all
+        edit_in_place(tokens_file, b'"notes": "ro"', b'"nope1": "ro"')  # no grant on notes at all
         r = _get(http, sid, mid)
         assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error"
         # A replaced file (what `gitmem token` does), with a scope restriction now.

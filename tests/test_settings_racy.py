@@ -10,18 +10,7 @@ import pytest
 
 import gitmem
 from gitmem import config
-
-
-def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
-    """Replace ``old`` by ``new`` (same length) in place, keeping the time stamps and the inode."""
-    st = path.stat()
-    data = path.read_bytes()
-    assert len(old) == len(new) and old in data
-    with open(path, "r+b") as fh:
-        fh.write(data.replace(old, new))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    after = path.stat()
-    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (st.st_mtime_ns, st.st_size, st.st_ino)
+from tests.helpers import edit_in_place
 
 
 def test_an_in_place_edit_in_the_same_tick_is_seen(workspace: Path) -> None:
@@ -29,7 +18,7 @@ def test_an_in_place_edit_in_the_same_tick_is_seen(workspace: Path) -> None:
     settings_file = store.path / config.SETTINGS_FILE
     store.update_settings(description="aaaa")  # written now: the handle reads a fresh file
     assert store.core.settings.description == "aaaa"
-    _edit_in_place(settings_file, b"aaaa", b"bbbb")
+    edit_in_place(settings_file, b"aaaa", b"bbbb")
     assert store.core.settings.description == "bbbb"
     store.close()
 
@@ -38,7 +27,7 @@ def test_an_acl_tightened_in_place_takes_effect_at_once(workspace: Path) -> None
     store = gitmem.create_store("racy-acl", home=workspace)
     store.update_settings(acl={"write": {"main": ["user:aaaa"]}})
     store.write("/x", "allowed\n", actor="user:aaaa")
-    _edit_in_place(store.path / config.SETTINGS_FILE, b"user:aaaa", b"user:bbbb")
+    edit_in_place(store.path / config.SETTINGS_FILE, b"user:aaaa", b"user:bbbb")
     with pytest.raises(gitmem.errors.ForbiddenError):
         store.write("/y", "no longer allowed\n", actor="user:aaaa")
     store.close()
