@@ -517,3 +517,36 @@ def test_sigkill_of_a_leader_with_its_index_record_staged(
             assert kinds == expected(w)[: len(kinds)]
         acked[w] = [str(a["id"]) for a in answers if "id" in a]
     _check(store_path, acked)
+
+
+# ---------------------------------------------------------------------- a planted symlink
+def test_a_queue_directory_symlinked_elsewhere_is_not_used(store_path: Path, tmp_path: Path) -> None:
+    """Attack: ``queue/main`` made a symlink to a directory outside the store, holding a file
+    named like a request of a dead writer. No writer queues there and no leader reads or removes
+    anything there; a contended write still lands (its writer waits for the lock instead)."""
+    from gitmem.ids import new_ulid
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    bait = outside / f"{new_ulid()}-999999.req"  # a pid no process has: a leader would remove it
+    bait.write_text("{}")
+    (store_path / "gitmem" / "queue").mkdir(parents=True, exist_ok=True)
+    (store_path / "gitmem" / "queue" / "main").symlink_to(outside)
+    with scope_held(store_path):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", ONE_WRITE, str(store_path), "/victim", "victim\n"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.5)  # the writer finds the lock taken and the queue unusable
+        assert sorted(p.name for p in outside.iterdir()) == [bait.name]
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "id" in json.loads(out)
+    assert bait.exists() and sorted(p.name for p in outside.iterdir()) == [bait.name]
+    with gitmem.open_store(str(store_path)) as store:
+        assert _read(store, "/victim") is not None
+        assert store.write("/after", "a lone write with the symlink still there\n") is not None
+    assert bait.exists()
+    _clean(store_path)

@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -195,6 +196,8 @@ class Turn:
         body = {"format": FORMAT, "scope": self.scope, "writes": writes}
         try:
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not self._own_dir():
+                raise OSError("the queue directory is not a directory of the store's own")
             fd = write_file(self.dir, f"{stem}.req", body, keep=True)
         except OSError as exc:  # no queue: this process waits and commits its writes itself
             _log.warning("could not queue writes in %s: %s", self.dir, exc)
@@ -273,12 +276,29 @@ class Turn:
             names = os.listdir(self.dir)
         except FileNotFoundError:
             return
+        if not self._own_dir():  # planted: a leader must not read or remove files elsewhere
+            _log.warning("ignored the queue %s: not a directory of the store's own", self.dir)
+            return
         marks = [n for n in names if _SIZE.match(n)]
         self.mark = marks[0] if marks else None
         if self.mark is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.mark_time = os.lstat(self.dir / self.mark).st_mtime
         self.queue = True
+
+    def _own_dir(self) -> bool:
+        """Whether the queue directory and every directory between it and ``$GIT_DIR/gitmem`` is a
+        real directory (no symlink: a leader removes stale files there)."""
+        path = self.dir
+        top = self.store.gitmem_dir
+        while path != top:
+            try:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    return False
+            except OSError:
+                return False
+            path = path.parent
+        return True
 
     def _linger(self) -> None:
         """When the last group had writers of several processes, wait a moment for them to come
