@@ -392,6 +392,7 @@ def gitmem_command() -> list[str]:
 
 def measure_process(store_path: Path, label: str, rounds: int, memory: int, memories: int) -> Result:
     """``gitmem read STORE PATH`` as a process vs ``python -c "import pygit2"``."""
+    compile_gitmem()  # start from bytecode, as an installed gitmem does (pip compiles the wheel)
     path = memory_path(memory, memories)
     cmd = [*gitmem_command(), "read", str(store_path), path]
     floor_cmd = [sys.executable, "-c", "import pygit2"]
