@@ -62,20 +62,81 @@ class _Memory(pygit2.OdbBackend):
         return None
 
 
+class _ReadThrough(pygit2.OdbBackend):
+    """The store's packs and loose objects, for reading only, behind one backend that never
+    claims to hold an object.
+
+    Before libgit2 writes an object it asks every backend whether the object exists, and on a
+    miss (every new object is one) it refreshes them and asks again: a pack backend then lists
+    ``objects/pack/``, looks for a multi-pack-index and opens each new index, and a loose backend
+    touches the object's would-be file. That cost 25-150 us an object here, several times the
+    rest of the write. Saying "not here" is always safe for a writer: at worst an object the
+    store already has is written into the group's pack again, which git allows (a repack keeps
+    one copy). Reads (a tree a new one is built from, the objects a builder checks) go straight
+    to the store's own object database."""
+
+    def __init__(self, objects_dir: str) -> None:
+        super().__init__()
+        odb = pygit2.Odb()
+        odb.add_backend(pygit2.OdbBackendPack(objects_dir), 1)
+        odb.add_backend(pygit2.OdbBackendLoose(objects_dir, 1, False), 2)
+        self.odb = odb
+
+    def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
+        kind, data = self.odb.read(oid)
+        return int(kind), data
+
+    def read_prefix_cb(self, oid: pygit2.Oid) -> tuple[int, bytes, pygit2.Oid]:
+        kind, data = self.odb.read(oid)
+        return int(kind), data, oid
+
+    def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
+        kind, data = self.odb.read(oid)
+        return int(kind), len(data)
+
+    def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
+        # Reached only when the writing backend in front failed: a concurrent ``git repack -d``
+        # removed the ``objects/xx/`` directory a loose write had just made. Write as the store's
+        # own database would (it makes the directory again).
+        self.odb.write(kind, data)
+
+    def exists_cb(self, oid: pygit2.Oid) -> bool:
+        return False
+
+    def exists_prefix_cb(self, oid: pygit2.Oid) -> pygit2.Oid:
+        raise KeyError(oid)
+
+    def refresh_cb(self) -> None:
+        return None
+
+
+def loose_writer(objects_dir: str) -> pygit2.Repository:
+    """A repository (no working directory, no refs) that writes new objects as loose files, as
+    the store's own repository would (zlib level 1, mode 0444, through a temporary file), and
+    reads the store's objects through :class:`_ReadThrough`: a write then skips libgit2's
+    existence check and refresh of the pack directory. Nothing is flushed here (the publish that
+    follows flushes). One per thread, like every libgit2 repository."""
+    odb = pygit2.Odb()
+    odb.add_backend(_ReadThrough(objects_dir), 1)
+    odb.add_backend(pygit2.OdbBackendLoose(objects_dir, -1, False), 1000)  # the writes
+    repo = pygit2.Repository()
+    repo.set_odb(odb)
+    return repo
+
+
 class Staging:
     """A thread's object writer that keeps new objects in memory until :meth:`write`.
 
     ``repo`` is a pygit2 repository without a working directory or refs whose odb reads the
-    store's packs and loose objects and writes to memory. One per thread (libgit2 objects must not
-    be shared between threads), reused across commits."""
+    store's packs and loose objects (:class:`_ReadThrough`) and writes to memory. One per thread
+    (libgit2 objects must not be shared between threads), reused across commits."""
 
     def __init__(self, git_dir: str) -> None:
         objects = os.path.join(git_dir, "objects")
         self.objects_dir = objects
         self.memory = _Memory()
         odb = pygit2.Odb()
-        odb.add_backend(pygit2.OdbBackendPack(objects), 1)
-        odb.add_backend(pygit2.OdbBackendLoose(objects, 1, False), 2)
+        odb.add_backend(_ReadThrough(objects), 1)
         odb.add_backend(self.memory, 1000)  # the highest priority takes the writes
         self.repo = pygit2.Repository()
         self.repo.set_odb(odb)

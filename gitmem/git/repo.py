@@ -22,7 +22,7 @@ from gitmem.errors import GitmemError, NotFoundError
 from gitmem.git import intent
 from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
-from gitmem.git.packwriter import Staging
+from gitmem.git.packwriter import Staging, loose_writer
 
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
 FILEMODE_TREE = pygit2.enums.FileMode.TREE
@@ -81,9 +81,19 @@ class Repo:
 
     @property
     def _writer(self) -> pygit2.Repository:
-        """Where this thread's new objects go: its staging pack while one is active, else loose."""
+        """Where this thread's new objects go: its staging pack while one is active, else loose
+        files, through a repository of its own that writes without libgit2's existence check and
+        refresh (gitmem.git.packwriter.loose_writer)."""
         staging: Staging | None = getattr(self._local, "active", None)
-        return staging.repo if staging is not None else self._repo
+        if staging is not None:
+            return staging.repo
+        loose: pygit2.Repository | None = getattr(self._local, "loose", None)
+        if loose is None:
+            loose = loose_writer(os.path.join(self._git_dir, "objects"))
+            self._local.loose = loose
+            with self._repos_lock:
+                self._all_repos.add(loose)
+        return loose
 
     @contextlib.contextmanager
     def staged(self) -> Iterator[Staging]:
