@@ -204,3 +204,35 @@ def test_the_loose_writer_writes_as_git_does_and_falls_back_to_the_stores_databa
     backend.write_cb(other, b"fallback\n", pygit2.enums.ObjectType.BLOB)
     assert git(path, "cat-file", "-p", str(other)).stdout == "fallback\n"
     assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_writers_read_objects_another_process_packed_after_they_opened(tmp_path: Path) -> None:
+    # A store handle's writers live as long as its threads; a push (or a repack) meanwhile puts
+    # the tip's trees into a pack the writer has not seen. Building on them must still work.
+    path = tmp_path / "r.git"
+    raw = pygit2.init_repository(str(path), bare=True)
+    objects = os.path.join(raw.path, "objects")
+    loose, stage = packwriter.loose_writer(objects), Staging(raw.path)
+    loose.create_blob(b"opened\n")  # both have read the (empty) object database once
+    stage.repo.create_blob(b"opened\n")
+    stage.discard()
+    other = pygit2.Repository(str(path))
+    tb = other.TreeBuilder()
+    tb.insert("late.md", other.create_blob(b"late\n"), pygit2.enums.FileMode.BLOB)
+    late = tb.write()
+    assert (
+        git(
+            path,
+            "update-ref",
+            "refs/heads/main",
+            str(other.create_commit(None, SIG, SIG, "late\n", late, [])),
+        ).returncode
+        == 0
+    )
+    assert git(path, "repack", "-a", "-d", "-q").returncode == 0  # the tree now lives only in a new pack
+    for repo in (loose, stage.repo):
+        builder = repo.TreeBuilder(late)
+        builder.insert("more.md", repo.create_blob(b"more\n"), pygit2.enums.FileMode.BLOB)
+        assert len(repo[builder.write()]) == 2
+    assert stage.write() is not None
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
