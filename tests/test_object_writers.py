@@ -204,3 +204,24 @@ def test_a_write_that_stored_content_a_redaction_then_purged_does_not_publish_it
     assert len(done) == 2
     store.close()
     _check_clean(store.path)
+
+
+def test_the_writers_find_a_stored_object_by_a_short_id(tmp_path: Path) -> None:
+    # Before: the read-through backend answered a short id with the short id itself as the
+    # object's id, and libgit2 failed the read ("object hash mismatch - expected 119cc6df72000...").
+    from gitmem.git.packwriter import Staging, loose_writer
+
+    path = tmp_path / "r.git"
+    raw = pygit2.init_repository(str(path), bare=True)
+    blob = raw.create_blob(b"packed blob\n")
+    tree = raw.TreeBuilder()
+    tree.insert("m.md", blob, pygit2.enums.FileMode.BLOB)
+    tree_id = tree.write()
+    assert git(path, "update-ref", "refs/tags/t", str(tree_id)).returncode == 0
+    assert git(path, "repack", "-a", "-d", "-q").returncode == 0  # only in a pack now
+    stage = Staging(raw.path)
+    for repo in (loose_writer(str(path / "objects")), stage.repo):
+        assert repo[str(blob)[:10]].id == blob
+        assert repo.revparse_single(str(tree_id)[:12]).id == tree_id
+        with pytest.raises(KeyError):
+            repo["deadbeef00"]
