@@ -31,6 +31,7 @@ from gitmem.engine.writer import (
     check_limits,
     commit_change,
     current_size,
+    denied_since_planned,
     encode_content,
     maintain_quietly,
     make_row,
@@ -211,8 +212,10 @@ def apply_batch(
                     head, rows = _write_pygit2(
                         store, scope, tip, changes, actor, session, now, written, reviewed_by, stage
                     )
-                    if stage is not None:
+                    if stage is not None and not denied_since_planned(store, rows):
                         stage.write()
+            if denied_since_planned(store, rows):
+                continue  # redacted meanwhile: re-planned, that write is refused
             contents = {
                 r.blob: c.data for r, c in zip(rows, changes, strict=True) if r.blob and c.data is not None
             }

@@ -32,6 +32,7 @@ from gitmem.engine.writer import (
     check_limits,
     commit_change,
     current_size,
+    denied_since_planned,
     maintain_quietly,
     publish_recorded,
     store_bytes_lock,
@@ -222,8 +223,10 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: 
                     rows.append(row)
                     if stage is not None:
                         stage.write_if_large()
-                if stage is not None:
+                if stage is not None and not denied_since_planned(store, rows):
                     stage.write()
+            if denied_since_planned(store, rows):
+                continue  # redacted meanwhile: re-planned, that request is refused
             assert parent is not None
             contents = {r.blob: c.data for r, (_q, c) in zip(rows, planned, strict=True) if r.blob and c.data}
             if publish_recorded(store, scope, tip, parent, written, rows, contents):

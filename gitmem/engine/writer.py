@@ -334,6 +334,18 @@ def commit_change(
     return commit, row
 
 
+def denied_since_planned(store: StoreCore, rows: list[VersionRow]) -> bool:
+    """Whether the deny-list names the content of one of ``rows`` now: a redaction (or compaction)
+    of that content ran between the plan, which checked the deny-list, and here. The caller then
+    re-plans (that write is refused) instead of writing its pack or moving the branch: the object
+    writers store a copy of content the store already has, so the pack would put the purged
+    content back on disk (and the commit would make it live again), or, had the write reused the
+    copy the purge removed, the branch would point at a missing object. One stat when the
+    deny-list did not change."""
+    denied = store.denied_ids()
+    return bool(denied) and any(r.blob is not None and r.blob in denied for r in rows)
+
+
 def publish_recorded(
     store: StoreCore,
     scope: str,

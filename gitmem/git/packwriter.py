@@ -24,6 +24,7 @@ from gitmem.errors import GitmemError
 
 _MAX_OFFSET = 0x7FFFFFFF
 _TREE = 2  # the object type of trees, in libgit2 and in packs
+_TYPE_NAMES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}  # as an object's id hashes them
 STAGE_MAX_BYTES = 64 << 20  # staged object bytes held in memory before a pack is written
 
 
@@ -86,9 +87,11 @@ class _ReadThrough(pygit2.OdbBackend):
         kind, data = self.odb.read(oid)
         return int(kind), data
 
-    def read_prefix_cb(self, oid: pygit2.Oid) -> tuple[int, bytes, pygit2.Oid]:
-        kind, data = self.odb.read(oid)
-        return int(kind), data, oid
+    def read_prefix_cb(self, prefix: str) -> tuple[int, bytes, pygit2.Oid]:
+        # pygit2 passes the short id as hex; libgit2 needs the object's full id back.
+        kind, data = self.odb.read(prefix)
+        header = b"%s %d\0" % (_TYPE_NAMES[int(kind)], len(data))
+        return int(kind), data, pygit2.Oid(raw=hashlib.sha1(header + data).digest())
 
     def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
         kind, data = self.odb.read(oid)

@@ -62,6 +62,9 @@ class Repo:
         # Weak: a thread that ends drops its repository (a server's pool threads come and go).
         self._all_repos: weakref.WeakSet[pygit2.Repository] = weakref.WeakSet([repo])
         self._repos_lock = threading.Lock()
+        # Bumped by free(): a thread's writers made before it are not used again (their
+        # repositories have no path to reopen an object database from once freed).
+        self._generation = 0
         self._recovered = False
         self.path = path
         self._real_path: str | None = None
@@ -88,9 +91,10 @@ class Repo:
         if staging is not None:
             return staging.repo
         loose: pygit2.Repository | None = getattr(self._local, "loose", None)
-        if loose is None:
+        if loose is None or getattr(self._local, "loose_generation", -1) != self._generation:
             loose = loose_writer(os.path.join(self._git_dir, "objects"))
             self._local.loose = loose
+            self._local.loose_generation = self._generation
             with self._repos_lock:
                 self._all_repos.add(loose)
         return loose
@@ -100,9 +104,10 @@ class Repo:
         """Objects this thread writes inside the block are kept in memory; the caller writes them
         as one pack (``staging.write()``) before it publishes. Left unwritten, they are dropped."""
         staging: Staging | None = getattr(self._local, "staging", None)
-        if staging is None:
+        if staging is None or getattr(self._local, "staging_generation", -1) != self._generation:
             staging = Staging(self.git_dir)
             self._local.staging = staging
+            self._local.staging_generation = self._generation
             with self._repos_lock:
                 self._all_repos.add(staging.repo)
         self._local.active = staging
@@ -379,6 +384,7 @@ class Repo:
     def free(self) -> None:
         with self._repos_lock:
             repos, self._all_repos = list(self._all_repos), weakref.WeakSet()
+            self._generation += 1
         for repo in repos:
             repo.free()
 

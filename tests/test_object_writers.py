@@ -1,0 +1,227 @@
+"""The per-thread object writers (gitmem.git.packwriter: a single write's loose writer, a group's or
+a batch's staging pack) against what a store handle's life and git maintenance do to them."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+import gitmem
+from gitmem.engine.batch import BatchOp, apply_batch
+from gitmem.errors import ForbiddenError
+from tests.helpers import git
+
+
+def test_a_store_handle_closed_then_used_again_still_writes(workspace: Path) -> None:
+    # Before: close() freed the thread's loose writer and staging repositories, which have no path
+    # to reopen their object database from; the next write on the same thread failed with a raw
+    # pygit2 NotFoundError 'path cannot exist in repository' (a plain repository reopens lazily).
+    store = gitmem.create_store("notes", home=workspace)
+    store.write("/memories/a.md", "one\n")
+    apply_batch(store.core, [BatchOp("write", f"/memories/b{k}.md", f"batch {k}\n") for k in range(3)])
+    store.close()
+    assert store.write("/memories/a.md", "two\n") is not None
+    done = apply_batch(store.core, [BatchOp("write", f"/memories/b{k}.md", f"again {k}\n") for k in range(3)])
+    assert len(done.versions) == 3
+    assert store.read("/memories/a.md").content == "two\n"
+    assert store.read("/memories/b2.md").content == "again 2\n"
+    store.close()
+    assert git(store.path, "fsck", "--full", "--strict").returncode == 0
+
+
+# A writer process: single writes (some putting back content the store already has, which the loose
+# writer writes again) and small batches (a staged pack, again with old content), acknowledging each
+# version id as soon as its call returned.
+WRITER = r"""
+import sys
+import gitmem
+from gitmem.engine.batch import BatchOp, apply_batch
+path, me, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = gitmem.open_store(path)
+def ack(v):
+    sys.stdout.write(v.id + "\n")
+    sys.stdout.flush()
+for k in range(rounds):
+    ack(store.write(f"/{me}/m{k % 5}", f"{me} round {k}\n"))
+    ack(store.write(f"/{me}/old", "the same old content\n" if k % 2 else "seed\n"))
+    ops = [BatchOp("write", f"/{me}/b{j}", f"{me} batch {k % 3} {j}\n") for j in range(3)]
+    ops.append(BatchOp("write", f"/{me}/back", "seed\n" if k % 2 else f"{me} back {k}\n"))
+    for v in apply_batch(store.core, ops).versions:
+        ack(v)
+"""
+
+# git maintenance as cron or another tool would run it beside the writers: loose objects packed and
+# their copies and directories pruned, packs merged, a lone prune-packed.
+MAINTAIN = r"""
+import subprocess, sys
+path = sys.argv[1]
+n = 0
+while True:
+    n += 1
+    args = [["repack", "-d", "-q"], ["prune-packed"], ["repack", "-A", "-d", "-q"], ["repack", "-d", "-q", "--geometric=2"]]
+    subprocess.run(["git", f"--git-dir={path}", *args[n % 4]], capture_output=True)
+"""
+
+
+def test_writers_beside_git_maintenance_and_a_kill_lose_nothing(workspace: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from gitmem.audit.verify import verify
+
+    with gitmem.create_store("busy", home=workspace) as store:
+        store.write("/seed", "seed\n")
+        store.write("/same", "the same old content\n")
+        path = str(store.path)
+    maintainer = subprocess.Popen([sys.executable, "-c", MAINTAIN, path])
+    acked: list[str] = []
+    try:
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, path, f"w{i}", "25"], stdout=subprocess.PIPE, text=True
+            )
+            for i in range(2)
+        ]
+        victim = subprocess.Popen(
+            [sys.executable, "-c", WRITER, path, "victim", "1000"], stdout=subprocess.PIPE, text=True
+        )
+        assert victim.stdout is not None
+        for _ in range(40):  # killed mid-way, in a single write or a batch
+            line = victim.stdout.readline().strip()
+            assert line, "the victim stopped before it was killed"
+            acked.append(line)
+        victim.send_signal(signal.SIGKILL)
+        acked += [line for line in victim.communicate()[0].splitlines() if line]
+        for w in writers:
+            out, _ = w.communicate()
+            assert w.returncode == 0
+            acked += out.split()
+    finally:
+        maintainer.kill()
+        maintainer.wait()
+    fsck = git(Path(path), "fsck", "--full", "--strict", "--no-dangling", check=False)
+    assert fsck.returncode == 0, fsck.stderr
+    with gitmem.open_store(path) as store:
+        assert verify(store.core, raise_on_failure=False).ok
+        for vid in acked:
+            v = store.version(vid)
+            assert store.read(v.path, version=vid).content
+        assert store.read("/w1/old").content in ("seed\n", "the same old content\n")
+        assert store.write("/after", "a write after it all\n") is not None
+
+
+SECRET = "token sk-live-0123456789\n"
+
+
+def _redact_while_building(monkeypatch: pytest.MonkeyPatch, store: gitmem.Store, version: str) -> list[str]:
+    """Run a redaction of ``version`` (another handle, another thread) once, while this thread's
+    next write is between its plan (the deny-list checked) and its pack: at its first commit."""
+    from gitmem.git import repo as gitrepo
+
+    done: list[str] = []
+    create = gitrepo.Repo.create_commit
+
+    def create_commit(self: gitrepo.Repo, *args: Any, **kwargs: Any) -> pygit2.Oid:
+        out = create(self, *args, **kwargs)
+        if not done and self is store.core:
+            done.append("redacting")
+
+            def redact() -> None:
+                with gitmem.open_store(str(store.path)) as other:
+                    done.append(other.redact(version, reason="leaked").id)
+
+            t = threading.Thread(target=redact)
+            t.start()
+            t.join()
+        return out
+
+    monkeypatch.setattr(gitrepo.Repo, "create_commit", create_commit)
+    return done
+
+
+def _check_clean(path: Path) -> None:
+    from gitmem.audit.verify import verify
+
+    fsck = git(path, "fsck", "--full", "--strict", "--no-dangling", check=False)
+    assert fsck.returncode == 0, fsck.stderr
+    with gitmem.open_store(str(path)) as store:
+        report = verify(store.core, raise_on_failure=False)
+        assert report.ok, report
+        assert str(pygit2.hash(SECRET.encode())) not in store.core.repo  # not on disk, reachable or not
+
+
+@pytest.mark.parametrize("scope", ["main", "team"])
+def test_a_batch_that_staged_content_a_redaction_then_purged_does_not_write_it_back(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, scope: str
+) -> None:
+    # Before: the batch planned (the deny-list did not name the content yet), staged the old
+    # content again (the staging repository writes objects the store has), a redaction of that
+    # content ran to its end, then the batch wrote its pack: the redacted blob was back on disk
+    # (verify: "deny-listed objects are still in the store"), and in another scope the batch's
+    # commit made it live again. (Before the staging wrote copies, that blob was not staged at
+    # all and the batch's commit pointed at a purged object: fsck failed.) Now the batch checks the
+    # deny-list again before it writes its pack, re-plans, and refuses that write.
+    store = gitmem.create_store("notes", home=workspace)
+    leaked = store.write("/secret", SECRET)
+    assert leaked is not None
+    store.write("/secret", "rotated\n")
+    store.write("/other", "team seed\n", scope="team")
+    assert git(store.path, "repack", "-a", "-d", "-q").returncode == 0  # the content lives in a pack
+    done = _redact_while_building(monkeypatch, store, leaked.id)
+    ops = [BatchOp("write", "/restored", SECRET), BatchOp("write", "/fine", "fine\n")]
+    with pytest.raises(ForbiddenError, match="redacted"):
+        apply_batch(store.core, ops, scope=scope)
+    assert len(done) == 2  # the redaction ran, in the middle of the batch
+    result = apply_batch(store.core, ops, scope=scope, skip_refused=True)
+    assert [v.path for v in result.versions] == ["/fine"] and len(result.refused) == 1
+    store.close()
+    _check_clean(store.path)
+
+
+@pytest.mark.parametrize("pack_min", [1, 2])
+def test_a_write_that_stored_content_a_redaction_then_purged_does_not_publish_it(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, pack_min: int
+) -> None:
+    # The same through a group commit: its staged pack (PACK_MIN 1: a lone write is staged too),
+    # or a lone write's loose objects (the copy it wrote was purged: before, the branch then
+    # pointed at a missing blob).
+    from gitmem.engine import group
+
+    monkeypatch.setattr(group, "PACK_MIN", pack_min)
+    store = gitmem.create_store("notes", home=workspace)
+    leaked = store.write("/secret", SECRET)
+    assert leaked is not None
+    store.write("/secret", "rotated\n")
+    assert git(store.path, "repack", "-a", "-d", "-q").returncode == 0
+    done = _redact_while_building(monkeypatch, store, leaked.id)
+    with pytest.raises(ForbiddenError, match="redacted"):
+        store.write("/restored", SECRET, scope="team")
+    assert len(done) == 2
+    store.close()
+    _check_clean(store.path)
+
+
+def test_the_writers_find_a_stored_object_by_a_short_id(tmp_path: Path) -> None:
+    # Before: the read-through backend answered a short id with the short id itself as the
+    # object's id, and libgit2 failed the read ("object hash mismatch - expected 119cc6df72000...").
+    from gitmem.git.packwriter import Staging, loose_writer
+
+    path = tmp_path / "r.git"
+    raw = pygit2.init_repository(str(path), bare=True)
+    blob = raw.create_blob(b"packed blob\n")
+    tree = raw.TreeBuilder()
+    tree.insert("m.md", blob, pygit2.enums.FileMode.BLOB)
+    tree_id = tree.write()
+    assert git(path, "update-ref", "refs/tags/t", str(tree_id)).returncode == 0
+    assert git(path, "repack", "-a", "-d", "-q").returncode == 0  # only in a pack now
+    stage = Staging(raw.path)
+    for repo in (loose_writer(str(path / "objects")), stage.repo):
+        assert repo[str(blob)[:10]].id == blob
+        assert repo.revparse_single(str(tree_id)[:12]).id == tree_id
+        with pytest.raises(KeyError):
+            repo["deadbeef00"]
