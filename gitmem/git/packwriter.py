@@ -98,10 +98,16 @@ class _ReadThrough(pygit2.OdbBackend):
         return int(kind), len(data)
 
     def write_cb(self, oid: pygit2.Oid, data: bytes, kind: int) -> None:
-        # Reached only when the writing backend in front failed: a concurrent ``git repack -d``
-        # removed the ``objects/xx/`` directory a loose write had just made. Write as the store's
-        # own database would (it makes the directory again).
-        self.odb.write(kind, data)
+        # Reached only when the writing backend in front failed a tree or commit write: a
+        # concurrent ``git repack -d`` removed the ``objects/xx/`` directory the loose write had
+        # just made. Write as the store's own database would (it makes the directory again).
+        # Blobs are streamed to the loose backend alone; their failure is retried by the caller.
+        try:
+            self.odb.write(kind, data)
+        except Exception:
+            # Any other exception would stay set beside libgit2's own result (pygit2 clears a
+            # KeyError): the write then fails as the loose backend's did, and is retried.
+            raise KeyError(oid) from None
 
     def exists_cb(self, oid: pygit2.Oid) -> bool:
         return False
