@@ -76,11 +76,14 @@ class _ReadThrough(pygit2.OdbBackend):
     one copy). Reads (a tree a new one is built from, the objects a builder checks) go straight
     to the store's own object database."""
 
-    def __init__(self, objects_dir: str) -> None:
+    def __init__(self, objects_dir: str, odb: pygit2.Odb | None = None) -> None:
+        """``odb``: the store's object database to read through (the writing thread's own
+        repository's, whose pack indexes and caches are warm already); else one of its own."""
         super().__init__()
-        odb = pygit2.Odb()
-        odb.add_backend(pygit2.OdbBackendPack(objects_dir), 1)
-        odb.add_backend(pygit2.OdbBackendLoose(objects_dir, 1, False), 2)
+        if odb is None:
+            odb = pygit2.Odb()
+            odb.add_backend(pygit2.OdbBackendPack(objects_dir), 1)
+            odb.add_backend(pygit2.OdbBackendLoose(objects_dir, 1, False), 2)
         self.odb = odb
 
     def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
@@ -119,17 +122,18 @@ class _ReadThrough(pygit2.OdbBackend):
         return None
 
 
-def loose_writer(objects_dir: str) -> pygit2.Repository:
+def loose_writer(objects_dir: str, odb: pygit2.Odb | None = None) -> pygit2.Repository:
     """A repository (no working directory, no refs) that writes new objects as loose files, as
     the store's own repository would (zlib level 1, mode 0444, through a temporary file), and
     reads the store's objects through :class:`_ReadThrough`: a write then skips libgit2's
     existence check and refresh of the pack directory. Nothing is flushed here (the publish that
-    follows flushes). One per thread, like every libgit2 repository."""
-    odb = pygit2.Odb()
-    odb.add_backend(_ReadThrough(objects_dir), 1)
-    odb.add_backend(pygit2.OdbBackendLoose(objects_dir, -1, False), 1000)  # the writes
+    follows flushes). One per thread, like every libgit2 repository; ``odb`` as for
+    :class:`_ReadThrough`."""
+    writer = pygit2.Odb()
+    writer.add_backend(_ReadThrough(objects_dir, odb), 1)
+    writer.add_backend(pygit2.OdbBackendLoose(objects_dir, -1, False), 1000)  # the writes
     repo = pygit2.Repository()
-    repo.set_odb(odb)
+    repo.set_odb(writer)
     return repo
 
 
@@ -138,17 +142,18 @@ class Staging:
 
     ``repo`` is a pygit2 repository without a working directory or refs whose odb reads the
     store's packs and loose objects (:class:`_ReadThrough`) and writes to memory. One per thread
-    (libgit2 objects must not be shared between threads), reused across commits."""
+    (libgit2 objects must not be shared between threads), reused across commits; ``odb`` as
+    for :class:`_ReadThrough`."""
 
-    def __init__(self, git_dir: str) -> None:
+    def __init__(self, git_dir: str, odb: pygit2.Odb | None = None) -> None:
         objects = os.path.join(git_dir, "objects")
         self.objects_dir = objects
         self.memory = _Memory()
-        odb = pygit2.Odb()
-        odb.add_backend(_ReadThrough(objects), 1)
-        odb.add_backend(self.memory, 1000)  # the highest priority takes the writes
+        odb_ = pygit2.Odb()
+        odb_.add_backend(_ReadThrough(objects, odb), 1)
+        odb_.add_backend(self.memory, 1000)  # the highest priority takes the writes
         self.repo = pygit2.Repository()
-        self.repo.set_odb(odb)
+        self.repo.set_odb(odb_)
 
     @property
     def pending(self) -> int:

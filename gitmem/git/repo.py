@@ -92,7 +92,7 @@ class Repo:
             return staging.repo
         loose: pygit2.Repository | None = getattr(self._local, "loose", None)
         if loose is None or getattr(self._local, "loose_generation", -1) != self._generation:
-            loose = loose_writer(os.path.join(self._git_dir, "objects"))
+            loose = loose_writer(os.path.join(self._git_dir, "objects"), self._repo.odb)
             self._local.loose = loose
             self._local.loose_generation = self._generation
             with self._repos_lock:
@@ -105,7 +105,7 @@ class Repo:
         as one pack (``staging.write()``) before it publishes. Left unwritten, they are dropped."""
         staging: Staging | None = getattr(self._local, "staging", None)
         if staging is None or getattr(self._local, "staging_generation", -1) != self._generation:
-            staging = Staging(self.git_dir)
+            staging = Staging(self.git_dir, self._repo.odb)
             self._local.staging = staging
             self._local.staging_generation = self._generation
             with self._repos_lock:
