@@ -56,7 +56,7 @@ elif step == "stage":  # the index record, staged on this thread while the flush
 elif step == "record":  # the staged index record committed, after the ref moved
     index.StagedRecord.commit = wrap(index.StagedRecord.commit)
 elif step == "pack":  # the pack of a group or a batch: its .pack and .idx written, not flushed
-    packwriter._install = wrap(packwriter._install)
+    packwriter.install_pack = wrap(packwriter.install_pack)
     group.PACK_MIN = 1  # every group writes a pack (a lone write too), however threads group
 if mode == "fastimport":
     batch.FAST_IMPORT_MIN = 32  # git fast-import writes the pack, not gitmem

@@ -24,7 +24,8 @@ import pygit2
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ConflictError, ForbiddenError, NotFoundError
-from gitmem.git.repo import Repo, open_repository
+from gitmem.git.consolidate import merge_small_packs
+from gitmem.git.repo import STORE_LOCK, Repo, open_repository
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope, validate_store_name
 
@@ -237,9 +238,16 @@ class StoreCore(Repo):
         return tip, obj
 
     def maintain(self, *, force: bool = False) -> bool:
-        """Pack loose objects and keep packs geometric when needed (or always, with ``force``)."""
-        if self.is_clone or not (force or self.needs_maintenance()):
+        """Merge the small packs writes leave, in-process, once there are enough of them
+        (gitmem.git.consolidate); pack loose objects and keep packs geometric when needed (or
+        always, with ``force``)."""
+        if self.is_clone:
             return False
+        merged = 0
+        if not force:
+            merged = merge_small_packs(self.git_dir, os.path.join(self.git_dir, "gitmem", STORE_LOCK))
+        if not (force or self.needs_maintenance()):
+            return merged > 0
         logging.getLogger("gitmem.maintenance").info("repacking %s (git repack -d --geometric=2)", self.path)
         if self.repack(wait=60.0 if force else 0.0):
             return True

@@ -177,7 +177,7 @@ class Staging:
             return None
         try:
             pack, index, name = encode_pack(objects)
-            path = _install(os.path.join(self.objects_dir, "pack"), name, pack, index)
+            path = install_pack(os.path.join(self.objects_dir, "pack"), name, pack, index)
         finally:
             objects.clear()
             self.memory.bytes = 0
@@ -277,7 +277,7 @@ def encode_pack(objects: dict[pygit2.Oid, tuple[int, bytes]]) -> tuple[bytes, by
     return bytes(pack), bytes(index), checksum.hex()
 
 
-def _install(pack_dir: str, name: str, pack: bytes, index: bytes) -> str:
+def install_pack(pack_dir: str, name: str, pack: bytes, index: bytes) -> str:
     """Write ``pack-<name>.pack`` then ``.idx`` through temporary files (readers find a pack by
     its index, so it never appears half-written)."""
     os.makedirs(pack_dir, exist_ok=True)

@@ -16,6 +16,8 @@ import pygit2
 
 from gitmem.errors import IntegrityError
 from gitmem.git import intent
+from gitmem.git.consolidate import SMALL_PACK_BYTES
+from gitmem.git.packwriter import encode_pack, install_pack
 from gitmem.git.repo import Repo
 
 
@@ -187,8 +189,18 @@ def _copy_pack_without(store: Repo, idx: Path, retired: set[str]) -> None:
         return  # a concurrent repack removed it (its objects are in a newer pack: the next pass)
     count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
     base = 8 + 1024
-    ids = (data[base + 20 * i : base + 20 * i + 20].hex() for i in range(count))
-    kept = "".join(f"{o}\n" for o in ids if o not in retired)
+    ids = [data[base + 20 * i : base + 20 * i + 20].hex() for i in range(count)]
+    kept_ids = [o for o in ids if o not in retired]
+    if len(kept_ids) == len(ids):
+        return  # nothing of it was retired after all
+    if not kept_ids or _small(idx):
+        # A write's own small pack (gitmem.git.consolidate): copied in-process, a subprocess
+        # costs more than the copy; one that held only retired objects is just removed.
+        if kept_ids and not _copy_small_pack(store, kept_ids):
+            return  # removed while it was read: the next pass sees the packs as they are
+        _remove_pack(idx)
+        return
+    kept = "".join(f"{o}\n" for o in kept_ids)
     prefix = str(store.path / "objects" / "pack" / "pack")
     res = _git(store, "pack-objects", "-q", "--delta-base-offset", prefix, stdin=kept)
     if res.returncode != 0:
@@ -197,8 +209,37 @@ def _copy_pack_without(store: Repo, idx: Path, retired: set[str]) -> None:
         raise IntegrityError(f"the purge failed: git pack-objects: {res.stderr.strip()}")
     if res.stdout.strip() == idx.stem[len("pack-") :]:
         return  # nothing of it was retired after all
+    _remove_pack(idx)
+
+
+def _remove_pack(idx: Path) -> None:
     for suffix in (".idx", ".bitmap", ".rev", ".mtimes", ".keep", ".pack"):  # idx first: as git does
         idx.with_suffix(suffix).unlink(missing_ok=True)
+
+
+def _small(idx: Path) -> bool:
+    try:
+        return idx.with_suffix(".pack").stat().st_size <= SMALL_PACK_BYTES
+    except FileNotFoundError:
+        return False
+
+
+def _copy_small_pack(store: Repo, kept_ids: list[str]) -> bool:
+    """Write ``kept_ids`` (read from the store) as a pack of their own and flush it, as git
+    pack-objects would; False when one of them could not be read (its pack went meanwhile)."""
+    odb = pygit2.Odb(str(store.path / "objects"))
+    objects: dict[pygit2.Oid, tuple[int, bytes]] = {}
+    try:
+        for o in kept_ids:
+            kind, obj = odb.read(o)
+            objects[pygit2.Oid(hex=o)] = (int(kind), obj)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    pack, index, name = encode_pack(objects)
+    pack_dir = str(store.path / "objects" / "pack")
+    install_pack(pack_dir, name, pack, index)
+    intent.syncfs(pack_dir)  # on disk before the pack it replaces is removed
+    return True
 
 
 def packs_without(store: Repo, oids: set[str]) -> list[Path]:
