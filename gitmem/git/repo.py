@@ -328,8 +328,9 @@ class Repo:
         self._recovered = True
         return moved
 
-    # Maintenance. Every single write leaves ~5 loose objects and every push a small pack; reads
-    # slow down as they pile up. A geometric repack soaks loose objects into a new pack and merges
+    # Maintenance. Every write and every push leaves a small pack (gitmem.git.consolidate merges
+    # the writes' ones in-process), plain git may leave loose objects; reads slow down as they
+    # pile up. A geometric repack soaks loose objects into a new pack and merges
     # small packs only as far as needed to keep pack sizes a geometric series, so its cost follows
     # what was added, and a later redaction rewrites only the small packs holding recent content.
     # It never deletes unreachable loose objects, so it is safe beside concurrent writers.
