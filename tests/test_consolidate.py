@@ -11,7 +11,7 @@ import pytest
 
 import gitmem
 from gitmem.audit.verify import verify
-from gitmem.git import consolidate
+from gitmem.git import consolidate, intent
 from gitmem.git.repo import STORE_LOCK
 from tests.helpers import git
 
@@ -42,7 +42,11 @@ def test_single_writes_pack_their_objects_and_maintenance_merges_the_packs(works
         assert verify(again.core, raise_on_failure=False).ok
 
 
-def test_a_merge_keeps_every_object_and_deletes_only_the_merged_packs(workspace: Path) -> None:
+def _all_objects(path: Path) -> set[str]:
+    return set(git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").stdout.split())
+
+
+def test_a_merge_keeps_every_object_and_deletes_the_merged_packs_only_after_a_flush(workspace: Path) -> None:
     with gitmem.create_store("merge", home=workspace) as store:
         path = store.path
         for k in range(20):
@@ -50,29 +54,28 @@ def test_a_merge_keeps_every_object_and_deletes_only_the_merged_packs(workspace:
         git(path, "repack", "-a", "-d", "-q")  # one big pack: left alone
         big = {p.name for p in _packs(path)}
         store.core.writes_unchecked = -(1 << 30)  # no merge by the writes themselves
-        for k in range(consolidate.SMALL_PACKS_MAX + 2):
+        n = consolidate.SMALL_PACKS_MAX + 2
+        for k in range(n):
             store.write(f"/b/{k}.md", f"b {k}\n")
         pack_dir = path / "objects" / "pack"
         small = consolidate.small_packs(str(pack_dir))
-        big_now = {p.name for p in _packs(path)} - {Path(s).name + ".pack" for s in small}
         kept_pack = Path(small[0] + ".keep")
         kept_pack.write_text("kept by the operator\n")  # a .keep pack is never merged
-        objects_before = set(
-            git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").stdout.split()
-        )
-        merged = consolidate.merge_small_packs(str(path), str(path / "gitmem" / STORE_LOCK))
-        assert merged == len(small) - 1
+        before = _all_objects(path)
+        at = intent.flushes(str(path))
+        replaced = consolidate.merge_small_packs(str(path), str(path / "gitmem" / STORE_LOCK))
+        assert sorted(replaced) == sorted(small[1:])
+        # The merged pack is not flushed yet: nothing is deleted.
+        assert not consolidate.remove_replaced(str(path), replaced, at)
+        assert all(Path(s + ".pack").exists() for s in small)
+        assert _all_objects(path) == before
+        store.write("/c.md", "a write: its publish flushes the filesystem\n")
+        assert consolidate.remove_replaced(str(path), replaced, at)
         after = {p.name for p in _packs(path)}
-        assert big <= after and big_now <= after
-        assert Path(small[0] + ".pack").exists() and kept_pack.exists()
+        assert big <= after and Path(small[0] + ".pack").exists() and kept_pack.exists()
         assert not any(Path(s + ".pack").exists() or Path(s + ".idx").exists() for s in small[1:])
-        objects_after = set(
-            git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").stdout.split()
-        )
-        assert objects_before <= objects_after
-        assert [store.read(f"/b/{k}.md").content for k in range(consolidate.SMALL_PACKS_MAX + 2)] == [
-            f"b {k}\n" for k in range(consolidate.SMALL_PACKS_MAX + 2)
-        ]
+        assert before <= _all_objects(path)
+        assert [store.read(f"/b/{k}.md").content for k in range(n)] == [f"b {k}\n" for k in range(n)]
     assert git(path, "fsck", "--full", "--strict").returncode == 0
 
 
@@ -89,32 +92,33 @@ def test_no_merge_while_a_history_rewrite_holds_the_store_lock(
         lock = path / "gitmem" / STORE_LOCK
         with open(lock, "a+") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)  # as a redaction's purge holds it
-            assert consolidate.merge_small_packs(str(path), str(lock)) == 0
+            assert consolidate.merge_small_packs(str(path), str(lock)) == []
             assert _packs(path) == before
-        assert consolidate.merge_small_packs(str(path), str(lock)) == 5
-        assert len(_packs(path)) == 1
+        at = intent.flushes(str(path))
+        replaced = consolidate.merge_small_packs(str(path), str(lock))
+        assert len(replaced) == len(before) == 5
+        store.write("/d.md", "flushed\n")
+        assert consolidate.remove_replaced(str(path), replaced, at)
+        assert len(_packs(path)) == 2  # the merged pack and the last write's own
 
 
-def test_a_merge_that_dies_before_deleting_leaves_every_object(
+def test_a_handle_merges_as_it_writes_and_deletes_after_its_next_flush(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 3)
-    with gitmem.create_store("crash", home=workspace) as store:
+    monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 4)
+    with gitmem.create_store("handle", home=workspace) as store:
         path = store.path
-        store.core.writes_unchecked = -(1 << 30)
         for k in range(4):
-            store.write(f"/d/{k}.md", f"d {k}\n")
-        calls = []
-
-        def flush_then_die(p: str) -> None:
-            calls.append(p)
-            raise KeyboardInterrupt  # the process dies after the merged pack, before any delete
-
-        monkeypatch.setattr(consolidate, "syncfs", flush_then_die)
-        with pytest.raises(KeyboardInterrupt):
-            consolidate.merge_small_packs(str(path), str(path / "gitmem" / STORE_LOCK))
-        assert calls and len(_packs(path)) == 5  # four small packs and the merged one
-        assert [store.read(f"/d/{k}.md").content for k in range(4)] == [f"d {k}\n" for k in range(4)]
+            store.write(f"/e/{k}.md", f"e {k}\n")
+        store.core.writes_unchecked = 1 << 30  # the next write looks
+        store.write("/e/4.md", "e 4\n")
+        assert store.core._replaced is not None  # merged; the small packs wait for a flush
+        waiting = list(store.core._replaced[0])
+        assert all(Path(p + ".pack").exists() for p in waiting)
+        store.core.writes_unchecked = 1 << 30
+        store.write("/e/5.md", "e 5\n")  # flushed by its own publish: the next look deletes
+        assert not any(Path(p + ".pack").exists() for p in waiting)
+        assert [store.read(f"/e/{k}.md").content for k in range(6)] == [f"e {k}\n" for k in range(6)]
     assert git(path, "fsck", "--full", "--strict").returncode == 0
 
 
@@ -131,3 +135,50 @@ def test_index_oids_reads_what_git_lists(workspace: Path) -> None:
     bad.write_bytes(b"not an index")
     with pytest.raises(ValueError):
         consolidate.index_oids(str(bad))
+
+
+def test_packs_with_deltas_are_read_back_and_whole_packs_copied_as_stored(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 3)
+    with gitmem.create_store("deltas", home=workspace) as store:
+        path = store.path
+        store.core.writes_unchecked = -(1 << 30)
+        text = "".join(f"line {i} of a long memory that changes a little each time\n" for i in range(200))
+        for k in range(6):
+            store.write("/long.md", text + f"edit {k}\n")
+        git(path, "repack", "-a", "-d", "-f", "-q", "--window=10")  # one small pack with deltas
+        (delta_pack,) = _packs(path)
+        assert "delta" in git(path, "verify-pack", "-v", str(delta_pack.with_suffix(".idx"))).stdout
+        for k in range(3):
+            store.write(f"/w/{k}.md", f"whole {k}\n")  # small packs of whole objects
+        before = _all_objects(path)
+        at = intent.flushes(str(path))
+        replaced = consolidate.merge_small_packs(str(path), str(path / "gitmem" / STORE_LOCK))
+        assert str(delta_pack.with_suffix("")) in replaced and len(replaced) == 4
+        store.write("/flush.md", "flush\n")
+        assert consolidate.remove_replaced(str(path), replaced, at)
+        assert not delta_pack.exists()
+        assert before <= _all_objects(path)
+        assert store.read("/long.md").content == text + "edit 5\n"
+        for p in _packs(path):
+            assert git(path, "verify-pack", str(p.with_suffix(".idx"))).returncode == 0
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_a_pack_whose_bytes_do_not_match_its_index_is_not_merged(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 3)
+    with gitmem.create_store("damaged", home=workspace) as store:
+        path = store.path
+        store.core.writes_unchecked = -(1 << 30)
+        for k in range(4):
+            store.write(f"/z/{k}.md", f"z {k}\n")
+        victim = consolidate.small_packs(str(path / "objects" / "pack"))[-1]
+        data = bytearray(Path(victim + ".pack").read_bytes())
+        data[20] ^= 0xFF  # inside the first entry: its checksum no longer matches the index
+        Path(victim + ".pack").chmod(0o644)
+        Path(victim + ".pack").write_bytes(bytes(data))
+        replaced = consolidate.merge_small_packs(str(path), str(path / "gitmem" / STORE_LOCK))
+        assert victim not in replaced and len(replaced) >= 2

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,7 +25,8 @@ import pygit2
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ConflictError, ForbiddenError, NotFoundError
-from gitmem.git.consolidate import merge_small_packs
+from gitmem.git.consolidate import merge_small_packs, remove_replaced
+from gitmem.git.intent import flushes
 from gitmem.git.repo import STORE_LOCK, Repo, open_repository
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope, validate_store_name
@@ -72,6 +74,9 @@ class StoreCore(Repo):
         self._denied: frozenset[str] = frozenset()
         self._deny_key: tuple[int, int, int] | None = None
         self._index: Index | None = None
+        #: The packs this handle's last merge of small packs replaced, and the flush count then.
+        self._replaced: tuple[list[str], int] | None = None
+        self._merge_lock = threading.Lock()
 
     # ------------------------------------------------------------------ identity and settings
     @property
@@ -243,11 +248,11 @@ class StoreCore(Repo):
         always, with ``force``)."""
         if self.is_clone:
             return False
-        merged = 0
+        merged = False
         if not force:
-            merged = merge_small_packs(self.git_dir, os.path.join(self.git_dir, "gitmem", STORE_LOCK))
+            merged = self._merge_small_packs()
         if not (force or self.needs_maintenance()):
-            return merged > 0
+            return merged
         logging.getLogger("gitmem.maintenance").info("repacking %s (git repack -d --geometric=2)", self.path)
         if self.repack(wait=60.0 if force else 0.0):
             return True
@@ -256,6 +261,27 @@ class StoreCore(Repo):
                 f"a history rewrite of {self.path} is running; run maintenance again after it"
             )
         return False  # a rewrite runs: it repacks what it touches; the next write tries again
+
+    def _merge_small_packs(self) -> bool:
+        """Delete the packs this handle's last merge replaced, once a flush has made the merged
+        pack durable; then merge small packs again if they piled up (gitmem.git.consolidate)."""
+        if not self._merge_lock.acquire(blocking=False):
+            return False  # another thread of this handle merges (or a fork copied the lock held)
+        try:
+            if self._replaced is not None:
+                packs, flushes_at = self._replaced
+                if not remove_replaced(self.git_dir, packs, flushes_at):
+                    return False  # not flushed yet: no new merge while one waits
+                self._replaced = None
+            flushes_at = flushes(self.git_dir)
+            replaced = merge_small_packs(
+                self.git_dir, os.path.join(self.git_dir, "gitmem", STORE_LOCK), self.repo.odb
+            )
+            if replaced:
+                self._replaced = (replaced, flushes_at)
+            return bool(replaced)
+        finally:
+            self._merge_lock.release()
 
     # ------------------------------------------------------------------ derived index
     @property

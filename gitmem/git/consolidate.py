@@ -5,8 +5,9 @@ in ``objects/pack/`` instead of five or six loose files, each in an ``objects/xx
 may have to be made first. Left alone, the small packs pile up and every lookup that misses
 searches them all, so maintenance merges them once there are :data:`SMALL_PACKS_MAX`: their
 objects are read back, written as one pack with :func:`gitmem.git.packwriter.encode_pack` (no
-deltas, no subprocess: a few milliseconds for a few hundred objects, where ``git repack`` takes
-about 50 ms to start), the new pack is flushed, and only then are the small ones deleted. Larger
+deltas, no subprocess: about a millisecond for a few hundred objects, where ``git repack`` takes
+about 50 ms to start), and the small ones are deleted once a flush has carried the new pack to
+disk: the next write's own flush, so a merge costs no flush of its own. Larger
 packs are left to ``git repack -d --geometric=2`` (:meth:`gitmem.git.repo.Repo.repack`).
 
 Safety, the same as a repack's:
@@ -15,7 +16,9 @@ Safety, the same as a repack's:
   rewrite, whose purge holds it exclusively (a merge that read a pack before a purge and wrote its
   pack after it would put the purged objects back);
 - a small pack is deleted only once the merged pack holding every one of its objects is in place
-  and flushed: a crash at any point leaves every object in at least one pack on disk;
+  and a later flush of the filesystem (counted by :func:`gitmem.git.intent.flushes`) made it
+  durable: a crash at any point leaves every object in at least one pack on disk (at worst in
+  both, until a later merge or repack);
 - a reader that had a deleted pack open keeps reading it (its file stays open); one that looks for
   an object in it afterwards misses, refreshes its list of packs and finds the merged one, as
   after ``git repack -d``;
@@ -30,22 +33,25 @@ import contextlib
 import fcntl
 import os
 import struct
+import zlib
 
 import pygit2
 
-from gitmem.git.intent import syncfs
+from gitmem.git import intent
 from gitmem.git.locks import close_lock_fd, open_lock_fd
-from gitmem.git.packwriter import encode_pack, install_pack
+from gitmem.git.packwriter import install_pack, pack_entries, whole_entry
 
-SMALL_PACK_BYTES = 256 << 10  # a pack this small or smaller is merged in-process
-SMALL_PACKS_MAX = 16  # merge once there are this many small packs
+SMALL_PACK_BYTES = 1 << 20  # a pack this small or smaller is merged in-process
+SMALL_PACKS_MAX = 16  # merge the packs of one size tier once there are this many
+TIER_BYTES = 64 << 10  # tier 0: packs under 64 KiB (a write's own); tier 1: up to SMALL_PACK_BYTES
 MERGE_MAX_BYTES = 8 << 20  # at most this many bytes of small packs in one merge
 _SIDE_FILES = (".pack", ".rev", ".bitmap", ".mtimes", ".promisor")  # deleted after the .idx
 
 
-def small_packs(pack_dir: str) -> list[str]:
+def small_packs(pack_dir: str, tier: int | None = None) -> list[str]:
     """Paths (without suffix) of the mergeable small packs: a ``.pack`` of at most
-    :data:`SMALL_PACK_BYTES` with its ``.idx``, no ``.keep``; oldest first."""
+    :data:`SMALL_PACK_BYTES` with its ``.idx``, no ``.keep`` (only those of size ``tier``, if
+    given); oldest first."""
     try:
         names = set(os.listdir(pack_dir))
     except FileNotFoundError:
@@ -61,13 +67,33 @@ def small_packs(pack_dir: str) -> list[str]:
             st = os.stat(os.path.join(pack_dir, name))
         except FileNotFoundError:
             continue
-        if st.st_size <= SMALL_PACK_BYTES:
+        if st.st_size <= SMALL_PACK_BYTES and (tier is None or _tier(st.st_size) == tier):
             found.append((st.st_mtime, os.path.join(pack_dir, base)))
     return [path for _mtime, path in sorted(found)]
 
 
+def _tier(size: int) -> int:
+    return 0 if size < TIER_BYTES else 1
+
+
+def mergeable_tier(pack_dir: str) -> int | None:
+    """The smallest size tier holding :data:`SMALL_PACKS_MAX` small packs, or None. Packs are
+    merged with packs of about their size (a write's own packs first, then those merges), so
+    an object is copied about twice before ``git repack`` takes over, not once every merge."""
+    counts = [0, 0]
+    for base in small_packs(pack_dir):
+        try:
+            counts[_tier(os.path.getsize(base + ".pack"))] += 1
+        except FileNotFoundError:
+            continue
+    for tier, count in enumerate(counts):
+        if count >= SMALL_PACKS_MAX:
+            return tier
+    return None
+
+
 def needs_merge(pack_dir: str) -> bool:
-    return len(small_packs(pack_dir)) >= SMALL_PACKS_MAX
+    return mergeable_tier(pack_dir) is not None
 
 
 def index_oids(idx_path: str) -> list[pygit2.Oid]:
@@ -83,35 +109,55 @@ def index_oids(idx_path: str) -> list[pygit2.Oid]:
     return [pygit2.Oid(raw=data[start + 20 * i : start + 20 * (i + 1)]) for i in range(count)]
 
 
-def merge_small_packs(git_dir: str, store_lock: str) -> int:
-    """Merge the small packs of the repository at ``git_dir`` into one when there are enough of
-    them (:func:`needs_merge`); returns how many packs were merged (0: nothing done, also when
-    a history rewrite holds ``store_lock`` or another merge of this store runs)."""
+def merge_small_packs(git_dir: str, store_lock: str, odb: pygit2.Odb | None = None) -> list[str]:
+    """Merge the small packs of one size tier of the repository at ``git_dir`` into one pack when
+    there are enough of them (:func:`needs_merge`), reading their objects through ``odb`` (the
+    store's own, else one opened here). Returns the packs the merged one replaces (paths without
+    suffix), still in place: :func:`remove_replaced` deletes them once a flush has carried the
+    merged pack to disk. Empty when nothing was done, also when a history rewrite holds
+    ``store_lock`` or another merge of this store runs."""
     pack_dir = os.path.join(git_dir, "objects", "pack")
     if not needs_merge(pack_dir):
-        return 0
+        return []
     os.makedirs(os.path.dirname(store_lock), exist_ok=True)
     lock = open_lock_fd(store_lock)
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return 0  # a history rewrite runs; it repacks what it touches
+            return []  # a history rewrite runs; it repacks what it touches
         mine = open_lock_fd(store_lock + "-merge")
         try:
             try:
                 fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                return 0  # another merge of this store runs
-            return _merge(git_dir, pack_dir)
+                return []  # another merge of this store runs
+            return _merge(git_dir, pack_dir, odb)
         finally:
             close_lock_fd(mine)
     finally:
         close_lock_fd(lock)
 
 
-def _merge(git_dir: str, pack_dir: str) -> int:
-    packs = small_packs(pack_dir)
+def remove_replaced(git_dir: str, packs: list[str], flushes_at: int) -> bool:
+    """Delete ``packs`` (what :func:`merge_small_packs` returned when this process had made
+    ``flushes_at`` flushes of the store's filesystem) once a later flush has made the merged pack
+    durable; False (nothing deleted) until then. The ``.idx`` goes first: no new reader finds the
+    pack; one that has it open keeps reading it."""
+    if intent.flushes(git_dir) <= flushes_at:
+        return False
+    for base in packs:
+        for suffix in (".idx", *_SIDE_FILES):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(base + suffix)
+    return True
+
+
+def _merge(git_dir: str, pack_dir: str, odb: pygit2.Odb | None) -> list[str]:
+    tier = mergeable_tier(pack_dir)
+    if tier is None:
+        return []
+    packs = small_packs(pack_dir, tier)
     chosen: list[str] = []
     total = 0
     for base in packs:
@@ -121,29 +167,66 @@ def _merge(git_dir: str, pack_dir: str) -> int:
         chosen.append(base)
         total += size
     if len(chosen) < 2:
-        return 0
-    odb = pygit2.Odb(os.path.join(git_dir, "objects"))
-    objects: dict[pygit2.Oid, tuple[int, bytes]] = {}
+        return []
+    if odb is None:
+        odb = pygit2.Odb(os.path.join(git_dir, "objects"))
+    entries: dict[pygit2.Oid, bytes] = {}
     merged: list[str] = []
     for base in chosen:
         try:
-            oids = index_oids(base + ".idx")
-            for oid in oids:
-                if oid not in objects:
-                    kind, data = odb.read(oid)
-                    objects[oid] = (int(kind), data)
+            found = _whole_entries(base) or _entries_read(base, odb)
         except (OSError, ValueError, KeyError, pygit2.GitError):
             continue  # deleted meanwhile (another merge or a repack), or unreadable: leave it
+        for oid, entry in found.items():
+            entries.setdefault(oid, entry)
         merged.append(base)
     if len(merged) < 2:
-        return 0
-    pack, index, name = encode_pack(objects)
+        return []
+    pack, index, name = pack_entries(entries)
     new = install_pack(pack_dir, name, pack, index)[: -len(".pack")]
-    syncfs(pack_dir)  # the merged pack is on disk before any pack it replaces is deleted
-    for base in merged:
-        if base == new:
-            continue
-        for suffix in (".idx", *_SIDE_FILES):  # the index first: no new reader finds the pack
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(base + suffix)
-    return len(merged)
+    # Not flushed here: the next publish's flush carries it (remove_replaced waits for that).
+    return [base for base in merged if base != new]
+
+
+def _index_entries(idx_path: str) -> list[tuple[int, pygit2.Oid, int]]:
+    """(offset, id, crc32) of every entry a version-2 index lists, by offset."""
+    with open(idx_path, "rb") as fh:
+        data = fh.read()
+    oids = index_oids(idx_path)
+    n = len(oids)
+    crcs = struct.unpack_from(f">{n}I", data, 8 + 1024 + 20 * n)
+    offsets = struct.unpack_from(f">{n}I", data, 8 + 1024 + 24 * n)
+    if any(o & 0x80000000 for o in offsets):
+        raise ValueError(f"{idx_path}: a pack past 2 GiB is not small")
+    return sorted(zip(offsets, oids, crcs, strict=True))
+
+
+def _whole_entries(base: str) -> dict[pygit2.Oid, bytes] | None:
+    """The entries of pack ``base`` as stored, when every one is a whole object (the packs gitmem
+    writes): copied into the merged pack without inflating or deflating anything. None for a pack
+    holding deltas (a push's), whose objects are read back instead. Each entry's bytes are checked
+    against the checksum its index records."""
+    listed = _index_entries(base + ".idx")
+    with open(base + ".pack", "rb") as fh:
+        pack = fh.read()
+    if pack[:4] != b"PACK" or len(pack) < 32:
+        raise ValueError(f"{base}.pack: not a pack")
+    ends = [offset for offset, _oid, _crc in listed[1:]] + [len(pack) - 20]
+    out: dict[pygit2.Oid, bytes] = {}
+    for (offset, oid, crc), end in zip(listed, ends, strict=True):
+        entry = pack[offset:end]
+        if not entry or (entry[0] >> 4) & 7 not in (1, 2, 3, 4):
+            return None  # a delta (or something else): read the objects back
+        if zlib.crc32(entry) != crc:
+            raise ValueError(f"{base}.pack: entry {oid} does not match its index")
+        out[oid] = entry
+    return out
+
+
+def _entries_read(base: str, odb: pygit2.Odb) -> dict[pygit2.Oid, bytes]:
+    """The objects of pack ``base`` read back whole (deltas resolved) and packed again."""
+    objects: dict[pygit2.Oid, tuple[int, bytes]] = {}
+    for oid in index_oids(base + ".idx"):
+        kind, data = odb.read(oid)
+        objects[oid] = (int(kind), data)
+    return {oid: whole_entry(kind, data) for oid, (kind, data) in objects.items()}

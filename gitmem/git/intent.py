@@ -128,6 +128,7 @@ def publish(
     boot = boot_id()
     if boot is None:  # no way to tell a reboot from a crash: flush objects, then the ref
         _flush(lambda: repo.sync_all(), during_flush)
+        note_flush(repo.git_dir)
         if not repo.cas(ref, old, new):
             return False
         repo.sync_ref_file(ref)
@@ -139,6 +140,7 @@ def publish(
         _write_header_if_empty(fd, boot)
         os.write(fd, _entry_line(ref, old, new, objects))
         _flush(lambda: syncfs_fd(fd), during_flush)  # the one flush: objects and the intent line
+        note_flush(repo.git_dir)
         moved = repo.cas(ref, old, new)
         size = os.fstat(fd).st_size
     finally:
@@ -150,6 +152,28 @@ def publish(
     if size > INTENT_ROTATE_BYTES:
         _rotate(repo, boot)
     return True
+
+
+_FLUSHES: dict[int, int] = {}  # filesystem (st_dev) -> flushes this process made of it
+
+
+def note_flush(path: str) -> None:
+    """Count a flush of the filesystem holding ``path`` (see :func:`flushes`)."""
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return
+    _FLUSHES[dev] = _FLUSHES.get(dev, 0) + 1
+
+
+def flushes(path: str) -> int:
+    """How many flushes this process has made of the filesystem holding ``path``: a file written
+    before a count was taken is on disk once the count has grown (gitmem.git.consolidate deletes
+    the packs a merge replaced only then)."""
+    try:
+        return _FLUSHES.get(os.stat(path).st_dev, 0)
+    except OSError:
+        return 0
 
 
 def _flush(flush: Callable[[], None], during: Callable[[], object] | None) -> None:

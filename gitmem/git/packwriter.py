@@ -237,12 +237,22 @@ def _stored(data: bytes) -> bytes:
 def encode_pack(objects: dict[pygit2.Oid, tuple[int, bytes]]) -> tuple[bytes, bytes, str]:
     """A version-2 pack of ``objects`` (whole, zlib-compressed) and its version-2 index; the name
     git gives it (the hex checksum of the pack)."""
+    return pack_entries({oid: whole_entry(kind, data) for oid, (kind, data) in objects.items()})
+
+
+def whole_entry(kind: int, data: bytes) -> bytes:
+    """One object as a pack stores it whole: its type and size header, then its zlib stream."""
+    return _entry_header(kind, len(data)) + _deflate(kind, data)
+
+
+def pack_entries(stored: dict[pygit2.Oid, bytes]) -> tuple[bytes, bytes, str]:
+    """A version-2 pack of whole-object entries as they are stored in a pack (type and size
+    header, then the zlib stream), with its version-2 index and name, as :func:`encode_pack`."""
     pack = bytearray(b"PACK")
-    pack += struct.pack(">II", 2, len(objects))
+    pack += struct.pack(">II", 2, len(stored))
     entries: list[tuple[bytes, int, int]] = []
-    for oid, (kind, data) in objects.items():
+    for oid, entry in stored.items():
         offset = len(pack)
-        entry = _entry_header(kind, len(data)) + _deflate(kind, data)
         pack += entry
         entries.append((oid.raw, zlib.crc32(entry), offset))
     checksum = hashlib.sha1(pack).digest()
