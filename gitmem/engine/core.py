@@ -119,6 +119,10 @@ class StoreCore(Repo):
             self._settings_bytes = None
         else:
             path = self.settings_path
+            if key is None:
+                # The store went away under this handle (deleted, or being deleted, by another
+                # request or process): the store is not found, not misconfigured.
+                raise NotFoundError(f"store {self.path.name} no longer exists: its settings file is gone")
             self._settings_bytes = self._read_settings_bytes()
             self._settings = config.load_settings(path)
             guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
