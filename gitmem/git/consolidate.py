@@ -140,6 +140,7 @@ def _merge(git_dir: str, pack_dir: str) -> int:
     pack, index, name = encode_pack(objects)
     new = install_pack(pack_dir, name, pack, index)[: -len(".pack")]
     syncfs(pack_dir)  # the merged pack is on disk before any pack it replaces is deleted
+    _drop_midx_naming(pack_dir, merged)
     for base in merged:
         if base == new:
             continue
@@ -147,3 +148,22 @@ def _merge(git_dir: str, pack_dir: str) -> int:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(base + suffix)
     return len(merged)
+
+
+def _drop_midx_naming(pack_dir: str, bases: list[str]) -> None:
+    """Remove a multi-pack index (``git multi-pack-index write``, ``git maintenance``) that names
+    one of the packs about to be deleted, with its bitmap and reverse index, as ``git repack -d``
+    does: left, it names a missing pack and ``git fsck`` fails ("failed to load pack entry").
+    Readers fall back to the packs themselves."""
+    midx = os.path.join(pack_dir, "multi-pack-index")
+    try:
+        with open(midx, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return
+    if not any(os.path.basename(b).encode() + b".idx\0" in data for b in bases):
+        return
+    for name in os.listdir(pack_dir):
+        if name == "multi-pack-index" or name.startswith("multi-pack-index-"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(pack_dir, name))
