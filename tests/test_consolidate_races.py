@@ -169,7 +169,7 @@ def test_a_merge_killed_at_any_step_loses_nothing(workspace: Path, step: str) ->
     assert res.returncode == -signal.SIGKILL
     with gitmem.open_store(path) as store:
         for k, v in enumerate(versions):
-            assert store.read(f"/k/{k}.md", version=v.id).content == f"k {k}\n"
+            assert v is not None and store.read(f"/k/{k}.md", version=v.id).content == f"k {k}\n"
         store.write("/k/after.md", "after\n")
         assert _merge(path) >= 0
         assert verify(store.core, raise_on_failure=False).ok
@@ -186,10 +186,60 @@ def test_a_merge_after_a_redaction_puts_nothing_back(workspace: Path) -> None:
         store.write("/s.md", "rotated\n")
         for k in range(consolidate.SMALL_PACKS_MAX):
             store.write(f"/n/{k}.md", f"n {k}\n")
+        assert secret is not None
         store.redact(secret.id, reason="leak")
         for k in range(consolidate.SMALL_PACKS_MAX):
             store.write(f"/m/{k}.md", f"m {k}\n")
         _merge(path)
+        assert git(path, "cat-file", "-e", blob, check=False).returncode != 0
+        assert verify(store.core, raise_on_failure=False).ok
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+_KILLED_PURGE = r"""
+import os, signal, sys
+import gitmem
+from gitmem.git import purge
+path, version, step = sys.argv[1], sys.argv[2], sys.argv[3]
+real_install, real_remove = purge.install_pack, purge._remove_pack
+def install(*args):
+    out = real_install(*args)  # the copy without the retired objects, in place
+    if step == "after-sync":
+        purge.intent.syncfs(args[0])
+    os.kill(os.getpid(), signal.SIGKILL)
+def remove(idx):
+    idx.unlink()
+    if step == "after-idx":
+        os.kill(os.getpid(), signal.SIGKILL)
+    real_remove(idx)
+if step != "after-idx":
+    purge.install_pack = install
+purge._remove_pack = remove
+with gitmem.open_store(path) as store:
+    store.redact(version, reason="leak")
+"""
+
+
+@pytest.mark.parametrize("step", ["after-install", "after-sync", "after-idx"])
+def test_a_purge_killed_while_copying_a_small_pack_is_completed_on_the_next_open(
+    workspace: Path, step: str
+) -> None:
+    with gitmem.create_store("purgekill", home=workspace) as store:
+        path = store.path
+        store.core.writes_unchecked = -(1 << 30)
+        secret = store.write("/s.md", "the secret\n")
+        assert secret is not None
+        tree = git(path, "ls-tree", "-r", "refs/heads/main").stdout.splitlines()
+        (blob,) = [line.split()[2] for line in tree if line.endswith("s.md")]
+        store.write("/s.md", "rotated\n")
+        others = [store.write(f"/o/{k}.md", f"o {k}\n") for k in range(4)]
+    res = subprocess.run([sys.executable, "-c", _KILLED_PURGE, str(path), secret.id, step], check=False)
+    assert res.returncode == -signal.SIGKILL
+    with gitmem.open_store(path) as store:
+        store.write("/o/after.md", "after\n")  # a write recovers the interrupted redaction first
+        assert [store.read(f"/o/{k}.md").content for k in range(4)] == [f"o {k}\n" for k in range(4)]
+        assert all(v is not None and store.read(v.path, version=v.id) for v in others)
+        assert store.read("/s.md").content == "rotated\n"
         assert git(path, "cat-file", "-e", blob, check=False).returncode != 0
         assert verify(store.core, raise_on_failure=False).ok
     assert git(path, "fsck", "--full", "--strict").returncode == 0

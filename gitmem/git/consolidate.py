@@ -33,6 +33,7 @@ import struct
 
 import pygit2
 
+from gitmem.errors import GitmemError
 from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import encode_pack, install_pack
@@ -103,7 +104,10 @@ def merge_small_packs(git_dir: str, store_lock: str) -> int:
                 fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0  # another merge of this store runs
-            return _merge(git_dir, pack_dir)
+            try:
+                return _merge(git_dir, pack_dir)
+            except OSError as exc:  # the write this follows is published: it must not fail for it
+                raise GitmemError(f"cannot merge the small packs of {git_dir}: {exc}") from None
         finally:
             close_lock_fd(mine)
     finally:
@@ -115,7 +119,10 @@ def _merge(git_dir: str, pack_dir: str) -> int:
     chosen: list[str] = []
     total = 0
     for base in packs:
-        size = os.path.getsize(base + ".pack") if os.path.exists(base + ".pack") else 0
+        try:
+            size = os.path.getsize(base + ".pack")
+        except FileNotFoundError:
+            continue  # removed since it was listed (a repack, another merge): not this merge's
         if chosen and total + size > MERGE_MAX_BYTES:
             break
         chosen.append(base)
