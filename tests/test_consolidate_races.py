@@ -243,3 +243,58 @@ def test_a_purge_killed_while_copying_a_small_pack_is_completed_on_the_next_open
         assert git(path, "cat-file", "-e", blob, check=False).returncode != 0
         assert verify(store.core, raise_on_failure=False).ok
     assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_pushes_landing_as_packs_beside_merges_lose_nothing(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with gitmem.create_store("pushes", home=workspace) as store:
+        path = store.path
+        store.write("/seed.md", "seed\n")
+    assert git(path, "config", "receive.unpackLimit", "1").returncode == 0  # every push: a pack
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", f"file://{path}", str(work))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def merger() -> None:
+        while not stop.is_set():
+            try:
+                consolidate.merge_small_packs(str(path), str(path / "gitmem" / STORE_LOCK))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+
+    monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 2)
+    thread = threading.Thread(target=merger)
+    thread.start()
+    pushed = []
+    try:
+        for k in range(12):
+            (work / f"p{k}.md").write_text(f"pushed {k}\n")
+            git(work, "add", "-A")
+            git(work, "commit", "-q", "-m", f"push {k}")
+            res = git(work, "push", "-q", "origin", "main", check=False)
+            assert res.returncode == 0, res.stderr
+            pushed.append(git(work, "rev-parse", "HEAD").stdout.strip())
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors[0]
+    for commit in pushed:
+        assert git(path, "cat-file", "-e", commit, check=False).returncode == 0
+    with gitmem.open_store(path) as store:
+        assert [store.read(f"/p{k}.md").content for k in range(12)] == [f"pushed {k}\n" for k in range(12)]
+        assert verify(store.core, raise_on_failure=False).ok
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_a_merge_that_cannot_run_does_not_fail_the_published_write(workspace: Path) -> None:
+    with gitmem.create_store("nomerge", home=workspace) as store:
+        path = store.path
+        (path / "gitmem" / (STORE_LOCK + "-merge")).mkdir()  # its lock file cannot be opened
+        versions = [store.write(f"/q/{k}.md", f"q {k}\n") for k in range(3 * consolidate.SMALL_PACKS_MAX)]
+        assert all(v is not None for v in versions)
+        assert [store.read(f"/q/{k}.md").content for k in range(3)] == ["q 0\n", "q 1\n", "q 2\n"]
+        with pytest.raises(gitmem.GitmemError, match="cannot merge the small packs"):
+            _merge(path)

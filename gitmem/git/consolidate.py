@@ -91,6 +91,13 @@ def merge_small_packs(git_dir: str, store_lock: str) -> int:
     pack_dir = os.path.join(git_dir, "objects", "pack")
     if not needs_merge(pack_dir):
         return 0
+    try:
+        return _locked_merge(git_dir, pack_dir, store_lock)
+    except OSError as exc:  # the write this follows is published: it must not fail for it
+        raise GitmemError(f"cannot merge the small packs of {git_dir}: {exc}") from None
+
+
+def _locked_merge(git_dir: str, pack_dir: str, store_lock: str) -> int:
     os.makedirs(os.path.dirname(store_lock), exist_ok=True)
     lock = open_lock_fd(store_lock)
     try:
@@ -104,10 +111,7 @@ def merge_small_packs(git_dir: str, store_lock: str) -> int:
                 fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0  # another merge of this store runs
-            try:
-                return _merge(git_dir, pack_dir)
-            except OSError as exc:  # the write this follows is published: it must not fail for it
-                raise GitmemError(f"cannot merge the small packs of {git_dir}: {exc}") from None
+            return _merge(git_dir, pack_dir)
         finally:
             close_lock_fd(mine)
     finally:
