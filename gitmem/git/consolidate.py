@@ -30,6 +30,7 @@ import contextlib
 import fcntl
 import os
 import struct
+from collections.abc import Iterator
 
 import pygit2
 
@@ -178,3 +179,22 @@ def _drop_midx_naming(pack_dir: str, bases: list[str]) -> None:
         if name == "multi-pack-index" or name.startswith("multi-pack-index-"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(pack_dir, name))
+
+
+@contextlib.contextmanager
+def merges_paused(store_lock: str) -> Iterator[None]:
+    """No merge of this store starts inside the block (one running is waited for): ``git fsck``
+    lists the packs first and reads them after, and a pack a merge deleted meanwhile fails it
+    ("packfile ... index not opened") although every object is in the merged pack. Where the lock
+    file cannot be opened (a read-only store, a clone without ``gitmem/``), nothing is paused:
+    no merge can run there either."""
+    try:
+        fd = open_lock_fd(store_lock + "-merge")
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        close_lock_fd(fd)
