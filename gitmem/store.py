@@ -419,6 +419,11 @@ def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) 
     (git_dir / GITMEM_DIR).mkdir(exist_ok=True)
     cfg = repo.config
     cfg["gc.auto"] = 6700
+    # Every write is a pack (gitmem.git.consolidate merges them): git's default of 50 packs would
+    # start the ``git gc --auto`` receive-pack runs after a push, detached and without the store
+    # lock, beside writes, verify's fsck and a redaction's purge (a gc that read a pack before the
+    # purge and wrote after it puts the redacted objects back).
+    cfg["gc.autoPackLimit"] = 0
     cfg["core.logAllRefUpdates"] = False
     repo.free()
     from gitmem.push.hookinstall import install_hooks

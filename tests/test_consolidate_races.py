@@ -329,3 +329,17 @@ def test_verify_beside_writes_and_merges_reports_no_false_fsck_failure(workspace
     # Only fsck: the index check compares the index with git at two moments (writes go on).
     failed = [c.detail for r in reports for c in r.checks if c.name == "fsck" and not c.ok]
     assert reports and not failed, failed[:2]
+
+
+def test_many_small_packs_never_start_git_gc_auto(workspace: Path) -> None:
+    with gitmem.create_store("autogc", home=workspace) as store:
+        path = store.path
+        store.core.writes_unchecked = -(1 << 30)  # no merge: packs pile up, as under a long redaction
+        for k in range(60):
+            store.write(f"/g/{k}.md", f"g {k}\n")
+    packs = {p.name for p in (path / "objects" / "pack").glob("*.pack")}
+    assert len(packs) >= 60
+    # What receive-pack runs after every push (there detached, without the store lock).
+    res = git(path, "-c", "gc.autoDetach=false", "gc", "--auto")
+    assert res.returncode == 0
+    assert {p.name for p in (path / "objects" / "pack").glob("*.pack")} == packs
