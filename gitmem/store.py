@@ -418,7 +418,7 @@ def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) 
     config.save_settings(git_dir / config.SETTINGS_FILE, settings)
     (git_dir / GITMEM_DIR).mkdir(exist_ok=True)
     cfg = repo.config
-    cfg["gc.auto"] = 6700
+    cfg["gc.auto"] = 6700  # gc.autoPackLimit: set with the hooks (gitmem.push.hookinstall)
     cfg["core.logAllRefUpdates"] = False
     repo.free()
     from gitmem.push.hookinstall import install_hooks

@@ -233,8 +233,8 @@ def test_shims_match_package_data_and_record_the_interpreter(store: Store) -> No
         assert f"GITMEM_PYTHON={sys.executable} # gitmem:python" in installed
         assert os.stat(store.path / "hooks" / name).st_mode & stat.S_IXUSR
     cfg = store.core.repo.config
-    for key in hookinstall.RECEIVE_CONFIG:
-        assert cfg.get_bool(key) is True
+    for key, value in hookinstall.RECEIVE_CONFIG.items():
+        assert (cfg.get_bool(key) if isinstance(value, bool) else cfg.get_int(key)) == value
 
 
 def test_install_is_idempotent_and_keeps_a_foreign_hook(store: Store) -> None:

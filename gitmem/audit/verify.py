@@ -119,9 +119,12 @@ def _run(name: str, fn: object) -> Check:
 
 
 def check_fsck(store: StoreCore) -> list[str]:
+    from gitmem.git.consolidate import merges_paused
+    from gitmem.git.repo import STORE_LOCK
     from gitmem.git.rewrite import _git
 
-    res = _git(store, "fsck", "--no-progress", "--no-dangling")
+    with merges_paused(os.path.join(store.git_dir, "gitmem", STORE_LOCK)):  # none deletes a pack under it
+        res = _git(store, "fsck", "--no-progress", "--no-dangling")
     if res.returncode == 0:
         return []
     lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip()]

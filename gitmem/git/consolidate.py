@@ -34,12 +34,16 @@ import fcntl
 import os
 import struct
 import zlib
+from collections.abc import Iterator
 
 import pygit2
 
+from gitmem.errors import GitmemError
 from gitmem.git import intent
+from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import install_pack, pack_entries, whole_entry
+from gitmem.git.repo import STORE_LOCK
 
 SMALL_PACK_BYTES = 1 << 20  # a pack this small or smaller is merged in-process
 SMALL_PACKS_MAX = 16  # merge the packs of one size tier once there are this many
@@ -119,6 +123,13 @@ def merge_small_packs(git_dir: str, store_lock: str, odb: pygit2.Odb | None = No
     pack_dir = os.path.join(git_dir, "objects", "pack")
     if not needs_merge(pack_dir):
         return []
+    try:
+        return _locked_merge(git_dir, pack_dir, store_lock, odb)
+    except OSError as exc:  # the write this follows is published: it must not fail for it
+        raise GitmemError(f"cannot merge the small packs of {git_dir}: {exc}") from None
+
+
+def _locked_merge(git_dir: str, pack_dir: str, store_lock: str, odb: pygit2.Odb | None) -> list[str]:
     os.makedirs(os.path.dirname(store_lock), exist_ok=True)
     lock = open_lock_fd(store_lock)
     try:
@@ -146,11 +157,42 @@ def remove_replaced(git_dir: str, packs: list[str], flushes_at: int) -> bool:
     pack; one that has it open keeps reading it."""
     if intent.flushes(git_dir) <= flushes_at:
         return False
-    for base in packs:
-        for suffix in (".idx", *_SIDE_FILES):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(base + suffix)
+    try:
+        mine = open_lock_fd(store_lock_of(git_dir) + "-merge")
+        try:
+            try:
+                fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # a merge runs, or verify's fsck paused them: later
+            pack_dir = os.path.join(git_dir, "objects", "pack")
+            _drop_midx_naming(pack_dir, packs)
+            for base in packs:
+                for suffix in (".idx", *_SIDE_FILES):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(base + suffix)
+        finally:
+            close_lock_fd(mine)
+    except OSError as exc:
+        raise GitmemError(f"cannot delete the merged small packs of {git_dir}: {exc}") from None
     return True
+
+
+def store_lock_of(git_dir: str) -> str:
+    """The store lock, ``gitmem/lock`` in the git directory."""
+    return os.path.join(git_dir, "gitmem", STORE_LOCK)
+
+
+def merge_now(git_dir: str, odb: pygit2.Odb | None = None) -> int:
+    """:func:`merge_small_packs`, then a flush of its own and the replaced packs deleted at once
+    (maintenance that does not wait for the next write's flush). Returns how many packs went."""
+    at = intent.flushes(git_dir)
+    replaced = merge_small_packs(git_dir, store_lock_of(git_dir), odb)
+    if not replaced:
+        return 0
+    syncfs(os.path.join(git_dir, "objects", "pack"))
+    intent.note_flush(git_dir)
+    remove_replaced(git_dir, replaced, at)
+    return len(replaced)
 
 
 def _merge(git_dir: str, pack_dir: str, odb: pygit2.Odb | None) -> list[str]:
@@ -161,7 +203,10 @@ def _merge(git_dir: str, pack_dir: str, odb: pygit2.Odb | None) -> list[str]:
     chosen: list[str] = []
     total = 0
     for base in packs:
-        size = os.path.getsize(base + ".pack") if os.path.exists(base + ".pack") else 0
+        try:
+            size = os.path.getsize(base + ".pack")
+        except FileNotFoundError:
+            continue  # removed since it was listed (a repack, another merge): not this merge's
         if chosen and total + size > MERGE_MAX_BYTES:
             break
         chosen.append(base)
@@ -230,3 +275,41 @@ def _entries_read(base: str, odb: pygit2.Odb) -> dict[pygit2.Oid, bytes]:
         kind, data = odb.read(oid)
         objects[oid] = (int(kind), data)
     return {oid: whole_entry(kind, data) for oid, (kind, data) in objects.items()}
+
+
+def _drop_midx_naming(pack_dir: str, bases: list[str]) -> None:
+    """Remove a multi-pack index (``git multi-pack-index write``, ``git maintenance``) that names
+    one of the packs about to be deleted, with its bitmap and reverse index, as ``git repack -d``
+    does: left, it names a missing pack and ``git fsck`` fails ("failed to load pack entry").
+    Readers fall back to the packs themselves."""
+    midx = os.path.join(pack_dir, "multi-pack-index")
+    try:
+        with open(midx, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        return
+    if not any(os.path.basename(b).encode() + b".idx\0" in data for b in bases):
+        return
+    for name in os.listdir(pack_dir):
+        if name == "multi-pack-index" or name.startswith("multi-pack-index-"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(pack_dir, name))
+
+
+@contextlib.contextmanager
+def merges_paused(store_lock: str) -> Iterator[None]:
+    """No merge of this store starts, and no merged pack is deleted, inside the block (one
+    running is waited for): ``git fsck`` lists the packs first and reads them after, and a pack
+    deleted meanwhile fails it ("packfile ... index not opened") although every object is in the
+    merged pack. Where the lock file cannot be opened (a read-only store, a clone without
+    ``gitmem/``), nothing is paused: no merge can run there either."""
+    try:
+        fd = open_lock_fd(store_lock + "-merge")
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        close_lock_fd(fd)

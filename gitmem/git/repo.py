@@ -24,6 +24,15 @@ from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import Staging, loose_writer
 
+#: Pack files libgit2 keeps open at once in this process (it closes the least recently used
+#: beyond). Unlimited by default, and a repository never forgets a pack it has read, even once
+#: deleted: with a small pack a write (gitmem.git.consolidate), a long-lived handle held one
+#: more descriptor every write (1,000 writes: past a default ``ulimit -n``). Left as set when the
+#: embedding program chose a limit.
+PACK_FILES_OPEN_MAX = 128
+if pygit2.settings.mwindow_file_limit == 0:
+    pygit2.settings.mwindow_file_limit = PACK_FILES_OPEN_MAX
+
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
 FILEMODE_TREE = pygit2.enums.FileMode.TREE
 COMMITTER = ("gitmem", "gitmem")
