@@ -244,7 +244,7 @@ def _fits_now(store: StoreCore, scope: str, tip: pygit2.Oid | None, state: Batch
 # memory); below, the objects are staged in memory and written as one pack in-process, which
 # spares spawning git and reparsing the stream (a single version stays loose).
 FAST_IMPORT_MIN = 20_000
-PACK_MIN = 1  # every batch writes its objects as one pack
+PACK_MIN = 2
 
 
 def _write_pygit2(

@@ -112,7 +112,7 @@ def mutate(
 _log = logging.getLogger("gitmem.write")
 GROUP_MAX = 256  # versions one group commit chains at most
 GROUP_LINGER = 0.002  # seconds a leader waits for the writers of the last group to come back
-PACK_MIN = 1  # every group, a lone write's too, writes its objects as one pack (gitmem.git.consolidate)
+PACK_MIN = 2  # a group of this many versions or more writes its objects as one pack
 _Request = xqueue.Request
 
 

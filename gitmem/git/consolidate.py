@@ -1,8 +1,7 @@
 """Merge a store's small packs into one, in-process (docs/durability.md, "Maintenance").
 
-Every write publishes its objects as a small pack of its own (gitmem/git/packwriter.py): two files
-in ``objects/pack/`` instead of five or six loose files, each in an ``objects/xx/`` directory that
-may have to be made first. Left alone, the small packs pile up and every lookup that misses
+Every group commit and batch publishes its objects as a small pack of its own
+(gitmem/git/packwriter.py), and so does every push. Left alone, the small packs pile up and every lookup that misses
 searches them all, so maintenance merges them once there are :data:`SMALL_PACKS_MAX`: their
 objects are read back, written as one pack with :func:`gitmem.git.packwriter.encode_pack` (no
 deltas, no subprocess: about a millisecond for a few hundred objects, where ``git repack`` takes

@@ -26,9 +26,9 @@ from gitmem.git.packwriter import Staging, loose_writer
 
 #: Pack files libgit2 keeps open at once in this process (it closes the least recently used
 #: beyond). Unlimited by default, and a repository never forgets a pack it has read, even once
-#: deleted: with a small pack a write (gitmem.git.consolidate), a long-lived handle held one
-#: more descriptor every write (1,000 writes: past a default ``ulimit -n``). Left as set when the
-#: embedding program chose a limit.
+#: deleted: with a small pack a group commit (gitmem.git.consolidate), a long-lived handle held
+#: one more descriptor every group (1,000 groups: past a default ``ulimit -n``). Left as set when
+#: the embedding program chose a limit.
 PACK_FILES_OPEN_MAX = 128
 if pygit2.settings.mwindow_file_limit == 0:
     pygit2.settings.mwindow_file_limit = PACK_FILES_OPEN_MAX
@@ -337,9 +337,9 @@ class Repo:
         self._recovered = True
         return moved
 
-    # Maintenance. Every write and every push leaves a small pack (gitmem.git.consolidate merges
-    # the writes' ones in-process), plain git may leave loose objects; reads slow down as they
-    # pile up. A geometric repack soaks loose objects into a new pack and merges
+    # Maintenance. Every single write leaves ~5 loose objects, every group commit, batch and push
+    # a small pack (gitmem.git.consolidate merges those in-process); reads slow down as they pile
+    # up. A geometric repack soaks loose objects into a new pack and merges
     # small packs only as far as needed to keep pack sizes a geometric series, so its cost follows
     # what was added, and a later redaction rewrites only the small packs holding recent content.
     # It never deletes unreachable loose objects, so it is safe beside concurrent writers.
