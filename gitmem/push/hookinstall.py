@@ -27,10 +27,10 @@ RECEIVE_CONFIG = {
     "receive.denyNonFastForwards": True,
     "receive.denyDeletes": True,
     "receive.advertisePushOptions": True,
-    # Every write publishes a small pack, which gitmem merges itself (gitmem.git.consolidate):
-    # git's default of 50 packs would start the ``git gc --auto`` receive-pack runs after a push,
-    # detached and without the store lock, beside a redaction's purge. Set here too so that
-    # ``gitmem hooks install --all`` brings stores made before up to date.
+    # Group commits, batches and pushes publish small packs, which gitmem merges itself
+    # (gitmem.git.consolidate): git's default of 50 packs would start the ``git gc --auto``
+    # receive-pack runs after a push, detached and without the store lock, beside a redaction's
+    # purge. Here so that ``gitmem hooks install --all`` brings stores made before up to date.
     "gc.autoPackLimit": 0,
 }
 
