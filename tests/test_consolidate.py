@@ -51,6 +51,14 @@ def test_single_writes_pack_their_objects_and_maintenance_merges_the_packs(works
         assert verify(again.core, raise_on_failure=False).ok
 
 
+def _unmaintained(store: gitmem.Store, prefix: str, n: int) -> None:
+    """``n`` writes under ``/prefix/``, each a small pack, with no merge by the writes themselves
+    (the test merges by hand)."""
+    store.core.writes_unchecked = -(1 << 30)
+    for k in range(n):
+        store.write(f"/{prefix}/{k}.md", f"{prefix} {k}\n")
+
+
 def _all_objects(path: Path) -> set[str]:
     return set(git(path, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").stdout.split())
 
@@ -62,10 +70,8 @@ def test_a_merge_keeps_every_object_and_deletes_the_merged_packs_only_after_a_fl
             store.write(f"/a/{k}.md", f"a {k}\n")
         git(path, "repack", "-a", "-d", "-q")  # one big pack: left alone
         big = {p.name for p in _packs(path)}
-        store.core.writes_unchecked = -(1 << 30)  # no merge by the writes themselves
         n = consolidate.SMALL_PACKS_MAX + 2
-        for k in range(n):
-            store.write(f"/b/{k}.md", f"b {k}\n")
+        _unmaintained(store, "b", n)
         pack_dir = path / "objects" / "pack"
         small = consolidate.small_packs(str(pack_dir))
         kept_pack = Path(small[0] + ".keep")
@@ -94,9 +100,7 @@ def test_no_merge_while_a_history_rewrite_holds_the_store_lock(
     monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 3)
     with gitmem.create_store("held", home=workspace) as store:
         path = store.path
-        store.core.writes_unchecked = -(1 << 30)
-        for k in range(5):
-            store.write(f"/c/{k}.md", f"c {k}\n")
+        _unmaintained(store, "c", 5)
         before = _packs(path)
         lock = path / "gitmem" / STORE_LOCK
         with open(lock, "a+") as fh:
@@ -181,9 +185,7 @@ def test_a_pack_whose_bytes_do_not_match_its_index_is_not_merged(
     monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 3)
     with gitmem.create_store("damaged", home=workspace) as store:
         path = store.path
-        store.core.writes_unchecked = -(1 << 30)
-        for k in range(4):
-            store.write(f"/z/{k}.md", f"z {k}\n")
+        _unmaintained(store, "z", 4)
         victim = consolidate.small_packs(str(path / "objects" / "pack"))[-1]
         data = bytearray(Path(victim + ".pack").read_bytes())
         data[20] ^= 0xFF  # inside the first entry: its checksum no longer matches the index
