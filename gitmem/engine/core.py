@@ -24,7 +24,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
-from gitmem.errors import ConflictError, ForbiddenError, NotFoundError
+from gitmem.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
 from gitmem.git.consolidate import merge_small_packs, remove_replaced
 from gitmem.git.intent import flushes
 from gitmem.git.repo import STORE_LOCK, Repo, open_repository
@@ -119,12 +119,19 @@ class StoreCore(Repo):
             self._settings_bytes = None
         else:
             path = self.settings_path
-            if key is None:
+            self._settings_bytes = self._read_settings_bytes()
+            try:
+                if key is None:
+                    raise ConfigError(f"{path}: settings file is missing")
+                self._settings = config.load_settings(path)
+            except ConfigError:
+                if path.exists():
+                    raise
                 # The store went away under this handle (deleted, or being deleted, by another
                 # request or process): the store is not found, not misconfigured.
-                raise NotFoundError(f"store {self.path.name} no longer exists: its settings file is gone")
-            self._settings_bytes = self._read_settings_bytes()
-            self._settings = config.load_settings(path)
+                raise NotFoundError(
+                    f"store {self.path.name} no longer exists: its settings file is gone"
+                ) from None
             guard_policy(self._settings, str(path))  # a bad 'guard' is refused on load too
         self._settings_key = key
         self._settings_racy = key is not None and key[0] + RACY_NS > loaded_at
@@ -388,7 +395,12 @@ def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSetting
     out = []
     for entry in sorted(base.iterdir()):
         if entry.name.endswith(".git") and (entry / config.SETTINGS_FILE).exists():
-            out.append(config.load_settings(entry / config.SETTINGS_FILE))
+            try:
+                out.append(config.load_settings(entry / config.SETTINGS_FILE))
+            except ConfigError:
+                if (entry / config.SETTINGS_FILE).exists():
+                    raise
+                # deleted between the listing and the read (a concurrent delete): not listed
     return out
 
 
