@@ -46,7 +46,7 @@ from gitmem.git.repo import STORE_LOCK
 
 SMALL_PACK_BYTES = 1 << 20  # a pack this small or smaller is merged in-process
 SMALL_PACKS_MAX = 16  # merge the packs of one size tier once there are this many
-TIER_BYTES = 64 << 10  # tier 0: packs under 64 KiB (a write's own); tier 1: up to SMALL_PACK_BYTES
+TIER_BYTES = 64 << 10  # tier 0: packs under 64 KiB (a group commit's own); tier 1: up to SMALL_PACK_BYTES
 MERGE_MAX_BYTES = 8 << 20  # at most this many bytes of small packs in one merge
 _SIDE_FILES = (".pack", ".rev", ".bitmap", ".mtimes", ".promisor")  # deleted after the .idx
 
@@ -81,7 +81,7 @@ def _tier(size: int) -> int:
 
 def mergeable_tier(pack_dir: str) -> int | None:
     """The smallest size tier holding :data:`SMALL_PACKS_MAX` small packs, or None. Packs are
-    merged with packs of about their size (a write's own packs first, then those merges), so
+    merged with packs of about their size (a group commit's or push's own first, then merges), so
     an object is copied about twice before ``git repack`` takes over, not once every merge."""
     counts = [0, 0]
     for base in small_packs(pack_dir):
