@@ -51,15 +51,15 @@ MERGE_MAX_BYTES = 8 << 20  # at most this many bytes of small packs in one merge
 _SIDE_FILES = (".pack", ".rev", ".bitmap", ".mtimes", ".promisor")  # deleted after the .idx
 
 
-def small_packs(pack_dir: str, tier: int | None = None) -> list[str]:
-    """Paths (without suffix) of the mergeable small packs: a ``.pack`` of at most
-    :data:`SMALL_PACK_BYTES` with its ``.idx``, no ``.keep`` (only those of size ``tier``, if
-    given); oldest first."""
+def _scan(pack_dir: str) -> list[tuple[str, int]]:
+    """(path without suffix, size) of every mergeable small pack: a ``.pack`` of at most
+    :data:`SMALL_PACK_BYTES` with its ``.idx``, no ``.keep``; oldest first. One listing and
+    one ``stat`` a pack."""
     try:
         names = set(os.listdir(pack_dir))
     except FileNotFoundError:
         return []
-    found: list[tuple[float, str]] = []
+    found: list[tuple[float, str, int]] = []
     for name in names:
         if not (name.startswith("pack-") and name.endswith(".pack")):
             continue
@@ -70,29 +70,36 @@ def small_packs(pack_dir: str, tier: int | None = None) -> list[str]:
             st = os.stat(os.path.join(pack_dir, name))
         except FileNotFoundError:
             continue
-        if st.st_size <= SMALL_PACK_BYTES and (tier is None or _tier(st.st_size) == tier):
-            found.append((st.st_mtime, os.path.join(pack_dir, base)))
-    return [path for _mtime, path in sorted(found)]
+        if st.st_size <= SMALL_PACK_BYTES:
+            found.append((st.st_mtime, os.path.join(pack_dir, base), st.st_size))
+    return [(path, size) for _mtime, path, size in sorted(found)]
+
+
+def small_packs(pack_dir: str, tier: int | None = None) -> list[str]:
+    """Paths (without suffix) of the mergeable small packs (only those of size ``tier``, if
+    given); oldest first."""
+    return [path for path, size in _scan(pack_dir) if tier is None or _tier(size) == tier]
 
 
 def _tier(size: int) -> int:
     return 0 if size < TIER_BYTES else 1
 
 
-def mergeable_tier(pack_dir: str) -> int | None:
-    """The smallest size tier holding :data:`SMALL_PACKS_MAX` small packs, or None. Packs are
-    merged with packs of about their size (a group commit's or push's own first, then merges), so
-    an object is copied about twice before ``git repack`` takes over, not once every merge."""
+def _mergeable(scan: list[tuple[str, int]]) -> int | None:
     counts = [0, 0]
-    for base in small_packs(pack_dir):
-        try:
-            counts[_tier(os.path.getsize(base + ".pack"))] += 1
-        except FileNotFoundError:
-            continue
+    for _path, size in scan:
+        counts[_tier(size)] += 1
     for tier, count in enumerate(counts):
         if count >= SMALL_PACKS_MAX:
             return tier
     return None
+
+
+def mergeable_tier(pack_dir: str) -> int | None:
+    """The smallest size tier holding :data:`SMALL_PACKS_MAX` small packs, or None. Packs are
+    merged with packs of about their size (a group commit's or push's own first, then merges), so
+    an object is copied about twice before ``git repack`` takes over, not once every merge."""
+    return _mergeable(_scan(pack_dir))
 
 
 def needs_merge(pack_dir: str) -> bool:
@@ -195,17 +202,15 @@ def merge_now(git_dir: str, odb: pygit2.Odb | None = None) -> int:
 
 
 def _merge(git_dir: str, pack_dir: str, odb: pygit2.Odb | None) -> list[str]:
-    tier = mergeable_tier(pack_dir)
+    scan = _scan(pack_dir)  # again under the merge lock: another merge may have run meanwhile
+    tier = _mergeable(scan)
     if tier is None:
         return []
-    packs = small_packs(pack_dir, tier)
     chosen: list[str] = []
     total = 0
-    for base in packs:
-        try:
-            size = os.path.getsize(base + ".pack")
-        except FileNotFoundError:
-            continue  # removed since it was listed (a repack, another merge): not this merge's
+    for base, size in scan:
+        if _tier(size) != tier:
+            continue
         if chosen and total + size > MERGE_MAX_BYTES:
             break
         chosen.append(base)
