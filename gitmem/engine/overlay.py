@@ -30,6 +30,7 @@ class BatchState(ScopeState):
     def __init__(self, store: StoreCore, scope: str, tip: pygit2.Oid | None) -> None:
         super().__init__(store, scope, tip)
         self.base_tree = self.tree
+        self._base_blobs: dict[str, pygit2.Blob | None] = {}  # base_tree never changes
         self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
         self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
         self.taken_ids: set[str] = set()  # memory ids revived by this batch
@@ -50,13 +51,20 @@ class BatchState(ScopeState):
         return self._base_blob(path)
 
     def _base_blob(self, path: str) -> pygit2.Blob | None:
-        if self.base_tree is None:
-            return None
+        """The file at ``path`` in the base tree, looked up once (:meth:`ScopeState.blob`)."""
         try:
-            obj = self.base_tree[path[1:]]
+            return self._base_blobs[path]
         except KeyError:
-            return None
-        return obj if isinstance(obj, pygit2.Blob) else None
+            pass
+        obj = None
+        if self.base_tree is not None:
+            try:
+                obj = self.base_tree[path[1:]]
+            except KeyError:
+                obj = None
+        found = obj if isinstance(obj, pygit2.Blob) else None
+        self._base_blobs[path] = found
+        return found
 
     def _set(self, path: str, data: bytes | None) -> None:
         self.pending[path] = data

@@ -90,6 +90,8 @@ class ScopeState:
         self._patterns: tuple[re.Pattern[str], ...] | None = None
         #: The write-time guard's policy, read once per state (gitmem.engine.guard.screen).
         self.guard: GuardPolicy | None = None
+        self._blobs_of: pygit2.Tree | None = None  # the tree ``_blobs`` caches lookups in
+        self._blobs: dict[str, pygit2.Blob | None] = {}
 
     def denied_ids(self) -> frozenset[str]:
         """The store's deny-list, read once per state (a batch checks it for every change)."""
@@ -115,14 +117,25 @@ class ScopeState:
             self._indexed = True
 
     def blob(self, path: str) -> pygit2.Blob | None:
-        """The file at ``path`` (None when there is none, or a directory is there)."""
-        if self.tree is None:
+        """The file at ``path`` (None when there is none, or a directory is there). Looked up once
+        per path and tree: planning, the limits and the guard each ask for the old content, and
+        each lookup reads the blob again (libgit2 does not cache blobs)."""
+        tree = self.tree
+        if tree is None:
             return None
+        if self._blobs_of is not tree:  # a batch moved ``tree`` on: what was cached is of the old one
+            self._blobs_of, self._blobs = tree, {}
         try:
-            obj = self.tree[path[1:]]
+            return self._blobs[path]
         except KeyError:
-            return None
-        return obj if isinstance(obj, pygit2.Blob) else None
+            pass
+        try:
+            obj = tree[path[1:]]
+        except KeyError:
+            obj = None
+        found = obj if isinstance(obj, pygit2.Blob) else None
+        self._blobs[path] = found
+        return found
 
     def require(self, path: str) -> pygit2.Blob:
         blob = self.blob(path)
