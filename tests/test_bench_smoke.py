@@ -76,9 +76,18 @@ def test_group_commit_and_clone_measurements_produce_numbers(tmp_path: Path, tin
 
 
 def test_run_quick_prints_its_table(tmp_path: Path) -> None:
-    """``bench/run.py --quick`` completes and prints every row (no timing asserted)."""
+    """``bench/run.py --quick`` completes and prints every row (no timing asserted); stores of
+    1,000 versions, not the quick run's 5,000, which only took longer to build."""
     res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--cache", str(tmp_path / "cache")],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--versions",
+            "1000",
+            "--cache",
+            str(tmp_path / "cache"),
+        ],
         capture_output=True,
         text=True,
         timeout=900,

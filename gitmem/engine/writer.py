@@ -117,25 +117,20 @@ class ScopeState:
             self._indexed = True
 
     def blob(self, path: str) -> pygit2.Blob | None:
-        """The file at ``path`` (None when there is none, or a directory is there). Looked up once
-        per path and tree: planning, the limits and the guard each ask for the old content, and
-        each lookup reads the blob again (libgit2 does not cache blobs)."""
+        """The file at ``path`` (None when there is none, or a directory is there), looked up once
+        per tree: planning, limits and guard each ask, and libgit2 does not cache blobs."""
         tree = self.tree
         if tree is None:
             return None
-        if self._blobs_of is not tree:  # a batch moved ``tree`` on: what was cached is of the old one
+        if self._blobs_of is not tree:  # a batch moved ``tree`` on: forget the old one's lookups
             self._blobs_of, self._blobs = tree, {}
-        try:
-            return self._blobs[path]
-        except KeyError:
-            pass
-        try:
-            obj = tree[path[1:]]
-        except KeyError:
-            obj = None
-        found = obj if isinstance(obj, pygit2.Blob) else None
-        self._blobs[path] = found
-        return found
+        if path not in self._blobs:
+            try:
+                obj = tree[path[1:]]
+            except KeyError:
+                obj = None
+            self._blobs[path] = obj if isinstance(obj, pygit2.Blob) else None
+        return self._blobs[path]
 
     def require(self, path: str) -> pygit2.Blob:
         blob = self.blob(path)

@@ -139,12 +139,14 @@ _MATCHER = (
 )
 
 
-def matching(pattern: str, texts: list[str], seconds: float = PATTERN_SECONDS) -> list[int]:
+def matching(pattern: str, texts: list[str], seconds: float | None = None) -> list[int]:
     """The indexes of ``texts`` that ``pattern`` matches, every match found (as a redaction's
     substitution finds them), in a child process killed after ``seconds``.
 
     Python's re holds the GIL while it backtracks, so a pattern such as ``(a+)+$`` over text an
-    agent wrote would otherwise freeze every request of the server, for as long as it runs."""
+    agent wrote would otherwise freeze every request of the server, for as long as it runs.
+    ``seconds``: default :data:`PATTERN_SECONDS`, read at each call."""
+    seconds = PATTERN_SECONDS if seconds is None else seconds
     payload = json.dumps({"pattern": pattern, "texts": texts})  # ASCII: lone surrogates escaped
     try:
         proc = subprocess.run(
