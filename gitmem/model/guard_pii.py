@@ -21,18 +21,26 @@ _FOLD = bytes(
 # ---------------------------------------------------------------------------------- e-mail
 _EMAIL = re.compile(rb"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}")
 _LOCAL_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_NOT_LOCAL = bytes(0x61 if i in _LOCAL_START else 0x20 for i in range(256))  # local part: a, else space
+_LOCAL_MAX = 64
 
 
 def _emails(data: bytes) -> Iterator[Hit]:
+    """Each ``@`` is looked at once: the local part before it (at most 64 characters, found with
+    one ``rfind`` on a folded window) and the domain after it.
+
+    An e-mail holding the ``@`` at ``i`` has all of ``data[start:i]`` as its local part (an ``@`` is
+    not a local character), and whether the domain after ``i`` matches does not depend on where
+    the local part starts: so the leftmost match (what a search from ``s`` finds) holds ``i``
+    exactly when the match at ``s`` does, the longest local part; one ``match``, no search."""
     end = 0
     i = data.find(b"@")
     while i >= 0:
-        s = i
-        while s > 0 and data[s - 1] in _LOCAL_START and i - s < 64:
-            s -= 1
+        lo = max(0, i - _LOCAL_MAX)
+        s = data[lo:i].translate(_NOT_LOCAL).rfind(b" ") + 1 + lo  # after the last non-local one
         s = max(s, end)
-        m = _EMAIL.search(data, s, i + 300)
-        if m and m.start() <= i < m.end():
+        m = _EMAIL.match(data, s, i + 300) if s < i else None
+        if m:
             local, _, domain = m.group().partition(b"@")
             remote = local == b"git" and data[m.end() : m.end() + 1] == b":"  # git@host:repo
             if not remote and data[max(0, m.start() - 3) : m.start()] != b"://":  # user@ of a URL
@@ -81,15 +89,22 @@ _PHONE_SHAPE = re.compile(
 )
 
 
+_NON_DIGITS = bytes(c for c in range(256) if not 0x30 <= c <= 0x39)
+
+
 def _numbers(data: bytes, folded: bytes) -> Iterator[Hit]:
+    n = len(data)
     for m in _NUMBER.finditer(folded):
         s, e = m.span()
         if s > 0 and data[s - 1] in b"+(":
             s -= 1
-        if s > 0 and folded[s - 1] in b"0Aa_./" or e < len(data) and folded[e] in b"0Aa_/":
+        if s > 0 and folded[s - 1] in b"0Aa_./" or e < n and folded[e] in b"0Aa_/":
             continue  # part of a longer word, version or path
         chunk = data[s:e].rstrip(b" .-(")
-        digits = re.sub(rb"\D", b"", chunk).decode()
+        raw = chunk.translate(None, _NON_DIGITS)
+        if not 8 <= len(raw) <= 19:
+            continue  # a card has 13-19 digits, a phone number 8-15
+        digits = raw.decode()
         hit = _card(chunk, digits, s) or _phone(chunk, digits, s)
         if hit is not None:
             yield hit
