@@ -438,3 +438,89 @@ def test_the_piece_fold_keeps_the_piece_regex() -> None:
         assert (cls == 0x61) == bool(re.fullmatch(rb"[A-Za-z]", ch))
         assert (cls == 0x30) == bool(re.fullmatch(rb"[0-9]", ch))
         assert (cls == 0x62) == bool(re.fullmatch(rb"[+/_-]", ch))
+
+
+# ------------------------------------------------------------- paragraphs remembered clean
+def test_a_memo_changes_no_finding_cold_warm_or_shared() -> None:
+    """One memo across all the mixes (paragraphs reappear in other texts, other places, other
+    neighbours): every scan, first or repeated, finds what a scan without a memo finds."""
+    memo = guard_rules.CleanParagraphs()
+    rng = random.Random(11)
+    texts = mixed_texts(120, 5) + [p.text for p in POSITIVES] + NEGATIVES
+    for text in texts:
+        paragraphs = text.split("\n\n")
+        rng.shuffle(paragraphs)
+        for variant in (text, "\n\n".join(paragraphs), f"# edited\n{text}\n\nnew tail"):
+            for policy in (GuardPolicy(), EVERYTHING):
+                plain = scan(variant, policy)
+                assert scan(variant, policy, memo=memo) == plain
+                assert scan(variant, policy, memo=memo) == plain  # now warm
+
+
+def test_a_memo_holds_no_paragraph_with_a_finding() -> None:
+    memo = guard_rules.CleanParagraphs()
+    note = "\n\n".join(NEGATIVES[:6])
+    for positive in POSITIVES:
+        text = f"{note}\n\n{positive.text}\n\n{note}"
+        for _ in range(2):
+            assert positive.rule in {f.rule for f in scan(text, EVERYTHING, memo=memo)}
+    for family in (memo.secrets, memo.pii):
+        assert len(family) > 0
+        assert not any(p.secret.encode() in chunk for p in POSITIVES for chunk in family._seen)
+
+
+def test_a_paragraph_clean_for_secrets_is_still_checked_for_pii() -> None:
+    email = next(p for p in POSITIVES if p.rule == "email")
+    memo = guard_rules.CleanParagraphs()
+    text = f"intro\n\n{email.text}\n\noutro"
+    assert scan(text, GuardPolicy(), memo=memo) == []  # secrets only: the e-mail's paragraph is clean
+    assert [f.rule for f in scan(text, EVERYTHING, memo=memo)] == ["email"]
+
+
+def test_a_memo_stays_bounded() -> None:
+    memo = guard_rules.ParagraphMemo()
+    for n in range(3 * guard_rules.CLEAN_MAX):
+        memo.add(b"paragraph %d " % n + b"x" * (n % 700))
+        assert len(memo) <= guard_rules.CLEAN_MAX and memo._bytes <= guard_rules.CLEAN_BYTES
+    big = b"y" * (guard_rules.CHUNK_MAX + 1)
+    memos = guard_rules.CleanParagraphs()
+    scan(big.decode() + "\n\nsmall", EVERYTHING, memo=memos)
+    for clean in (memos.secrets, memos.pii):
+        assert big not in clean and b"small" in clean  # paragraphs longer than CHUNK_MAX are not kept
+
+
+def test_rewrites_of_a_store_find_what_a_fresh_scan_finds(store: Any) -> None:
+    """Through the write path (which keeps a memo per store): a secret added to a rewritten note
+    is refused, a flagged paragraph that stays is flagged again, clean rewrites pass."""
+    from gitmem.errors import GuardRejectedError
+
+    token = next(p for p in POSITIVES if p.rule == "github-token").text
+    email = next(p for p in POSITIVES if p.rule == "email").text
+    note = "\n\n".join(NEGATIVES[:8])
+    store.update_settings(guard={"secrets": "reject", "pii": "flag"})
+    store.write("/n.md", note)
+    for n in range(3):
+        store.write("/n.md", f"# v{n}\n\n{note}")
+    with pytest.raises(GuardRejectedError):
+        store.write("/n.md", f"{note}\n\n{token}")
+    with pytest.raises(GuardRejectedError):  # the secret inside a known-clean paragraph's line
+        store.write("/n.md", note.replace("\n", f" {token}\n", 1))
+    flagged = store.write("/n.md", f"{note}\n\n{email}")
+    again = store.write("/n.md", f"# again\n\n{note}\n\n{email}")
+    for version in (flagged, again):
+        message = store.core.repo[__import__("pygit2").Oid(hex=version.commit)].message
+        assert "Gitmem-Flag: pii email" in message
+
+
+def test_a_public_key_body_left_out_by_its_header_is_not_remembered_clean() -> None:
+    """High-entropy lines inside a PEM public block are left out because of the header around
+    them: the paragraph must not be remembered clean, or the same lines without the header (a
+    secret now) would be skipped."""
+    rng = random.Random(5)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    body = "\n".join("".join(rng.choice(alphabet) for _ in range(64)) for _ in range(3))
+    memo = guard_rules.CleanParagraphs()
+    framed = f"-----BEGIN PUBLIC KEY-----\n\n{body}\n\n-----END PUBLIC KEY-----"
+    assert scan(framed, GuardPolicy(), memo=memo) == scan(framed, GuardPolicy()) == []
+    bare = f"notes\n\n{body}\n\nmore notes"
+    assert scan(bare, GuardPolicy(), memo=memo) == scan(bare, GuardPolicy()) != []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gitmem.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gitmem.model.guard_rules import Hit
+    from gitmem.model.guard_rules import CleanParagraphs, Hit
 
 # The rule modules compile their tables on import (about 20 ms): they load on the first scan, so
 # that reading settings (every CLI command, the pre-receive hook) stays cheap.
@@ -276,22 +276,34 @@ def _without_overlaps(hits: list[Hit]) -> list[Hit]:
     return kept
 
 
-def scan(text: str, policy: GuardPolicy | None = None) -> list[Finding]:
+def scan(
+    text: str, policy: GuardPolicy | None = None, *, memo: CleanParagraphs | None = None
+) -> list[Finding]:
     """The findings in ``text`` under ``policy`` (default: :class:`GuardPolicy()`), in text order;
-    at most :data:`MAX_FINDINGS`, allow-listed ones left out."""
+    at most :data:`MAX_FINDINGS`, allow-listed ones left out.
+
+    ``memo`` (a :class:`~gitmem.model.guard_rules.CleanParagraphs`): paragraphs found clean by
+    earlier scans with it are not looked at again, and those found clean now are added; the
+    findings are the same with or without it (docs/guard.md#speed)."""
     policy = policy or GuardPolicy()
     compiled = _compiled(policy)
     hits = _custom_hits(text, compiled)
     if policy.secrets != "off" or policy.pii != "off":
-        from gitmem.model.guard_rules import ascii_view, secret_hits
+        from gitmem.model.guard_rules import ScanRecord, ascii_view, remember, secret_hits
 
         data = ascii_view(text)
+        secrets, pii = (ScanRecord(), ScanRecord()) if memo is not None else (None, None)
         if policy.secrets != "off":
-            hits.extend(secret_hits(data))
+            hits.extend(secret_hits(data, memo.secrets if memo is not None else None, secrets))
         if policy.pii != "off":
             from gitmem.model.guard_pii import pii_hits
 
-            hits.extend(pii_hits(data))
+            hits.extend(pii_hits(data, memo.pii if memo is not None else None, pii))
+        if memo is not None and secrets is not None and pii is not None:
+            withheld = secrets.withheld  # a paragraph any rule found anything in is kept by none
+            pii.withheld = withheld
+            remember(memo.secrets, secrets, hits)
+            remember(memo.pii, pii, hits)
     kept = [h for h in _without_overlaps(hits) if not _allowed(h, text, compiled)][:MAX_FINDINGS]
     return [_finding(text, h) for h in kept]
 

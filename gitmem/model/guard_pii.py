@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from gitmem.model.guard_rules import Hit
+from gitmem.model.guard_rules import Hit, ParagraphMemo, ScanRecord, by_paragraph
 
 _FOLD = bytes(
     0x30 if 0x30 <= i <= 0x39 else 0x41 if 0x41 <= i <= 0x5A else 0x61 if 0x61 <= i <= 0x7A else i
@@ -156,13 +156,16 @@ def _ibans(data: bytes, folded: bytes) -> Iterator[Hit]:
             yield Hit("iban", "pii", s, s + len(text), text, f"{compact[:2]}… ({len(compact)} chars)", 3)
 
 
-def pii_hits(data: bytes) -> list[Hit]:
-    """Every PII hit in ``data`` (an ASCII view of the text)."""
-    hits: list[Hit] = []
-    if b"@" in data:
-        hits.extend(_emails(data))
+def _pii_families(data: bytes) -> list[list[Hit]]:
+    emails = list(_emails(data)) if b"@" in data else []
     folded = data.translate(_FOLD)
-    if b"00" in folded:
-        hits.extend(_numbers(data, folded))
-        hits.extend(_ibans(data, folded))
-    return hits
+    if b"00" not in folded:
+        return [emails, [], []]
+    return [emails, list(_numbers(data, folded)), list(_ibans(data, folded))]
+
+
+def pii_hits(data: bytes, clean: ParagraphMemo | None = None, record: ScanRecord | None = None) -> list[Hit]:
+    """Every PII hit in ``data`` (an ASCII view of the text). Each stays within a line, so the
+    paragraphs in ``clean`` are skipped (see :func:`gitmem.model.guard_rules.by_paragraph`)."""
+    emails, numbers, ibans = by_paragraph(data, _pii_families, clean, record)
+    return emails + numbers + ibans
