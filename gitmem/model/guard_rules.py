@@ -149,15 +149,25 @@ class _Tokens:
     positions in the joined bytes map back to the text with :meth:`at`."""
 
     def __init__(self, data: bytes) -> None:
-        self.spans: list[tuple[int, int]] = list(token_spans(data))
-        spans = self.spans
-        self.joined = b"\n".join([data[s:e] for s, e in spans])
-        self.starts: list[int] = []
-        starts = self.starts
+        # token_spans, inlined: one loop finds the spans and their offsets in the joined bytes
+        marked = data.translate(_TOKEN_TABLE)
+        find = marked.find
+        size = len(marked)
+        spans: list[tuple[int, int]] = []
+        starts: list[int] = []
         pos = 0
-        for s, e in spans:
+        i = find(_RUN)
+        while i >= 0:
+            j = find(b" ", i + MIN_TOKEN)
+            if j < 0:
+                j = size
+            spans.append((i, j))
             starts.append(pos)
-            pos += e - s + 1
+            pos += j - i + 1
+            i = find(_RUN, j)
+        self.spans = spans
+        self.starts = starts
+        self.joined = b"\n".join([data[s:e] for s, e in spans])
 
     def at(self, pos: int) -> int:
         """The text offset of joined position ``pos``."""
@@ -354,7 +364,8 @@ _NOT_RANDOM_MAX = 8192
 
 def _high_entropy(data: bytes, tokens: _Tokens, skip: _Covered) -> Iterator[Hit]:
     joined = tokens.joined
-    for start, end in _pieces(joined):
+    for m in _PIECE_RE.finditer(b" " + joined.translate(_PIECE_FOLD)):  # _pieces, inlined
+        start, end = m.start(), m.end() - 1
         piece = joined[start:end]
         if piece in _NOT_RANDOM:
             continue
