@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.model import guard, guard_pii, guard_rules
+from gitmem.model import guard, guard_memo, guard_pii, guard_rules
 from gitmem.model.guard import MAX_FINDINGS, GuardPolicy, scan
 from gitmem.model.guard_rules import Hit
 
@@ -444,7 +444,7 @@ def test_the_piece_fold_keeps_the_piece_regex() -> None:
 def test_a_memo_changes_no_finding_cold_warm_or_shared() -> None:
     """One memo across all the mixes (paragraphs reappear in other texts, other places, other
     neighbours): every scan, first or repeated, finds what a scan without a memo finds."""
-    memo = guard_rules.CleanParagraphs()
+    memo = guard_memo.CleanParagraphs()
     rng = random.Random(11)
     texts = mixed_texts(120, 5) + [p.text for p in POSITIVES] + NEGATIVES
     for text in texts:
@@ -458,7 +458,7 @@ def test_a_memo_changes_no_finding_cold_warm_or_shared() -> None:
 
 
 def test_a_memo_holds_no_paragraph_with_a_finding() -> None:
-    memo = guard_rules.CleanParagraphs()
+    memo = guard_memo.CleanParagraphs()
     note = "\n\n".join(NEGATIVES[:6])
     for positive in POSITIVES:
         text = f"{note}\n\n{positive.text}\n\n{note}"
@@ -471,19 +471,19 @@ def test_a_memo_holds_no_paragraph_with_a_finding() -> None:
 
 def test_a_paragraph_clean_for_secrets_is_still_checked_for_pii() -> None:
     email = next(p for p in POSITIVES if p.rule == "email")
-    memo = guard_rules.CleanParagraphs()
+    memo = guard_memo.CleanParagraphs()
     text = f"intro\n\n{email.text}\n\noutro"
     assert scan(text, GuardPolicy(), memo=memo) == []  # secrets only: the e-mail's paragraph is clean
     assert [f.rule for f in scan(text, EVERYTHING, memo=memo)] == ["email"]
 
 
 def test_a_memo_stays_bounded() -> None:
-    memo = guard_rules.ParagraphMemo()
-    for n in range(3 * guard_rules.CLEAN_MAX):
+    memo = guard_memo.ParagraphMemo()
+    for n in range(3 * guard_memo.CLEAN_MAX):
         memo.add(b"paragraph %d " % n + b"x" * (n % 700))
-        assert len(memo) <= guard_rules.CLEAN_MAX and memo._bytes <= guard_rules.CLEAN_BYTES
-    big = b"y" * (guard_rules.CHUNK_MAX + 1)
-    memos = guard_rules.CleanParagraphs()
+        assert len(memo) <= guard_memo.CLEAN_MAX and memo._bytes <= guard_memo.CLEAN_BYTES
+    big = b"y" * (guard_memo.CHUNK_MAX + 1)
+    memos = guard_memo.CleanParagraphs()
     scan(big.decode() + "\n\nsmall", EVERYTHING, memo=memos)
     for clean in (memos.secrets, memos.pii):
         assert big not in clean and b"small" in clean  # paragraphs longer than CHUNK_MAX are not kept
@@ -519,7 +519,7 @@ def test_a_public_key_body_left_out_by_its_header_is_not_remembered_clean() -> N
     rng = random.Random(5)
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
     body = "\n".join("".join(rng.choice(alphabet) for _ in range(64)) for _ in range(3))
-    memo = guard_rules.CleanParagraphs()
+    memo = guard_memo.CleanParagraphs()
     framed = f"-----BEGIN PUBLIC KEY-----\n\n{body}\n\n-----END PUBLIC KEY-----"
     assert scan(framed, GuardPolicy(), memo=memo) == scan(framed, GuardPolicy()) == []
     bare = f"notes\n\n{body}\n\nmore notes"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import GitmemError, GuardRejectedError
 from gitmem.model.guard import Finding, GuardPolicy, action_for, decide, scan
-from gitmem.model.guard_rules import CleanParagraphs
+from gitmem.model.guard_memo import CleanParagraphs
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from gitmem.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gitmem.model.guard_rules import CleanParagraphs, Hit
+    from gitmem.model.guard_memo import CleanParagraphs
+    from gitmem.model.guard_rules import Hit
 
 # The rule modules compile their tables on import (about 20 ms): they load on the first scan, so
 # that reading settings (every CLI command, the pre-receive hook) stays cheap.
@@ -282,14 +283,15 @@ def scan(
     """The findings in ``text`` under ``policy`` (default: :class:`GuardPolicy()`), in text order;
     at most :data:`MAX_FINDINGS`, allow-listed ones left out.
 
-    ``memo`` (a :class:`~gitmem.model.guard_rules.CleanParagraphs`): paragraphs found clean by
+    ``memo`` (a :class:`~gitmem.model.guard_memo.CleanParagraphs`): paragraphs found clean by
     earlier scans with it are not looked at again, and those found clean now are added; the
     findings are the same with or without it (docs/guard.md#speed)."""
     policy = policy or GuardPolicy()
     compiled = _compiled(policy)
     hits = _custom_hits(text, compiled)
     if policy.secrets != "off" or policy.pii != "off":
-        from gitmem.model.guard_rules import ScanRecord, ascii_view, remember, secret_hits
+        from gitmem.model.guard_memo import ScanRecord, remember
+        from gitmem.model.guard_rules import ascii_view, secret_hits
 
         data = ascii_view(text)
         secrets, pii = (ScanRecord(), ScanRecord()) if memo is not None else (None, None)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from gitmem.model.guard_rules import Hit, ParagraphMemo, ScanRecord, by_paragraph
+from gitmem.model.guard_memo import ParagraphMemo, ScanRecord, by_paragraph
+from gitmem.model.guard_rules import Hit
 
 _FOLD = bytes(
     0x30 if 0x30 <= i <= 0x39 else 0x41 if 0x41 <= i <= 0x5A else 0x61 if 0x61 <= i <= 0x7A else i
@@ -166,6 +167,6 @@ def _pii_families(data: bytes) -> list[list[Hit]]:
 
 def pii_hits(data: bytes, clean: ParagraphMemo | None = None, record: ScanRecord | None = None) -> list[Hit]:
     """Every PII hit in ``data`` (an ASCII view of the text). Each stays within a line, so the
-    paragraphs in ``clean`` are skipped (see :func:`gitmem.model.guard_rules.by_paragraph`)."""
+    paragraphs in ``clean`` are skipped (see :func:`gitmem.model.guard_memo.by_paragraph`)."""
     emails, numbers, ibans = by_paragraph(data, _pii_families, clean, record)
     return emails + numbers + ibans
