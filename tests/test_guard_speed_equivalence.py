@@ -524,3 +524,19 @@ def test_a_public_key_body_left_out_by_its_header_is_not_remembered_clean() -> N
     assert scan(framed, GuardPolicy(), memo=memo) == scan(framed, GuardPolicy()) == []
     bare = f"notes\n\n{body}\n\nmore notes"
     assert scan(bare, GuardPolicy(), memo=memo) == scan(bare, GuardPolicy()) != []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "Z", "7", "0", "+", "/", "_", "-", "=", ".", "\n", "ab9", "x" * 19]),
+        max_size=80,
+    )
+)
+def test_pieces_on_the_class_fold_are_the_pieces_of_the_plain_regex(parts: list[str]) -> None:
+    joined = "".join(parts).encode()
+    folded = [
+        (m.start(), m.end() - 1)
+        for m in guard_rules._PIECE_RE.finditer(b" " + joined.translate(guard_rules._PIECE_FOLD))
+    ]
+    assert folded == [m.span() for m in REF_PIECE_RE.finditer(joined)]

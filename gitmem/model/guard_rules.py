@@ -337,12 +337,6 @@ _PIECE_FOLD = bytes(_PIECE_CLASS.get(i, 0x20) for i in range(256))
 _PIECE_RE = re.compile(rb" (?=[ab]*0)[a0][ab0]{%d,}[a0]" % (MIN_TOKEN - 2))
 
 
-def _pieces(joined: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) in ``joined`` of each piece the commented regex above would match."""
-    for m in _PIECE_RE.finditer(b" " + joined.translate(_PIECE_FOLD)):
-        yield m.start(), m.end() - 1
-
-
 class _Covered:
     """Is an offset inside one of some (possibly overlapping) ranges: a bisection, not a scan."""
 
@@ -369,7 +363,7 @@ _NOT_RANDOM_MAX = 8192
 
 def _high_entropy(data: bytes, tokens: _Tokens, skip: _Covered) -> Iterator[Hit]:
     joined = tokens.joined
-    for m in _PIECE_RE.finditer(b" " + joined.translate(_PIECE_FOLD)):  # _pieces, inlined
+    for m in _PIECE_RE.finditer(b" " + joined.translate(_PIECE_FOLD)):
         start, end = m.start(), m.end() - 1
         piece = joined[start:end]
         if piece in _NOT_RANDOM:
