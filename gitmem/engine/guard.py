@@ -13,11 +13,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import GitmemError, GuardRejectedError
 from gitmem.model.guard import Finding, GuardPolicy, action_for, decide, scan
+from gitmem.model.guard_memo import CleanParagraphs
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
@@ -45,6 +48,20 @@ def _policy(canonical: str, where: str) -> GuardPolicy:
     return GuardPolicy.from_dict(json.loads(canonical), where)
 
 
+# Per open store: the paragraphs its rewrites were found clean in (docs/guard.md#speed). Per store,
+# so that how long a write's scan takes tells nothing about what another store holds.
+_MEMOS: weakref.WeakKeyDictionary[StoreCore, CleanParagraphs] = weakref.WeakKeyDictionary()
+_MEMOS_LOCK = threading.Lock()
+
+
+def _memo(store: StoreCore) -> CleanParagraphs:
+    with _MEMOS_LOCK:
+        memo = _MEMOS.get(store)
+        if memo is None:
+            memo = _MEMOS[store] = CleanParagraphs()
+        return memo
+
+
 def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
     """Check one planned change. Raises GuardRejectedError when the policy rejects it; a change
     the policy flags gets its flagged findings in ``change.flags``. Content a rename carries
@@ -60,7 +77,9 @@ def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
     old = state.blob(change.previous_path or change.path) if change.operation != "created" else None
     if old is not None and old.data == data:
         return
-    findings = scan(data.decode("utf-8", "replace"), policy)
+    # a rewrite (most of it unchanged) rescans only the paragraphs not found clean before
+    memo = _memo(store) if old is not None else None
+    findings = scan(data.decode("utf-8", "replace"), policy, memo=memo)
     verdict = decide(findings, policy)
     if verdict == "reject":
         refused = [f for f in findings if action_for(f, policy) == "reject"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from gitmem.model.guard_memo import ParagraphMemo, ScanRecord, by_paragraph
 from gitmem.model.guard_rules import Hit
 
 _FOLD = bytes(
@@ -21,18 +22,26 @@ _FOLD = bytes(
 # ---------------------------------------------------------------------------------- e-mail
 _EMAIL = re.compile(rb"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}")
 _LOCAL_START = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_NOT_LOCAL = bytes(0x61 if i in _LOCAL_START else 0x20 for i in range(256))  # local part: a, else space
+_LOCAL_MAX = 64
 
 
 def _emails(data: bytes) -> Iterator[Hit]:
+    """Each ``@`` is looked at once: the local part before it (at most 64 characters, found with
+    one ``rfind`` on a folded window) and the domain after it.
+
+    An e-mail holding the ``@`` at ``i`` has all of ``data[start:i]`` as its local part (an ``@`` is
+    not a local character), and whether the domain after ``i`` matches does not depend on where
+    the local part starts: so the leftmost match (what a search from ``s`` finds) holds ``i``
+    exactly when the match at ``s`` does, the longest local part; one ``match``, no search."""
     end = 0
     i = data.find(b"@")
     while i >= 0:
-        s = i
-        while s > 0 and data[s - 1] in _LOCAL_START and i - s < 64:
-            s -= 1
+        lo = max(0, i - _LOCAL_MAX)
+        s = data[lo:i].translate(_NOT_LOCAL).rfind(b" ") + 1 + lo  # after the last non-local one
         s = max(s, end)
-        m = _EMAIL.search(data, s, i + 300)
-        if m and m.start() <= i < m.end():
+        m = _EMAIL.match(data, s, i + 300) if s < i else None
+        if m:
             local, _, domain = m.group().partition(b"@")
             remote = local == b"git" and data[m.end() : m.end() + 1] == b":"  # git@host:repo
             if not remote and data[max(0, m.start() - 3) : m.start()] != b"://":  # user@ of a URL
@@ -81,15 +90,22 @@ _PHONE_SHAPE = re.compile(
 )
 
 
+_NON_DIGITS = bytes(c for c in range(256) if not 0x30 <= c <= 0x39)
+
+
 def _numbers(data: bytes, folded: bytes) -> Iterator[Hit]:
+    n = len(data)
     for m in _NUMBER.finditer(folded):
         s, e = m.span()
         if s > 0 and data[s - 1] in b"+(":
             s -= 1
-        if s > 0 and folded[s - 1] in b"0Aa_./" or e < len(data) and folded[e] in b"0Aa_/":
+        if s > 0 and folded[s - 1] in b"0Aa_./" or e < n and folded[e] in b"0Aa_/":
             continue  # part of a longer word, version or path
         chunk = data[s:e].rstrip(b" .-(")
-        digits = re.sub(rb"\D", b"", chunk).decode()
+        raw = chunk.translate(None, _NON_DIGITS)
+        if not 8 <= len(raw) <= 19:
+            continue  # a card has 13-19 digits, a phone number 8-15
+        digits = raw.decode()
         hit = _card(chunk, digits, s) or _phone(chunk, digits, s)
         if hit is not None:
             yield hit
@@ -141,13 +157,16 @@ def _ibans(data: bytes, folded: bytes) -> Iterator[Hit]:
             yield Hit("iban", "pii", s, s + len(text), text, f"{compact[:2]}… ({len(compact)} chars)", 3)
 
 
-def pii_hits(data: bytes) -> list[Hit]:
-    """Every PII hit in ``data`` (an ASCII view of the text)."""
-    hits: list[Hit] = []
-    if b"@" in data:
-        hits.extend(_emails(data))
+def _pii_families(data: bytes) -> list[list[Hit]]:
+    emails = list(_emails(data)) if b"@" in data else []
     folded = data.translate(_FOLD)
-    if b"00" in folded:
-        hits.extend(_numbers(data, folded))
-        hits.extend(_ibans(data, folded))
-    return hits
+    if b"00" not in folded:
+        return [emails, [], []]
+    return [emails, list(_numbers(data, folded)), list(_ibans(data, folded))]
+
+
+def pii_hits(data: bytes, clean: ParagraphMemo | None = None, record: ScanRecord | None = None) -> list[Hit]:
+    """Every PII hit in ``data`` (an ASCII view of the text). Each stays within a line, so the
+    paragraphs in ``clean`` are skipped (see :func:`gitmem.model.guard_memo.by_paragraph`)."""
+    emails, numbers, ibans = by_paragraph(data, _pii_families, clean, record)
+    return emails + numbers + ibans

@@ -8,6 +8,9 @@ Everything works on the text as ASCII bytes, each non-ASCII character replaced b
 context (URLs, ``password = ...``, PEM blocks) are gated by plain substring searches.
 """
 
+# size-ok: one table of detectors, each next to the fast path that must find exactly what it finds
+# (docs/guard.md#speed); the paragraph memo lives in guard_memo.py.
+
 from __future__ import annotations
 
 import base64
@@ -19,6 +22,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
+
+from gitmem.model.guard_memo import ParagraphMemo, ScanRecord, by_paragraph
 
 
 class Hit(NamedTuple):
@@ -149,13 +154,25 @@ class _Tokens:
     positions in the joined bytes map back to the text with :meth:`at`."""
 
     def __init__(self, data: bytes) -> None:
-        self.spans = list(token_spans(data))
-        self.joined = b"\n".join(data[s:e] for s, e in self.spans)
-        self.starts: list[int] = []
+        # token_spans, inlined: one loop finds the spans and their offsets in the joined bytes
+        marked = data.translate(_TOKEN_TABLE)
+        find = marked.find
+        size = len(marked)
+        spans: list[tuple[int, int]] = []
+        starts: list[int] = []
         pos = 0
-        for s, e in self.spans:
-            self.starts.append(pos)
-            pos += e - s + 1
+        i = find(_RUN)
+        while i >= 0:
+            j = find(b" ", i + MIN_TOKEN)
+            if j < 0:
+                j = size
+            spans.append((i, j))
+            starts.append(pos)
+            pos += j - i + 1
+            i = find(_RUN, j)
+        self.spans = spans
+        self.starts = starts
+        self.joined = b"\n".join([data[s:e] for s, e in spans])
 
     def at(self, pos: int) -> int:
         """The text offset of joined position ``pos``."""
@@ -182,25 +199,37 @@ def _token_rules(tokens: _Tokens) -> Iterator[Hit]:
         yield Hit(rule.id, "secret", start, start + e - s, value.decode(), mask(value, rule.reveal), 0)
 
 
-_AWS_SECRET_RE = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])")
+_AWS_CONTEXT = 120
+_AWS_SECRET_RE = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])")  # what is found
+_AWS_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+")
+_AWS_FOLD = bytes(0x61 if i in _AWS_CHARS else 0x20 for i in range(256))
+_AWS_RUN = b" " + b"a" * 40 + b" "
 
 
-def _aws_secrets(data: bytes, lower: bytes) -> Iterator[Hit]:
-    """A 40-character AWS secret access key, when its line names AWS and a secret before it."""
-    i = lower.find(b"aws")
+def _aws_secrets(data: bytes, lower: bytes, tokens: _Tokens, secrets: list[int]) -> Iterator[Hit]:
+    """A 40-character AWS secret access key (``_AWS_SECRET_RE``), when its line names AWS and a
+    secret in the 120 characters before it.
+
+    A key's characters are token characters, so a key is a run of exactly 40 of them in the joined
+    tokens: with those characters folded to ``a`` and the others to a space, a substring search for
+    a space, 40 ``a`` and a space finds every one. Only the 120 characters before a key are read
+    (a long line is never walked back to its start). ``secrets``: the offsets of ``secret`` in
+    ``lower``; a key without one in the 120 characters before it is not looked at further."""
+    if not secrets:
+        return
+    classed = b" " + tokens.joined.translate(_AWS_FOLD) + b" "
+    i = classed.find(_AWS_RUN)
     while i >= 0:
-        start = lower.rfind(b"\n", 0, i) + 1
-        end = lower.find(b"\n", i)
-        end = len(lower) if end < 0 else end
-        if b"secret" in lower[start:end]:
-            for m in _AWS_SECRET_RE.finditer(data, start, end):
-                s = m.start()
-                context = lower[max(start, s - 120) : s]
-                if b"aws" in context and b"secret" in context and _count(m.group(), _DIGITS):
-                    yield Hit(
-                        "aws-secret-access-key", "secret", s, s + 40, m.group().decode(), mask(m.group()), 0
-                    )
-        i = lower.find(b"aws", end)
+        s = tokens.at(i)  # classed[i + 1] is joined[i]
+        k = bisect.bisect_right(secrets, s - 6)
+        if k and secrets[k - 1] >= s - _AWS_CONTEXT:
+            lo = max(0, s - _AWS_CONTEXT)
+            newline = data.rfind(b"\n", lo, s)
+            context = lower[newline + 1 if newline >= 0 else lo : s]
+            value = data[s : s + 40]
+            if b"aws" in context and b"secret" in context and _count(value, _DIGITS):
+                yield Hit("aws-secret-access-key", "secret", s, s + 40, value.decode(), mask(value), 0)
+        i = classed.find(_AWS_RUN, i + 41)  # the next run may start on this one's closing space
 
 
 # ----------------------------------------------------------------------------------- entropy
@@ -294,10 +323,35 @@ def _random_piece(piece: bytes) -> bool:
     return not _decodes_to_text(piece)
 
 
-# A run of base64 / base64url characters, at least MIN_TOKEN long, holding a digit.
-_PIECE_RE = re.compile(
-    rb"(?<![A-Za-z0-9+/_-])(?=[A-Za-z+/_-]*[0-9])[A-Za-z0-9][A-Za-z0-9+/_-]{%d,}[A-Za-z0-9]" % (MIN_TOKEN - 2)
-)
+# A run of base64 / base64url characters, at least MIN_TOKEN long, holding a digit:
+#   (?<![A-Za-z0-9+/_-])(?=[A-Za-z+/_-]*[0-9])[A-Za-z0-9][A-Za-z0-9+/_-]{18,}[A-Za-z0-9]
+# matched on the joined tokens folded to classes (letter a, digit 0, one of +/_- b, anything else
+# a space, and a space in front), so that each match starts on a literal space, which the regex
+# engine finds quickly, instead of trying the lookbehind at every position.
+_PIECE_CLASS = {
+    **dict.fromkeys(_UPPER + _LOWER, 0x61),
+    **dict.fromkeys(_DIGITS, 0x30),
+    **dict.fromkeys(b"+/_-", 0x62),
+}
+_PIECE_FOLD = bytes(_PIECE_CLASS.get(i, 0x20) for i in range(256))
+_PIECE_RE = re.compile(rb" (?=[ab]*0)[a0][ab0]{%d,}[a0]" % (MIN_TOKEN - 2))
+
+
+class _Covered:
+    """Is an offset inside one of some (possibly overlapping) ranges: a bisection, not a scan."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        ranges = sorted(ranges)
+        self.starts = [a for a, _ in ranges]
+        self.reach: list[int] = []
+        best = -1
+        for _, b in ranges:
+            best = max(best, b)
+            self.reach.append(best)
+
+    def __contains__(self, pos: int) -> bool:
+        k = bisect.bisect_right(self.starts, pos) - 1
+        return k >= 0 and self.reach[k] > pos
 
 
 # Pieces already judged not random (ids, digests, words): memories are rewritten with small edits,
@@ -307,9 +361,11 @@ _NOT_RANDOM: set[bytes] = set()
 _NOT_RANDOM_MAX = 8192
 
 
-def _high_entropy(data: bytes, tokens: _Tokens, skip: list[tuple[int, int]]) -> Iterator[Hit]:
-    for m in _PIECE_RE.finditer(tokens.joined):
-        piece = m.group()
+def _high_entropy(data: bytes, tokens: _Tokens, skip: _Covered) -> Iterator[Hit]:
+    joined = tokens.joined
+    for m in _PIECE_RE.finditer(b" " + joined.translate(_PIECE_FOLD)):
+        start, end = m.start(), m.end() - 1
+        piece = joined[start:end]
         if piece in _NOT_RANDOM:
             continue
         if piece.startswith(_SSH_PUBLIC) or not _random_piece(piece):
@@ -317,28 +373,58 @@ def _high_entropy(data: bytes, tokens: _Tokens, skip: list[tuple[int, int]]) -> 
                 _NOT_RANDOM.clear()
             _NOT_RANDOM.add(piece)
             continue
-        s = tokens.at(m.start())
-        if data[max(0, s - 7) : s] == b"base64," or any(a <= s < b for a, b in skip):
+        s = tokens.at(start)
+        if data[max(0, s - 7) : s] == b"base64," or s in skip:
             continue  # a data: URI (an embedded image), or a certificate / public key block
         yield Hit("high-entropy-string", "secret", s, s + len(piece), piece.decode(), mask(piece, 3), 2)
 
 
 # ------------------------------------------------------------------------ gated by substrings
 _PEM_RE = re.compile(rb"-----BEGIN ([A-Z0-9 ]{0,40})-----")
+_PEM_END = b"-----END "
+_PEM_END_RE = re.compile(rb"-----END ([A-Z0-9 ]{0,40})-----")
 _PEM_BODY = re.compile(rb"[A-Za-z0-9+/=\s\\n:,-]{0,300}?[A-Za-z0-9+/]{40}")
 
 
+_PEM_SEARCHES = 8  # END lines searched for one by one; past that, all are indexed in one pass
+
+
+def _pem_ends(data: bytes) -> dict[bytes, list[int]]:
+    """The offsets of the ``-----END <label>-----`` lines by label, ascending (found with a
+    substring search per occurrence, as END lines may share their dashes)."""
+    ends: dict[bytes, list[int]] = {}
+    q = data.find(_PEM_END)
+    while q >= 0:
+        m = _PEM_END_RE.match(data, q)
+        if m:
+            ends.setdefault(m.group(1), []).append(q)
+        q = data.find(_PEM_END, q + 1)
+    return ends
+
+
 def pem_blocks(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    """(start, end, label) of each PEM block (``end`` is after its END line, or its header)."""
-    for m in _PEM_RE.finditer(data):
+    """(start, end, label) of each PEM block (``end`` is after its END line, or its header).
+
+    A block ends at the first END line of its label after its header. The first few are searched
+    for directly; many headers (thousands without an END, say) switch to an index of the END lines
+    built in one pass, so that the work stays linear in the text."""
+    ends: dict[bytes, list[int]] | None = None
+    for n, m in enumerate(_PEM_RE.finditer(data)):
         label = m.group(1)
-        end_marker = data.find(b"-----END " + label + b"-----", m.end())
+        if n < _PEM_SEARCHES:
+            end_marker = data.find(_PEM_END + label + b"-----", m.end())
+        else:
+            if ends is None:
+                ends = _pem_ends(data)
+            markers = ends.get(label, [])
+            k = bisect.bisect_left(markers, m.end())
+            end_marker = markers[k] if k < len(markers) else -1
         end = end_marker + len(label) + 14 if end_marker >= 0 else m.end()
         yield m.start(), end, label
 
 
-def _private_keys(data: bytes) -> Iterator[Hit]:
-    for start, end, label in pem_blocks(data):
+def _private_keys(data: bytes, blocks: list[tuple[int, int, bytes]]) -> Iterator[Hit]:
+    for start, end, label in blocks:
         if not label.endswith((b"PRIVATE KEY", b"PRIVATE KEY BLOCK")):
             continue
         header_end = start + len(label) + 16
@@ -352,25 +438,41 @@ def _private_keys(data: bytes) -> Iterator[Hit]:
 
 
 _URL_AUTH = re.compile(rb"([^\s:/@?#\[\]\"'<>]{1,128}):([^\s/@?#\"'<>]{1,256})@[A-Za-z0-9.-]+")
+_URL_REACH = 1 + 128 + 1 + 256 + 8  # from "://" to its "@": ":" user ":" password, and a margin
 _SCHEME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-"
+
+
+_DUMMIES = re.compile(rb"xxx|\*\*\*|\.\.\.|example|placeholder|redacted|your|changeme")
+_DUMMY_WORDS = frozenset(
+    (b"password", b"passwd", b"pass", b"secret", b"token", b"none", b"null", b"true", b"false")
+)
 
 
 def _placeholder(value: bytes) -> bool:
     """An obvious stand-in: a template, a variable, a mask or a well-known dummy word."""
-    low = value.lower()
     if value[:1] in b"$<{%[(*" or len(set(value)) < 3 or value.isupper() and b"_" in value:
         return True
-    dummies = (b"xxx", b"***", b"...", b"example", b"placeholder", b"redacted", b"your", b"changeme")
-    if any(d in low for d in dummies):
-        return True
-    return low in {b"password", b"passwd", b"pass", b"secret", b"token", b"none", b"null", b"true", b"false"}
+    low = value.lower()
+    return _DUMMIES.search(low) is not None or low in _DUMMY_WORDS
+
+
+def _schemes_before_at(data: bytes) -> Iterator[int]:
+    """The offsets of the ``://`` that a user and password could join to an ``@`` (at most
+    :data:`_URL_REACH` before it, as neither part holds an ``@``), ascending, each once. The
+    windows searched do not overlap, so the whole text is searched at most once."""
+    done = 0
+    at = data.find(b"@")
+    while at >= 0:
+        i = data.find(b"://", max(done, at - _URL_REACH), at)
+        while i >= 0:
+            yield i
+            i = data.find(b"://", i + 3, at)
+        done = at
+        at = data.find(b"@", at + 1)
 
 
 def _url_passwords(data: bytes) -> Iterator[Hit]:
-    i = data.find(b"://")
-    if i < 0 or b"@" not in data:
-        return
-    while i >= 0:
+    for i in _schemes_before_at(data):
         m = _URL_AUTH.match(data, i + 3)
         if m and not _placeholder(m.group(2)):
             before = data[max(0, i - 32) : i]
@@ -379,15 +481,14 @@ def _url_passwords(data: bytes) -> Iterator[Hit]:
                 s, e = m.span(2)
                 preview = f"{scheme.decode()}://…:… (password of {e - s} chars)"
                 yield Hit("url-password", "secret", s, e, m.group(2).decode(), preview, 1)
-        i = data.find(b"://", i + 3)
 
 
 _KEYWORDS = (b"pass", b"pwd", b"secret", b"key", b"token")
 _KEY_NAMES = (
-    "password", "passwd", "passphrase", "pwd", "_pass", "secret", "secret_key", "secretkey",
-    "api_key", "apikey", "private_key", "access_token", "auth_token", "refresh_token", "_token",
+    b"password", b"passwd", b"passphrase", b"pwd", b"_pass", b"secret", b"secret_key", b"secretkey",
+    b"api_key", b"apikey", b"private_key", b"access_token", b"auth_token", b"refresh_token", b"_token",
 )  # fmt: skip
-_KEY_ALONE = {"pass", "token"}
+_KEY_ALONE = {b"pass", b"token"}
 # A keyword, the rest of the name, an assignment: each regex starts with its literal keyword, which
 # the regex engine finds with a fast substring search; only assignments reach Python code.
 _KEYWORD_RES = tuple(re.compile(w + rb"""([a-z0-9_.-]{0,64})["']?[ \t]*[=:]""") for w in _KEYWORDS)
@@ -397,23 +498,49 @@ _ASSIGN = re.compile(
 )
 
 
-def _assignments(data: bytes, lower: bytes) -> Iterator[Hit]:
+def occurrences(data: bytes, word: bytes) -> list[int]:
+    """Every offset of ``word`` in ``data``, ascending."""
+    out: list[int] = []
+    find = data.find
+    i = find(word)
+    while i >= 0:
+        out.append(i)
+        i = find(word, i + 1)
+    return out
+
+
+def _keyword_matches(lower: bytes, n: int, secrets: list[int]) -> Iterator[re.Match[bytes]]:
+    """The matches of keyword regex ``n``. For ``secret`` its offsets, found already, are matched
+    one by one: besides the non-overlapping matches this yields the ones inside a match, which end
+    their name where it does (and are dropped as seen)."""
+    regex = _KEYWORD_RES[n]
+    if _KEYWORDS[n] != b"secret":
+        yield from regex.finditer(lower)
+        return
+    for i in secrets:
+        m = regex.match(lower, i)
+        if m is not None:
+            yield m
+
+
+def _assignments(data: bytes, lower: bytes, secrets: list[int]) -> Iterator[Hit]:
     seen: set[int] = set()
-    for keyword in _KEYWORD_RES:
-        for ahead in keyword.finditer(lower):
-            at, e = ahead.start(), ahead.end(1)
-            left = max(0, at - 64)
-            s = left + len(lower[left:at].rstrip(_NAME_CHARS))
+    for n in range(len(_KEYWORDS)):
+        for ahead in _keyword_matches(lower, n, secrets):
+            e = ahead.end(1)
             if e in seen:
                 continue
             seen.add(e)
-            name = lower[s:e].decode().replace("-", "_").replace(".", "_")
+            at = ahead.start()
+            left = max(0, at - 64)
+            s = left + len(lower[left:at].rstrip(_NAME_CHARS))
+            name = lower[s:e].replace(b"-", b"_").replace(b".", b"_")
             if not (name.endswith(_KEY_NAMES) or name in _KEY_ALONE):
                 continue
             m = _ASSIGN.match(data, e)
             if not m:
                 continue
-            group = 1 if m.group(1) else 2 if m.group(2) else 3
+            group = m.lastindex or 3  # the one alternative that matched: "...", '...' or bare
             value = m.group(group)
             if _placeholder(value) or group == 3 and not _plain_secret(value):
                 continue
@@ -428,19 +555,42 @@ def _plain_secret(value: bytes) -> bool:
 
 
 # ------------------------------------------------------------------------------------ driver
-def secret_hits(data: bytes) -> list[Hit]:
-    """Every secret-kind hit in ``data`` (an :func:`ascii_view`), overlapping ones included."""
-    hits: list[Hit] = []
+def _line_rules(data: bytes) -> list[list[Hit]]:
+    """The hits of the rules that stay within a line: token formats, AWS keys, high-entropy pieces
+    (PEM public blocks not yet left out), URL passwords, assignments; in that order."""
     lower = data.lower()
-    pem = b"-----BEGIN " in data
+    secrets = occurrences(lower, b"secret")
     tokens = _Tokens(data)
+    token_hits: list[Hit] = []
+    aws_hits: list[Hit] = []
+    entropy_hits: list[Hit] = []
     if tokens.spans:
-        hits.extend(_token_rules(tokens))
-        hits.extend(_aws_secrets(data, lower))
-        public = [(s, e) for s, e, label in pem_blocks(data) if b"PRIVATE" not in label] if pem else []
-        hits.extend(_high_entropy(data, tokens, public))
-    if pem:
-        hits.extend(_private_keys(data))
-    hits.extend(_url_passwords(data))
-    hits.extend(_assignments(data, lower))
-    return hits
+        token_hits = list(_token_rules(tokens))
+        aws_hits = list(_aws_secrets(data, lower, tokens, secrets))
+        entropy_hits = list(_high_entropy(data, tokens, _Covered([])))
+    return [
+        token_hits,
+        aws_hits,
+        entropy_hits,
+        list(_url_passwords(data)),
+        list(_assignments(data, lower, secrets)),
+    ]
+
+
+def secret_hits(
+    data: bytes, clean: ParagraphMemo | None = None, record: ScanRecord | None = None
+) -> list[Hit]:
+    """Every secret-kind hit in ``data`` (an :func:`ascii_view`), overlapping ones included;
+    paragraphs in ``clean`` are skipped (see :func:`gitmem.model.guard_memo.by_paragraph`)."""
+    families = by_paragraph(data, _line_rules, clean, record)
+    token_hits, aws_hits, entropy_hits, url_hits, assignment_hits = families
+    blocks = list(pem_blocks(data)) if b"-----BEGIN " in data else []
+    if blocks:  # a certificate's or public key's body is not a secret
+        public = _Covered([(s, e) for s, e, label in blocks if b"PRIVATE" not in label])
+        if record is not None:
+            record.withheld.extend(h for h in entropy_hits if h.start in public)
+        entropy_hits = [h for h in entropy_hits if h.start not in public]
+    hits = token_hits + aws_hits + entropy_hits
+    if blocks:
+        hits.extend(_private_keys(data, blocks))
+    return hits + url_hits + assignment_hits
