@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """What the write-time guard adds to a write: a real ``store.write`` of a 10 kB and a 100 kB memory
 into a store whose guard is off (the floor) against the same write into stores with the guard on
-(the write path scans), in one run, interleaved.
+(the write path scans), in one run, interleaved (which store writes first rotates every round:
+a write right after another's flush costs a little more).
 
     python bench/guard_bench.py [--quick] [--rounds N] [--json out.json]
 
 The ratio is median(guarded write) / median(write). Targets (issue 19): <= 1.05 at 10 kB, <= 1.20 at
 100 kB. The memories are ordinary notes with code, URLs, hashes and ids (the corpus negatives of
 ``tests/data/guard/negatives.txt`` and seeded prose), each round's copy made unique by its first
-line. Also reported: the false-positive rate of the guard over that corpus.
+line. Each size is measured as rewrites of one memory (the write path rescans only paragraphs it
+has not found clean before) and as new memories (the whole text scanned). Also reported: the
+false-positive rate of the guard over that corpus.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ POLICIES = {"default (secrets reject)": GuardPolicy(), "secrets + pii flag": Gua
 @dataclass(frozen=True)
 class Row:
     size: int
+    kind: str  # "rewrite" (of an existing memory) or "new" (a memory created)
     policy: str
     write_ms: float
     write_scan_ms: float
@@ -68,31 +72,34 @@ def memory_text(size: int, seed: int = 19) -> str:
     return "\n\n".join(parts)[:size]
 
 
-def measure(stores: dict[str, gitmem.Store], size: int, rounds: int) -> list[Row]:
-    """``stores``: "floor" (guard off) and one per policy of POLICIES."""
+def measure(stores: dict[str, gitmem.Store], size: int, rounds: int, kind: str) -> list[Row]:
+    """``stores``: "floor" (guard off) and one per policy of POLICIES. ``kind``: "rewrite", every
+    timed write a new version of one memory (the write path then rescans only the paragraphs not
+    found clean before, docs/guard.md#speed), or "new", every timed write a memory of its own
+    (the whole text scanned)."""
     base = memory_text(size)
-    path = f"/bench/guard-{size}.md"
     floor: list[float] = []
     guarded: dict[str, list[float]] = {name: [] for name in POLICIES}
     for policy in POLICIES.values():
         if findings := scan(base, policy):
             raise SystemExit(f"the bench memory has findings: {[f.describe() for f in findings]}")
-    for store in stores.values():
-        store.write(path, base)  # the memory exists: every measured write is a modification
+    if kind == "rewrite":
+        for store in stores.values():
+            store.write(f"/bench/guard-{size}.md", base)  # the memory exists: every write modifies it
     for n in range(rounds):
+        path = f"/bench/guard-{size}.md" if kind == "rewrite" else f"/bench/new-{size}-{n}.md"
         content = f"# round {n}\n{base}"
-        t0 = time.perf_counter()
-        stores["floor"].write(path, content + "\nfloor")
-        floor.append(time.perf_counter() - t0)
-        for name in POLICIES:
+        order = ["floor", *POLICIES]
+        order = order[n % len(order) :] + order[: n % len(order)]  # who goes first rotates
+        for name in order:
             t0 = time.perf_counter()
-            stores[name].write(path, content + "\nguarded")
-            guarded[name].append(time.perf_counter() - t0)
+            stores[name].write(path, content + ("\nfloor" if name == "floor" else "\nguarded"))
+            (floor if name == "floor" else guarded[name]).append(time.perf_counter() - t0)
     write = statistics.median(floor)
     rows = []
     for name, times in guarded.items():
         with_scan = statistics.median(times)
-        rows.append(Row(size, name, write * 1e3, with_scan * 1e3, with_scan / write, LIMITS[size]))
+        rows.append(Row(size, kind, name, write * 1e3, with_scan * 1e3, with_scan / write, LIMITS[size]))
     return rows
 
 
@@ -114,13 +121,13 @@ def scan_only(size: int, rounds: int) -> float:
 
 def table(rows: list[Row]) -> str:
     out = [
-        "| memory | policy | write, guard off | write, guard on | ratio | target |",
-        "|---|---|---|---|---|---|",
+        "| memory | write | policy | write, guard off | write, guard on | ratio | target |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ok = "ok" if r.ratio <= r.limit else "OVER"
         out.append(
-            f"| {r.size // 1000} kB | {r.policy} | {r.write_ms:.2f} ms | {r.write_scan_ms:.2f} ms "
+            f"| {r.size // 1000} kB | {r.kind} | {r.policy} | {r.write_ms:.2f} ms | {r.write_scan_ms:.2f} ms "
             f"| {r.ratio:.3f} | <= {r.limit} {ok} |"
         )
     return "\n".join(out)
@@ -140,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             stores[name] = gitmem.create_store(f"guard-{n}", home=home)
             stores[name].update_settings(guard=policy)
         try:
-            rows = [row for size in LIMITS for row in measure(stores, size, rounds)]
+            rows = [
+                row
+                for size in LIMITS
+                for kind in ("rewrite", "new")
+                for row in measure(stores, size, rounds, kind)
+            ]
         finally:
             for store in stores.values():
                 store.close()

@@ -540,3 +540,25 @@ def test_pieces_on_the_class_fold_are_the_pieces_of_the_plain_regex(parts: list[
         for m in guard_rules._PIECE_RE.finditer(b" " + joined.translate(guard_rules._PIECE_FOLD))
     ]
     assert folded == [m.span() for m in REF_PIECE_RE.finditer(joined)]
+
+
+def test_the_write_path_keeps_one_memo_per_scope_and_a_few_scopes(store: Any) -> None:
+    """A rewrite in one scope never makes a scan in another scope faster (a token may be confined
+    to one scope: its write timings must not tell what another scope holds), and a store keeps
+    the memos of its last MEMO_SCOPES scopes written, not one per scope it ever saw."""
+    from gitmem.engine import guard as engine_guard
+
+    note = "\n\n".join(NEGATIVES[:8])
+    paragraph = NEGATIVES[3].encode()
+    store.write("/n.md", note, scope="alice")
+    store.write("/n.md", f"# v1\n\n{note}", scope="alice")  # a rewrite: alice's memo learns the note
+    memos = engine_guard._MEMOS[store.core]
+    assert paragraph in memos["alice"].secrets
+    store.write("/n.md", note, scope="bob")
+    store.write("/n.md", f"# v1\n\n{note}", scope="bob")
+    assert paragraph in memos["bob"].secrets and memos["bob"] is not memos["alice"]
+    for n in range(engine_guard.MEMO_SCOPES + 2):
+        store.write("/m.md", "first\n", scope=f"s{n}")
+        store.write("/m.md", "second\n", scope=f"s{n}")
+    assert len(memos) == engine_guard.MEMO_SCOPES
+    assert "alice" not in memos and f"s{engine_guard.MEMO_SCOPES + 1}" in memos

@@ -15,6 +15,7 @@ import functools
 import json
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,17 +49,27 @@ def _policy(canonical: str, where: str) -> GuardPolicy:
     return GuardPolicy.from_dict(json.loads(canonical), where)
 
 
-# Per open store: the paragraphs its rewrites were found clean in (docs/guard.md#speed). Per store,
-# so that how long a write's scan takes tells nothing about what another store holds.
-_MEMOS: weakref.WeakKeyDictionary[StoreCore, CleanParagraphs] = weakref.WeakKeyDictionary()
+# Per open store and scope: the paragraphs its rewrites were found clean in (docs/guard.md#speed).
+# Per scope, so that how long a write's scan takes tells nothing about what another store, or
+# another scope of the store (a token may be confined to one), holds; the last MEMO_SCOPES scopes
+# written of each store keep theirs (each memo is bounded: gitmem.model.guard_memo).
+MEMO_SCOPES = 4
+_MEMOS: weakref.WeakKeyDictionary[StoreCore, OrderedDict[str, CleanParagraphs]] = weakref.WeakKeyDictionary()
 _MEMOS_LOCK = threading.Lock()
 
 
-def _memo(store: StoreCore) -> CleanParagraphs:
+def _memo(store: StoreCore, scope: str) -> CleanParagraphs:
     with _MEMOS_LOCK:
-        memo = _MEMOS.get(store)
+        scopes = _MEMOS.get(store)
+        if scopes is None:
+            scopes = _MEMOS[store] = OrderedDict()
+        memo = scopes.get(scope)
         if memo is None:
-            memo = _MEMOS[store] = CleanParagraphs()
+            memo = scopes[scope] = CleanParagraphs()
+            while len(scopes) > MEMO_SCOPES:
+                scopes.popitem(last=False)
+        else:
+            scopes.move_to_end(scope)
         return memo
 
 
@@ -78,7 +89,7 @@ def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
     if old is not None and old.data == data:
         return
     # a rewrite (most of it unchanged) rescans only the paragraphs not found clean before
-    memo = _memo(store) if old is not None else None
+    memo = _memo(store, state.scope) if old is not None else None
     findings = scan(data.decode("utf-8", "replace"), policy, memo=memo)
     verdict = decide(findings, policy)
     if verdict == "reject":

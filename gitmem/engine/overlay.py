@@ -9,6 +9,7 @@ import pygit2
 
 from gitmem.engine.core import StoreCore
 from gitmem.engine.writer import Change, ScopeState
+from gitmem.git.blobs import StoredBlob
 
 
 class _Pending:
@@ -30,7 +31,7 @@ class BatchState(ScopeState):
     def __init__(self, store: StoreCore, scope: str, tip: pygit2.Oid | None) -> None:
         super().__init__(store, scope, tip)
         self.base_tree = self.tree
-        self._base_blobs: dict[str, pygit2.Blob | None] = {}  # base_tree never changes
+        self._base_blobs: dict[str, StoredBlob | None] = {}  # base_tree never changes
         self.pending: dict[str, bytes | None] = {}  # path -> content (None: removed)
         self.pending_dirs: dict[str, set[str]] = {}  # directory -> planned files under it
         self.taken_ids: set[str] = set()  # memory ids revived by this batch
@@ -50,21 +51,17 @@ class BatchState(ScopeState):
             return _Pending(data) if data is not None else None
         return self._base_blob(path)
 
-    def _base_blob(self, path: str) -> pygit2.Blob | None:
-        """The file at ``path`` in the base tree, looked up once (:meth:`ScopeState.blob`)."""
-        try:
-            return self._base_blobs[path]
-        except KeyError:
-            pass
-        obj = None
-        if self.base_tree is not None:
-            try:
-                obj = self.base_tree[path[1:]]
-            except KeyError:
-                obj = None
-        found = obj if isinstance(obj, pygit2.Blob) else None
-        self._base_blobs[path] = found
-        return found
+    def _base_blob(self, path: str) -> StoredBlob | None:
+        """The file at ``path`` in the base tree, looked up and read once (:meth:`ScopeState.blob`)."""
+        if path not in self._base_blobs:
+            obj = None
+            if self.base_tree is not None:
+                try:
+                    obj = self.base_tree[path[1:]]
+                except KeyError:
+                    obj = None
+            self._base_blobs[path] = StoredBlob(obj) if isinstance(obj, pygit2.Blob) else None
+        return self._base_blobs[path]
 
     def _set(self, path: str, data: bytes | None) -> None:
         self.pending[path] = data

@@ -27,6 +27,7 @@ from gitmem.engine.denylist import denied_reason, forged_mark, read_patterns
 from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.git.blobs import StoredBlob
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
 from gitmem.model import policy
@@ -91,7 +92,7 @@ class ScopeState:
         #: The write-time guard's policy, read once per state (gitmem.engine.guard.screen).
         self.guard: GuardPolicy | None = None
         self._blobs_of: pygit2.Tree | None = None  # the tree ``_blobs`` caches lookups in
-        self._blobs: dict[str, pygit2.Blob | None] = {}
+        self._blobs: dict[str, StoredBlob | None] = {}
 
     def denied_ids(self) -> frozenset[str]:
         """The store's deny-list, read once per state (a batch checks it for every change)."""
@@ -116,9 +117,9 @@ class ScopeState:
             self.store.index.ensure(self.scope, self.tip, known_tip=True)
             self._indexed = True
 
-    def blob(self, path: str) -> pygit2.Blob | None:
-        """The file at ``path`` (None when there is none, or a directory is there), looked up once
-        per tree: planning, limits and guard each ask, and libgit2 does not cache blobs."""
+    def blob(self, path: str) -> StoredBlob | None:
+        """The file at ``path`` (None when there is none, or a directory is there), looked up and
+        read once per tree: planning, limits and guard each ask (gitmem.git.blobs)."""
         tree = self.tree
         if tree is None:
             return None
@@ -129,10 +130,10 @@ class ScopeState:
                 obj = tree[path[1:]]
             except KeyError:
                 obj = None
-            self._blobs[path] = obj if isinstance(obj, pygit2.Blob) else None
+            self._blobs[path] = StoredBlob(obj) if isinstance(obj, pygit2.Blob) else None
         return self._blobs[path]
 
-    def require(self, path: str) -> pygit2.Blob:
+    def require(self, path: str) -> StoredBlob:
         blob = self.blob(path)
         if blob is None:
             raise NotFoundError(f"memory {path} does not exist in scope {self.scope!r}")

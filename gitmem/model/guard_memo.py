@@ -55,8 +55,8 @@ class ParagraphMemo:
 
 class CleanParagraphs:
     """What :func:`gitmem.model.guard.scan` may skip: the paragraphs it found no secret in, and
-    no personal data in. The write path keeps one per store (so that how long a scan takes says
-    nothing about what another store holds)."""
+    no personal data in. The write path keeps one per store and scope (so that how long a scan
+    takes says nothing about what another store or scope holds)."""
 
     __slots__ = ("secrets", "pii")
 

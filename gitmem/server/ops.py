@@ -20,6 +20,7 @@ from gitmem.engine.memories import refuse_conflict
 from gitmem.engine.rows import HeadRow
 from gitmem.engine.writer import Change, ScopeState, decode_content, encode_content, sha256_hex
 from gitmem.errors import InvalidInputError, NotFoundError, PreconditionFailedError
+from gitmem.git.blobs import StoredBlob
 from gitmem.model.paths import validate_path
 from gitmem.model.versions import Version
 from gitmem.store import Store
@@ -96,7 +97,7 @@ def written(store: Store, scope: str, version: Version, data: bytes, *, with_con
     )
 
 
-def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
+def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, StoredBlob]:
     state.has_live_memory(memory_id)  # brings the index up to this state's tip
     if getattr(state, "proposal", None) is not None:
         return _resolve_proposed(state, memory_id)
@@ -109,7 +110,7 @@ def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
     return row, blob
 
 
-def _resolve_proposed(state: ScopeState, memory_id: str) -> tuple[HeadRow, pygit2.Blob]:
+def _resolve_proposed(state: ScopeState, memory_id: str) -> tuple[HeadRow, StoredBlob]:
     """The memory as a review token's write sees it (docs/review.md): where its open proposal put
     it (created, changed or renamed there), else the scope's, unless the proposal removed it."""
     from gitmem.engine import proposals
