@@ -15,7 +15,8 @@ import pytest
 
 import gitmem
 from gitmem.engine.batch import BatchOp, apply_batch
-from gitmem.errors import ForbiddenError
+from gitmem.errors import ForbiddenError, GitmemError
+from gitmem.store import Store
 from tests.helpers import git
 
 
@@ -253,3 +254,27 @@ def test_the_writers_find_a_stored_object_by_a_short_id(tmp_path: Path) -> None:
         assert repo.revparse_single(str(tree_id)[:12]).id == tree_id
         with pytest.raises(KeyError):
             repo["deadbeef00"]
+
+
+def test_a_ref_move_looks_again_for_a_target_a_pack_swap_hid(store: Store) -> None:
+    """libgit2 checks that a ref's new target exists and lists the pack directory once more on a
+    miss; a repack or merge in another process swapping packs during that listing can hide an
+    object that is on disk. cas looks again (a few times) instead of failing the write; a target
+    that really is missing still fails, naming the ref."""
+    store.write("/a.md", "one\n")
+    core = store.core
+    tip = core.tip("main")
+    assert tip is not None
+    calls = []
+
+    def hidden_once() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise pygit2.GitError("target OID for the reference doesn't exist on the repository")
+
+    core._seen_target(tip, hidden_once)
+    assert len(calls) == 2
+    missing = pygit2.Oid(hex="1" * 40)
+    with pytest.raises(GitmemError, match="cannot update refs/heads/main"):
+        core.cas("refs/heads/main", tip, missing)
+    assert core.tip("main") == tip

@@ -166,14 +166,14 @@ class Repo:
         """
         try:
             if old is None:
-                self._repo.references.create(name, new, force=False)
+                self._seen_target(new, lambda: self._repo.references.create(name, new, force=False))
                 return True
             ref = self._repo.references.get(name)
             if ref is None or ref.target != old:
                 return False
             # libgit2 compares the ref against the value it was loaded with under the ref lock,
             # so this is a compare-and-swap even across processes.
-            ref.set_target(new, message)
+            self._seen_target(new, lambda: ref.set_target(new, message))
             return True
         except pygit2.AlreadyExistsError:
             return False
@@ -184,6 +184,21 @@ class Repo:
             if "lock" in text or "does not match" in text or "exists" in text:
                 return False
             raise GitmemError(f"cannot update {name} in {self.path}: {exc}") from None
+
+    def _seen_target(self, new: pygit2.Oid, move: Callable[[], object]) -> None:
+        """``move()``, again if libgit2 did not find ``new``: it checks that a ref's target exists
+        and looks in the pack directory once more on a miss, and a repack or merge swapping packs
+        in another process while it lists the directory can hide the (written, flushed) object
+        from that one look."""
+        for attempt in range(_MISSING_TARGET_RETRIES + 1):
+            try:
+                move()
+                return
+            except pygit2.GitError as exc:
+                if "doesn't exist" not in str(exc) or attempt == _MISSING_TARGET_RETRIES:
+                    raise
+            time.sleep(0.001 * (attempt + 1))
+            self._repo.odb.exists(new)  # a miss makes libgit2 list the pack directory again
 
     def sync_ref_file(self, name: str) -> None:
         """fsync a loose ref file and its directory (after it moved), else packed-refs."""
@@ -398,6 +413,8 @@ class Repo:
         for repo in repos:
             repo.free()
 
+
+_MISSING_TARGET_RETRIES = 3  # Repo.cas: looks again for a new target a pack swap hid
 
 STORE_LOCK = "lock"  # $GIT_DIR/gitmem/lock: exclusive for a history rewrite (gitmem.audit.journal)
 
