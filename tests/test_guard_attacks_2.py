@@ -68,9 +68,9 @@ def test_an_allow_listed_secret_is_not_remembered_clean(store: Any) -> None:
 
 def test_a_redaction_pattern_added_after_memoizing_refuses(store: Any) -> None:
     _teach(store)
-    store.write("/other.md", "x")
-    store.core  # the pattern is remembered by a redaction of a non-live match
     from gitmem.audit.redact import redact_pattern
+
+    # the pattern is remembered by a redaction of a match that is no longer live
 
     store.write("/gone.md", "codeword zebra-42 here")
     store.delete("/gone.md")
@@ -116,7 +116,9 @@ def test_aws_context_in_the_previous_line_or_paragraph_matches_a_fresh_scan(stor
         version = store.write("/n.md", f"# x\n\n{text}")
         store.update_settings(guard={"secrets": "reject"})
         message = _flags(store, version)
-        assert ("aws-secret-access-key" in message) == any(f.rule == "aws-secret-access-key" for f in expected)
+        assert ("aws-secret-access-key" in message) == any(
+            f.rule == "aws-secret-access-key" for f in expected
+        )
 
 
 def test_a_batch_rewriting_one_path_twice_screens_the_second(store: Any) -> None:
@@ -124,7 +126,10 @@ def test_a_batch_rewriting_one_path_twice_screens_the_second(store: Any) -> None
     with pytest.raises(GuardRejectedError):
         apply_batch(
             store.core,
-            [BatchOp("write", "/n.md", f"# a\n\n{NOTE}"), BatchOp("write", "/n.md", f"# b\n\n{NOTE}\n\n{TOKEN}")],
+            [
+                BatchOp("write", "/n.md", f"# a\n\n{NOTE}"),
+                BatchOp("write", "/n.md", f"# b\n\n{NOTE}\n\n{TOKEN}"),
+            ],
         )
     assert TOKEN not in store.read("/n.md").content
     # renamed, then the old path recreated with a secret, then the renamed one rewritten with one
@@ -195,3 +200,17 @@ def test_another_scopes_memo_does_not_let_a_secret_through(store: Any) -> None:
     store.write("/n.md", NOTE, scope="bob")
     with pytest.raises(GuardRejectedError):
         store.write("/n.md", f"# b\n\n{NOTE}\n\n{TOKEN}", scope="bob")
+
+
+def test_a_memo_holds_no_paragraph_past_the_store_patterns_findings_cap() -> None:
+    """The store's own patterns stop collecting at MAX_FINDINGS hits: the paragraphs with the
+    matches after those were not looked at, so they must not be remembered clean (docs/guard.md:
+    a memo never holds a deny-listed pattern)."""
+    from gitmem.model.guard import MAX_FINDINGS
+
+    policy = GuardPolicy(deny_patterns=("codeword-[0-9]+",))
+    text = "\n\n".join(f"codeword-{n}" for n in range(MAX_FINDINGS + 5))
+    memo = guard_memo.CleanParagraphs()
+    scan(text, policy, memo=memo)
+    for n in range(MAX_FINDINGS + 5):
+        assert f"codeword-{n}".encode() not in memo.secrets

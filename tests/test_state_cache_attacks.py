@@ -59,7 +59,10 @@ def test_delete_then_recreate_and_rename_chains_see_the_planned_tree(store: Any)
     with pytest.raises(PreconditionFailedError):
         apply_batch(
             store.core,
-            [BatchOp("rename", "/b.md", new_path="/c.md"), BatchOp("write", "/b.md", "x", if_sha256=sha("one"))],
+            [
+                BatchOp("rename", "/b.md", new_path="/c.md"),
+                BatchOp("write", "/b.md", "x", if_sha256=sha("one")),
+            ],
         )
 
 
