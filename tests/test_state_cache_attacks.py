@@ -117,3 +117,66 @@ def test_a_group_screens_each_rewrite_against_the_planned_content(store: Any) ->
     assert not errors
     for v in store.versions("/a.md"):
         assert TOKEN.encode() not in (version_content(store.core, v.id) or b"")
+
+
+def _update_by_id(store: Any, memory_id: str, content: str, if_sha256: str | None = None) -> Any:
+    from gitmem.server import ops
+
+    return ops.update(
+        store, "main", memory_id, content=content, path=None, if_sha256=if_sha256,
+        actor="user:a", session=None, with_content=False,
+    )  # fmt: skip
+
+
+def test_updates_by_memory_id_group_committed_together_resolve_on_the_planned_content(store: Any) -> None:
+    """The server's updates by memory id, planned in one group after another write of the same
+    memory: the earlier write's planned content (not a stored blob, no id) must not crash the plan,
+    and a precondition on the tip's content must not pass over it (one winner)."""
+    memory_id = store.write("/a.md", "base").memory_id
+    errors: list[BaseException] = []
+    wins: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def writer(n: int) -> None:
+        barrier.wait()
+        try:
+            _update_by_id(store, memory_id, f"writer {n}", if_sha256=sha("base"))
+            wins.append(n)
+        except PreconditionFailedError:
+            pass
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    for _round in range(3):
+        store.write("/a.md", "base")
+        wins.clear()
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+        barrier.reset()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[0]
+        assert len(wins) == 1 and store.read("/a.md").content == f"writer {wins[0]}"
+
+
+def test_concurrent_updates_by_memory_id_all_land(store: Any) -> None:
+    memory_id = store.write("/a.md", "base").memory_id
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def writer(n: int) -> None:
+        barrier.wait()
+        for k in range(5):
+            try:
+                _update_by_id(store, memory_id, f"writer {n} {k}")
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert len(store.versions("/a.md")) == 1 + 6 * 5
