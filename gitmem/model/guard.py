@@ -289,6 +289,7 @@ def scan(
     policy = policy or GuardPolicy()
     compiled = _compiled(policy)
     hits = _custom_hits(text, compiled)
+    capped = len(hits) >= MAX_FINDINGS  # the store's patterns stopped early: their later matches unseen
     if policy.secrets != "off" or policy.pii != "off":
         from gitmem.model.guard_memo import ScanRecord, remember
         from gitmem.model.guard_rules import ascii_view, secret_hits
@@ -301,7 +302,7 @@ def scan(
             from gitmem.model.guard_pii import pii_hits
 
             hits.extend(pii_hits(data, memo.pii if memo is not None else None, pii))
-        if memo is not None and secrets is not None and pii is not None:
+        if memo is not None and secrets is not None and pii is not None and not capped:
             withheld = secrets.withheld  # a paragraph any rule found anything in is kept by none
             pii.withheld = withheld
             remember(memo.secrets, secrets, hits)

@@ -105,7 +105,9 @@ def _resolve(state: ScopeState, memory_id: str) -> tuple[HeadRow, StoredBlob]:
     if row is None:
         raise NotFoundError(f"memory {memory_id} does not exist in scope {state.scope!r}")
     blob = state.blob(row.path)
-    if blob is None or str(blob.id) != row.blob:
+    # planned content of an earlier write in this group (no stored blob yet): the row is the tip's,
+    # so its sha256 would check a precondition against stale content; resolved again on the new tip
+    if not isinstance(blob, StoredBlob) or str(blob.id) != row.blob:
         raise _Stale
     return row, blob
 
