@@ -395,3 +395,21 @@ def test_memory_with_unconstructible_front_matter_is_stored(store: Store) -> Non
     assert store.write("/a.md", content) is not None
     assert store.read("/a.md").description is None
     assert store.core.index.rebuild() == 1
+
+
+def test_reads_name_the_version_at_the_tip_they_read_when_content_comes_back(store: Store) -> None:
+    """Index.head_at keeps the head row a read found, per path, for the tip and blob it was read
+    at: content written back to an earlier text (the same blob) at a later tip is a new version,
+    and a read says so, not the version the earlier read remembered."""
+    v1 = store.write("/a.md", "one\n")
+    assert store.read("/a.md").version_id == v1.id
+    v2 = store.write("/a.md", "two\n")
+    assert store.read("/a.md").version_id == v2.id
+    v3 = store.write("/a.md", "one\n")  # the blob of v1 again
+    got = store.read("/a.md")
+    assert got.version_id == v3.id and got.content == "one\n"
+    assert store.read("/a.md").version_id == v3.id  # now from the remembered row
+    store.rename("/a.md", "/b.md")
+    with pytest.raises(NotFoundError):
+        store.read("/a.md")
+    assert store.read("/b.md").memory_id == v1.memory_id

@@ -129,6 +129,7 @@ class _Bulk:
             self.pending_ids = set()
 
 
+_HEADS_CACHED = 4096  # Index.head_at's rows, dropped whole when full
 _KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
 
 
@@ -203,6 +204,8 @@ class Index:
         self._shared: sqlite3.Connection | None = None  # the in-memory index, one per process
         self._shared_lock = threading.RLock()
         self._known_tips: dict[str, str | None] = {}
+        # head_at: (scope, path) -> (the tip it was read for, the row), at most _HEADS_CACHED
+        self._heads: dict[tuple[str, str], tuple[str, HeadRow]] = {}
         self.in_memory = False  # True when the store's directory cannot hold the index file
 
     # ------------------------------------------------------------------ connection
@@ -320,6 +323,7 @@ class Index:
         """Close this thread's connection; other threads' are replaced on their next use."""
         db = self._db
         self._generation += 1
+        self._heads.clear()
         if db is not None and db is not self._shared:
             db.close()
         self._local.db = None
@@ -379,6 +383,7 @@ class Index:
     def forget(self, scope: str) -> None:
         """Forget how far this handle believes ``scope`` is indexed: the next ``ensure`` checks."""
         self._known_tips.pop(scope, None)
+        self._heads.clear()
 
     def ensure_all(self) -> list[str]:
         scopes = self.store.scopes()
@@ -520,6 +525,7 @@ class Index:
         db.execute("UPDATE scopes SET memories=?, bytes=? WHERE scope=?", (len(state.heads), total, scope))
 
     def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        self._heads.clear()
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))
         db.execute("DELETE FROM heads WHERE scope=?", (scope,))
         search.drop_scope_text(db, scope)
@@ -736,6 +742,23 @@ class Index:
         return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs, differ, book)
 
     # ------------------------------------------------------------------ queries
+    def head_at(self, scope: str, path: str, tip: str, blob: str) -> HeadRow | None:
+        """:meth:`head` for a reader that found ``blob`` at ``path`` in commit ``tip`` (and made
+        the index current for it), remembered per path: a scope's head at one tip never changes.
+        Only a row naming that very blob is kept, and one is only returned for the same tip and
+        blob; any other answer comes from SQLite again. Saves a query (most of what a read costs
+        beyond the raw tree lookup)."""
+        key = (scope, path)
+        hit = self._heads.get(key)
+        if hit is not None and hit[0] == tip and hit[1].blob == blob:
+            return hit[1]
+        row = self.head(scope, path)
+        if row is not None and row.blob == blob:
+            if len(self._heads) >= _HEADS_CACHED:
+                self._heads.clear()
+            self._heads[key] = (tip, row)
+        return row
+
     def head(self, scope: str, path: str) -> HeadRow | None:
         row = self.db.execute("SELECT * FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
         return HeadRow(*row) if row else None

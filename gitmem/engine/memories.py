@@ -235,8 +235,9 @@ def read(store: StoreCore, path: str, *, scope: str = "main", version: str | Non
         tip, obj = store.head_blob(scope, path)
         data = obj.data
         store.index.ensure(scope, tip, known_tip=True)
-        head = store.index.head(scope, path)
-        if head is not None and head.blob == str(obj.id):
+        blob_hex = str(obj.id)
+        head = store.index.head_at(scope, path, str(tip), blob_hex)
+        if head is not None and head.blob == blob_hex:
             sha = head.sha256  # the index hashed this very blob
             break
         sha = sha256_hex(data)
