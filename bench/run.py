@@ -295,10 +295,9 @@ def measure_clone(store_path: Path, label: str, workdir: Path, rounds: int = 1) 
 
     dest, floor_dest = workdir / "clone-lib", workdir / "clone-floor.git"
     floor_cmd = ["git", "clone", "-q", "--bare", "--no-local", str(store_path), str(floor_dest)]
-    # The private copy was just written: its pages are dirty, and the kernel makes the first clone's
-    # writes wait while it writes them back (12.7 s, then 1.0 s for the next clone, in one test).
-    # A store at rest has none: flush the copy first.
-    syncfs(str(store_path))
+    # Each clone starts with nothing dirty: the private copy was just written, and each clone leaves
+    # its own files (the floor's pack, the checkout), whose write-back the kernel makes the next
+    # clone's writes wait for (12.7 s, then 1.0 s, for two clones of a fresh copy in one test).
     runs: dict[str, Callable[[], object]] = {
         "lib": lambda: clone(str(store_path), dest),
         "floor": lambda: subprocess.run(floor_cmd, check=True),
@@ -308,6 +307,7 @@ def measure_clone(store_path: Path, label: str, workdir: Path, rounds: int = 1) 
         for name in ("lib", "floor") if i % 2 == 0 else ("floor", "lib"):
             for d in (dest, floor_dest):
                 shutil.rmtree(d, ignore_errors=True)
+            syncfs(str(store_path))
             times[name].append(clock(runs[name]))
     for d in (dest, floor_dest):
         shutil.rmtree(d, ignore_errors=True)
