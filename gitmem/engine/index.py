@@ -129,7 +129,7 @@ class _Bulk:
             self.pending_ids = set()
 
 
-_HEADS_CACHED = 4096  # Index.head_at's rows, dropped whole when full
+_HEADS_CACHED = 512  # Index.head_at's rows (about 1 kB each), dropped whole when full
 _KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
 
 
