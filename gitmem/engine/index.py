@@ -415,9 +415,14 @@ class Index:
                 old = pygit2.Oid(hex=indexed)
                 if self.store.has_object(old) and self.store.is_ancestor(old, tip):
                     hide = old
-                elif self.store.has_object(old) and self.store.is_ancestor(tip, old):
+                elif (
+                    self.store.has_object(old)
+                    and self.store.is_ancestor(tip, old)
+                    and self.store.tip(scope) != tip
+                ):
                     # The caller's tip is stale: a racing writer already recorded a newer commit.
                     # Rebuilding back to ``tip`` would cost a full walk; its CAS fails and retries.
+                    # (A branch that really is back at ``tip``, reset with plain git, is re-derived.)
                     return
                 else:  # history was rewritten under the index (redaction, compaction)
                     self._drop_scope(db, scope)
