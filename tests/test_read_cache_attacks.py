@@ -8,8 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pygit2
+import pytest
 
 import gitmem
+from gitmem.errors import ForbiddenError
 from gitmem.store import Store
 
 
@@ -45,3 +47,104 @@ def test_plain_git_reset_back_drops_newer_memories_from_lists_and_reads(store: S
     git("update-ref", "refs/heads/main", first_tip, cwd=store.path)
     assert [m.path for m in store.list("/")] == ["/a.md"]
     assert store.search("written later") == []
+
+
+def truth(store: Store, path: str, scope: str = "main") -> str:
+    """The Gitmem-Version of the newest commit at the scope's tip that touched ``path``, from git."""
+    repo = pygit2.Repository(str(store.path))
+    tip = repo.references[f"refs/heads/{scope}"].target
+    for commit in repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL):
+        mine = commit.tree[path[1:]].id if path[1:] in commit.tree else None
+        before = [p.tree[path[1:]].id if path[1:] in p.tree else None for p in commit.parents]
+        if not before or any(b != mine for b in before):
+            for line in commit.message.splitlines():
+                if line.startswith("Gitmem-Version: "):
+                    return line.split(": ", 1)[1]
+    raise AssertionError(f"{path} never written")
+
+
+def same(a: Store, b: Store, path: str, scope: str = "main") -> None:
+    got = a.read(path, scope=scope)
+    assert got.version_id == truth(b, path, scope)
+    fresh = gitmem.open_store(b.path)
+    try:
+        want = fresh.read(path, scope=scope)
+    finally:
+        fresh.close()
+    assert (got.version_id, got.memory_id, got.content_sha256, got.description, got.content) == (
+        want.version_id,
+        want.memory_id,
+        want.content_sha256,
+        want.description,
+        want.content,
+    )
+
+
+def test_redaction_from_another_handle_between_cached_reads(store: Store) -> None:
+    other = gitmem.open_store(store.path)
+    try:
+        store.write("/a.md", "---\ndescription: public\n---\nkeep", actor="user:alice")
+        secret = store.write("/a.md", "---\ndescription: the secret\n---\nsecret", actor="user:alice")
+        assert store.read("/a.md").description == "the secret"  # cached at this tip
+        store.write("/a.md", "---\ndescription: public again\n---\nkept", actor="user:alice")
+        store.write("/b.md", "bee", actor="user:alice")
+        assert store.read("/a.md").description == "public again"
+        other.redact(secret.id, reason="leak", actor="user:admin")
+        got = store.read("/a.md")
+        assert "secret" not in (got.content + str(got.description))
+        assert got.content_sha256 != secret.content_sha256
+        same(store, other, "/a.md")
+        same(store, other, "/b.md")
+    finally:
+        other.close()
+
+
+def test_redacting_an_older_version_with_the_heads_text(store: Store) -> None:
+    other = gitmem.open_store(store.path)
+    try:
+        old = store.write("/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
+        store.write("/a.md", "between", actor="user:alice")
+        head = store.write("/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
+        assert store.read("/a.md").version_id == head.id
+        with pytest.raises(ForbiddenError):  # the head's text: refused, nothing rewritten
+            other.redact(old.id, reason="leak", actor="user:admin")
+        same(store, other, "/a.md")
+    finally:
+        other.close()
+
+
+def test_rename_away_and_back_delete_and_recreate_two_scopes(store: Store) -> None:
+    other = gitmem.open_store(store.path)
+    try:
+        store.write("/a.md", "text", actor="user:alice")
+        store.read("/a.md")
+        other.rename("/a.md", "/b.md", actor="user:alice")
+        same(store, other, "/b.md")
+        other.rename("/b.md", "/a.md", actor="user:alice")
+        same(store, other, "/a.md")
+        other.delete("/a.md", actor="user:alice")
+        other.write("/a.md", "text", actor="user:alice")
+        same(store, other, "/a.md")
+        store.write("/a.md", "text", scope="team", actor="user:alice")
+        other.write("/a.md", "text2", scope="team", actor="user:alice")
+        other.write("/a.md", "text", scope="team", actor="user:alice")
+        same(store, other, "/a.md", "team")
+        same(store, other, "/a.md")
+        assert store.read("/a.md", scope="team").version_id != store.read("/a.md").version_id
+    finally:
+        other.close()
+
+
+def test_index_rebuilt_by_another_handle_then_written(store: Store) -> None:
+    other = gitmem.open_store(store.path)
+    try:
+        store.write("/a.md", "one", actor="user:alice")
+        store.read("/a.md")
+        other.core.index.rebuild()
+        other.write("/a.md", "two", actor="user:alice")
+        same(store, other, "/a.md")
+        os.unlink(store.core.gitmem_dir / "index.sqlite") if (store.core.gitmem_dir / "index.sqlite").exists() else None
+        other.write("/a.md", "one", actor="user:alice")
+        same(store, other, "/a.md")
+    finally:
+        other.close()
