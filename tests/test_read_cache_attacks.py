@@ -148,3 +148,43 @@ def test_index_rebuilt_by_another_handle_then_written(store: Store) -> None:
         same(store, other, "/a.md")
     finally:
         other.close()
+
+
+def fresh_read(store: Store, path: str, scope: str = "main") -> tuple[object, ...]:
+    other = gitmem.open_store(store.path)
+    try:
+        m = other.read(path, scope=scope)
+    finally:
+        other.close()
+    return (m.version_id, m.memory_id, m.content_sha256, m.description, m.content, m.updated_at)
+
+
+def as_tuple(store: Store, path: str, scope: str = "main") -> tuple[object, ...]:
+    m = store.read(path, scope=scope)
+    return (m.version_id, m.memory_id, m.content_sha256, m.description, m.content, m.updated_at)
+
+
+def test_pushes_through_the_hooks_between_cached_reads(store: Store, tmp_path: Path) -> None:
+    store.write("/a.md", "---\ndescription: first\n---\nsame", actor="user:alice")
+    before = str(store.core.tip("main"))
+    secret = store.write("/a.md", "---\ndescription: secret\n---\nsecret", actor="user:alice")
+    work = tmp_path / "work"
+    git("clone", "-q", f"file://{store.path}", str(work))
+    (work / "a.md").write_text("---\ndescription: first\n---\nsame")  # back to the first text: same blob
+    git("commit", "-qam", "back with plain git", cwd=work)
+    assert as_tuple(store, "/a.md")[3] == "secret"  # cached at the old tip
+    git("push", "-q", "origin", "main", cwd=work)
+    assert as_tuple(store, "/a.md") == fresh_read(store, "/a.md")
+    assert as_tuple(store, "/a.md")[0] not in (secret.id, truth(store, "/a.md"))  # a pushed commit's own id
+    store.redact(secret.id, reason="leak", actor="user:admin")
+    pushed_back = as_tuple(store, "/a.md")
+    assert pushed_back == fresh_read(store, "/a.md")
+    redacted_tip = str(store.core.tip("main"))
+    # Pushing the old history back (before the push, or with the secret) is refused whole.
+    for old in (before, git("rev-parse", "HEAD", cwd=work)):
+        proc = subprocess.run(
+            ["git", "push", "--force", "origin", f"{old}:refs/heads/main"], cwd=work, capture_output=True, text=True
+        )
+        assert proc.returncode != 0 and "not a fast-forward" in proc.stderr
+        assert str(store.core.tip("main")) == redacted_tip
+        assert as_tuple(store, "/a.md") == pushed_back
