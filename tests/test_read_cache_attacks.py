@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
 
 import gitmem
-from gitmem.errors import ForbiddenError
+from gitmem.errors import ForbiddenError, GitmemError
+from gitmem.git.repo import Repo
+from gitmem.model.versions import Version
 from gitmem.store import Store
 
 
@@ -23,10 +26,10 @@ def git(*args: str, cwd: Path | None = None) -> str:
 
 
 def test_plain_git_reset_back_to_a_tip_with_the_same_text_names_that_tips_version(store: Store) -> None:
-    v1 = store.write("/a.md", "same text", actor="user:alice")
+    v1 = put(store, "/a.md", "same text", actor="user:alice")
     first_tip = str(store.core.tip("main"))
     store.write("/a.md", "other text", actor="user:alice")
-    v3 = store.write("/a.md", "same text", actor="user:alice")  # back to the first text: same blob
+    v3 = put(store, "/a.md", "same text", actor="user:alice")  # back to the first text: same blob
     assert store.read("/a.md").version_id == v3.id
     git("update-ref", "refs/heads/main", first_tip, cwd=store.path)  # a reset with plain git on the bare repo
     got = store.read("/a.md")
@@ -49,11 +52,17 @@ def test_plain_git_reset_back_drops_newer_memories_from_lists_and_reads(store: S
     assert store.search("written later") == []
 
 
+def put(s: Store, path: str, text: str, **kw: Any) -> Version:
+    v = s.write(path, text, **kw)
+    assert v is not None
+    return v
+
+
 def truth(store: Store, path: str, scope: str = "main") -> str:
     """The Gitmem-Version of the newest commit at the scope's tip that touched ``path``, from git."""
     repo = pygit2.Repository(str(store.path))
     tip = repo.references[f"refs/heads/{scope}"].target
-    for commit in repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL):
+    for commit in repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL):
         mine = commit.tree[path[1:]].id if path[1:] in commit.tree else None
         before = [p.tree[path[1:]].id if path[1:] in p.tree else None for p in commit.parents]
         if not before or any(b != mine for b in before):
@@ -84,14 +93,14 @@ def test_redaction_from_another_handle_between_cached_reads(store: Store) -> Non
     other = gitmem.open_store(store.path)
     try:
         store.write("/a.md", "---\ndescription: public\n---\nkeep", actor="user:alice")
-        secret = store.write("/a.md", "---\ndescription: the secret\n---\nsecret", actor="user:alice")
+        secret = put(store, "/a.md", "---\ndescription: the secret\n---\nsecret", actor="user:alice")
         assert store.read("/a.md").description == "the secret"  # cached at this tip
         store.write("/a.md", "---\ndescription: public again\n---\nkept", actor="user:alice")
         store.write("/b.md", "bee", actor="user:alice")
         assert store.read("/a.md").description == "public again"
         other.redact(secret.id, reason="leak", actor="user:admin")
         got = store.read("/a.md")
-        assert "secret" not in (got.content + str(got.description))
+        assert "secret" not in f"{got.content} {got.description}"
         assert got.content_sha256 != secret.content_sha256
         same(store, other, "/a.md")
         same(store, other, "/b.md")
@@ -102,9 +111,9 @@ def test_redaction_from_another_handle_between_cached_reads(store: Store) -> Non
 def test_redacting_an_older_version_with_the_heads_text(store: Store) -> None:
     other = gitmem.open_store(store.path)
     try:
-        old = store.write("/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
+        old = put(store, "/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
         store.write("/a.md", "between", actor="user:alice")
-        head = store.write("/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
+        head = put(store, "/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
         assert store.read("/a.md").version_id == head.id
         with pytest.raises(ForbiddenError):  # the head's text: refused, nothing rewritten
             other.redact(old.id, reason="leak", actor="user:admin")
@@ -143,7 +152,9 @@ def test_index_rebuilt_by_another_handle_then_written(store: Store) -> None:
         other.core.index.rebuild()
         other.write("/a.md", "two", actor="user:alice")
         same(store, other, "/a.md")
-        os.unlink(store.core.gitmem_dir / "index.sqlite") if (store.core.gitmem_dir / "index.sqlite").exists() else None
+        os.unlink(store.core.gitmem_dir / "index.sqlite") if (
+            store.core.gitmem_dir / "index.sqlite"
+        ).exists() else None
         other.write("/a.md", "one", actor="user:alice")
         same(store, other, "/a.md")
     finally:
@@ -167,7 +178,7 @@ def as_tuple(store: Store, path: str, scope: str = "main") -> tuple[object, ...]
 def test_pushes_through_the_hooks_between_cached_reads(store: Store, tmp_path: Path) -> None:
     store.write("/a.md", "---\ndescription: first\n---\nsame", actor="user:alice")
     before = str(store.core.tip("main"))
-    secret = store.write("/a.md", "---\ndescription: secret\n---\nsecret", actor="user:alice")
+    secret = put(store, "/a.md", "---\ndescription: secret\n---\nsecret", actor="user:alice")
     work = tmp_path / "work"
     git("clone", "-q", f"file://{store.path}", str(work))
     (work / "a.md").write_text("---\ndescription: first\n---\nsame")  # back to the first text: same blob
@@ -183,7 +194,10 @@ def test_pushes_through_the_hooks_between_cached_reads(store: Store, tmp_path: P
     # Pushing the old history back (before the push, or with the secret) is refused whole.
     for old in (before, git("rev-parse", "HEAD", cwd=work)):
         proc = subprocess.run(
-            ["git", "push", "--force", "origin", f"{old}:refs/heads/main"], cwd=work, capture_output=True, text=True
+            ["git", "push", "--force", "origin", f"{old}:refs/heads/main"],
+            cwd=work,
+            capture_output=True,
+            text=True,
         )
         assert proc.returncode != 0 and "not a fast-forward" in proc.stderr
         assert str(store.core.tip("main")) == redacted_tip
@@ -197,7 +211,7 @@ def test_threads_sharing_one_store_read_consistent_versions(store: Store) -> Non
 
     texts = ["---\ndescription: even\n---\nsame", "---\ndescription: odd\n---\nother"]
     store.write("/a.md", texts[0], actor="user:alice")
-    seen: list[tuple[str, str, str | None, str]] = []
+    seen: list[tuple[str, str | None, str | None, str | None]] = []
     errors: list[BaseException] = []
 
     def writer() -> None:
@@ -231,15 +245,15 @@ def test_read_at_a_version_and_proposal_readers_next_to_cached_head(store: Store
     from gitmem.audit import review
     from gitmem.engine import proposals
 
-    first = store.write("/a.md", "same", actor="user:alice")
+    first = put(store, "/a.md", "same", actor="user:alice")
     store.write("/a.md", "between", actor="user:alice")
-    last = store.write("/a.md", "same", actor="user:alice")
+    last = put(store, "/a.md", "same", actor="user:alice")
     assert store.read("/a.md").version_id == last.id
     at = store.read("/a.md", version=first.id)
     assert (at.version_id, at.content) == (first.id, "same")
     assert store.read("/a.md").version_id == last.id
     store.update_settings(acl={"review": {"main": ["session:*"]}})
-    mine = store.write("/a.md", "proposed", session="sesn_a")
+    mine = put(store, "/a.md", "proposed", session="sesn_a")
     assert store.read("/a.md", session="sesn_a").version_id == mine.id
     assert store.read("/a.md").version_id == last.id  # others still see the head
     (p,) = [p for p in proposals.proposals(store.core) if p.owner == "sesn_a"]
@@ -276,7 +290,7 @@ def test_redact_pattern_between_cached_reads(store: Store) -> None:
 def test_reset_with_plain_git_under_a_handle_that_knows_the_old_tip(store: Store) -> None:
     reader = gitmem.open_store(store.path)
     try:
-        v1 = store.write("/a.md", "same", actor="user:alice")
+        v1 = put(store, "/a.md", "same", actor="user:alice")
         store.write("/b.md", "bee", actor="user:alice")
         first_tip = str(store.core.tip("main"))
         reader.read("/b.md")  # the reader now knows the index at this tip (and caches only /b.md)
@@ -284,6 +298,64 @@ def test_reset_with_plain_git_under_a_handle_that_knows_the_old_tip(store: Store
         store.write("/a.md", "same", actor="user:alice")
         git("update-ref", "refs/heads/main", first_tip, cwd=store.path)
         assert reader.read("/a.md").version_id == v1.id
-        assert [m.version_id for m in reader.list("/") if m.path == "/a.md"] == [v1.id]
+        assert [getattr(m, "version_id", None) for m in reader.list("/") if m.path == "/a.md"] == [v1.id]
     finally:
         reader.close()
+
+
+# ---------------------------------------------------------------------- Repo.cas's target re-check
+def _repo(store: Store) -> Repo:
+    return Repo(pygit2.Repository(str(store.path)), Path(store.path))
+
+
+def test_cas_to_a_missing_object_fails_after_its_retries_and_moves_nothing(store: Store) -> None:
+    store.write("/a.md", "alpha", actor="user:alice")
+    tip = store.core.tip("main")
+    assert tip is not None
+    repo = _repo(store)
+    missing = pygit2.Oid(hex="12" * 20)
+    with pytest.raises(GitmemError, match="doesn't exist"):
+        repo.cas("refs/heads/main", tip, missing)
+    with pytest.raises(GitmemError, match="doesn't exist"):
+        repo.cas("refs/heads/new", None, missing)
+    lock = store.path / "refs" / "heads" / "main.lock"
+    lock.write_text("held by another writer\n")
+    try:  # a missing object stays an error, not a lost race, while another writer holds the lock
+        with pytest.raises(GitmemError, match="doesn't exist"):
+            repo.cas("refs/heads/main", tip, missing)
+    finally:
+        lock.unlink()
+    fresh = pygit2.Repository(str(store.path))
+    assert fresh.references["refs/heads/main"].target == tip
+    assert "refs/heads/new" not in fresh.references
+
+
+def test_cas_still_loses_a_race_and_finds_a_commit_another_process_packed(store: Store) -> None:
+    store.write("/a.md", "alpha", actor="user:alice")
+    tip = store.core.tip("main")
+    assert tip is not None
+    repo = _repo(store)
+    repo.commit(tip)  # this handle has listed the packs already
+    tree = git("rev-parse", f"{tip}^{{tree}}", cwd=store.path)
+    new = git("commit-tree", tree, "-p", str(tip), "-m", "made by another process", cwd=store.path)
+    packed = subprocess.run(
+        ["git", "pack-objects", "-q", "objects/pack/pack"],
+        cwd=store.path,
+        input=new + "\n",
+        text=True,
+        capture_output=True,
+    )
+    assert packed.returncode == 0, packed.stderr
+    git("prune-packed", cwd=store.path)  # now only in a pack this handle has not seen
+    assert not (store.path / "objects" / new[:2] / new[2:]).exists()
+    assert repo.cas("refs/heads/main", pygit2.Oid(hex="34" * 20), pygit2.Oid(hex=new)) is False
+    lock = store.path / "refs" / "heads" / "main.lock"
+    lock.write_text("held by another writer\n")
+    try:
+        assert repo.cas("refs/heads/main", tip, pygit2.Oid(hex=new)) is False
+    finally:
+        lock.unlink()
+    assert pygit2.Repository(str(store.path)).references["refs/heads/main"].target == tip
+    assert repo.cas("refs/heads/main", tip, pygit2.Oid(hex=new)) is True
+    assert repo.cas("refs/heads/main", tip, pygit2.Oid(hex=new)) is False  # moved: a lost race
+    assert str(pygit2.Repository(str(store.path)).references["refs/heads/main"].target) == new
