@@ -359,3 +359,31 @@ def test_cas_still_loses_a_race_and_finds_a_commit_another_process_packed(store:
     assert repo.cas("refs/heads/main", tip, pygit2.Oid(hex=new)) is True
     assert repo.cas("refs/heads/main", tip, pygit2.Oid(hex=new)) is False  # moved: a lost race
     assert str(pygit2.Repository(str(store.path)).references["refs/heads/main"].target) == new
+
+
+def test_retention_compaction_from_another_handle_between_cached_reads(store: Store) -> None:
+    from gitmem.audit import retention
+    from gitmem.config import Retention
+    from tests.test_retention import NOW, write_at
+
+    v = {
+        "a1": write_at(store, "/a.md", "---\ndescription: one\n---\nsame\n", 100),
+        "b1": write_at(store, "/b.md", "b one\n", 95),
+        "a2": write_at(store, "/a.md", "a two\n", 90),
+        "a3": write_at(store, "/a.md", "---\ndescription: one\n---\nsame\n", 80),  # back to the first text
+        "c1": write_at(store, "/c.md", "c young\n", 5),
+    }
+    store.update_settings(retention=Retention(min_days=10, max_days=30, keep_recent=1))
+    before = {p: as_tuple(store, p) for p in ("/a.md", "/b.md", "/c.md")}  # cached at the old tip
+    assert before["/a.md"][0] == v["a3"]
+    other = gitmem.open_store(store.path)
+    try:
+        [c] = retention.prune(other.core, actor="service:janitor", now=NOW).compactions
+        assert v["a1"] in c.dropped and v["a2"] in c.dropped and v["a3"] not in c.dropped
+        kept = {x.id for x in other.versions()}
+        for p in ("/a.md", "/b.md", "/c.md"):
+            got = as_tuple(store, p)
+            assert got == fresh_read(store, p)
+            assert got[0] in kept
+    finally:
+        other.close()
