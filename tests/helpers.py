@@ -6,8 +6,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,12 @@ def edit_in_place(path: Path, old: bytes, new: bytes) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     after = path.stat()
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def run_threads(target: Callable[[int], object], n: int) -> None:
+    """``target(0)`` ... ``target(n - 1)``, each on a thread of its own, all started before any is joined."""
+    threads = [threading.Thread(target=target, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

@@ -4,7 +4,6 @@ text the memo must not let through (docs/guard.md#speed)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pygit2
@@ -15,6 +14,7 @@ from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ForbiddenError, GitmemError, GuardRejectedError, InvalidInputError
 from gitmem.model import guard_memo
 from gitmem.model.guard import GuardPolicy, scan
+from tests.helpers import run_threads
 
 TOKEN = "ghp_" + "aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xY3zA5"  # github-token shape (36 after ghp_)
 AWS_ID = "AKIA" + "Q2W3E4R5T6Y7U2I3"
@@ -172,11 +172,7 @@ def test_threads_sharing_one_store_never_store_a_secret(store: Any) -> None:
             except GitmemError as exc:  # noqa: PERF203
                 errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(writer, 4)
     assert not errors
     assert all(TOKEN not in t for t in stored)
     for v in store.versions("/n.md"):

@@ -14,6 +14,7 @@ import pytest
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.engine.history import version_content
 from gitmem.errors import GitmemError, GuardRejectedError, PreconditionFailedError
+from tests.helpers import run_threads
 
 TOKEN = "ghp_" + "aB3dE5fG7hJ9kL2mN4pQ6rS8tU0vW1xY3zA5"
 
@@ -82,11 +83,7 @@ def test_concurrent_group_committed_preconditions_let_one_writer_win(store: Any)
         except GitmemError as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(writer, 6)
     assert not errors and len(wins) == 1
     assert store.read("/a.md").content == f"writer {wins[0]}"
 
@@ -109,11 +106,7 @@ def test_a_group_screens_each_rewrite_against_the_planned_content(store: Any) ->
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(writer, 4)
     assert not errors
     for v in store.versions("/a.md"):
         assert TOKEN.encode() not in (version_content(store.core, v.id) or b"")
@@ -150,12 +143,8 @@ def test_updates_by_memory_id_group_committed_together_resolve_on_the_planned_co
     for _round in range(3):
         store.write("/a.md", "base")
         wins.clear()
-        threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
         barrier.reset()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_threads(writer, 6)
         assert not errors, errors[0]
         assert len(wins) == 1 and store.read("/a.md").content == f"writer {wins[0]}"
 
@@ -173,10 +162,6 @@ def test_concurrent_updates_by_memory_id_all_land(store: Any) -> None:
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(writer, 6)
     assert not errors, errors[0]
     assert len(store.versions("/a.md")) == 1 + 6 * 5
