@@ -35,11 +35,8 @@ def test_plain_git_reset_back_to_a_tip_with_the_same_text_names_that_tips_versio
     got = store.read("/a.md")
     assert got.content == "same text"
     assert got.version_id == v1.id  # v3 is not in history at this tip
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         assert other.read("/a.md").version_id == v1.id
-    finally:
-        other.close()
 
 
 def test_plain_git_reset_back_drops_newer_memories_from_lists_and_reads(store: Store) -> None:
@@ -75,11 +72,8 @@ def truth(store: Store, path: str, scope: str = "main") -> str:
 def same(a: Store, b: Store, path: str, scope: str = "main") -> None:
     got = a.read(path, scope=scope)
     assert got.version_id == truth(b, path, scope)
-    fresh = gitmem.open_store(b.path)
-    try:
+    with gitmem.open_store(b.path) as fresh:
         want = fresh.read(path, scope=scope)
-    finally:
-        fresh.close()
     assert (got.version_id, got.memory_id, got.content_sha256, got.description, got.content) == (
         want.version_id,
         want.memory_id,
@@ -90,8 +84,7 @@ def same(a: Store, b: Store, path: str, scope: str = "main") -> None:
 
 
 def test_redaction_from_another_handle_between_cached_reads(store: Store) -> None:
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         store.write("/a.md", "---\ndescription: public\n---\nkeep", actor="user:alice")
         secret = put(store, "/a.md", "---\ndescription: the secret\n---\nsecret", actor="user:alice")
         assert store.read("/a.md").description == "the secret"  # cached at this tip
@@ -104,13 +97,10 @@ def test_redaction_from_another_handle_between_cached_reads(store: Store) -> Non
         assert got.content_sha256 != secret.content_sha256
         same(store, other, "/a.md")
         same(store, other, "/b.md")
-    finally:
-        other.close()
 
 
 def test_redacting_an_older_version_with_the_heads_text(store: Store) -> None:
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         old = put(store, "/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
         store.write("/a.md", "between", actor="user:alice")
         head = put(store, "/a.md", "---\ndescription: d1\n---\nsame", actor="user:alice")
@@ -118,13 +108,10 @@ def test_redacting_an_older_version_with_the_heads_text(store: Store) -> None:
         with pytest.raises(ForbiddenError):  # the head's text: refused, nothing rewritten
             other.redact(old.id, reason="leak", actor="user:admin")
         same(store, other, "/a.md")
-    finally:
-        other.close()
 
 
 def test_rename_away_and_back_delete_and_recreate_two_scopes(store: Store) -> None:
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         store.write("/a.md", "text", actor="user:alice")
         store.read("/a.md")
         other.rename("/a.md", "/b.md", actor="user:alice")
@@ -140,13 +127,10 @@ def test_rename_away_and_back_delete_and_recreate_two_scopes(store: Store) -> No
         same(store, other, "/a.md", "team")
         same(store, other, "/a.md")
         assert store.read("/a.md", scope="team").version_id != store.read("/a.md").version_id
-    finally:
-        other.close()
 
 
 def test_index_rebuilt_by_another_handle_then_written(store: Store) -> None:
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         store.write("/a.md", "one", actor="user:alice")
         store.read("/a.md")
         other.core.index.rebuild()
@@ -157,16 +141,11 @@ def test_index_rebuilt_by_another_handle_then_written(store: Store) -> None:
         ).exists() else None
         other.write("/a.md", "one", actor="user:alice")
         same(store, other, "/a.md")
-    finally:
-        other.close()
 
 
 def fresh_read(store: Store, path: str, scope: str = "main") -> tuple[object, ...]:
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         m = other.read(path, scope=scope)
-    finally:
-        other.close()
     return (m.version_id, m.memory_id, m.content_sha256, m.description, m.content, m.updated_at)
 
 
@@ -267,8 +246,7 @@ def test_read_at_a_version_and_proposal_readers_next_to_cached_head(store: Store
 def test_redact_pattern_between_cached_reads(store: Store) -> None:
     from gitmem.audit import redact
 
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         store.write("/a.md", "---\ndescription: token sk-LEAK1234\n---\nsk-LEAK1234", actor="user:alice")
         store.write("/b.md", "clean", actor="user:alice")
         assert "sk-LEAK" in str(store.read("/a.md").description)
@@ -278,8 +256,6 @@ def test_redact_pattern_between_cached_reads(store: Store) -> None:
         for path in ("/a.md", "/b.md"):
             same(store, other, path)
             assert "LEAK" not in str(as_tuple(store, path))
-    finally:
-        other.close()
 
 
 @pytest.mark.xfail(
@@ -288,8 +264,7 @@ def test_redact_pattern_between_cached_reads(store: Store) -> None:
     "_known_tips and reads the index another handle moved past it (checking costs a query a read)",
 )
 def test_reset_with_plain_git_under_a_handle_that_knows_the_old_tip(store: Store) -> None:
-    reader = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as reader:
         v1 = put(store, "/a.md", "same", actor="user:alice")
         store.write("/b.md", "bee", actor="user:alice")
         first_tip = str(store.core.tip("main"))
@@ -299,8 +274,6 @@ def test_reset_with_plain_git_under_a_handle_that_knows_the_old_tip(store: Store
         git("update-ref", "refs/heads/main", first_tip, cwd=store.path)
         assert reader.read("/a.md").version_id == v1.id
         assert [getattr(m, "version_id", None) for m in reader.list("/") if m.path == "/a.md"] == [v1.id]
-    finally:
-        reader.close()
 
 
 # ---------------------------------------------------------------------- Repo.cas's target re-check
@@ -376,8 +349,7 @@ def test_retention_compaction_from_another_handle_between_cached_reads(store: St
     store.update_settings(retention=Retention(min_days=10, max_days=30, keep_recent=1))
     before = {p: as_tuple(store, p) for p in ("/a.md", "/b.md", "/c.md")}  # cached at the old tip
     assert before["/a.md"][0] == v["a3"]
-    other = gitmem.open_store(store.path)
-    try:
+    with gitmem.open_store(store.path) as other:
         [c] = retention.prune(other.core, actor="service:janitor", now=NOW).compactions
         assert v["a1"] in c.dropped and v["a2"] in c.dropped and v["a3"] not in c.dropped
         kept = {x.id for x in other.versions()}
@@ -385,5 +357,3 @@ def test_retention_compaction_from_another_handle_between_cached_reads(store: St
             got = as_tuple(store, p)
             assert got == fresh_read(store, p)
             assert got[0] in kept
-    finally:
-        other.close()
