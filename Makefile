@@ -50,4 +50,4 @@ clean:
 
 # The console screenshots in docs/screenshots/ (README, docs/console.md), taken by the browser tests.
 screenshots: $(STAMP)
-	GITMEM_SCREENSHOTS=1 $(PY) -m pytest -q tests/test_console_browser.py tests/test_console_review.py
+	GITMEM_SCREENSHOTS=1 $(PY) -m pytest -q tests/server/test_console_browser.py tests/server/test_console_review.py

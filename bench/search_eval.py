@@ -3,7 +3,7 @@
 Each question has one memory that answers it. The other memories are near misses on purpose: the same
 people with other facts, other people with the same kind of fact, notes that share only common words.
 ``recall_at(store, k)`` is the share of questions whose answer is among the first ``k`` hits of
-``Store.search`` (``bench/search_bench.py`` reports it; ``tests/test_search_quality.py`` holds a floor).
+``Store.search`` (``bench/search_bench.py`` reports it; ``tests/engine/test_search_quality.py`` holds a floor).
 """
 
 from __future__ import annotations

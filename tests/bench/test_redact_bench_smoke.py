@@ -1,0 +1,43 @@
+"""The redaction benchmark runs end to end on a small store (``--quick``), including the case of a
+second scope holding the same content; no timing is asserted (timings belong to ``bench/``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_redact_bench_quick_runs_every_case(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "redact_bench.py"),
+            "--quick",
+            "--no-compare",
+            "--versions",
+            "300",
+            "--memories",
+            "40",
+            "--json",
+            str(out),
+            "--cache",
+            str(tmp_path / "cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())
+    assert [r["name"] for r in rows] == [
+        "redact, early blob, 0k commits",
+        "redact, recent blob, 0k commits",
+        "redact, early, 2 scopes blob, 0k commits",
+    ]
+    assert all(r["gitmem_s"] > 0 for r in rows)
