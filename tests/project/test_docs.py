@@ -252,3 +252,11 @@ def test_every_cycle_waiver_is_named_in_the_docs() -> None:
                 waived.append(str(p.relative_to(ROOT / "gitmem")))
     missing = sorted({w for w in waived if f"`{w}`" not in arch and f"`engine/{Path(w).name}`" not in arch})
     assert not missing, f"docs/architecture.md does not name the cycle waivers in: {missing}"
+
+
+def test_the_cli_reference_is_generated_from_the_commands() -> None:
+    from gitmem.cli import reference
+
+    expected = reference.render()
+    current = (ROOT / "docs" / "cli.md").read_text()
+    assert current == expected, "docs/cli.md is stale: run python -m gitmem.cli.reference > docs/cli.md"
