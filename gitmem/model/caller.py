@@ -22,6 +22,37 @@ DEFAULT_RW_RIGHTS = frozenset({"write", "review"})
 #: What a review-mode token holds: its writes become proposals; it decides none.
 DEFAULT_REVIEW_RIGHTS = frozenset({"write"})
 ALL = "*"
+#: Every way into gitmem (docs/access.md). tests/conformance holds a row for each face x operation.
+FACES = (
+    "library",
+    "cli",
+    "anthropic",
+    "databricks",
+    "mcp-stdio",
+    "mcp-http",
+    "memory-tool",
+    "session-sync",
+    "langgraph",
+    "openai-agents",
+    "git-file",
+    "git-ssh",
+    "git-http",
+    "console",
+)
+#: Every operation the conformance matrix checks on every face.
+OPERATIONS = (
+    "create",
+    "update",
+    "rename",
+    "delete",
+    "redact",
+    "review-accept",
+    "restore",
+    "revert-session",
+    "search",
+    "list",
+    "clone",
+)
 
 
 @dataclass(frozen=True)

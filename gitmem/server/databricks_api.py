@@ -98,11 +98,19 @@ class Call:
 
 
 class DatabricksApi:
-    def __init__(self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int) -> None:
+    def __init__(
+        self,
+        pool: StorePool,
+        tokens: TokenStore,
+        metrics: Metrics,
+        max_body: int,
+        body_timeout: float | None = None,
+    ) -> None:
         self.pool = pool
         self.tokens = tokens
         self.metrics = metrics
         self.max_body = max_body
+        self.body_timeout = body_timeout if body_timeout is not None else door.BODIES["databricks"].deadline
 
     def routes(self) -> list[Route]:
         e = self.endpoint
@@ -126,16 +134,15 @@ class DatabricksApi:
             try:
                 token = door.authenticate(self.tokens, request.headers)
                 request.state.token_id = token.id
-                policy = door.BODIES["databricks"]
                 wanted = request.method in ("POST", "PATCH")
-                raw = await read_body(request, self.max_body, policy.deadline) if wanted else b""
+                raw = await read_body(request, self.max_body, self.body_timeout) if wanted else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), json_body(raw))
                 data = await anyio.to_thread.run_sync(fn, call)
             except BodyTooLarge as exc:
                 return self.error(413, "INVALID_PARAMETER_VALUE", exc.message)
             except BodyTimeout:
-                deadline = door.BODIES["databricks"].deadline
-                return self.error(408, "REQUEST_TIMEOUT", f"the request body did not arrive within {deadline:g} seconds")
+                message = f"the request body did not arrive within {self.body_timeout:g} seconds"
+                return self.error(408, "REQUEST_TIMEOUT", message)
             except GitmemError as exc:
                 return self.error(*error_of(exc))
             except Exception:
