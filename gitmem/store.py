@@ -22,6 +22,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
+from gitmem.engine.batch import BatchOp, BatchResult
 from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path, stores_dir
 from gitmem.errors import ConflictError, InvalidInputError
 from gitmem.git.repo import open_repository
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from gitmem.model.versions import Version
 
 __all__ = [
+    "BatchOp",
+    "BatchResult",
     "Store",
     "create_store",
     "delete_store",
@@ -377,7 +380,9 @@ class Store:
         (default: the scope :meth:`version` answers for)."""
         from gitmem.engine import history
 
-        return history.restore(self._core, version_id, actor=actor, session=session, scope=scope, caller=caller)
+        return history.restore(
+            self._core, version_id, actor=actor, session=session, scope=scope, caller=caller
+        )
 
     def redact(
         self, version_id: str, *, reason: str, actor: str | None = None, caller: Caller | None = None
@@ -405,6 +410,34 @@ class Store:
         return redact.redact_pattern(
             self._core, pattern, reason=reason, scope=scope, actor=actor, dry_run=dry_run, caller=caller
         )
+
+    def batch(
+        self,
+        ops: builtins.list[BatchOp],
+        *,
+        scope: str = "main",
+        actor: str | None = None,
+        session: str | None = None,
+        skip_refused: bool = False,
+        caller: Caller | None = None,
+    ) -> BatchResult:
+        """Apply ``ops`` (:class:`BatchOp`) in order as one version each, moving the scope once
+        (a review-mode ``caller``: onto its proposal); ``skip_refused`` keeps going past refusals."""
+        from gitmem.engine.batch import apply_batch
+
+        return apply_batch(
+            self._core,
+            ops,
+            scope=scope,
+            actor=actor,
+            session=session,
+            skip_refused=skip_refused,
+            caller=caller,
+        )
+
+    def check_writable(self) -> None:
+        """ForbiddenError when nothing may be written: an archived store, or a read-only clone."""
+        self._core.check_writable()
 
     def search(
         self,

@@ -182,12 +182,7 @@ def _proposer(p: P.Proposal, reviewer: str, session: str | None) -> bool:
 
 
 def _decidable(
-    store: StoreCore,
-    proposal_id: str,
-    reviewer: str,
-    what: str,
-    session: str | None = None,
-    caller: Caller | None = None,
+    store: StoreCore, proposal_id: str, reviewer: str, what: str, session: str | None, caller: Caller | None
 ) -> P.Proposal:
     """The open proposal, when ``reviewer`` may decide it: not its own proposer (by actor or by
     session), not in review mode."""
@@ -381,8 +376,7 @@ def erase(
     reviewer = resolve_actor(reviewer, None)
     if not reason.strip():
         raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
-    if caller is not None:
-        access.admit_decision(store, caller, P.get(store, proposal_id).scope, "erase")
+    access.admit_decision(store, caller, P.get(store, proposal_id).scope, "erase") if caller else None
     with journal.store_lock(store), file_lock(store.gitmem_dir / "proposals.lock"):
         p = P.get(store, proposal_id)
         pending = _pending_erase(store)
@@ -394,7 +388,7 @@ def erase(
             if p.erased:
                 raise ConflictError(f"proposal {p.id} was already erased ({p.erased})")
             if p.status == "open":
-                _decidable(store, p.id, reviewer, "erased", session)
+                _decidable(store, p.id, reviewer, "erased", session, caller)
             elif _proposer(p, reviewer, session):
                 raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot erase it: another reviewer must")
             pending = _plan_erase(store, p, reviewer, reason)

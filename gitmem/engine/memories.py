@@ -94,7 +94,15 @@ def write(
     check_sha(if_sha256)
     data = with_description(encode_content(content), description)
     spec: Spec = ("write", {"path": path, "data": data, "if_sha256": if_sha256})
-    return mutate(store, scope, plan_write(path, data, if_sha256), actor=actor, session=session, spec=spec, caller=caller)
+    return mutate(
+        store,
+        scope,
+        plan_write(path, data, if_sha256),
+        actor=actor,
+        session=session,
+        spec=spec,
+        caller=caller,
+    )
 
 
 def create(

@@ -106,7 +106,10 @@ def mask_findings(text: str, findings: tuple[object, ...]) -> tuple[str, list[st
     The adapters use it so that a conversation keeps its turn when the guard refuses a secret in
     it: the item is stored with the secret masked, and the adapter reports what it masked."""
     spans = sorted(
-        ((int(getattr(f, "start", -1)), int(getattr(f, "end", -1)), str(getattr(f, "rule", "?"))) for f in findings),
+        (
+            (int(getattr(f, "start", -1)), int(getattr(f, "end", -1)), str(getattr(f, "rule", "?")))
+            for f in findings
+        ),
         reverse=True,
     )
     rules: list[str] = []

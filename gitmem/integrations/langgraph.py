@@ -54,7 +54,7 @@ from gitmem.integrations.common import (
     valid_identity,
     valid_scope,
 )
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store
 
 __all__ = ["GitmemStore", "decode_value", "encode_value"]
 log = logging.getLogger("gitmem.integrations.langgraph")
@@ -387,8 +387,6 @@ class GitmemStore(BaseStore):
 
     # -------------------------------------------------------------- writes
     def _apply(self, puts: dict[str, tuple[PutOp, str | None]]) -> None:
-        from gitmem.engine.batch import BatchOp
-
         for attempt in range(_PUT_ATTEMPTS):
             ops = [
                 BatchOp("write", path, text) if text is not None else BatchOp("delete", path)
@@ -435,7 +433,5 @@ def _time(value: dt.datetime | None) -> dt.datetime:
 
 # ---------------------------------------------------------------------- gitmem internals, kept in one place
 def _apply_batch(store: Store, ops: list[Any], scope: str, actor: str | None, session: str) -> None:
-    from gitmem.engine.batch import apply_batch
-
     if ops:
-        apply_batch(store.core, ops, scope=scope, actor=actor, session=session)
+        store.batch(ops, scope=scope, actor=actor, session=session)

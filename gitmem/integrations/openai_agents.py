@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agents.items import TResponseInputItem
@@ -39,6 +39,7 @@ from gitmem.errors import (
     PreconditionFailedError,
 )
 from gitmem.integrations.common import encode_segment, mask_findings, store_lock, valid_identity, valid_scope
+from gitmem.model.versions import Version
 from gitmem.store import Store
 
 __all__ = ["GitmemSession", "Masked"]
@@ -155,6 +156,7 @@ class GitmemSession:
     def _write(self, text: str, sha: str | None) -> None:
         kw: dict[str, Any] = {"scope": self.scope, "actor": self.actor, "session": self.session}
         rules: list[str] = []
+        version: Version | None
         for _mask in range(_ATTEMPTS):
             try:
                 if sha is None:

@@ -125,7 +125,9 @@ class Caller:
         refused), else the one it names."""
         if self.session_bound:
             if session is not None and session != self.session:
-                raise AccessError(f"{self.who} writes as session {self.session!r}; it may not claim {session!r}")
+                raise AccessError(
+                    f"{self.who} writes as session {self.session!r}; it may not claim {session!r}"
+                )
             return self.session
         return session if session is not None else self.session
 

@@ -259,7 +259,9 @@ def check_commit(
             out.append(_v("denylist", why, ref, cid, path))
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
     message = commit.raw_message.decode("utf-8", "replace") if commit.raw_message else ""
-    out += [_at(v, ref, cid) for v in guard_violations(f"commit {cid}", message.encode(), ctx.settings, "message")]
+    out += [
+        _at(v, ref, cid) for v in guard_violations(f"commit {cid}", message.encode(), ctx.settings, "message")
+    ]
     out += check_trailer_claims(commit, ref, ctx)
     if ctx.settings.require_trailers:
         from gitmem.model.versions import parse_trailers, trailer_problems

@@ -6,6 +6,8 @@ thread on a Store lent by the pool, and renders the result. A request works in t
 token's (and its session), never something the request says.
 """
 
+# size-ok: one class serving the 14 endpoints of one API on shared plumbing (auth, body, errors);
+# the wire format (wire.py), the by-id operations (ops.py) and proposals (proposed.py) are apart.
 from __future__ import annotations
 
 import logging
@@ -29,9 +31,9 @@ from gitmem.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.model.caller import Caller
 from gitmem.server import door, errors, inline, ops, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body
 from gitmem.server.metrics import Metrics
@@ -331,7 +333,9 @@ class AnthropicApi:
             raise InvalidInputError("page: not a cursor of this listing")
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            items, proposed_ids = proposed.listing(store, prefix, scope, depth, call.owner)  # a review token's own
+            items, proposed_ids = proposed.listing(
+                store, prefix, scope, depth, call.owner
+            )  # a review token's own
             if after is not None:
                 items = [
                     i
@@ -363,7 +367,9 @@ class AnthropicApi:
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
             tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
-            rec = proposed.get(store, scope, mid, with_content=chosen == "full", owner=call.owner)  # a review token's own
+            rec = proposed.get(
+                store, scope, mid, with_content=chosen == "full", owner=call.owner
+            )  # a review token's own
             self.fresh.mark(store, scope, tip)
             return wire.memory_json(rec, store.settings.id)
 
@@ -403,7 +409,13 @@ class AnthropicApi:
         with self.pool.store(name) as store:  # writes to one scope are group-committed
             # no _writable: deleting (like redacting) works in an archived store, as in Anthropic's API
             ops.delete(
-                store, scope, mid, if_sha256=sha, actor=call.token.actor, session=call.token.session, caller=call.caller
+                store,
+                scope,
+                mid,
+                if_sha256=sha,
+                actor=call.token.actor,
+                session=call.token.session,
+                caller=call.caller,
             )
             self.metrics.writes.labels("deleted").inc()
         return {"id": mid, "type": "memory_deleted"}

@@ -35,7 +35,7 @@ from gitmem.errors import (
 )
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_prefix, validate_scope
-from gitmem.server import wire
+from gitmem.server import door, wire
 from gitmem.server.databricks_wire import (
     _EDITS,
     BASE,
@@ -55,7 +55,6 @@ from gitmem.server.databricks_wire import (
     store_json,
     text_field,
 )
-from gitmem.server import door
 from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool

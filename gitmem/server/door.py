@@ -86,7 +86,9 @@ def caller_for(token: Token) -> Caller:
     )
 
 
-def store_access(token: Token, name: str, exists: bool, *, write: bool = False, scope: str | None = None) -> None:
+def store_access(
+    token: Token, name: str, exists: bool, *, write: bool = False, scope: str | None = None
+) -> None:
     """The one rule of every face: no grant (or another scope) and no store are the same 404;
     a write with a read-only grant is 403."""
     if not exists or not token.may_read(name, None):
@@ -143,7 +145,9 @@ def mcp_session(token: Token, named: str | None) -> str:
         raise InvalidInputError(f"session: {exc.message}") from None
     if token.session is not None:
         if named is not None and named != token.session:
-            raise AccessError(f"token {token.id} writes as session {token.session!r}; it may not claim {named!r}")
+            raise AccessError(
+                f"token {token.id} writes as session {token.session!r}; it may not claim {named!r}"
+            )
         return token.session
     own = MCP_SESSION_PREFIX + token.id.removeprefix("apikey_")
     if named is None or named == own:

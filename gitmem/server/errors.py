@@ -21,10 +21,10 @@ from gitmem.errors import (
     IntegrityError,
     InvalidInputError,
     LimitExceededError,
-    RateLimitedError,
     NotFoundError,
     PathConflictError,
     PreconditionFailedError,
+    RateLimitedError,
 )
 
 # Most specific first: the first class the error is an instance of decides.

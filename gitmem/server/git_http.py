@@ -235,7 +235,9 @@ class GitHttp:
                 pass  # the hook refuses a push to a store whose settings are broken
         await self._run_backend(env, receive, send, cap)
 
-    async def _run_backend(self, env: dict[str, str], receive: Receive, send: Send, cap: int | None = None) -> None:
+    async def _run_backend(
+        self, env: dict[str, str], receive: Receive, send: Send, cap: int | None = None
+    ) -> None:
         proc = await asyncio.create_subprocess_exec(
             self.git,
             "http-backend",

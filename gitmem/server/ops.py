@@ -157,7 +157,9 @@ def _mutate(
 ) -> Version | None:
     for _attempt in range(_STALE_RETRIES):
         try:
-            return mutate(store.core, scope, plan, actor=actor, session=session, erasing=erasing, caller=caller)
+            return mutate(
+                store.core, scope, plan, actor=actor, session=session, erasing=erasing, caller=caller
+            )
         except _Stale:
             time.sleep(0.001)
     raise NotFoundError("the memory kept changing while it was looked up; try again")

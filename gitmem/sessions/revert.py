@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import NotFoundError
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import Version, validate_session
 from gitmem.sessions.sync import FileIssue
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store
 
 _ORDER = {"delete": 0, "rename": 1, "restore": 2, "recreate": 3}
 
@@ -67,7 +66,7 @@ def revert_session(
     if scope is not None:
         validate_scope(scope)
     if not dry_run:
-        store.core.check_writable()
+        store.check_writable()
     plans = _plan(store, session_id, scope)
     if plans is None:
         raise NotFoundError(f"session {session_id} wrote no versions in store {store.name!r}")
@@ -85,9 +84,7 @@ def revert_session(
             if item.scope == sc and op is not None
         ]
         ops = [dataclasses.replace(op, reverts=session_id) for op in ops]
-        batch = apply_batch(
-            store.core, ops, scope=sc, actor=actor, session=session, skip_refused=True, caller=caller
-        )
+        batch = store.batch(ops, scope=sc, actor=actor, session=session, skip_refused=True, caller=caller)
         result.versions.extend(batch.versions)
         result.refused.extend(FileIssue(r.op.path, r.error.message) for r in batch.refused)
     result.refused.extend(

@@ -167,18 +167,66 @@ NA = [
     Cell(op, face, "*", "n/a", reason=why)
     for face, ops, why in (
         ("databricks", ("rename",), "the Databricks entries API has no rename"),
-        ("databricks", ("redact", "restore", "revert-session", "review-accept", "clone"), "the Databricks entries API has no such endpoint"),
-        ("anthropic", ("restore", "revert-session", "clone", "search"), "the Anthropic memory API has no such endpoint"),
-        ("mcp-http", ("redact", "restore", "revert-session", "review-accept", "clone"), "no MCP tool does this (review tools are --reviewer only)"),
-        ("mcp-stdio", ("redact", "restore", "revert-session", "review-accept", "clone"), "no MCP tool does this (review tools are --reviewer only)"),
-        ("git-file", ("redact", "restore", "revert-session", "review-accept", "search", "list"), "git transfers commits; it has no such verb"),
-        ("git-http", ("redact", "restore", "revert-session", "review-accept", "search", "list"), "git transfers commits; it has no such verb"),
-        ("git-ssh", ("redact", "restore", "revert-session", "review-accept", "search", "list"), "git transfers commits; it has no such verb"),
-        ("openai-agents", ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"), "the Agents Session protocol has no such verb"),
-        ("langgraph", ("rename", "redact", "restore", "revert-session", "review-accept", "clone"), "the LangGraph BaseStore has no such verb"),
-        ("memory-tool", ("redact", "restore", "revert-session", "review-accept", "search", "clone"), "the memory tool's commands have no such verb"),
-        ("session-sync", ("redact", "restore", "review-accept", "search", "clone"), "a session mount syncs files; it has no such verb"),
-        ("console", ("create", "update", "rename", "delete"), "the console edits nothing: it browses, restores, reverts, redacts and reviews"),
+        (
+            "databricks",
+            ("redact", "restore", "revert-session", "review-accept", "clone"),
+            "the Databricks entries API has no such endpoint",
+        ),
+        (
+            "anthropic",
+            ("restore", "revert-session", "clone", "search"),
+            "the Anthropic memory API has no such endpoint",
+        ),
+        (
+            "mcp-http",
+            ("redact", "restore", "revert-session", "review-accept", "clone"),
+            "no MCP tool does this (review tools are --reviewer only)",
+        ),
+        (
+            "mcp-stdio",
+            ("redact", "restore", "revert-session", "review-accept", "clone"),
+            "no MCP tool does this (review tools are --reviewer only)",
+        ),
+        (
+            "git-file",
+            ("redact", "restore", "revert-session", "review-accept", "search", "list"),
+            "git transfers commits; it has no such verb",
+        ),
+        (
+            "git-http",
+            ("redact", "restore", "revert-session", "review-accept", "search", "list"),
+            "git transfers commits; it has no such verb",
+        ),
+        (
+            "git-ssh",
+            ("redact", "restore", "revert-session", "review-accept", "search", "list"),
+            "git transfers commits; it has no such verb",
+        ),
+        (
+            "openai-agents",
+            ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"),
+            "the Agents Session protocol has no such verb",
+        ),
+        (
+            "langgraph",
+            ("rename", "redact", "restore", "revert-session", "review-accept", "clone"),
+            "the LangGraph BaseStore has no such verb",
+        ),
+        (
+            "memory-tool",
+            ("redact", "restore", "revert-session", "review-accept", "search", "clone"),
+            "the memory tool's commands have no such verb",
+        ),
+        (
+            "session-sync",
+            ("redact", "restore", "review-accept", "search", "clone"),
+            "a session mount syncs files; it has no such verb",
+        ),
+        (
+            "console",
+            ("create", "update", "rename", "delete"),
+            "the console edits nothing: it browses, restores, reverts, redacts and reviews",
+        ),
     )
     for op in ops
 ]
@@ -188,17 +236,73 @@ NA = [
 TODO = [
     Cell(op, face, "*", "todo", reason=why)
     for face, ops, why in (
-        ("cli", ("create", "update", "rename", "delete", "redact", "review-accept", "restore", "revert-session", "search", "list", "clone"), "the CLI is the local caller (library rows); not driven through typer here"),
-        ("git-ssh", ("create", "update", "rename", "delete", "clone"), "gitolite over ssh is not driven by the matrix yet (tests/push covers the hook it runs)"),
-        ("memory-tool", ("create", "update", "rename", "delete", "list"), "the memory tool runs on the library's writes; not driven by the matrix yet"),
-        ("session-sync", ("create", "update", "rename", "delete", "list", "revert-session"), "session sync's review mounts are tests/sessions; not driven by the matrix yet"),
-        ("mcp-http", ("update", "rename", "delete"), "create carries the policy; the other MCP write tools share its caller"),
-        ("mcp-stdio", ("update", "rename", "delete", "search", "list"), "create carries the policy; the other MCP tools share its caller"),
-        ("git-file", ("update", "rename", "delete"), "a push is one check for every commit it carries (create rows)"),
-        ("git-http", ("update", "rename", "delete"), "a push is one check for every commit it carries (create rows)"),
-        ("openai-agents", ("update", "delete", "list"), "add_items carries the policy; pop_item and clear_session share the write path"),
-        ("langgraph", ("update", "delete", "search", "list"), "put carries the policy; delete and search share the store"),
-        ("console", ("review-accept", "search"), "tests/server/test_console_review.py and browse tests drive these"),
+        (
+            "cli",
+            (
+                "create",
+                "update",
+                "rename",
+                "delete",
+                "redact",
+                "review-accept",
+                "restore",
+                "revert-session",
+                "search",
+                "list",
+                "clone",
+            ),
+            "the CLI is the local caller (library rows); not driven through typer here",
+        ),
+        (
+            "git-ssh",
+            ("create", "update", "rename", "delete", "clone"),
+            "gitolite over ssh is not driven by the matrix yet (tests/push covers the hook it runs)",
+        ),
+        (
+            "memory-tool",
+            ("create", "update", "rename", "delete", "list"),
+            "the memory tool runs on the library's writes; not driven by the matrix yet",
+        ),
+        (
+            "session-sync",
+            ("create", "update", "rename", "delete", "list", "revert-session"),
+            "session sync's review mounts are tests/sessions; not driven by the matrix yet",
+        ),
+        (
+            "mcp-http",
+            ("update", "rename", "delete"),
+            "create carries the policy; the other MCP write tools share its caller",
+        ),
+        (
+            "mcp-stdio",
+            ("update", "rename", "delete", "search", "list"),
+            "create carries the policy; the other MCP tools share its caller",
+        ),
+        (
+            "git-file",
+            ("update", "rename", "delete"),
+            "a push is one check for every commit it carries (create rows)",
+        ),
+        (
+            "git-http",
+            ("update", "rename", "delete"),
+            "a push is one check for every commit it carries (create rows)",
+        ),
+        (
+            "openai-agents",
+            ("update", "delete", "list"),
+            "add_items carries the policy; pop_item and clear_session share the write path",
+        ),
+        (
+            "langgraph",
+            ("update", "delete", "search", "list"),
+            "put carries the policy; delete and search share the store",
+        ),
+        (
+            "console",
+            ("review-accept", "search"),
+            "tests/server/test_console_review.py and browse tests drive these",
+        ),
     )
     for op in ops
     if why

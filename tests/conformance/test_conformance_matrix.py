@@ -57,7 +57,11 @@ def fake_token(seed: int) -> str:
     alphabet = string.ascii_letters + string.digits
     while True:
         body = "".join(rng.choice(alphabet) for _ in range(36))
-        if any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body):
+        if (
+            any(c.isdigit() for c in body)
+            and any(c.isupper() for c in body)
+            and any(c.islower() for c in body)
+        ):
             return "ghp_" + body
 
 
@@ -126,7 +130,11 @@ class _Model(BaseHTTPRequestHandler):
                 "created": int(time.time()),
                 "model": "scripted",
                 "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": "Noted."}, "finish_reason": "stop"}
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "Noted."},
+                        "finish_reason": "stop",
+                    }
                 ],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
@@ -163,7 +171,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     threading.Thread(target=model.serve_forever, daemon=True).start()
     with ExitStack() as stack:
         url = stack.enter_context(running(home, body_timeout=1.0))
-        w = World(home, url, store, store.settings.id, secrets, ids, f"http://127.0.0.1:{model.server_port}/v1")
+        w = World(
+            home, url, store, store.settings.id, secrets, ids, f"http://127.0.0.1:{model.server_port}/v1"
+        )
         w.prep = prep
         yield w
     model.shutdown()
@@ -251,7 +261,9 @@ def _write_outcome(w: World, cell: Cell, path: str, text: str | None, *, gone: b
         p = P.open_proposal(w.store.core, "main", owner)
         assert p is not None
         mine = [v for v in P.versions(w.store.core, p.id) if v.path == path]
-        return Got("proposed", actor=mine[-1].actor if mine else None, session=mine[-1].session if mine else None)
+        return Got(
+            "proposed", actor=mine[-1].actor if mine else None, session=mine[-1].session if mine else None
+        )
     return Got("nothing", detail=f"{path}: neither published nor proposed")
 
 
@@ -356,7 +368,9 @@ def anthropic_face(w: World, cell: Cell) -> Got:
             p = P.open_proposal(w.store.core, "main", proposer.session or "")
             assert p is not None
             r = httpx.post(
-                f"{w.url}/v1/gitmem/stores/{NAME}/proposals/{p.id}/accept", headers=w.headers(cell.caller), json={}
+                f"{w.url}/v1/gitmem/stores/{NAME}/proposals/{p.id}/accept",
+                headers=w.headers(cell.caller),
+                json={},
             )
             if r.status_code != 200:
                 return Got("refused", r.status_code, r.text)
@@ -376,7 +390,9 @@ def databricks(w: World, cell: Cell) -> Got:
     if cell.op == "create":
         if cell.case == "marker":
             path = "/.anthropic-memory-store"
-        r = httpx.post(f"{entries}?scope=main", headers=h, json={"path": path, "contents": f"made {cell.id}\n"})
+        r = httpx.post(
+            f"{entries}?scope=main", headers=h, json={"path": path, "contents": f"made {cell.id}\n"}
+        )
         return _status(r) or _write_outcome(w, cell, path, cell.id)
     if cell.op == "update":
         body = {"scope": "main", "path": path, "replace_all": {"contents": f"changed {cell.id}\n"}}
@@ -429,15 +445,30 @@ def mcp_http(w: World, cell: Cell) -> Got:
     if cell.case == "other-session":
         query = "?session=sesn_rw"  # the review token's session is sesn_review
     if cell.caller == "none" or cell.case == "other-session":
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-        r = httpx.post(f"{w.url}/mcp{query}", headers={**w.headers(cell.caller), "accept": "application/json, text/event-stream"}, json=init)
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        r = httpx.post(
+            f"{w.url}/mcp{query}",
+            headers={**w.headers(cell.caller), "accept": "application/json, text/event-stream"},
+            json=init,
+        )
         return Got("refused", r.status_code, r.text)
 
     async def go() -> Got:
         http = httpx2.AsyncClient(headers=w.headers(cell.caller), timeout=30)
         async with Client(streamable_http_client(f"{w.url}/mcp{query}", http_client=http)) as c:
             if cell.op == "create":
-                res = await c.call_tool("create_memory", {"store": NAME, "path": path, "content": f"made {cell.id}\n"})
+                res = await c.call_tool(
+                    "create_memory", {"store": NAME, "path": path, "content": f"made {cell.id}\n"}
+                )
                 if res.is_error:
                     return Got("refused", "tool", str(res.content))
                 return _write_outcome(w, cell, path, cell.id)
@@ -457,12 +488,23 @@ def mcp_http(w: World, cell: Cell) -> Got:
 def _fill_cap(w: World, cell: Cell) -> Got:
     """One read-only token opening server after server by varying ?session= gets 503 at its own
     cap, and every other token is still served."""
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     accept = {"accept": "application/json, text/event-stream"}
     last = 200
     with httpx.Client(timeout=30) as http:
         for n in range(40):
-            r = http.post(f"{w.url}/mcp?session=s{n}", headers={**w.headers(cell.caller), **accept}, json=init)
+            r = http.post(
+                f"{w.url}/mcp?session=s{n}", headers={**w.headers(cell.caller), **accept}, json=init
+            )
             last = r.status_code
             if last != 200:
                 break
@@ -473,8 +515,8 @@ def _fill_cap(w: World, cell: Cell) -> Got:
 
 def mcp_stdio(w: World, cell: Cell) -> Got:
     from mcp import StdioServerParameters
-    from mcp.client.stdio import stdio_client
     from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
 
     path = _path(cell)
     args = ["-m", "gitmem", "mcp", "--store", NAME, "--home", str(w.home), "--actor", "user:lib"]
@@ -485,7 +527,9 @@ def mcp_stdio(w: World, cell: Cell) -> Got:
     async def go() -> Got:
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
-            res = await s.call_tool("create_memory", {"store": NAME, "path": path, "content": f"made {cell.id}\n"})
+            res = await s.call_tool(
+                "create_memory", {"store": NAME, "path": path, "content": f"made {cell.id}\n"}
+            )
             if res.is_error:
                 return Got("refused", "tool", str(res.content))
         OWNERS[cell.caller] = session
@@ -497,13 +541,27 @@ def mcp_stdio(w: World, cell: Cell) -> Got:
 
 
 # ---------------------------------------------------------------------- git over file:// and HTTP
-def _git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _git(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "GITMEM_"))}
-    base.update({"GIT_TERMINAL_PROMPT": "0", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"})
-    return subprocess.run(["git", *args], cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True, timeout=120)
+    base.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.org",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.org",
+        }
+    )
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True, timeout=120
+    )
 
 
-def _push_one(url: str, work: Path, path: str, message: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _push_one(
+    url: str, work: Path, path: str, message: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     r = _git("clone", "-q", url, str(work), env=env)
     assert r.returncode == 0, r.stderr
     (work / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
@@ -528,7 +586,9 @@ def git_file(w: World, cell: Cell, tmp: Path | None = None) -> Got:
     message = f"add with {fake_token(3)}" if cell.case == "secret-message" else "add"
     r = _push_one(f"file://{w.store.path}", work, path, message, {"GITMEM_ACTOR": "user:lib"})
     if r.returncode:
-        return Got("guard" if "guard" in r.stderr else "refused", None if "guard" in r.stderr else "git", r.stderr)
+        return Got(
+            "guard" if "guard" in r.stderr else "refused", None if "guard" in r.stderr else "git", r.stderr
+        )
     return Got("allowed" if w.published(path) else "nothing", actor=None)
 
 
@@ -607,7 +667,9 @@ def openai_agents(w: World, cell: Cell) -> Got:
     from gitmem.integrations.openai_agents import GitmemSession
 
     set_tracing_disabled(True)
-    model = OpenAIChatCompletionsModel(model="scripted", openai_client=AsyncOpenAI(base_url=w.model_url, api_key="x"))
+    model = OpenAIChatCompletionsModel(
+        model="scripted", openai_client=AsyncOpenAI(base_url=w.model_url, api_key="x")
+    )
     agent = Agent(name="a", model=model)
     session = GitmemSession(cell.id, w.store, actor="user:lib", session=f"sesn_agents{abs(hash(cell.id))}")
     text = f"my key is {fake_token(4)} keep it" if cell.case == "secret" else "I like tea"
@@ -646,7 +708,9 @@ def langgraph(w: World, cell: Cell) -> Got:
     assert item is not None
     if cell.case == "secret":
         assert fake_token(5) not in json.dumps(item.value)
-        return Got("flagged" if item.value.get(MASKED_KEY) and lg.masked else "nothing", detail=str(item.value))
+        return Got(
+            "flagged" if item.value.get(MASKED_KEY) and lg.masked else "nothing", detail=str(item.value)
+        )
     return Got("allowed" if item.value["text"] == "plain" else "nothing")
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from gitmem.audit import timeline
 from gitmem.audit import verify as verifying
-from gitmem.errors import InvalidInputError, RateLimitedError, NotFoundError
+from gitmem.errors import InvalidInputError, NotFoundError, RateLimitedError
 from gitmem.model.versions import OPERATIONS
 from gitmem.server.console import chart, internals
 from gitmem.server.console.browse import memory_url, store_url
@@ -163,7 +163,7 @@ def redact_page(ctx: Ctx) -> Page:
     f = _redact_form(ctx)
     with ctx.pool.store(name) as store:
         if store.is_clone:  # an archived store is read-only, but erasure still works there
-            store.core.check_writable()
+            store.check_writable()
         scopes = ctx.scopes(name, store)
         preview = None
         if f["version"]:

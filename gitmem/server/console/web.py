@@ -128,7 +128,7 @@ class Ctx:
     def need_write(self, name: str, scope: str | None, store: Store) -> None:
         if not self.token.may_write(name, scope):
             raise ForbiddenError(f"token {self.token.id} may not write store {name!r}")
-        store.core.check_writable()
+        store.check_writable()
 
     @property
     def caller(self) -> Caller:
