@@ -184,3 +184,19 @@ def test_an_mcp_client_cannot_claim_another_tokens_session(workspace: Path) -> N
 def test_unknown_rights_are_refused(workspace: Path) -> None:
     with pytest.raises(gitmem.InvalidInputError, match="unknown right"):
         TokenStore(workspace).create(stores={"notes": "rw"}, rights=("write", "root"))
+
+
+def test_the_cli_grants_an_explicit_right(workspace: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from gitmem.cli.app import app
+
+    args = ["--json", "token", "create", "--store", "notes", "--right", "redact", "--home", str(workspace)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rights = json.loads(result.stdout)["token"]["rights"]
+    assert rights == ["redact", "review", "write"]
+    bad = CliRunner().invoke(app, [*args[:-2], "--right", "root", "--home", str(workspace)])
+    assert bad.exit_code == 2
