@@ -59,10 +59,23 @@ class LimitExceededError(GitmemError):
     type_name = "limit_exceeded"
 
 
+class RateLimitedError(LimitExceededError):
+    """Asked again too soon (a full verify from the console): the server answers 429."""
+
+    type_name = "rate_limited"
+
+
 class ForbiddenError(GitmemError):
     """A write to an archived store, a read-only clone, a scope the acl denies, a head redaction."""
 
     exit_code = 6
+    type_name = "forbidden"
+
+
+class AccessError(ForbiddenError):
+    """The caller may not do this: read-only, another scope, a right it lacks, review mode
+    (docs/access.md). Faces answer 403 for it, never remap it."""
+
     type_name = "forbidden"
 
 

@@ -22,10 +22,12 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
+from gitmem.engine.batch import BatchOp, BatchResult
 from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path, stores_dir
 from gitmem.errors import ConflictError, InvalidInputError
 from gitmem.git.repo import open_repository
 from gitmem.ids import new_id
+from gitmem.model.caller import Caller
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_store_name
 from gitmem.push import replica as _replica  # noqa: F401  (registers the push of rewrites to replicas)
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from gitmem.model.versions import Version
 
 __all__ = [
+    "BatchOp",
+    "BatchResult",
     "Store",
     "create_store",
     "delete_store",
@@ -141,6 +145,7 @@ class Store:
         if_sha256: str | None = None,
         actor: str | None = None,
         session: str | None = None,
+        caller: Caller | None = None,
     ) -> Version | None:
         """Create or replace a memory; None when nothing changed."""
         from gitmem.engine import memories
@@ -154,6 +159,7 @@ class Store:
             if_sha256=if_sha256,
             actor=actor,
             session=session,
+            caller=caller,
         )
 
     def create(
@@ -165,12 +171,20 @@ class Store:
         description: str | None = None,
         actor: str | None = None,
         session: str | None = None,
+        caller: Caller | None = None,
     ) -> Version:
         """Create a memory; never overwrites (PathConflictError names the conflicting path)."""
         from gitmem.engine import memories
 
         return memories.create(
-            self._core, path, content, scope=scope, description=description, actor=actor, session=session
+            self._core,
+            path,
+            content,
+            scope=scope,
+            description=description,
+            actor=actor,
+            session=session,
+            caller=caller,
         )
 
     def read(
@@ -181,12 +195,17 @@ class Store:
         version: str | None = None,
         session: str | None = None,
         actor: str | None = None,
+        caller: Caller | None = None,
     ) -> Memory:
         """A memory at the scope's head, or at ``version``. A reader with an open proposal on the
-        scope (``session``/``actor``, or the owner set by ``proposals.reviewing``) sees it on top."""
-        from gitmem.engine import memories, proposals
+        scope (``session``/``actor``, or a review-mode ``caller``) sees it on top."""
+        from gitmem.engine import access, memories, proposals
 
-        owner = proposals.reader(actor, session) if version is None else None
+        access.admit_read(self._core, caller, scope)
+        if caller is None:
+            owner = proposals.reader(actor, session) if version is None else None
+        else:
+            owner = access.reader(caller, actor, session) if version is None else None
         if owner is not None:
             mine = proposals.read_memory(self._core, path, scope, owner)
             if mine is not None:
@@ -194,10 +213,18 @@ class Store:
         return memories.read(self._core, path, scope=scope, version=version)
 
     def list(
-        self, prefix: str = "/", *, scope: str = "main", depth: int = 0, with_content: bool = False
+        self,
+        prefix: str = "/",
+        *,
+        scope: str = "main",
+        depth: int = 0,
+        with_content: bool = False,
+        caller: Caller | None = None,
     ) -> builtins.list[Memory | Prefix]:
         """Memories under ``prefix`` (``depth=1``: immediate children, deeper ones rolled up)."""
-        from gitmem.engine import memories
+        from gitmem.engine import access, memories
+
+        access.admit_read(self._core, caller, scope)
 
         return memories.list_memories(self._core, prefix, scope=scope, depth=depth, with_content=with_content)
 
@@ -211,12 +238,21 @@ class Store:
         if_sha256: str | None = None,
         actor: str | None = None,
         session: str | None = None,
+        caller: Caller | None = None,
     ) -> Version | None:
         """Replace the one occurrence of ``old`` by ``new`` (several or none: InvalidInputError)."""
         from gitmem.engine import memories
 
         return memories.str_replace(
-            self._core, path, old, new, scope=scope, if_sha256=if_sha256, actor=actor, session=session
+            self._core,
+            path,
+            old,
+            new,
+            scope=scope,
+            if_sha256=if_sha256,
+            actor=actor,
+            session=session,
+            caller=caller,
         )
 
     def insert(
@@ -229,12 +265,21 @@ class Store:
         if_sha256: str | None = None,
         actor: str | None = None,
         session: str | None = None,
+        caller: Caller | None = None,
     ) -> Version | None:
         """Insert ``text`` after line ``line`` (0: at the top)."""
         from gitmem.engine import memories
 
         return memories.insert(
-            self._core, path, line, text, scope=scope, if_sha256=if_sha256, actor=actor, session=session
+            self._core,
+            path,
+            line,
+            text,
+            scope=scope,
+            if_sha256=if_sha256,
+            actor=actor,
+            session=session,
+            caller=caller,
         )
 
     def delete(
@@ -245,12 +290,13 @@ class Store:
         if_sha256: str | None = None,
         actor: str | None = None,
         session: str | None = None,
+        caller: Caller | None = None,
     ) -> Version:
         """Delete a memory (its versions stay in history)."""
         from gitmem.engine import memories
 
         return memories.delete(
-            self._core, path, scope=scope, if_sha256=if_sha256, actor=actor, session=session
+            self._core, path, scope=scope, if_sha256=if_sha256, actor=actor, session=session, caller=caller
         )
 
     def rename(
@@ -262,12 +308,20 @@ class Store:
         if_sha256: str | None = None,
         actor: str | None = None,
         session: str | None = None,
+        caller: Caller | None = None,
     ) -> Version | None:
         """Move a memory to a new path (the same memory id; a conflict raises PathConflictError)."""
         from gitmem.engine import memories
 
         return memories.rename(
-            self._core, old_path, new_path, scope=scope, if_sha256=if_sha256, actor=actor, session=session
+            self._core,
+            old_path,
+            new_path,
+            scope=scope,
+            if_sha256=if_sha256,
+            actor=actor,
+            session=session,
+            caller=caller,
         )
 
     # ------------------------------------------------------------------ history
@@ -320,18 +374,70 @@ class Store:
         actor: str | None = None,
         session: str | None = None,
         scope: str | None = None,
+        caller: Caller | None = None,
     ) -> Version | None:
         """Write an old version's content back as a new version (no history rewrite), in ``scope``
         (default: the scope :meth:`version` answers for)."""
         from gitmem.engine import history
 
-        return history.restore(self._core, version_id, actor=actor, session=session, scope=scope)
+        return history.restore(
+            self._core, version_id, actor=actor, session=session, scope=scope, caller=caller
+        )
 
-    def redact(self, version_id: str, *, reason: str, actor: str | None = None) -> Redaction:
-        """Erase a version's content from history, keeping who and when (see docs/security.md)."""
+    def redact(
+        self, version_id: str, *, reason: str, actor: str | None = None, caller: Caller | None = None
+    ) -> Redaction:
+        """Erase a version's content from history, keeping who and when (see docs/security.md).
+        With a ``caller``: it needs the ``redact`` right, may not be in review mode and must be able
+        to write every scope whose history holds that content (docs/access.md)."""
         from gitmem.audit import redact
 
-        return redact.redact(self._core, version_id, reason=reason, actor=actor)
+        return redact.redact(self._core, version_id, reason=reason, actor=actor, caller=caller)
+
+    def redact_pattern(
+        self,
+        pattern: str,
+        *,
+        reason: str,
+        scope: str | None = None,
+        actor: str | None = None,
+        dry_run: bool = False,
+        caller: Caller | None = None,
+    ) -> Redaction:
+        """Redact every match of ``pattern`` in history (``scope`` only when given)."""
+        from gitmem.audit import redact
+
+        return redact.redact_pattern(
+            self._core, pattern, reason=reason, scope=scope, actor=actor, dry_run=dry_run, caller=caller
+        )
+
+    def batch(
+        self,
+        ops: builtins.list[BatchOp],
+        *,
+        scope: str = "main",
+        actor: str | None = None,
+        session: str | None = None,
+        skip_refused: bool = False,
+        caller: Caller | None = None,
+    ) -> BatchResult:
+        """Apply ``ops`` (:class:`BatchOp`) in order as one version each, moving the scope once
+        (a review-mode ``caller``: onto its proposal); ``skip_refused`` keeps going past refusals."""
+        from gitmem.engine.batch import apply_batch
+
+        return apply_batch(
+            self._core,
+            ops,
+            scope=scope,
+            actor=actor,
+            session=session,
+            skip_refused=skip_refused,
+            caller=caller,
+        )
+
+    def check_writable(self) -> None:
+        """ForbiddenError when nothing may be written: an archived store, or a read-only clone."""
+        self._core.check_writable()
 
     def search(
         self,
@@ -341,9 +447,12 @@ class Store:
         limit: int = 10,
         path_prefix: str | None = None,
         raw: bool = False,
+        caller: Caller | None = None,
     ) -> builtins.list[SearchHit]:
         """Memories at the head of ``scope`` matching ``query``, best first."""
-        from gitmem.engine import search
+        from gitmem.engine import access, search
+
+        access.admit_read(self._core, caller, scope)
 
         return search.search(self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw)
 

@@ -20,12 +20,13 @@ import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
 from gitmem.audit.proposal_chains import rewrite_chains
-from gitmem.engine import denylist, ledger
+from gitmem.engine import access, denylist, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.git.rewrite import Rewriter
 from gitmem.ids import is_id, new_id
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import resolve_actor
 
@@ -89,6 +90,12 @@ def live_matches(store: StoreCore, blobs: list[str], scopes: list[str]) -> list[
             if h.blob in wanted:
                 out.append(LiveMatch(scope, h.path, h.version_id))
     return sorted(out, key=lambda m: (m.scope, m.path))
+
+
+def _scopes_holding(store: StoreCore, blobs: list[str]) -> list[str]:
+    marks = ",".join("?" * len(blobs))
+    sql = f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks})"
+    return sorted(r[0] for r in store.index.db.execute(sql, blobs))
 
 
 def _check_blobs(
@@ -355,12 +362,18 @@ def _prepare(store: StoreCore, reason: str, actor: str | None) -> str:
 
 
 def redact(
-    store: StoreCore, version_id: str, *, reason: str, actor: str | None = None, dry_run: bool = False
+    store: StoreCore,
+    version_id: str,
+    *,
+    reason: str,
+    actor: str | None = None,
+    dry_run: bool = False,
+    caller: Caller | None = None,
 ) -> Redaction:
     """Replace one version's content by ``[redacted: <id>]`` everywhere it occurs, in every scope
     whose history holds the same content (one operation: one journal, one purge); refused
     (ForbiddenError, every live match listed) while that content is the head of a live memory."""
-    actor = _prepare(store, reason, actor)
+    actor = _prepare(store, reason, caller.claim_actor(actor) if caller is not None else actor)
     if not is_id(version_id, "memver"):
         raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
     store.index.ensure_all()
@@ -372,6 +385,10 @@ def redact(
         raise InvalidInputError(f"version {version_id} was already redacted ({row.redaction_id})")
     if row.blob is None:
         raise InvalidInputError(f"version {version_id} deleted {row.path}: it has no content to redact")
+    if caller is not None:
+        caller.check_read(store.name, row.scope)  # a version it cannot read: as if unknown
+        # every scope the content is in, proposals' chains included, before any live-match check
+        access.admit_redaction(store, caller, _scopes_holding(store, [row.blob]))
     scopes, rows = _check_blobs(store, [row.blob], f"version {version_id}")
     rid = new_id("redact")
     if dry_run:
@@ -397,19 +414,23 @@ def redact_pattern(
     actor: str | None = None,
     dry_run: bool = False,
     remember: bool = True,
+    caller: Caller | None = None,
 ) -> Redaction:
     """Replace every match of the regex ``pattern`` in every historical version of every scope
     (only ``scope`` when given) by ``[redacted: <id>]`` (like ``git filter-repo --replace-text``,
     audited); refused when a live memory's current content matches (all of them listed). The
     pattern is remembered as a deny-pattern (unless ``remember`` is off): no write path may store
     a match again."""
-    actor = _prepare(store, reason, actor)
+    actor = _prepare(store, reason, caller.claim_actor(actor) if caller is not None else actor)
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise InvalidInputError(f"invalid pattern {pattern!r}: {exc}") from None
     if regex.search("") is not None:
         raise InvalidInputError(f"pattern {pattern!r} matches the empty string: it would match everything")
+    if caller is not None:
+        scope = scope if scope is not None else caller.scope
+        access.admit_redaction(store, caller, [scope] if scope is not None else store.scopes())
     if scope is not None:
         validate_scope(scope)
         store.require_scope(scope)

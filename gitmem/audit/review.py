@@ -20,11 +20,13 @@ from typing import Any
 import pygit2
 
 from gitmem import config
+from gitmem.engine import access
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id
+from gitmem.model.caller import Caller
 from gitmem.model.versions import Version, parse_trailers, resolve_actor
 
 
@@ -158,6 +160,7 @@ def accept(
     paths: Sequence[str] | None = None,
     reason: str = "",
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> Accepted:
     """Publish the proposal (or its ``paths``) onto the scope, as versions keeping their authors
     and naming the reviewer. Refused (ConflictError, nothing written) when a chosen path changed
@@ -166,7 +169,7 @@ def accept(
 
     reviewer = resolve_actor(reviewer, None)
     with file_lock(store.gitmem_dir / "proposals.lock"):  # one decision at a time
-        p = _decidable(store, proposal_id, reviewer, "accepted", session)
+        p = _decidable(store, proposal_id, reviewer, "accepted", session, caller)
         return _accept(store, p, reviewer, paths, reason)
 
 
@@ -179,16 +182,17 @@ def _proposer(p: P.Proposal, reviewer: str, session: str | None) -> bool:
 
 
 def _decidable(
-    store: StoreCore, proposal_id: str, reviewer: str, what: str, session: str | None = None
+    store: StoreCore, proposal_id: str, reviewer: str, what: str, session: str | None, caller: Caller | None
 ) -> P.Proposal:
     """The open proposal, when ``reviewer`` may decide it: not its own proposer (by actor or by
     session), not in review mode."""
     p = P.get(store, proposal_id)
+    access.admit_decision(store, caller, p.scope)
     if p.status != "open":
         raise ConflictError(f"proposal {p.id} is {p.status}; only open proposals can be {what}")
     if _proposer(p, reviewer, session):
         raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot review it: another reviewer must")
-    if P.in_review(store, p.scope, reviewer):
+    if P.in_review(store, p.scope, reviewer, caller is not None and caller.review):
         raise ForbiddenError(f"{reviewer} is in review mode on scope {p.scope!r} and cannot decide proposals")
     return p
 
@@ -257,12 +261,13 @@ def reject(
     reason: str = "",
     paths: Sequence[str] | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> P.Proposal:
     """Record that the proposal (or its ``paths``) is not published; the chain is kept for
     ``retention.min_days`` (:func:`drop_expired`)."""
     reviewer = resolve_actor(reviewer, None)
     with file_lock(store.gitmem_dir / "proposals.lock"):
-        p = _decidable(store, proposal_id, reviewer, "rejected", session)
+        p = _decidable(store, proposal_id, reviewer, "rejected", session, caller)
         return _reject(store, p, reviewer, reason, paths)
 
 
@@ -349,7 +354,13 @@ class Erased:
 
 
 def erase(
-    store: StoreCore, proposal_id: str, *, reviewer: str, reason: str, session: str | None = None
+    store: StoreCore,
+    proposal_id: str,
+    *,
+    reviewer: str,
+    reason: str,
+    session: str | None = None,
+    caller: Caller | None = None,
 ) -> Erased:
     """Reject a proposal (if still open) and erase its chain from the store: the objects only the
     proposal reaches are deny-listed, its ref deleted and those objects purged and proved gone, with
@@ -365,6 +376,7 @@ def erase(
     reviewer = resolve_actor(reviewer, None)
     if not reason.strip():
         raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
+    access.admit_decision(store, caller, P.get(store, proposal_id).scope, "erase") if caller else None
     with journal.store_lock(store), file_lock(store.gitmem_dir / "proposals.lock"):
         p = P.get(store, proposal_id)
         pending = _pending_erase(store)
@@ -376,7 +388,7 @@ def erase(
             if p.erased:
                 raise ConflictError(f"proposal {p.id} was already erased ({p.erased})")
             if p.status == "open":
-                _decidable(store, p.id, reviewer, "erased", session)
+                _decidable(store, p.id, reviewer, "erased", session, caller)
             elif _proposer(p, reviewer, session):
                 raise ForbiddenError(f"{reviewer} proposed {p.id} and cannot erase it: another reviewer must")
             pending = _plan_erase(store, p, reviewer, reason)

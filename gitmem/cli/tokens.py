@@ -51,6 +51,12 @@ def create(
     expires: Annotated[
         str | None, typer.Option("--expires", help="30d, 12h, 90m, 2w or an RFC 3339 time.")
     ] = None,
+    right: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--right", help="A right beyond the defaults, e.g. redact (docs/access.md). Repeatable."
+        ),
+    ] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -65,6 +71,7 @@ def create(
             admin=admin,
             expires=expires,
             review=review,
+            rights=_rights(right, store),
         )
         return {"token": token.to_dict(), "secret": secret}
 
@@ -75,6 +82,15 @@ def create(
         sys.stdout.write(f"{value['secret']}\n")
 
     common.run(json, call, render)
+
+
+def _rights(named: list[str] | None, grants: list[str] | None) -> tuple[str, ...]:
+    """Explicit rights replace the defaults, so ``--right redact`` on a read-write token keeps
+    ``write`` and ``review`` too (docs/access.md#rights-and-their-defaults)."""
+    if not named:
+        return ()
+    rw = any(g.partition(":")[2] in ("", "rw") for g in grants or [])
+    return tuple(sorted(set(named) | ({"write", "review"} if rw else set())))
 
 
 @token_app.command("list")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem.engine import access
 from gitmem.engine.core import StoreCore
 from gitmem.engine.guard import flag_trailer, record_flags
 from gitmem.engine.memories import refuse_conflict, with_description
@@ -44,6 +45,7 @@ from gitmem.errors import ConflictError, GitmemError, InvalidInputError, Precond
 from gitmem.git.fastimport import Pending, write_commits
 from gitmem.git.packwriter import Staging
 from gitmem.ids import is_id, new_id
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_path
 from gitmem.model.versions import Version, format_message
 
@@ -141,6 +143,7 @@ def apply_batch(
     skip_refused: bool = False,
     progress: Callable[[int, int], None] | None = None,
     reviewed_by: str | None = None,
+    caller: Caller | None = None,
 ) -> BatchResult:
     """Apply ``ops`` in order as one version each (no-ops skipped), moving the branch once.
 
@@ -155,7 +158,9 @@ def apply_batch(
             proposals,
         )  # cycle-ok: a routed write is planned by proposals with writer's own pieces
 
-        owner = proposals.route(store, scope, actor, session)
+        admitted = access.admit_write(store, caller, scope, actor, session)
+        actor, session = admitted.actor, admitted.session
+        owner = proposals.route(store, scope, actor, session, admitted.review)
         if owner is not None:
             planners = [lambda st, op=op: _plan(st, op) for op in ops]
             done = proposals.propose(

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import pygit2
 
-from gitmem.engine import xqueue
+from gitmem.engine import access, xqueue
 from gitmem.engine.core import StoreCore
 from gitmem.engine.guard import record_flags
 from gitmem.engine.overlay import BatchState
@@ -39,6 +39,7 @@ from gitmem.engine.writer import (
     version_from_row,
 )
 from gitmem.errors import ConflictError
+from gitmem.model.caller import Caller
 from gitmem.model.versions import Version
 
 
@@ -51,6 +52,7 @@ def mutate(
     session: str | None,
     erasing: bool = False,
     spec: Spec | None = None,
+    caller: Caller | None = None,
 ) -> Version | None:
     """Plan and commit one change to one memory, with compare-and-swap and retry.
 
@@ -64,7 +66,9 @@ def mutate(
         proposals,
     )  # cycle-ok: a routed write is planned by proposals with the writer's own pieces
 
-    owner = proposals.route(store, scope, actor, session)
+    admitted = access.admit_write(store, caller, scope, actor, session)
+    actor, session = admitted.actor, admitted.session
+    owner = proposals.route(store, scope, actor, session, admitted.review)
     if owner is not None:
         done = proposals.propose(store, scope, [plan], actor=actor, session=session, owner=owner)
         return done.versions[0] if done.versions else None

@@ -85,6 +85,8 @@ def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
         policy = state.guard = policy_for(store)
     if policy.secrets == "off" and policy.pii == "off" and not policy.patterns and not policy.deny_patterns:
         return
+    if change.operation == "created" or change.previous_path is not None:
+        screen_text(f"the path {change.path}", change.path, policy)  # a credential as a file name
     old = state.blob(change.previous_path or change.path) if change.operation != "created" else None
     if old is not None and old.data == data:
         return
@@ -97,6 +99,14 @@ def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
         raise GuardRejectedError(refusal(change.path, refused), tuple(refused))
     if verdict == "flag":
         change.flags.extend(f for f in findings if action_for(f, policy) == "flag")
+
+
+def screen_text(where: str, text: str, policy: GuardPolicy) -> None:
+    """Refuse ``text`` (a path, a description, a message) where the policy rejects a finding in it."""
+    findings = scan(text, policy)
+    refused = [f for f in findings if action_for(f, policy) == "reject"]
+    if refused:
+        raise GuardRejectedError(refusal(where, refused), tuple(refused))
 
 
 def refusal(path: str, findings: Sequence[Finding]) -> str:

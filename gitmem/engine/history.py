@@ -10,12 +10,14 @@ from typing import Any
 
 import pygit2
 
+from gitmem.engine import access
 from gitmem.engine.core import StoreCore
 from gitmem.engine.memories import Memory, create, write
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.ids import is_id
+from gitmem.model.caller import Caller
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.paths import validate_path, validate_scope
 from gitmem.model.versions import OPERATIONS, RedactionInfo, Version, timestamp
@@ -210,6 +212,7 @@ def restore(
     actor: str | None = None,
     session: str | None = None,
     scope: str | None = None,
+    caller: Caller | None = None,
 ) -> Version | None:
     """Write an old version's content back as a new version of the same memory, in ``scope`` (by
     default the scope :func:`version` answers for: main first, for a version forked scopes share).
@@ -217,16 +220,26 @@ def restore(
     A live memory is restored at its current path (it may have been renamed since); a deleted one is
     recreated at the version's path. None when the memory already has that content.
     """
+    if scope is None and caller is not None:
+        scope = caller.scope  # a scope-confined caller restores its scope's row of a shared version
     row = _row(store, version_id, scope)
+    access.admit_write(store, caller, row.scope, actor, session)  # before reading what it restores
     data = _content(store, row)
     if data is None:
         raise InvalidInputError(f"version {version_id} is a deletion; restore the version before it")
     store.index.ensure(row.scope)
     head = store.index.head_by_memory(row.scope, row.memory_id)
     if head is not None:
-        return write(store, head.path, data, scope=row.scope, actor=actor, session=session)
+        return write(store, head.path, data, scope=row.scope, actor=actor, session=session, caller=caller)
     return create(
-        store, row.path, data, scope=row.scope, actor=actor, session=session, memory_id=row.memory_id
+        store,
+        row.path,
+        data,
+        scope=row.scope,
+        actor=actor,
+        session=session,
+        memory_id=row.memory_id,
+        caller=caller,
     )
 
 

@@ -29,6 +29,7 @@ from gitmem.engine.planners import refuse_conflict as refuse_conflict  # batches
 from gitmem.engine.writer import MAX_ATTEMPTS, decode_content, encode_content, sha256_hex
 from gitmem.errors import InvalidInputError
 from gitmem.ids import is_id
+from gitmem.model.caller import Caller
 from gitmem.model.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
 from gitmem.model.paths import validate_path, validate_prefix, validate_scope
 from gitmem.model.versions import Version, timestamp
@@ -86,13 +87,22 @@ def write(
     if_sha256: str | None = None,
     actor: str | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> Version | None:
     """Create or replace the memory at ``path``. Returns None when nothing changed."""
     validate_path(path)
     check_sha(if_sha256)
     data = with_description(encode_content(content), description)
     spec: Spec = ("write", {"path": path, "data": data, "if_sha256": if_sha256})
-    return mutate(store, scope, plan_write(path, data, if_sha256), actor=actor, session=session, spec=spec)
+    return mutate(
+        store,
+        scope,
+        plan_write(path, data, if_sha256),
+        actor=actor,
+        session=session,
+        spec=spec,
+        caller=caller,
+    )
 
 
 def create(
@@ -105,6 +115,7 @@ def create(
     actor: str | None = None,
     session: str | None = None,
     memory_id: str | None = None,
+    caller: Caller | None = None,
 ) -> Version:
     """Create a memory; never overwrites. ``memory_id`` revives a deleted memory (restore): it must
     be a ``mem_`` id that no live memory of the scope has."""
@@ -114,7 +125,7 @@ def create(
     data = with_description(encode_content(content), description)
     spec: Spec = ("create", {"path": path, "data": data, "memory_id": memory_id})
     plan = plan_create(path, data, memory_id)
-    version = mutate(store, scope, plan, actor=actor, session=session, spec=spec)
+    version = mutate(store, scope, plan, actor=actor, session=session, spec=spec, caller=caller)
     assert version is not None
     return version
 
@@ -129,11 +140,12 @@ def _edit(
     if_sha256: str | None,
     actor: str | None,
     session: str | None,
+    caller: Caller | None = None,
 ) -> Version | None:
     validate_path(path)
     check_sha(if_sha256)
     plan = plan_edit(path, edit, if_sha256)
-    return mutate(store, scope, plan, actor=actor, session=session, spec=spec)
+    return mutate(store, scope, plan, actor=actor, session=session, spec=spec, caller=caller)
 
 
 def str_replace(
@@ -146,13 +158,16 @@ def str_replace(
     if_sha256: str | None = None,
     actor: str | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> Version | None:
     """Replace the one occurrence of ``old`` by ``new``; errors when it is missing or not unique."""
     if old == "":
         raise InvalidInputError("old text must not be empty")
     spec: Spec = ("str_replace", {"path": path, "old": old, "new": new, "if_sha256": if_sha256})
     edit = replace_edit(path, old, new)
-    return _edit(store, path, edit, spec, scope=scope, if_sha256=if_sha256, actor=actor, session=session)
+    return _edit(
+        store, path, edit, spec, scope=scope, if_sha256=if_sha256, actor=actor, session=session, caller=caller
+    )
 
 
 def insert(
@@ -165,6 +180,7 @@ def insert(
     if_sha256: str | None = None,
     actor: str | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> Version | None:
     """Insert ``text`` after line ``line`` (0 = top)."""
     # A line that is not an int fails in insert_text; only an int travels to another process.
@@ -179,6 +195,7 @@ def insert(
         if_sha256=if_sha256,
         actor=actor,
         session=session,
+        caller=caller,
     )
 
 
@@ -190,6 +207,7 @@ def delete(
     if_sha256: str | None = None,
     actor: str | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> Version:
     """Delete a memory (its versions stay in history)."""
     validate_path(path)
@@ -197,7 +215,7 @@ def delete(
     spec: Spec = ("delete", {"path": path, "if_sha256": if_sha256})
     # Deleting is erasure: an archived store allows it (only new content is refused there).
     plan = plan_delete(path, if_sha256)
-    version = mutate(store, scope, plan, actor=actor, session=session, erasing=True, spec=spec)
+    version = mutate(store, scope, plan, actor=actor, session=session, erasing=True, spec=spec, caller=caller)
     assert version is not None
     return version
 
@@ -211,6 +229,7 @@ def rename(
     if_sha256: str | None = None,
     actor: str | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> Version | None:
     """Move a memory to ``new_path``, keeping its memory id; never overwrites."""
     validate_path(old_path)
@@ -218,7 +237,7 @@ def rename(
     check_sha(if_sha256)
     spec: Spec = ("rename", {"old_path": old_path, "new_path": new_path, "if_sha256": if_sha256})
     plan = plan_rename(old_path, new_path, if_sha256)
-    return mutate(store, scope, plan, actor=actor, session=session, spec=spec)
+    return mutate(store, scope, plan, actor=actor, session=session, spec=spec, caller=caller)
 
 
 # ---------------------------------------------------------------------- reads

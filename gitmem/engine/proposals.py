@@ -47,8 +47,9 @@ _READER: contextvars.ContextVar[str | None] = contextvars.ContextVar("gitmem_rea
 
 @contextlib.contextmanager
 def reviewing(on: bool = True, owner: str | None = None) -> Iterator[None]:
-    """Within the block, writes in this thread or task land as proposals (``on``), and reads
-    (``Store.read``) by ``owner`` (a session id, or an actor) see its open proposal on top."""
+    """Deprecated (docs/access.md): pass a :class:`gitmem.model.caller.Caller` with ``review``
+    instead; no face of gitmem uses this any more. Kept for library code written against it:
+    within the block, writes without a caller land as proposals, and reads by ``owner`` see it."""
     token, reader = _REVIEW.set(on), _READER.set(owner)
     try:
         yield
@@ -77,18 +78,22 @@ def acl_reviews(acl: dict[str, Any], scope: str, actor: str) -> bool:
     return False
 
 
-def in_review(store: StoreCore, scope: str, actor: str) -> bool:
-    """Whether ``actor`` writes ``scope`` in review mode (this context, or ``acl.review``)."""
-    return _REVIEW.get() or acl_reviews(store.settings.acl, scope, actor)
+def in_review(store: StoreCore, scope: str, actor: str, review: bool = False) -> bool:
+    """Whether ``actor`` writes ``scope`` in review mode (its caller's, or ``acl.review``)."""
+    return review or _REVIEW.get() or acl_reviews(store.settings.acl, scope, actor)
 
 
-def route(store: StoreCore, scope: str, actor: str | None, session: str | None) -> str | None:
-    """The owner whose proposal a write goes to, or None when it is published as usual."""
-    if not _REVIEW.get() and not store.settings.acl.get("review"):
+def route(
+    store: StoreCore, scope: str, actor: str | None, session: str | None, review: bool = False
+) -> str | None:
+    """The owner whose proposal a write goes to, or None when it is published as usual:
+    ``review`` is the caller's mode (gitmem.model.caller), else the store's ``acl.review``."""
+    review = review or _REVIEW.get()
+    if not review and not store.settings.acl.get("review"):
         return None  # the common case: one dict lookup
     validate_scope(scope)
     who = resolve_actor(actor, validate_session(session))
-    if _REVIEW.get() or acl_reviews(store.settings.acl, scope, who):
+    if review or acl_reviews(store.settings.acl, scope, who):
         return owner_of(who, session)
     return None
 

@@ -49,7 +49,6 @@ from anthropic.types.beta import (
 )
 from anyio.to_thread import run_sync
 
-from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, NotFoundError, PreconditionFailedError
 from gitmem.ids import new_id
@@ -64,7 +63,7 @@ from gitmem.integrations.memory_paths import (
     to_store_path,
 )
 from gitmem.model.versions import Version
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store
 
 __all__ = ["GitmemAsyncMemoryTool", "GitmemMemoryTool", "MemoryBackend"]
 
@@ -135,7 +134,7 @@ class MemoryBackend:
             self.versions.append(version)
 
     def _batch(self, ops: list[BatchOp]) -> None:
-        result = apply_batch(self.store.core, ops, scope=self.scope, actor=self.actor, session=self.session)
+        result = self.store.batch(ops, scope=self.scope, actor=self.actor, session=self.session)
         self.versions.extend(result.versions)
 
     def _rewrite(self, path: str, store_path: str, edit: Callable[[str], tuple[str, str]]) -> str:

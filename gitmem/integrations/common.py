@@ -94,3 +94,30 @@ def store_lock(store: Store) -> threading.RLock:
         if lock is None:
             lock = _LOCKS[store] = threading.RLock()
         return lock
+
+
+# ---------------------------------------------------------------------- the guard, kept in the turn
+MASK = "[masked by gitmem's guard: {rule}]"
+
+
+def mask_findings(text: str, findings: tuple[object, ...]) -> tuple[str, list[str]]:
+    """``text`` with every refused finding's span (``start``/``end`` character offsets, as
+    :class:`gitmem.model.guard.Finding` gives them) replaced by :data:`MASK`; and the rules masked.
+    The adapters use it so that a conversation keeps its turn when the guard refuses a secret in
+    it: the item is stored with the secret masked, and the adapter reports what it masked."""
+    spans = sorted(
+        (
+            (int(getattr(f, "start", -1)), int(getattr(f, "end", -1)), str(getattr(f, "rule", "?")))
+            for f in findings
+        ),
+        reverse=True,
+    )
+    rules: list[str] = []
+    last = len(text) + 1
+    for start, end, rule in spans:
+        if not (0 <= start < end <= len(text)) or end > last:
+            continue  # overlapping or out of range: the next attempt's findings say what is left
+        text = text[:start] + MASK.format(rule=rule) + text[end:]
+        rules.append(rule)
+        last = start
+    return text, sorted(rules)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -44,11 +45,21 @@ from langgraph.store.base import (
 )
 
 from gitmem.engine.memories import Memory
-from gitmem.errors import IntegrityError, InvalidInputError, NotFoundError
-from gitmem.integrations.common import decode_segment, encode_segment, store_lock, valid_identity, valid_scope
-from gitmem.store import Store
+from gitmem.errors import GuardRejectedError, IntegrityError, InvalidInputError, NotFoundError
+from gitmem.integrations.common import (
+    decode_segment,
+    encode_segment,
+    mask_findings,
+    store_lock,
+    valid_identity,
+    valid_scope,
+)
+from gitmem.store import BatchOp, Store
 
 __all__ = ["GitmemStore", "decode_value", "encode_value"]
+log = logging.getLogger("gitmem.integrations.langgraph")
+#: The key a stored value gets when the guard refused part of it: the rules that were masked.
+MASKED_KEY = "gitmem_masked"
 
 SUFFIX = ".json"
 #: Search asks gitmem for at most this many hits before filtering and paging (gitmem's own cap).
@@ -236,6 +247,8 @@ class GitmemStore(BaseStore):
         self.layout = _Layout(prefix)
         self.actor, self.session = valid_identity(actor, session)
         self._lock = store_lock(store)
+        #: (namespace, key, rules) of every put the guard refused, stored with the secret masked
+        self.masked: list[tuple[tuple[str, ...], str, list[str]]] = []
 
     # -------------------------------------------------------------- batch
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -374,8 +387,6 @@ class GitmemStore(BaseStore):
 
     # -------------------------------------------------------------- writes
     def _apply(self, puts: dict[str, tuple[PutOp, str | None]]) -> None:
-        from gitmem.engine.batch import BatchOp
-
         for attempt in range(_PUT_ATTEMPTS):
             ops = [
                 BatchOp("write", path, text) if text is not None else BatchOp("delete", path)
@@ -385,10 +396,30 @@ class GitmemStore(BaseStore):
             try:
                 _apply_batch(self.store, ops, self.scope, self.actor, self.session)
                 return
+            except GuardRejectedError as exc:
+                # A secret in a value: stored masked, flagged in the value, reported (docs/access.md)
+                if not self._mask(puts, exc) or attempt == _PUT_ATTEMPTS - 1:
+                    raise
             except NotFoundError:
                 # Someone else deleted an item this batch deletes, after we looked: look again.
                 if attempt == _PUT_ATTEMPTS - 1:
                     raise
+
+    def _mask(self, puts: dict[str, tuple[PutOp, str | None]], exc: GuardRejectedError) -> bool:
+        """Mask what the guard refused in the put it names; False when none can be masked."""
+        for path, (op, text) in puts.items():
+            if text is None or not exc.message.startswith(f"{path}: "):
+                continue
+            masked, rules = mask_findings(text, exc.findings)
+            value = decode_value(masked)
+            if not rules or value is None:
+                return False
+            value[MASKED_KEY] = sorted(set(value.get(MASKED_KEY) or []) | set(rules))
+            puts[path] = (op, encode_value(value))
+            self.masked.append((op.namespace, op.key, rules))
+            log.warning("%s: the guard refused %s; stored with it masked", path, ", ".join(rules))
+            return True
+        return False
 
     def __repr__(self) -> str:
         return f"GitmemStore({self.store!r}, scope={self.scope!r}, prefix={self.layout.prefix!r})"
@@ -402,7 +433,5 @@ def _time(value: dt.datetime | None) -> dt.datetime:
 
 # ---------------------------------------------------------------------- gitmem internals, kept in one place
 def _apply_batch(store: Store, ops: list[Any], scope: str, actor: str | None, session: str) -> None:
-    from gitmem.engine.batch import apply_batch
-
     if ops:
-        apply_batch(store.core, ops, scope=scope, actor=actor, session=session)
+        store.batch(ops, scope=scope, actor=actor, session=session)

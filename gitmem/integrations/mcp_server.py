@@ -20,6 +20,7 @@ a reviewing agent: ``list_proposals``, ``show_proposal``, ``diff_proposal``, ``a
 ``reject_proposal`` (decisions are recorded under the server's actor).
 """
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from gitmem.integrations.mcp_shapes import (
     decode_cursor,
     encode_cursor,
 )
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope, validate_store_name
 from gitmem.model.versions import validate_actor, validate_session
 from gitmem.store import Store, open_store
@@ -187,10 +189,13 @@ def build_server(
     actor: str | None = None,
     review: bool = False,
     reviewer: bool = False,
+    caller: Caller | None = None,
 ) -> GitmemMCPServer:
     """An MCP server exposing ``stores`` (each in its own scope, else ``scope``); writes are tagged
     with ``session`` and ``actor`` (``review``: as the session's proposal; ``reviewer``: with the
-    proposal-review tools). A bad session or actor is refused here, before anything is served."""
+    proposal-review tools). ``caller``: who asks (a token's, from ``gitmem serve``; default: the
+    local actor), passed to every library call, which decides access and review with it.
+    A bad session or actor is refused here, before anything is served."""
     if not stores:
         raise InvalidInputError("serve at least one store")
     if review and reviewer:
@@ -199,14 +204,19 @@ def build_server(
     session = validate_session(session) or new_id("sesn")
     if actor is not None:
         validate_actor(actor)
-    from gitmem.engine import proposals
+    if caller is None:
+        caller = dataclasses.replace(Caller.local_actor(actor, session), review=review)
+    else:
+        caller = dataclasses.replace(caller, session=session)
+        review = review or caller.review
+    who_asks = caller
 
     by_name = {s.name: s for s in stores}
     writable = [s.name for s in stores if not s.read_only]
     lock = threading.Lock()  # MCPServer runs sync tools in worker threads
 
     def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        with lock, proposals.reviewing(review, owner=session if review else None):
+        with lock:
             try:
                 return fn(*args, **kwargs)
             except GitmemError as exc:
@@ -226,7 +236,7 @@ def build_server(
         return served(name).store
 
     def kw(name: str) -> dict[str, Any]:
-        return {"actor": actor, "session": session, "scope": scope_of(name)}
+        return {"actor": actor, "session": session, "scope": scope_of(name), "caller": who_asks}
 
     names = list(by_name)
     StoreArg = Annotated[str, Field(description="Store name.", json_schema_extra={"enum": names})]
@@ -290,7 +300,7 @@ def build_server(
     ) -> MemoryContent:
         """Read a memory's content (at its head, or at an older version id)."""
         s = served(store).store
-        m = call(lambda: s.read(path, scope=scope_of(store), version=version))
+        m = call(lambda: s.read(path, scope=scope_of(store), version=version, caller=who_asks))
         return MemoryContent(
             path=m.path,
             content=m.content or "",
@@ -420,9 +430,9 @@ def build_server(
         if store not in by_name:
             raise ResourceNotFoundError(f"store {store!r} is not served here")
         s = by_name[store].store
-        with lock, proposals.reviewing(review, owner=session if review else None):
+        with lock:
             try:
-                return s.read("/" + path, scope=scope_of(store)).content or ""
+                return s.read("/" + path, scope=scope_of(store), caller=who_asks).content or ""
             except GitmemError as exc:
                 raise ResourceNotFoundError(f"{exc.type_name}: {exc.message}") from None
 

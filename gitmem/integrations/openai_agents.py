@@ -23,17 +23,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
 
-from gitmem.errors import ConflictError, NotFoundError, PathConflictError, PreconditionFailedError
-from gitmem.integrations.common import encode_segment, store_lock, valid_identity, valid_scope
+from gitmem.errors import (
+    ConflictError,
+    GuardRejectedError,
+    NotFoundError,
+    PathConflictError,
+    PreconditionFailedError,
+)
+from gitmem.integrations.common import encode_segment, mask_findings, store_lock, valid_identity, valid_scope
+from gitmem.model.versions import Version
 from gitmem.store import Store
 
-__all__ = ["GitmemSession"]
+__all__ = ["GitmemSession", "Masked"]
+log = logging.getLogger("gitmem.integrations.openai_agents")
 
 SUFFIX = ".jsonl"
 _ATTEMPTS = 16
@@ -59,8 +69,21 @@ def _parse(lines: list[str]) -> list[TResponseInputItem]:
     return items
 
 
+@dataclass(frozen=True)
+class Masked:
+    """Items the store's guard refused, kept with the secret masked (``GitmemSession.masked``)."""
+
+    version_id: str | None
+    rules: list[str]
+
+
 class GitmemSession:
     """The Agents SDK ``Session`` protocol on one memory of a gitmem store.
+
+    When the store's guard refuses what a turn adds (a credential pasted into the chat), the
+    items are stored anyway with each refused span replaced by ``[masked by gitmem's guard:
+    <rule>]``, so ``Runner.run`` keeps its turn and nothing else the user said is lost; the masking
+    is reported in :attr:`masked` and logged (logger ``gitmem.integrations.openai_agents``).
 
     Args:
         session_id: the conversation's id (any string).
@@ -93,6 +116,7 @@ class GitmemSession:
         self.path = _valid_path(_valid_prefix(prefix) + encode_segment(session_id + SUFFIX))
         self.actor, self.session = valid_identity(actor, session)
         self._lock = store_lock(store)
+        self.masked: list[Masked] = []
 
     async def _run(self, fn: Callable[[], T]) -> T:
         def locked() -> T:
@@ -113,7 +137,8 @@ class GitmemSession:
         return lines[:-1] if lines[-1] == "" else lines, memory.content_sha256
 
     def _update(self, change: Callable[[list[str]], tuple[list[str], T] | None]) -> T | None:
-        """Apply ``change`` to the lines by compare-and-swap; None from it means nothing to write."""
+        """Apply ``change`` to the lines by compare-and-swap; None from it means nothing to write.
+        What the guard refuses is masked and written again (see the class)."""
         for _attempt in range(_ATTEMPTS):
             lines, sha = self._lines()
             planned = change(lines)
@@ -121,16 +146,34 @@ class GitmemSession:
                 return None
             new_lines, result = planned
             text = "".join(line + "\n" for line in new_lines)
-            kw: dict[str, Any] = {"scope": self.scope, "actor": self.actor, "session": self.session}
             try:
-                if sha is None:
-                    self.store.create(self.path, text, **kw)
-                else:
-                    self.store.write(self.path, text, if_sha256=sha, **kw)
+                self._write(text, sha)
                 return result
             except (PreconditionFailedError, PathConflictError):
                 continue  # another writer changed the conversation since we read it: redo
         raise ConflictError(f"{self.path} kept changing under concurrent writers; try again")
+
+    def _write(self, text: str, sha: str | None) -> None:
+        kw: dict[str, Any] = {"scope": self.scope, "actor": self.actor, "session": self.session}
+        rules: list[str] = []
+        version: Version | None
+        for _mask in range(_ATTEMPTS):
+            try:
+                if sha is None:
+                    version = self.store.create(self.path, text, **kw)
+                else:
+                    version = self.store.write(self.path, text, if_sha256=sha, **kw)
+            except GuardRejectedError as exc:
+                masked, found = mask_findings(text, exc.findings)
+                if not found or masked == text:
+                    raise
+                text, rules = masked, rules + found
+                continue
+            if rules:
+                self.masked.append(Masked(version.id if version is not None else None, rules))
+                log.warning("%s: the guard refused %s; stored with it masked", self.path, ", ".join(rules))
+            return
+        raise ConflictError(f"{self.path}: the guard kept refusing the masked text")
 
     # -------------------------------------------------------------- the protocol
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:

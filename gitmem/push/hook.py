@@ -38,6 +38,8 @@ CLIENT_IDENTITY = "GITMEM_ACTOR"
 UNKNOWN = "unknown"
 #: Set by ``gitmem serve`` (git over HTTP) to the pushing token's session; a client cannot set it.
 SERVER_SESSION_ENV = "GITMEM_PUSH_SESSION"
+#: Set by ``gitmem serve`` for a push by a review-mode token: the hook refuses it (docs/access.md).
+SERVER_REVIEW_ENV = "GITMEM_PUSH_REVIEW"
 
 
 def push_options(env: Mapping[str, str]) -> list[str]:
@@ -175,6 +177,7 @@ def pre_receive(
         trusted=trusted_for_trailers(settings.acl, actor),
         session=env.get(SERVER_SESSION_ENV) or option(options, "session"),
         git_dir=git_dir,
+        review=env.get(SERVER_REVIEW_ENV) == "1",
     )
     stats: dict[str, tuple[int, int]] = {}
     store_bytes = 0

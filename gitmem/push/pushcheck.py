@@ -65,6 +65,7 @@ class PushContext:
     trusted: bool = False  # the pusher's trailers are believed (acl.trust_trailers)
     session: str | None = None  # the ``-o session=...`` push option
     git_dir: Path | None = None  # the store, for the redaction marks it made (read only when needed)
+    review: bool = False  # the pusher is in review mode (a ``--review`` token behind /git)
 
 
 def parse_updates(stdin: str | Iterable[str]) -> list[RefUpdate]:
@@ -118,6 +119,7 @@ def check_ref(repo: pygit2.Repository, u: RefUpdate, ctx: PushContext) -> list[V
             _v("identity", "this store requires an authenticated pusher (acl.require_identity)", u.ref)
         )
     out += [_at(v, u.ref) for v in policy.check_acl(ctx.settings.acl, u.scope, ctx.pusher)]
+    out += check_review(u, ctx)
     if u.is_delete:
         out.append(_v("delete", f"deleting scope {u.scope!r} is not allowed", u.ref))
         return out
@@ -141,6 +143,25 @@ def check_ref(repo: pygit2.Repository, u: RefUpdate, ctx: PushContext) -> list[V
                 )
             )
     return out
+
+
+def check_review(u: RefUpdate, ctx: PushContext) -> list[Violation]:
+    """A pusher in review mode (its token's, or the store's ``acl.review`` for its actor: the
+    rule the library applies to writes) may not publish onto a scope: its changes must become
+    a proposal, which a push cannot make, so the push is refused (docs/access.md)."""
+    from gitmem.engine.proposals import acl_reviews
+
+    if ctx.review or acl_reviews(ctx.settings.acl, u.scope, ctx.pusher or ""):
+        who = ctx.pusher or "this pusher"
+        return [
+            _v(
+                "review",
+                f"{who} is in review mode on scope {u.scope!r}: its changes need a reviewer, so it "
+                "cannot push; write through the API, MCP or the memory tool to make a proposal",
+                u.ref,
+            )
+        ]
+    return []
 
 
 def _commit(repo: pygit2.Repository, hexid: str) -> pygit2.Commit | None:
@@ -216,6 +237,7 @@ def check_commit(
         path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
         out += [_at(v, ref, cid) for v in policy.check_path(path, limits)]
         out += [_at(v, ref, cid) for v in policy.check_mode(path, d.new_mode)]
+        out += [_at(v, ref, cid) for v in guard_violations(path, path.encode(), ctx.settings, "path")]
         if d.new_id in seen or d.new_mode == 0o160000:
             continue
         seen.add(d.new_id)
@@ -236,6 +258,10 @@ def check_commit(
         if why is not None:
             out.append(_v("denylist", why, ref, cid, path))
     out += [_at(v, ref, cid) for v in overlaps(commit.tree, [d.raw_path for d in changed], seen)]
+    message = commit.raw_message.decode("utf-8", "replace") if commit.raw_message else ""
+    out += [
+        _at(v, ref, cid) for v in guard_violations(f"commit {cid}", message.encode(), ctx.settings, "message")
+    ]
     out += check_trailer_claims(commit, ref, ctx)
     if ctx.settings.require_trailers:
         from gitmem.model.versions import parse_trailers, trailer_problems
@@ -249,10 +275,12 @@ def check_commit(
     return out
 
 
-def guard_violations(path: str, data: bytes, settings: StoreSettings) -> list[Violation]:
-    """What the store's write-time guard refuses in one pushed blob (docs/guard.md), as the
-    library refuses it: rule, line and a masked preview, never the text. Findings the policy
-    only flags are recorded by post-receive."""
+def guard_violations(
+    path: str, data: bytes, settings: StoreSettings, what: str = "content"
+) -> list[Violation]:
+    """What the store's write-time guard refuses in one pushed blob, path or commit message
+    (``what``; docs/guard.md), as the library refuses it: rule, line and a masked preview, never
+    the text. Findings the policy only flags are recorded by post-receive."""
     from gitmem.engine.guard import policy_of
     from gitmem.model.guard import action_for, scan
 
@@ -265,7 +293,8 @@ def guard_violations(path: str, data: bytes, settings: StoreSettings) -> list[Vi
         return []
     shown = "; ".join(f.describe() for f in found[:5])
     more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
-    return [Violation("guard", f"{path}: refused by the store's guard: {shown}{more}", path)]
+    where = {"content": path, "path": f"the path {path}", "message": f"the message of {path}"}[what]
+    return [Violation("guard", f"{where}: refused by the store's guard: {shown}{more}", path)]
 
 
 def check_trailer_claims(commit: pygit2.Commit, ref: str, ctx: PushContext) -> list[Violation]:

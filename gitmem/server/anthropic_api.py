@@ -6,6 +6,8 @@ thread on a Store lent by the pool, and renders the result. A request works in t
 token's (and its session), never something the request says.
 """
 
+# size-ok: one class serving the 14 endpoints of one API on shared plumbing (auth, body, errors);
+# the wire format (wire.py), the by-id operations (ops.py) and proposals (proposed.py) are apart.
 from __future__ import annotations
 
 import logging
@@ -21,18 +23,19 @@ from starlette.routing import Route
 
 from gitmem import config
 from gitmem.engine.memories import Memory
-from gitmem.engine.proposals import reviewing
 from gitmem.errors import (
+    AccessError,
     ConflictError,
     ForbiddenError,
     GitmemError,
     InvalidInputError,
     NotFoundError,
 )
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.server import errors, inline, ops, proposed, wire
-from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
+from gitmem.server import door, errors, inline, ops, proposed, wire
+from gitmem.server.intake import BodyTimeout, check_beta, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore, parse_time
@@ -53,6 +56,16 @@ class Call:
     raw: bytes
     request_id: str
 
+    @property
+    def caller(self) -> Caller:
+        """Who asks, for the library (gitmem.model.caller): the engine decides with it."""
+        return door.caller_for(self.token)
+
+    @property
+    def owner(self) -> str | None:
+        """Whose open proposal this caller's reads show on top (a review token's own)."""
+        return self.caller.owner if self.token.review else None
+
     def scope(self) -> str:
         scope = self.query.get("scope") or self.token.default_scope()
         try:
@@ -64,13 +77,6 @@ class Call:
                 f"token {self.token.id} may only use scope {self.token.scope!r}, not {scope!r}"
             )
         return scope
-
-
-def _as_token(fn: Callable[[Call], Json | None], call: Call) -> Json | None:
-    """Run ``fn`` for the token: a review token's writes land as its proposal (docs/review.md)."""
-    t = call.token
-    with reviewing(t.review, owner=(t.session or t.actor) if t.review else None):
-        return fn(call)
 
 
 class AnthropicApi:
@@ -100,15 +106,15 @@ class AnthropicApi:
         async def handler(request: Request) -> Response:
             rid: str = request.state.request_id
             try:
-                token = self.tokens.authenticate(secret(request))
+                token = door.authenticate(self.tokens, request.headers)
                 request.state.token_id = token.id
                 check_beta(request)
                 raw = await read_body(request, self.max_body, self.body_timeout) if with_body else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), raw, rid)
-                data = _as_token(inline, call) if inline is not None else None
+                data = inline(call) if inline is not None else None
                 if data is None:
                     # Not cancellable: a client that disconnects leaves no version or one complete version.
-                    data = await anyio.to_thread.run_sync(_as_token, fn, call)
+                    data = await anyio.to_thread.run_sync(fn, call)
             except GitmemError as exc:
                 if errors.status_of(exc)[0] >= 500:
                     log.error("request %s failed: %s", rid, exc.message)
@@ -176,6 +182,8 @@ class AnthropicApi:
 
     @staticmethod
     def _check(call: Call, name: str, *, write: bool = False, scope: str | None = None) -> None:
+        if not call.token.may_read(name):  # no grant: exactly as a store that does not exist
+            raise NotFoundError(f"memory store {call.params['memory_store_id']} does not exist")
         allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
         if not allowed:
             what = "write" if write else "read"
@@ -303,9 +311,7 @@ class AnthropicApi:
         assert content is not None
         with self.pool.store(name) as store:  # writes to one scope are group-committed
             self._writable(store)
-            version = store.create(
-                path, content, scope=scope, actor=call.token.actor, session=call.token.session
-            )
+            version = store.create(path, content, scope=scope, caller=call.caller)
             self.metrics.writes.labels("created").inc()
             rec = ops.written(store, scope, version, content.encode("utf-8"), with_content=chosen == "full")
             return wire.memory_json(rec, store.settings.id)
@@ -327,7 +333,9 @@ class AnthropicApi:
             raise InvalidInputError("page: not a cursor of this listing")
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            items, proposed_ids = proposed.listing(store, prefix, scope, depth)  # a review token's own
+            items, proposed_ids = proposed.listing(
+                store, prefix, scope, depth, call.owner
+            )  # a review token's own
             if after is not None:
                 items = [
                     i
@@ -359,7 +367,9 @@ class AnthropicApi:
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
             tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
-            rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
+            rec = proposed.get(
+                store, scope, mid, with_content=chosen == "full", owner=call.owner
+            )  # a review token's own
             self.fresh.mark(store, scope, tip)
             return wire.memory_json(rec, store.settings.id)
 
@@ -385,6 +395,7 @@ class AnthropicApi:
                 actor=call.token.actor,
                 session=call.token.session,
                 with_content=chosen == "full",
+                caller=call.caller,
             )
             self.metrics.writes.labels("modified").inc()
             return wire.memory_json(rec, before)
@@ -397,7 +408,15 @@ class AnthropicApi:
         sha = wire.sha256_field(expected, "expected_content_sha256") if expected is not None else None
         with self.pool.store(name) as store:  # writes to one scope are group-committed
             # no _writable: deleting (like redacting) works in an archived store, as in Anthropic's API
-            ops.delete(store, scope, mid, if_sha256=sha, actor=call.token.actor, session=call.token.session)
+            ops.delete(
+                store,
+                scope,
+                mid,
+                if_sha256=sha,
+                actor=call.token.actor,
+                session=call.token.session,
+                caller=call.caller,
+            )
             self.metrics.writes.labels("deleted").inc()
         return {"id": mid, "type": "memory_deleted"}
 
@@ -478,8 +497,10 @@ class AnthropicApi:
                     store.redact(
                         v.id,
                         reason=f"redacted through the API with token {call.token.id}",
-                        actor=call.token.actor,
+                        caller=call.caller,
                     )
+                except AccessError:  # no redact right, review mode, another scope: 403
+                    raise
                 except ForbiddenError as exc:  # the head of a live memory, or an archived store
                     raise ConflictError(exc.message) from None
                 self.metrics.writes.labels("redacted").inc()

@@ -137,7 +137,7 @@ def create_app(
     metrics = Metrics()
     api = AnthropicApi(pool, tokens, metrics, max_body, body_timeout)
     console = Console(pool, tokens, max_body=max_body)
-    databricks = DatabricksApi(pool, tokens, metrics, max_body)
+    databricks = DatabricksApi(pool, tokens, metrics, max_body, body_timeout)
     git_http = GitHttp(pool.home, tokens)
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra

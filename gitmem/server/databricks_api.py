@@ -33,8 +33,9 @@ from gitmem.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_prefix, validate_scope
-from gitmem.server import wire
+from gitmem.server import door, wire
 from gitmem.server.databricks_wire import (
     _EDITS,
     BASE,
@@ -54,8 +55,7 @@ from gitmem.server.databricks_wire import (
     store_json,
     text_field,
 )
-from gitmem.server.git_http import secret_from_headers
-from gitmem.server.intake import BodyTooLarge, read_body
+from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
@@ -70,6 +70,10 @@ class Call:
     params: Mapping[str, str]
     query: Mapping[str, str]
     body: Json
+
+    @property
+    def caller(self) -> Caller:
+        return door.caller_for(self.token)
 
     def scope(self) -> str:
         """The entry call's scope: ``?scope=`` (or ``scope`` in the body); required."""
@@ -93,11 +97,19 @@ class Call:
 
 
 class DatabricksApi:
-    def __init__(self, pool: StorePool, tokens: TokenStore, metrics: Metrics, max_body: int) -> None:
+    def __init__(
+        self,
+        pool: StorePool,
+        tokens: TokenStore,
+        metrics: Metrics,
+        max_body: int,
+        body_timeout: float | None = None,
+    ) -> None:
         self.pool = pool
         self.tokens = tokens
         self.metrics = metrics
         self.max_body = max_body
+        self.body_timeout = body_timeout if body_timeout is not None else door.BODIES["databricks"].deadline
 
     def routes(self) -> list[Route]:
         e = self.endpoint
@@ -119,13 +131,17 @@ class DatabricksApi:
     def endpoint(self, fn: Callable[[Call], Json]) -> Callable[[Request], Awaitable[Response]]:
         async def handler(request: Request) -> Response:
             try:
-                token = self.tokens.authenticate(secret_from_headers(request.headers))
+                token = door.authenticate(self.tokens, request.headers)
                 request.state.token_id = token.id
-                raw = await read_body(request, self.max_body) if request.method in ("POST", "PATCH") else b""
+                wanted = request.method in ("POST", "PATCH")
+                raw = await read_body(request, self.max_body, self.body_timeout) if wanted else b""
                 call = Call(token, dict(request.path_params), dict(request.query_params), json_body(raw))
                 data = await anyio.to_thread.run_sync(fn, call)
             except BodyTooLarge as exc:
                 return self.error(413, "INVALID_PARAMETER_VALUE", exc.message)
+            except BodyTimeout:
+                message = f"the request body did not arrive within {self.body_timeout:g} seconds"
+                return self.error(408, "REQUEST_TIMEOUT", message)
             except GitmemError as exc:
                 return self.error(*error_of(exc))
             except Exception:
@@ -142,10 +158,8 @@ class DatabricksApi:
     # ------------------------------------------------------------------ access
     def _store_name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
         name = ".".join(split_full_name(call.params["full_name"]))
-        if not call.token.may_read(name, scope) or not (self.pool.home / "stores" / f"{name}.git").is_dir():
-            raise NotFoundError(f"memory store {name} does not exist")
-        if write and not call.token.may_write(name, scope):
-            raise ForbiddenError(f"token {call.token.id} may read memory store {name} but not write it")
+        exists = (self.pool.home / "stores" / f"{name}.git").is_dir()
+        door.store_access(call.token, name, exists, write=write, scope=scope)
         return name
 
     def _admin(self, call: Call) -> None:
@@ -244,17 +258,16 @@ class DatabricksApi:
                 contents,
                 scope=scope,
                 description=description or None,
-                actor=call.token.actor,
-                session=call.token.session,
+                caller=call.caller,
             )
             self.metrics.writes.labels("created").inc()
-            return entry_json(store.read(path, scope=scope))
+            return entry_json(store.read(path, scope=scope, caller=call.caller))
 
     def get_entry(self, call: Call) -> Json:
         scope = call.scope()
         path = entry_path(call.query.get("path"))
         with self.pool.store(self._store_name(call, scope=scope)) as store:
-            return entry_json(_read(store, path, scope))
+            return entry_json(_read(store, path, scope, call.caller))
 
     def list_entries(self, call: Call) -> Json:
         scope = call.scope()
@@ -299,7 +312,7 @@ class DatabricksApi:
         name = self._store_name(call, write=True, scope=scope)
         with self.pool.store(name) as store, self.pool.write_lock(name, scope):
             self._writable(store)
-            current = _read(store, path, scope)
+            current = _read(store, path, scope, call.caller)
             old_description, contents = split_contents(current.content or "")
             if edits:
                 contents = _edit(edits[0], data[edits[0]], contents)
@@ -309,11 +322,10 @@ class DatabricksApi:
                 scope=scope,
                 description=description if description is not None else old_description,
                 if_sha256=current.content_sha256,  # a concurrent write in between: 409 ABORTED
-                actor=call.token.actor,
-                session=call.token.session,
+                caller=call.caller,
             )
             self.metrics.writes.labels("modified").inc()
-            return entry_json(store.read(path, scope=scope))
+            return entry_json(store.read(path, scope=scope, caller=call.caller))
 
     def delete_entry(self, call: Call) -> Json:
         scope = call.scope()
@@ -321,8 +333,8 @@ class DatabricksApi:
         name = self._store_name(call, write=True, scope=scope)
         with self.pool.store(name) as store, self.pool.write_lock(name, scope):
             self._writable(store)
-            _read(store, path, scope)
-            store.delete(path, scope=scope, actor=call.token.actor, session=call.token.session)
+            _read(store, path, scope, call.caller)
+            store.delete(path, scope=scope, caller=call.caller)
             self.metrics.writes.labels("deleted").inc()
         return {}
 
@@ -358,9 +370,9 @@ class DatabricksApi:
         return {"results": results}
 
 
-def _read(store: Store, path: str, scope: str) -> Memory:
+def _read(store: Store, path: str, scope: str, caller: Caller | None = None) -> Memory:
     try:
-        return store.read(path, scope=scope)
+        return store.read(path, scope=scope, caller=caller)
     except NotFoundError:
         raise NotFoundError(f"no entry at {path} in scope {scope!r}") from None
 

@@ -27,6 +27,8 @@ from gitmem.errors import (
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.paths import validate_path
 
+MARKER_PATH = "/.anthropic-memory-store"  # the SDK sync engine's marker file (as gitmem.server.ops)
+
 log = logging.getLogger("gitmem.server.databricks")
 Json = dict[str, Any]
 BASE = "/api/2.1/unity-catalog/memory-stores"
@@ -198,6 +200,10 @@ def entry_path(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError("path is required and must be a string")
     try:
-        return validate_path(value)
+        path = validate_path(value)
     except InvalidInputError as exc:
         raise InvalidInputError(f"path: {exc.message}") from None
+    # As the Anthropic API refuses it (gitmem.server.ops.check_path): the SDK's sync marker.
+    if path.split("/")[1].casefold() == MARKER_PATH[1:]:
+        raise InvalidInputError(f"path: {MARKER_PATH} is reserved for the SDK's sync marker")
+    return path

@@ -24,6 +24,7 @@ from gitmem.errors import (
     NotFoundError,
     PathConflictError,
     PreconditionFailedError,
+    RateLimitedError,
 )
 
 # Most specific first: the first class the error is an instance of decides.
@@ -33,6 +34,7 @@ STATUSES: tuple[tuple[type[GitmemError], int, str], ...] = (
     (PreconditionFailedError, 409, "memory_precondition_failed_error"),
     (ConflictError, 409, "conflict_error"),
     (NotFoundError, 404, "not_found_error"),
+    (RateLimitedError, 429, "rate_limit_error"),
     (LimitExceededError, 413, "request_too_large"),
     (ConfigError, 500, "api_error"),  # a broken settings or token file on the server
     (InvalidInputError, 400, "invalid_request_error"),

@@ -23,8 +23,6 @@ that ``gitmem clone`` of an HTTP URL can keep its read-only copy as it does for 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import logging
 import re
@@ -38,12 +36,15 @@ from starlette.types import Message, Receive, Scope, Send
 from gitmem import config
 from gitmem.errors import AuthenticationError, GitmemError, InvalidInputError
 from gitmem.model.paths import validate_store_name
-from gitmem.push.hook import SERVER_SESSION_ENV
+from gitmem.push.hook import SERVER_REVIEW_ENV, SERVER_SESSION_ENV
+from gitmem.server import door
 from gitmem.server.tokens import Token, TokenStore
 
 log = logging.getLogger("gitmem.server.git")
 PREFIX = "/git/"
 SESSION_ENV = SERVER_SESSION_ENV  # GITMEM_PUSH_SESSION, read by the receive hooks (docs/git-servers.md)
+REVIEW_ENV = SERVER_REVIEW_ENV  # GITMEM_PUSH_REVIEW: a review-mode token's push (refused by the hook)
+PROPOSALS_REF = "refs/gitmem/proposals"  # engine.proposals.REF_PREFIX, without its slash
 MAX_PUSH_BYTES = 1 << 30  # one push's request body at most (a store is at most a few 100 MB)
 _PATH_RE = re.compile(r"^/git/([^/]+)\.git(/.*)\Z")
 _SERVICES = ("git-upload-pack", "git-receive-pack")
@@ -92,21 +93,8 @@ def _query_value(query: str, key: str) -> str | None:
 
 
 def secret_from_headers(headers: Mapping[str, str]) -> str | None:
-    """The token in ``Authorization``: Basic (the password, else the user name) or Bearer."""
-    auth = headers.get("authorization")
-    if not auth:
-        return None
-    scheme, _, value = auth.strip().partition(" ")
-    if scheme.lower() == "bearer":
-        return value.strip() or None
-    if scheme.lower() == "basic":
-        try:
-            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        user, _, password = decoded.partition(":")
-        return password or user or None
-    return None
+    """The token a request carries (gitmem.server.door.credential: every face's forms)."""
+    return door.credential(headers)
 
 
 def cgi_environment(
@@ -120,7 +108,11 @@ def cgi_environment(
     token: Token,
     client: str,
 ) -> dict[str, str]:
-    """The environment of ``git http-backend`` for one request (only what it and the hooks need)."""
+    """The environment of ``git http-backend`` for one request (only what it and the hooks need).
+
+    A caller without the ``review`` right (gitmem.server.door.rights_of) does not receive the
+    store's proposals (``refs/gitmem/proposals/*``: ``transfer.hideRefs``, for fetch and push
+    alike); a review-mode token's push is marked for the pre-receive hook, which refuses it."""
     env = {k: base[k] for k in _KEEP_ENV if k in base}
     env.update(
         {
@@ -138,6 +130,12 @@ def cgi_environment(
     )
     if token.session:
         env[SESSION_ENV] = token.session
+    if token.review:
+        env[REVIEW_ENV] = "1"
+    caller = door.caller_for(token)
+    if not caller.has("review") or caller.review:
+        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "transfer.hideRefs"})
+        env["GIT_CONFIG_VALUE_0"] = PROPOSALS_REF
     for header, var in (
         ("content-type", "CONTENT_TYPE"),
         ("content-length", "CONTENT_LENGTH"),
@@ -188,7 +186,7 @@ class GitHttp:
         query = scope.get("query_string", b"").decode("latin-1")
         request = parse_request(method, scope["path"], query)
         try:
-            token = self.tokens.authenticate(secret_from_headers(headers))
+            token = door.authenticate(self.tokens, headers)
         except AuthenticationError as exc:
             await _reply(send, 401, exc.message, [(b"www-authenticate", b'Basic realm="gitmem"')])
             return
@@ -228,9 +226,18 @@ class GitHttp:
             token=token,
             client=client,
         )
-        await self._run_backend(env, receive, send)
+        cap = self.max_push_bytes
+        if request.writes:
+            try:
+                limits = config.load_settings(store_dir / config.SETTINGS_FILE).limits
+                cap = door.push_cap(limits.max_store_bytes, self.max_push_bytes)
+            except GitmemError:
+                pass  # the hook refuses a push to a store whose settings are broken
+        await self._run_backend(env, receive, send, cap)
 
-    async def _run_backend(self, env: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _run_backend(
+        self, env: dict[str, str], receive: Receive, send: Send, cap: int | None = None
+    ) -> None:
         proc = await asyncio.create_subprocess_exec(
             self.git,
             "http-backend",
@@ -242,13 +249,13 @@ class GitHttp:
         )
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         too_large = asyncio.Event()
-        feeder = asyncio.create_task(self._feed(proc, receive, too_large))
+        feeder = asyncio.create_task(self._feed(proc, receive, too_large, cap or self.max_push_bytes))
         errors = asyncio.create_task(_drain(proc.stderr))
         completed = False
         try:
             head = await _read_head(proc.stdout)
             if too_large.is_set():
-                await _reply(send, 413, f"the push is over {self.max_push_bytes} bytes")
+                await _reply(send, 413, f"the push is over {cap or self.max_push_bytes} bytes")
                 return
             if head is None:
                 await _reply(send, 502, "git http-backend sent no response")
@@ -277,20 +284,27 @@ class GitHttp:
                 log.info("git http-backend: %s", message.strip()[:2000])
 
     async def _feed(
-        self, proc: asyncio.subprocess.Process, receive: Receive, too_large: asyncio.Event
+        self, proc: asyncio.subprocess.Process, receive: Receive, too_large: asyncio.Event, cap: int
     ) -> None:
-        """Stream the request body into the CGI's stdin, then close it."""
+        """Stream the request body into the CGI's stdin, then close it: at most ``cap`` bytes, and
+        never more than the git face's idle timeout without a byte (gitmem.server.door.BODIES)."""
         assert proc.stdin is not None
         total = 0
+        idle = door.BODIES["git"].idle
         try:
             while True:
-                message: Message = await receive()
+                try:
+                    message: Message = await asyncio.wait_for(receive(), idle)
+                except TimeoutError:
+                    log.info("git push body idle for %ss: cut off", idle)
+                    proc.kill()
+                    return
                 if message["type"] == "http.disconnect":
                     proc.kill()
                     return
                 body = message.get("body", b"")
                 total += len(body)
-                if total > self.max_push_bytes:
+                if total > cap:
                     too_large.set()
                     proc.kill()
                     return

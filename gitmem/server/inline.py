@@ -73,7 +73,7 @@ def retrieve_memory(api: AnthropicApi, call: Call) -> Json | None:
             api._check(call, name, scope=scope)
             if not api.fresh.fresh(store, scope, store.core.tip(scope)):
                 return None
-            rec = proposed.get(store, scope, mid, with_content=chosen == "full")
+            rec = proposed.get(store, scope, mid, with_content=chosen == "full", owner=call.owner)
             api.metrics.inline_reads.inc()
             return wire.memory_json(rec, settings.id)
     except _Fallback:

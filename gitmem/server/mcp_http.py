@@ -6,11 +6,13 @@ admin tokens: every store), each read-write or read-only as granted (a server wh
 read-only has no write tools; a write tool refuses a read-only store), in the token's scope (else
 ``main``, or ``/mcp?scope=S`` when the token allows S).
 
-Writes are versions by the token's actor, tagged with a session: the token's own session when it
-has one, else the one the client names (``/mcp?session=ID`` or an ``x-gitmem-session`` header),
-else ``sesn_mcp_<token ulid>``, so that one token's MCP writes are one session by default. (MCP's
-own session id is not a good tag: the 2026 protocol revision has none, and the older one changes
-at every reconnect.)
+Writes are versions by the token's actor, tagged with a session (``gitmem.server.door.mcp_session``):
+the token's own session when it has one (naming another is 403), else ``sesn_mcp_<token ulid>``,
+or a sub-session of it the client names (``/mcp?session=ID`` or an ``x-gitmem-session`` header
+become ``sesn_mcp_<token ulid>.ID``): one token never writes in another's session. (MCP's own
+session id is not a good tag: the 2026 protocol revision has none, and the older one changes at
+every reconnect.) Each token holds at most ``max_per_token`` servers, so that one token cannot
+fill the server's ``max_servers`` for everyone else (503 for that token only).
 
 One ``build_server`` and one session manager of the ``mcp`` package serve each (token, scope,
 session, stores) and are reused by its requests; they are dropped after ``idle_seconds`` without a
@@ -36,15 +38,15 @@ from starlette.types import Message, Receive, Scope, Send
 from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, InvalidInputError
 from gitmem.integrations.mcp_server import ServedStore, build_server
 from gitmem.model.paths import validate_scope
-from gitmem.model.versions import validate_session
-from gitmem.server.git_http import secret_from_headers
+from gitmem.server import door
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
 from gitmem.store import open_store
 
 log = logging.getLogger("gitmem.server.mcp")
 SESSION_HEADER = "mcp-session-id"
-MAX_BODY = 1 << 20
+MAX_BODY = door.BODIES["mcp"].max_bytes or 1 << 20
+MAX_PER_TOKEN = 8  # MCP servers one token may hold open at once (scopes x sub-sessions)
 
 
 @dataclass
@@ -63,12 +65,19 @@ class McpHttp:
     """The ASGI app at ``/mcp``; ``run()`` must be entered for the app's lifetime (its lifespan)."""
 
     def __init__(
-        self, pool: StorePool, tokens: TokenStore, *, idle_seconds: float = 1800.0, max_servers: int = 256
+        self,
+        pool: StorePool,
+        tokens: TokenStore,
+        *,
+        idle_seconds: float = 1800.0,
+        max_servers: int = 256,
+        max_per_token: int = MAX_PER_TOKEN,
     ) -> None:
         self.pool = pool
         self.tokens = tokens
         self.idle_seconds = idle_seconds
         self.max_servers = max_servers
+        self.max_per_token = max_per_token
         self._servers: dict[tuple[object, ...], _Session] = {}
         self._by_sid: dict[str, _Session] = {}  # MCP session id (older revisions) -> its server
         self._open_lock = anyio.Lock()
@@ -90,9 +99,8 @@ class McpHttp:
     # ------------------------------------------------------------------ requests
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        secret = secret_from_headers(headers) or headers.get("x-api-key")
         try:
-            token = self.tokens.authenticate(secret)
+            token = door.authenticate(self.tokens, headers)
         except AuthenticationError as exc:
             await _json(send, 401, "authentication_error", exc.message, [(b"www-authenticate", b"Bearer")])
             return
@@ -144,6 +152,12 @@ class McpHttp:
             entry = self._servers.get(key)
             if entry is not None:
                 return entry
+            mine = sum(1 for k in self._servers if k[0] == token.id)
+            if mine >= self.max_per_token:
+                raise GitmemError(
+                    f"token {token.id} has {mine} MCP servers open (at most {self.max_per_token}); "
+                    "reuse a session or wait until one is idle"
+                )
             if len(self._servers) >= self.max_servers:
                 raise GitmemError("too many MCP servers open; try again later")
             entry = await anyio.to_thread.run_sync(self._open, token, scope, session, names)
@@ -165,7 +179,9 @@ class McpHttp:
 
     def _open(self, token: Token, scope: str, session: str, names: list[str]) -> _Session:
         stores = [ServedStore(n, open_store(n, self.pool.home), not token.may_write(n, scope)) for n in names]
-        server = build_server(stores, scope=scope, session=session, actor=token.actor)
+        server = build_server(
+            stores, scope=scope, session=session, actor=token.actor, caller=door.caller_for(token)
+        )
         # The Starlette app it returns is not used: it creates the session manager, which is.
         server.streamable_http_app(
             session_idle_timeout=self.idle_seconds,
@@ -203,10 +219,7 @@ def _scope_and_session(token: Token, query: bytes, headers: dict[str, str]) -> t
     params = parse_qs(query.decode("latin-1"))
     scope = params["scope"][-1] if params.get("scope") else token.default_scope()
     named = params["session"][-1] if params.get("session") else headers.get("x-gitmem-session")
-    try:
-        session = token.session or validate_session(named) or "sesn_mcp_" + token.id.removeprefix("apikey_")
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"session: {exc.message}") from None
+    session = door.mcp_session(token, named)
     try:
         validate_scope(scope)
     except InvalidInputError as exc:

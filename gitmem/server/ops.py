@@ -21,6 +21,7 @@ from gitmem.engine.rows import HeadRow
 from gitmem.engine.writer import Change, ScopeState, decode_content, encode_content, sha256_hex
 from gitmem.errors import InvalidInputError, NotFoundError, PreconditionFailedError
 from gitmem.git.blobs import StoredBlob
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_path
 from gitmem.model.versions import Version
 from gitmem.store import Store
@@ -152,10 +153,13 @@ def _mutate(
     actor: str,
     session: str | None,
     erasing: bool = False,
+    caller: Caller | None = None,
 ) -> Version | None:
     for _attempt in range(_STALE_RETRIES):
         try:
-            return mutate(store.core, scope, plan, actor=actor, session=session, erasing=erasing)
+            return mutate(
+                store.core, scope, plan, actor=actor, session=session, erasing=erasing, caller=caller
+            )
         except _Stale:
             time.sleep(0.001)
     raise NotFoundError("the memory kept changing while it was looked up; try again")
@@ -172,6 +176,7 @@ def update(
     actor: str,
     session: str | None,
     with_content: bool,
+    caller: Caller | None = None,
 ) -> MemoryRecord:
     """Change a memory's content and/or path as one version.
 
@@ -200,7 +205,7 @@ def update(
             return Change("modified", new_path, new_data, memory_id, previous_path=row.path)
         return Change("modified", row.path, new_data, memory_id)
 
-    version = _mutate(store, scope, plan, actor, session)
+    version = _mutate(store, scope, plan, actor, session, caller=caller)
     if version is None:
         row, _data = result[0]
         return record(store, row, with_content=with_content)
@@ -208,7 +213,14 @@ def update(
 
 
 def delete(
-    store: Store, scope: str, memory_id: str, *, if_sha256: str | None, actor: str, session: str | None
+    store: Store,
+    scope: str,
+    memory_id: str,
+    *,
+    if_sha256: str | None,
+    actor: str,
+    session: str | None,
+    caller: Caller | None = None,
 ) -> Version:
     """Delete a memory by id, only if its content still hashes to ``if_sha256`` (when given)."""
 
@@ -221,6 +233,6 @@ def delete(
             )
         return Change("deleted", row.path, None, memory_id)
 
-    version = _mutate(store, scope, plan, actor, session, erasing=True)  # archived stores allow it
+    version = _mutate(store, scope, plan, actor, session, erasing=True, caller=caller)  # archived: allowed
     assert version is not None
     return version

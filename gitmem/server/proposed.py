@@ -4,8 +4,8 @@ A token created with ``--review`` writes proposals, not the scope. So that its c
 with what it wrote, the Anthropic memory endpoints show that token its open proposal on top of the
 scope: for the paths the proposal changed, the proposal's content (a path it deleted is not found,
 a memory it renamed is at its new path, a memory it created is there); for the rest, the scope.
-Every other token reads the scope only. The reader is the owner that ``anthropic_api._as_token``
-sets for a review token (its session, else its actor), as the library's ``Store.read`` does.
+Every other token reads the scope only. The reader is the owner of a review token's caller (its
+session, else its actor), as the library's ``Store.read`` shows a review-mode caller.
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ class View:
         return None
 
 
-def view(store: Store, scope: str) -> View | None:
+def view(store: Store, scope: str, owner: str | None) -> View | None:
     """The reader's open proposal on ``scope`` as memories (None: no reader, or nothing proposed)."""
-    owner = proposals.reader()
     if owner is None:
         return None
     core = store.core
@@ -83,9 +82,11 @@ def view(store: Store, scope: str) -> View | None:
     return View(p, out)
 
 
-def get(store: Store, scope: str, memory_id: str, *, with_content: bool) -> ops.MemoryRecord:
-    """The memory ``memory_id`` as the reader sees it (``ops.get`` for everyone else)."""
-    v = view(store, scope)
+def get(
+    store: Store, scope: str, memory_id: str, *, with_content: bool, owner: str | None = None
+) -> ops.MemoryRecord:
+    """The memory ``memory_id`` as the reader ``owner`` sees it (``ops.get`` for everyone else)."""
+    v = view(store, scope, owner)
     if v is not None:
         mine = v.by_id(memory_id)
         if mine is not None:
@@ -98,9 +99,11 @@ def get(store: Store, scope: str, memory_id: str, *, with_content: bool) -> ops.
     return ops.get(store, scope, memory_id, with_content=with_content)
 
 
-def listing(store: Store, prefix: str, scope: str, depth: int) -> tuple[list[Memory | Prefix], set[str]]:
-    """``Store.list`` as the reader sees it, and the memory ids that come from its proposal."""
-    v = view(store, scope)
+def listing(
+    store: Store, prefix: str, scope: str, depth: int, owner: str | None = None
+) -> tuple[list[Memory | Prefix], set[str]]:
+    """``Store.list`` as the reader ``owner`` sees it, and the memory ids from its proposal."""
+    v = view(store, scope, owner)
     if v is None:
         return store.list(prefix, scope=scope, depth=depth), set()
     mine = [m for path, m in v.memories.items() if m is not None and path.startswith(prefix)]

@@ -141,6 +141,7 @@ class ReviewApi:
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
                 session=call.token.session,
+                caller=call.caller,
                 paths=paths,
                 reason=reason,
             )
@@ -160,6 +161,7 @@ class ReviewApi:
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
                 session=call.token.session,
+                caller=call.caller,
                 reason=reason,
                 paths=paths,
             )
@@ -177,6 +179,7 @@ class ReviewApi:
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
                 session=call.token.session,
+                caller=call.caller,
                 reason=reason,
             )
             return {

@@ -62,6 +62,8 @@ class Token:
     expires_at: str | None = None
     created_at: str = ""
     review: bool = False
+    #: Rights beyond the defaults (docs/access.md): e.g. ``("write", "redact")``; empty: defaults.
+    rights: tuple[str, ...] = ()
 
     def _access(self, store: str) -> str | None:
         if self.admin:
@@ -91,6 +93,7 @@ class Token:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["stores"] = dict(self.stores)
+        data["rights"] = list(self.rights)
         return data
 
 
@@ -210,6 +213,7 @@ class TokenStore:
         admin: bool = False,
         expires: str | None = None,
         review: bool = False,
+        rights: tuple[str, ...] | list[str] = (),
     ) -> tuple[Token, str]:
         """A new token and its secret (shown once: only its hash is kept).
 
@@ -223,6 +227,11 @@ class TokenStore:
                 raise InvalidInputError(f"invalid access {access!r} for store {name!r}: use ro or rw")
             if name != ALL_STORES:
                 validate_store_name(name)
+        from gitmem.model.caller import RIGHTS
+
+        unknown = sorted(set(rights) - RIGHTS)
+        if unknown:
+            raise InvalidInputError(f"unknown right(s) {', '.join(unknown)}: use {', '.join(sorted(RIGHTS))}")
         if actor is not None and actor.startswith("session:"):
             raise InvalidInputError("a token's actor cannot be a session: give --session instead")
         token = Token(
@@ -235,6 +244,7 @@ class TokenStore:
             expires_at=expiry(expires),
             created_at=config.now_rfc3339(),
             review=review,
+            rights=tuple(sorted(set(rights))),
         )
         secret = f"gitmem_{ulid}_{secrets.token_urlsafe(32)}"
         with self._locked():
@@ -285,4 +295,7 @@ class TokenStore:
 
 def _token(record: dict[str, Any]) -> Token:
     names = {f.name for f in dataclasses.fields(Token)}
-    return Token(**{k: v for k, v in record.items() if k in names})
+    fields = {k: v for k, v in record.items() if k in names}
+    if "rights" in fields:
+        fields["rights"] = tuple(fields["rights"] or ())
+    return Token(**fields)

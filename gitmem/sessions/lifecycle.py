@@ -105,7 +105,7 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
                     f"store {spec.name!r} was archived at {store.settings.archived_at} and cannot be attached"
                 )
             if spec.access != "ro":
-                store.core.check_writable()
+                store.check_writable()
             description, path = store.settings.description, str(store.path)
         slug = spec.name if names.count(spec.name) == 1 else f"{spec.name}@{spec.scope}"
         target = base / slug

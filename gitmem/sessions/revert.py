@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import NotFoundError
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import Version, validate_session
 from gitmem.sessions.sync import FileIssue
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store
 
 _ORDER = {"delete": 0, "rename": 1, "restore": 2, "recreate": 3}
 
@@ -55,13 +55,18 @@ def revert_session(
     dry_run: bool = False,
     actor: str | None = None,
     session: str | None = None,
+    caller: Caller | None = None,
 ) -> RevertResult:
-    """Undo every version ``session_id`` wrote in ``store`` (in ``scope``, or in every scope)."""
+    """Undo every version ``session_id`` wrote in ``store`` (in ``scope``, or in every scope).
+    ``caller``: who asks (docs/access.md): a scope-confined caller reverts in its scope only; a
+    review-mode caller's revert becomes its proposal; a read-only one is refused."""
     validate_session(session_id)
+    if scope is None and caller is not None:
+        scope = caller.scope
     if scope is not None:
         validate_scope(scope)
     if not dry_run:
-        store.core.check_writable()
+        store.check_writable()
     plans = _plan(store, session_id, scope)
     if plans is None:
         raise NotFoundError(f"session {session_id} wrote no versions in store {store.name!r}")
@@ -69,6 +74,9 @@ def revert_session(
     result = RevertResult(store.name, session_id, dry_run, items)
     if dry_run:
         return result
+    for sc in sorted({item.scope for item in items}):  # every scope allowed before anything is written
+        if caller is not None:
+            caller.check_write(store.name, sc)
     for sc in sorted({item.scope for item in items}):
         ops = [
             op
@@ -76,7 +84,7 @@ def revert_session(
             if item.scope == sc and op is not None
         ]
         ops = [dataclasses.replace(op, reverts=session_id) for op in ops]
-        batch = apply_batch(store.core, ops, scope=sc, actor=actor, session=session, skip_refused=True)
+        batch = store.batch(ops, scope=sc, actor=actor, session=session, skip_refused=True, caller=caller)
         result.versions.extend(batch.versions)
         result.refused.extend(FileIssue(r.op.path, r.error.message) for r in batch.refused)
     result.refused.extend(

@@ -24,9 +24,9 @@ import pygit2
 
 from gitmem import config
 from gitmem.engine import proposals
-from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
 from gitmem.git.treediff import diff_trees
+from gitmem.model.caller import Caller
 from gitmem.model.versions import Version
 from gitmem.sessions.mount import (
     Marker,
@@ -42,7 +42,7 @@ from gitmem.sessions.mount import (
     write_marker,
 )
 from gitmem.sessions.state import Mount
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store
 
 ATTEMPTS = 3
 
@@ -231,10 +231,9 @@ def sync_mount(
             for p in changed
         ]
     elif changed:
-        with proposals.reviewing(mount.access == "review", owner=session_id):
-            versions, conflicts, not_saved, copies = _push(
-                store, mount, marker, local, changed, session_id, actor
-            )
+        versions, conflicts, not_saved, copies = _push(
+            store, mount, marker, local, changed, session_id, actor
+        )
         refused += not_saved
         protected.update(issue.path for issue in not_saved)
         conflicts, kept_both = _keep_copies(root, conflicts, copies)
@@ -395,8 +394,10 @@ def _push(
         if not plan.ops:
             return versions, plan.conflicts, [], plan.copies
         try:
-            result = apply_batch(
-                store.core, plan.ops, scope=mount.scope, actor=actor, session=session_id, skip_refused=True
+            # a review mount's writes are its session's proposal (docs/access.md: the caller's mode)
+            who = Caller(actor, session_id, review=mount.access == "review", local=True)
+            result = store.batch(
+                plan.ops, scope=mount.scope, session=session_id, skip_refused=True, caller=who
             )
         except GitmemError as exc:  # the whole store refused (archived, say): nothing was written
             return (

@@ -37,6 +37,8 @@ FUNCTIONS = {"create_store", "delete_store", "list_stores", "open_store"}
 # What a user may call on a Store. Adding to the facade is a decision: update this list and the
 # Python API section of docs/architecture.md together.
 STORE_SURFACE = {
+    "batch",
+    "check_writable",
     "close",
     "core",
     "create",
@@ -49,6 +51,7 @@ STORE_SURFACE = {
     "path",
     "read",
     "redact",
+    "redact_pattern",
     "rename",
     "restore",
     "scopes",

@@ -6,10 +6,9 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem.audit import redact as redaction
 from gitmem.audit import timeline
 from gitmem.audit import verify as verifying
-from gitmem.errors import InvalidInputError, NotFoundError
+from gitmem.errors import InvalidInputError, NotFoundError, RateLimitedError
 from gitmem.model.versions import OPERATIONS
 from gitmem.server.console import chart, internals
 from gitmem.server.console.browse import memory_url, store_url
@@ -139,7 +138,9 @@ def revert_do(ctx: Ctx) -> Page:
         return revert_preview(ctx)
     with ctx.pool.store(name) as store:
         ctx.need_write(name, scope, store)
-        result = revert_session(store, sid, scope=scope, actor=ctx.token.actor, session=ctx.token.session)
+        result = revert_session(
+            store, sid, scope=scope, actor=ctx.token.actor, session=ctx.token.session, caller=ctx.caller
+        )
     values = {
         "title": f"Reverted {sid}",
         "name": name,
@@ -162,7 +163,7 @@ def redact_page(ctx: Ctx) -> Page:
     f = _redact_form(ctx)
     with ctx.pool.store(name) as store:
         if store.is_clone:  # an archived store is read-only, but erasure still works there
-            store.core.check_writable()
+            store.check_writable()
         scopes = ctx.scopes(name, store)
         preview = None
         if f["version"]:
@@ -192,14 +193,12 @@ def redact_do(ctx: Ctx) -> Page:
         if f["version"]:
             scope = store.version(f["version"]).scope
             with ctx.pool.write_lock(name, scope):
-                done = store.redact(f["version"], reason=f["reason"], actor=ctx.token.actor)
+                done = store.redact(f["version"], reason=f["reason"], caller=ctx.caller)
         elif f["pattern"]:
             scope = f["scope"] or "main"
             internals.preview_pattern(store, f["pattern"], scope)  # 400 if it backtracks too long
             with ctx.pool.write_lock(name, scope):
-                done = redaction.redact_pattern(
-                    store.core, f["pattern"], reason=f["reason"], scope=scope, actor=ctx.token.actor
-                )
+                done = store.redact_pattern(f["pattern"], reason=f["reason"], scope=scope, caller=ctx.caller)
         else:
             raise InvalidInputError("choose a version or a pattern to redact")
         proof = verifying.verify(store.core, raise_on_failure=False)
@@ -237,8 +236,25 @@ def integrity_page(ctx: Ctx) -> Page:
     return Page("integrity.html", values)
 
 
+VERIFY_EVERY = 60.0  # seconds between two full verifications of one store from the console
+_last_verify: dict[str, float] = {}
+
+
 def integrity_run(ctx: Ctx) -> Redirect:
+    """Run a full verify (``git fsck --full`` and more): admin tokens only, and at most once per
+    :data:`VERIFY_EVERY` seconds per store (a full check reads every object: not for any reader)."""
+    import time
+
     name = ctx.readable(ctx.params["store"])
+    ctx.need_right("admin", "run a full verification")
+    now = time.monotonic()
+    last = _last_verify.get(name)
+    if last is not None and now - last < VERIFY_EVERY:
+        raise RateLimitedError(
+            f"store {name!r} was verified {now - last:.0f} s ago; a full verification runs at most "
+            f"once every {VERIFY_EVERY:g} s (the last report is on this page)"
+        )
+    _last_verify[name] = now
     with ctx.pool.store(name) as store:
         verifying.verify(store.core, raise_on_failure=False)
     return Redirect(store_url(name, "/integrity"))

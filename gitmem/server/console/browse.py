@@ -255,7 +255,9 @@ def restore_do(ctx: Ctx) -> Page | Redirect:
         if not ctx.confirmed():
             return restore_confirm(ctx)
         with ctx.pool.write_lock(name, v.scope):
-            new = store.restore(v.id, actor=ctx.token.actor, session=ctx.token.session, scope=v.scope)
+            new = store.restore(
+                v.id, actor=ctx.token.actor, session=ctx.token.session, scope=v.scope, caller=ctx.caller
+            )
     done = f"restored:{new.id}" if new is not None else "unchanged"
     return Redirect(memory_url(name, v.scope, v.memory_id, done=done))
 

@@ -21,8 +21,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_store_name
-from gitmem.server import errors
+from gitmem.server import door, errors
 from gitmem.server.console.auth import COOKIE, SignedIn, csrf_ok
 from gitmem.server.pool import StorePool
 from gitmem.store import Store
@@ -127,11 +128,19 @@ class Ctx:
     def need_write(self, name: str, scope: str | None, store: Store) -> None:
         if not self.token.may_write(name, scope):
             raise ForbiddenError(f"token {self.token.id} may not write store {name!r}")
-        store.core.check_writable()
+        store.check_writable()
+
+    @property
+    def caller(self) -> Caller:
+        """Who asks, for the library (docs/access.md)."""
+        return door.caller_for(self.token)
 
     def need_admin(self) -> None:
-        if not self.token.admin:
-            raise ForbiddenError(f"token {self.token.id} is not an admin token: redaction needs one")
+        """Redaction needs the ``redact`` right (an admin token holds every right)."""
+        self.caller.require("redact", "redact history")
+
+    def need_right(self, right: str, what: str) -> None:
+        self.caller.require(right, what)
 
     def confirmed(self) -> bool:
         return self.form.get("confirm") == "yes"

@@ -1,0 +1,87 @@
+"""The engine's one access decision for a :class:`gitmem.model.caller.Caller` (docs/access.md).
+
+Every write, redaction, review decision and read that carries a caller asks here, below every
+face: may it read or write this store and scope (read-only tokens, scope confinement), which actor
+and session the versions carry (a token's own, never one the request claims), whether its writes
+go to review (the caller's mode, or the store's ``acl.review``), and whether it holds the right an
+operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``).
+A caller of None is the local full-trust caller of before (the library's defaults).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gitmem.engine.core import StoreCore
+from gitmem.errors import AccessError
+from gitmem.model.caller import Caller
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What a write by the caller carries: the actor, the session, and whether it is reviewed."""
+
+    actor: str | None
+    session: str | None
+    review: bool
+
+
+def admit_write(
+    store: StoreCore, caller: Caller | None, scope: str, actor: str | None, session: str | None
+) -> Admitted:
+    """A write to ``scope`` by ``caller``: ForbiddenError when it may not; its attribution."""
+    if caller is None:
+        return Admitted(actor, session, False)
+    caller.check_write(store.name, scope)
+    return Admitted(caller.claim_actor(actor), caller.claim_session(session), caller.review)
+
+
+def admit_read(store: StoreCore, caller: Caller | None, scope: str | None) -> None:
+    if caller is not None:
+        caller.check_read(store.name, scope)
+
+
+def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:
+    """Whose open proposal a read shows on top: the caller's own when it is in review mode."""
+    if caller is not None:
+        return caller.owner if caller.review else None
+    return session or actor
+
+
+def admit_redaction(store: StoreCore, caller: Caller | None, scopes: list[str]) -> str | None:
+    """A redaction touching ``scopes`` by ``caller``: it needs the ``redact`` right, may not be
+    in review mode (refused, 403 / exit 6: a reviewer-free rewrite of history is what review mode
+    exists to prevent), and must be able to write every scope whose history it rewrites.
+    Returns the actor it is recorded as."""
+    if caller is None:
+        return None
+    caller.require("redact", "redact history")
+    if caller.review:
+        raise AccessError(
+            f"{caller.who} is in review mode: a redaction rewrites published history, which review "
+            "mode never does; ask an admin to redact"
+        )
+    for scope in scopes:
+        if not caller.may_write(store.name, scope):
+            raise AccessError(
+                f"{caller.who} may not redact this content: it is also in the history of scope "
+                f"{scope!r}, which it may not write"
+            )
+    return caller.actor
+
+
+def admit_decision(store: StoreCore, caller: Caller | None, scope: str, right: str = "review") -> str | None:
+    """A review decision (accept, reject: ``review``; erase: ``erase``) on ``scope``."""
+    if caller is None:
+        return None
+    caller.check_read(store.name, scope)
+    caller.require(right, "decide proposals" if right == "review" else "erase proposals")
+    if caller.review:
+        raise AccessError(f"{caller.who} is in review mode: it may not decide proposals")
+    return caller.actor
+
+
+def admit_right(store: StoreCore, caller: Caller | None, right: str, what: str) -> None:
+    if caller is not None:
+        caller.check_read(store.name, None)
+        caller.require(right, what)
