@@ -23,7 +23,15 @@ import pygit2
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path
-from gitmem.engine.resolve import StoreRef, all_refs, handle_path, resolve_store, stores_dir
+from gitmem.engine.resolve import (
+    StoreRef,
+    all_refs,
+    check_full_name_free,
+    full_name_lock,
+    handle_path,
+    resolve_store,
+    stores_dir,
+)
 from gitmem.errors import ConflictError, InvalidInputError
 from gitmem.git.repo import open_repository
 from gitmem.ids import is_id, new_id
@@ -43,6 +51,7 @@ __all__ = [
     "Store",
     "StoreRef",
     "all_refs",
+    "handle_path",
     "resolve_store",
     "create_store",
     "delete_store",
@@ -110,6 +119,7 @@ class Store:
         archived_at: str | None = None,
         require_trailers: bool | None = None,
         guard: GuardPolicy | dict[str, object] | None = None,
+        full_name: str | None = None,
     ) -> StoreSettings:
         """Change settings and save them atomically; every change is a ledger entry. ``guard`` is
         a :class:`GuardPolicy` or its ``gitmem.yaml`` mapping (validated the same way). ``name``
@@ -130,6 +140,11 @@ class Store:
         ):
             if value is not None:
                 changes[key] = value
+        if full_name is not None and full_name != self._core.settings.full_name:
+            home = self.path.parent.parent  # <home>/stores/<handle>.git
+            with full_name_lock(home):
+                check_full_name_free(full_name, home, but=self.id)
+                return self._core.update_settings(actor=actor, full_name=full_name, **changes)
         return self._core.update_settings(actor=actor, **changes)
 
     def close(self) -> None:
@@ -395,8 +410,23 @@ def create_store(
     validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
-    if full_name is not None and any(r.full_name == full_name for r in all_refs(home)):
-        raise ConflictError(f"memory store {full_name} already exists")
+    if full_name is not None:
+        with full_name_lock(home):  # the check and the store's arrival, as one step
+            check_full_name_free(full_name, home)
+            return _create(name, description, meta, limits, retention, home, actor, full_name)
+    return _create(name, description, meta, limits, retention, home, actor, None)
+
+
+def _create(
+    name: str,
+    description: str,
+    meta: dict[str, str],
+    limits: config.Limits | None,
+    retention: config.Retention | None,
+    home: str | os.PathLike[str] | None,
+    actor: str | None,
+    full_name: str | None,
+) -> Store:
     store_id = new_id("memstore")
     final = handle_path(store_id, home)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -125,7 +125,8 @@ def _render_show(info: dict[str, Any]) -> None:
 @store_app.command("create")
 def create(
     name: Annotated[
-        str, typer.Argument(help="Store name: free text, 1-255 characters (the store's id names its directory).")
+        str,
+        typer.Argument(help="Store name: free text, 1-255 characters (the store's id names its directory)."),
     ],
     description: Annotated[str, typer.Option("--description", "-d", help="Shown to agents.")] = "",
     metadata: MetaOpt = None,

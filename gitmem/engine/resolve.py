@@ -17,13 +17,15 @@ Precedence, so that a name that looks like an id or a path never shadows one:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitmem import config
 from gitmem.config import StoreSettings
-from gitmem.errors import AmbiguousStoreError, ConfigError, InvalidInputError, NotFoundError
+from gitmem.errors import AmbiguousStoreError, ConfigError, ConflictError, InvalidInputError, NotFoundError
+from gitmem.git.locks import file_lock
 from gitmem.ids import is_id
 from gitmem.model.paths import is_store_handle
 
@@ -149,3 +151,20 @@ def resolve_store(text: str | os.PathLike[str], home: str | os.PathLike[str] | N
     found = resolve(text, home)
     assert isinstance(found, StoreRef)
     return found
+
+
+def full_name_lock(home: str | os.PathLike[str] | None = None) -> contextlib.AbstractContextManager[object]:
+    """Held while a Databricks full name is claimed (created or renamed), in every process, so
+    that two claims of one name cannot both pass the uniqueness check."""
+    base = stores_dir(home)
+    base.mkdir(parents=True, exist_ok=True)
+    return file_lock(base / ".full-names.lock")
+
+
+def check_full_name_free(
+    full_name: str, home: str | os.PathLike[str] | None, *, but: str | None = None
+) -> None:
+    """ConflictError when a store other than ``but`` (an id) has ``full_name`` (hold the lock)."""
+    for ref in all_refs(home):
+        if ref.full_name == full_name and ref.id != but:
+            raise ConflictError(f"memory store {full_name} already exists ({ref.id})")

@@ -29,7 +29,7 @@ from gitmem.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.paths import validate_display_name, validate_prefix, validate_scope
 from gitmem.model.versions import Version
 from gitmem.server import errors, inline, ops, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
@@ -170,13 +170,15 @@ class AnthropicApi:
             raise ForbiddenError(f"token {call.token.id} is not an admin token: managing stores needs one")
 
     def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
-        name = self.pool.name_of(call.params["memory_store_id"])
-        self._check(call, name, write=write, scope=scope)
-        return name
+        """The pool key (handle) of the store in the URL, once the token may use that store id."""
+        store_id = call.params["memory_store_id"]
+        self._check(call, store_id, write=write, scope=scope)
+        return self.pool.name_of(store_id)
 
     @staticmethod
-    def _check(call: Call, name: str, *, write: bool = False, scope: str | None = None) -> None:
-        allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
+    def _check(call: Call, store_id: str, *, write: bool = False, scope: str | None = None) -> None:
+        """Grants name store ids (docs/stores.md): a name another store held grants nothing."""
+        allowed = call.token.may_write(store_id, scope) if write else call.token.may_read(store_id, scope)
         if not allowed:
             what = "write" if write else "read"
             store_id = call.params["memory_store_id"]  # not its name: the token may not even see that
@@ -229,7 +231,7 @@ class AnthropicApi:
             raise InvalidInputError("page: not a cursor of this listing")
         found = []
         for s in self.pool.all_settings():
-            if not call.token.may_read(s.name) or (s.archived_at is not None and not include_archived):
+            if not call.token.may_read(s.id) or (s.archived_at is not None and not include_archived):
                 continue
             created = parse_time(s.created_at) if s.created_at else None
             if created is not None and ((since and created < since) or (until and created > until)):
@@ -256,12 +258,12 @@ class AnthropicApi:
         patch = wire.metadata_patch(data.get("metadata"), patch=True)
         with self.pool.store(name) as store:
             self._writable(store)
-            if new_name is not None and new_name != name:
-                raise InvalidInputError(
-                    "name: gitmem stores cannot be renamed (the name is the store's directory); "
-                    "create a new store instead"
-                )
             changes: dict[str, Any] = {}
+            if new_name is not None and new_name != store.settings.name:
+                try:
+                    changes["name"] = validate_display_name(new_name)
+                except InvalidInputError as exc:
+                    raise InvalidInputError(f"name: {exc.message}") from None
             if description is not None:
                 changes["description"] = config.validate_description(description)
             if patch:
@@ -272,7 +274,7 @@ class AnthropicApi:
                     else:
                         merged[key] = value
                 changes["metadata"] = config.validate_metadata(merged)
-            if not changes and new_name is None:
+            if not changes:  # nothing changes: no ledger entry, updated_at stays (docs/stores.md)
                 return wire.store_json(store.settings)
             return wire.store_json(store.update_settings(actor=call.token.actor, **changes))
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ConfigError, NotFoundError
-from gitmem.store import Store, list_stores, open_store
+from gitmem.store import Store, StoreRef, all_refs, handle_path, open_store
 
 MAX_IDLE = 32  # idle Stores kept open across all stores (each holds a repository and an index)
 
@@ -45,7 +45,7 @@ class StorePool:
         self.max_idle = max(0, max_idle)
         self._lock = threading.Lock()
         self._idle: dict[str, list[tuple[float, Store]]] = {}
-        self._ids: dict[str, str] = {}  # memstore_ id -> store name
+        self._ids: dict[str, str] = {}  # memstore_ id -> store handle (the pool's key, docs/stores.md)
         self._write_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lent: dict[str, int] = {}  # store name -> Stores of it lent right now
         self._retiring: set[str] = set()  # stores being deleted: lent to nobody
@@ -101,7 +101,10 @@ class StorePool:
             if idle:
                 return idle.pop()[1]
         try:
-            store = open_store(name, self.home)
+            path = handle_path(name, self.home)  # exactly that directory: never a name's other store
+            if not path.is_dir():
+                raise NotFoundError(f"memory store {name} does not exist")
+            store = open_store(path)
         except BaseException:
             self._returned_one(name)
             raise
@@ -178,9 +181,13 @@ class StorePool:
 
     # ------------------------------------------------------------------ ids
     def name_of(self, store_id: str) -> str:
-        """The name of the store whose id is ``store_id`` (NotFoundError when there is none)."""
+        """The handle (directory stem, the key of this pool) of the store whose id is ``store_id``
+        (NotFoundError when there is none). A store of this release has its id as handle; one of
+        the old layout its first name (gitmem.engine.resolve)."""
         with self._lock:
             name = self._ids.get(store_id)
+        if name is None and store_id.startswith("memstore_"):
+            name = store_id  # the layout of this release: no listing needed
         if name is not None:
             try:
                 with self.store(name) as s:
@@ -188,13 +195,20 @@ class StorePool:
                         return name
             except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
                 pass
-        for settings in self.all_settings():
-            if settings.id == store_id:
-                return settings.name
+        for ref in self._refs():
+            if ref.id == store_id:
+                return ref.handle
         raise NotFoundError(f"memory store {store_id} does not exist")
 
-    def all_settings(self) -> list[StoreSettings]:
-        found = list_stores(self.home)
+    def _refs(self) -> list[StoreRef]:
+        found = all_refs(self.home)
         with self._lock:
-            self._ids = {s.id: s.name for s in found}
+            self._ids = {r.id: r.handle for r in found}
         return found
+
+    def all_settings(self) -> list[StoreSettings]:
+        return [r.settings for r in self._refs()]
+
+    def handles(self) -> dict[str, str]:
+        """Every store's id -> handle (the listing refreshes the cache ``name_of`` uses)."""
+        return {r.id: r.handle for r in self._refs()}

@@ -97,7 +97,9 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
     (``mount_slug``); stores whose names give one slug get ``<slug>-<last 6 of the id>`` each, and a
     store attached in several scopes ``<slug>@<scope>`` (docs/stores.md): distinct, and the same
     for the same stores whatever their order."""
-    opened: list[tuple[state.StoreSpec, str, str, str, str, str]] = []  # spec, id, slug, path, description, name
+    opened: list[
+        tuple[state.StoreSpec, str, str, str, str, str]
+    ] = []  # spec, id, slug, path, description, name
     seen: set[tuple[str, str]] = set()
     for spec in specs:
         with open_store(spec.name, home) as store:
@@ -129,7 +131,9 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
         if target.exists():
             raise ConflictError(f"{target} already exists: choose another --root")
         text = notes.get(slug, notes.get(spec.name, ""))
-        mounts.append(Mount(sid, path, spec.scope, spec.access, slug, str(target), description, text, display))
+        mounts.append(
+            Mount(sid, path, spec.scope, spec.access, slug, str(target), description, text, display)
+        )
     return mounts
 
 

@@ -101,9 +101,10 @@ def sessions_page(ctx: Ctx) -> Page:
         mounts = [m for m in s.mounts if ctx.token.may_read(m.store, m.scope)]
         if mounts:
             found[s.id] = SessionView(s.id, s.status, s.actor, s.created_at, mounts)
+    handles = ctx.pool.handles()
     for settings in ctx.pool.all_settings():
-        name = settings.name
-        if not ctx.token.may_read(name):
+        name = handles.get(settings.id, "")
+        if not name or not ctx.token.may_read(settings.id):
             continue
         with ctx.pool.store(name) as store:
             writes = internals.session_writes(store, ctx.scopes(name, store))
