@@ -68,26 +68,48 @@ def handle_path(handle: str, home: str | os.PathLike[str] | None = None) -> Path
     return stores_dir(home) / f"{handle}.git"
 
 
-def _ref(path: Path) -> StoreRef | None:
+def _ref(path: Path, strict: bool = True) -> StoreRef | None:
+    """The store at ``path``; a broken ``gitmem.yaml`` raises ConfigError, or (not ``strict``) is
+    read for its id and name alone, so that the store can still be found (and its error shown
+    when it is used) and one broken file never hides the other stores."""
     settings_file = path / config.SETTINGS_FILE
     try:
         settings = config.load_settings(settings_file)
     except ConfigError:
-        if settings_file.exists():
+        if not settings_file.exists():
+            return None  # not a store, or deleted while we looked
+        if strict:
             raise
-        return None  # not a store, or deleted while we looked
+        loose = _loose(settings_file)
+        if loose is None:
+            return None
+        settings = loose
     return StoreRef(path.name[: -len(".git")], path, settings)
+
+
+def _loose(settings_file: Path) -> StoreSettings | None:
+    import yaml
+
+    try:
+        data = yaml.safe_load(settings_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("id", "name")):
+        return None
+    full = data.get("full_name")
+    return StoreSettings(id=data["id"], name=data["name"], full_name=full if isinstance(full, str) else None)
 
 
 def by_handle(handle: str, home: str | os.PathLike[str] | None = None) -> StoreRef | None:
     """The store whose directory is ``<handle>.git``, or None."""
     if not is_store_handle(handle):
         return None
-    return _ref(stores_dir(home) / f"{handle}.git")
+    return _ref(stores_dir(home) / f"{handle}.git", strict=False)
 
 
-def all_refs(home: str | os.PathLike[str] | None = None) -> list[StoreRef]:
-    """Every store of the workspace, sorted by name, then id."""
+def all_refs(home: str | os.PathLike[str] | None = None, *, strict: bool = True) -> list[StoreRef]:
+    """Every store of the workspace, sorted by name, then id (``strict``: a broken settings
+    file raises ConfigError; else the store is listed by its id and name, see ``_ref``)."""
     base = stores_dir(home)
     if not base.is_dir():
         return []
@@ -97,7 +119,7 @@ def all_refs(home: str | os.PathLike[str] | None = None) -> list[StoreRef]:
             continue  # a store being made, restored or deleted
         if not is_store_handle(entry.name[: -len(".git")]):
             continue
-        ref = _ref(entry)
+        ref = _ref(entry, strict)
         if ref is not None:
             out.append(ref)
     out.sort(key=lambda r: (r.name, r.id))
@@ -120,7 +142,7 @@ def resolve(
         ref = by_handle(raw, home)
         if ref is not None and ref.id == raw:
             return ref
-        for ref in all_refs(home):  # a store of the old layout: its directory is its first name
+        for ref in all_refs(home, strict=False):  # the old layout: the directory is the first name
             if ref.id == raw:
                 return ref
     elif is_store_handle(raw):
@@ -131,7 +153,7 @@ def resolve(
         path = Path(raw).expanduser()
         if path.exists():
             return path.resolve()
-    found = [r for r in all_refs(home) if raw in (r.name, r.full_name)]
+    found = [r for r in all_refs(home, strict=False) if raw in (r.name, r.full_name)]
     if len(found) == 1:
         return found[0]
     if found:
@@ -165,6 +187,6 @@ def check_full_name_free(
     full_name: str, home: str | os.PathLike[str] | None, *, but: str | None = None
 ) -> None:
     """ConflictError when a store other than ``but`` (an id) has ``full_name`` (hold the lock)."""
-    for ref in all_refs(home):
+    for ref in all_refs(home, strict=False):
         if ref.full_name == full_name and ref.id != but:
             raise ConflictError(f"memory store {full_name} already exists ({ref.id})")

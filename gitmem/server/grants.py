@@ -12,6 +12,7 @@ first time a process reads the file (docs/stores.md#existing-workspaces).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from gitmem.ids import is_id
@@ -31,7 +32,8 @@ def needs_migration(records: dict[str, dict[str, Any]]) -> bool:
 
 def migrate(records: dict[str, dict[str, Any]], home: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """``records`` with every grant keyed by store id (module docstring)."""
-    by_handle = {ref.handle: ref.id for ref in all_refs(home)}
+    by_handle = {ref.handle: ref.id for ref in all_refs(home, strict=False)}
+    base = Path(home) / "stores"
     out: dict[str, dict[str, Any]] = {}
     for token_id, record in records.items():
         stores = record.get("stores")
@@ -47,6 +49,8 @@ def migrate(records: dict[str, dict[str, Any]], home: str | os.PathLike[str]) ->
                 store_id = by_handle[key]
                 # two keys naming one store: the wider access wins, as either alone would grant
                 grants[store_id] = "rw" if "rw" in (access, grants.get(store_id)) else access
+            elif (base / f"{key}.git").exists():
+                grants[key] = access  # a store whose settings cannot be read now: tried again later
             else:
                 legacy[key] = access
         new = {**record, "stores": grants}
