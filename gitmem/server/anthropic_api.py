@@ -172,8 +172,9 @@ class AnthropicApi:
     def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
         """The pool key (handle) of the store in the URL, once the token may use that store id."""
         store_id = call.params["memory_store_id"]
+        handle = self.pool.name_of(store_id)  # 404 first, as for any store that does not exist
         self._check(call, store_id, write=write, scope=scope)
-        return self.pool.name_of(store_id)
+        return handle
 
     @staticmethod
     def _check(call: Call, store_id: str, *, write: bool = False, scope: str | None = None) -> None:

@@ -215,7 +215,7 @@ class GitHttp:
         if ref is None or not token.may_read(ref.id):
             await _reply(send, 404, f"repository /git/{request.store}.git not found")
             return
-        store_dir = ref.path
+        store_dir, asked = ref.path, request.store
         request = dataclasses.replace(request, store=ref.handle)  # the directory http-backend serves
         if token.scope is not None:
             await _reply(
@@ -226,7 +226,7 @@ class GitHttp:
             )
             return
         if request.writes and not token.may_write(ref.id):
-            await _reply(send, 403, f"token {token.id} may read store {request.store!r} but not push to it")
+            await _reply(send, 403, f"token {token.id} may read store {asked!r} but not push to it")
             return
         if request.service is None:
             await _send_file(send, store_dir / config.SETTINGS_FILE)

@@ -27,7 +27,8 @@ from pathlib import Path
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ConfigError, NotFoundError
-from gitmem.store import Store, StoreRef, all_refs, handle_path, open_store
+from gitmem.model.paths import is_store_handle
+from gitmem.store import Store, StoreRef, all_refs, handle_path, open_store, resolve_store
 
 MAX_IDLE = 32  # idle Stores kept open across all stores (each holds a repository and an index)
 
@@ -55,7 +56,9 @@ class StorePool:
     # ------------------------------------------------------------------ lending
     @contextlib.contextmanager
     def store(self, name: str) -> Iterator[Store]:
-        """A Store for this thread's exclusive use during the ``with`` block."""
+        """A Store for this thread's exclusive use during the ``with`` block. ``name`` is a store's
+        handle (its directory stem: ``name_of`` gives it), else any text the resolver takes."""
+        name = self.key(name)
         store = self._take(name)
         try:
             yield store
@@ -74,7 +77,7 @@ class StorePool:
         ``settings.id``: the name may have been deleted and made again since."""
         store = None
         with self._lock:
-            name = self._ids.get(store_id)
+            name = self._ids.get(store_id) or (store_id if store_id in self._idle else None)
             if name is not None and name not in self._retiring:
                 idle = self._idle.get(name)
                 if idle:
@@ -91,6 +94,15 @@ class StorePool:
             raise
         self._give_back(name, store)
         self._returned_one(name)
+
+    def key(self, name: str) -> str:
+        """The pool's key of the store ``name`` names: its handle (gitmem.engine.resolve)."""
+        with self._lock:
+            if name in self._idle or name in self._lent or name in self._retiring:
+                return name
+        if is_store_handle(name) and handle_path(name, self.home).is_dir():
+            return name
+        return resolve_store(name, self.home).handle
 
     def _take(self, name: str) -> Store:
         with self._lock:
@@ -122,6 +134,7 @@ class StorePool:
     @contextlib.contextmanager
     def retiring(self, name: str) -> Iterator[None]:
         """For the ``with`` block (deleting the store), no Store of ``name`` is lent or open."""
+        name = self.key(name)
         with self._lock:
             if name in self._retiring:
                 raise NotFoundError(f"memory store {name!r} is being deleted")
@@ -186,7 +199,7 @@ class StorePool:
         the old layout its first name (gitmem.engine.resolve)."""
         with self._lock:
             name = self._ids.get(store_id)
-        if name is None and store_id.startswith("memstore_"):
+        if name is None and is_store_handle(store_id) and handle_path(store_id, self.home).is_dir():
             name = store_id  # the layout of this release: no listing needed
         if name is not None:
             try:

@@ -10,7 +10,7 @@ import yaml
 import gitmem
 from gitmem import config
 from gitmem.config import Limits, Retention, load_settings, save_settings, settings_from_dict, workspace_home
-from gitmem.errors import ConfigError, ConflictError, InvalidInputError, NotFoundError
+from gitmem.errors import ConfigError, InvalidInputError, NotFoundError
 from gitmem.store import Store
 
 

@@ -102,8 +102,10 @@ def sessions_page(ctx: Ctx) -> Page:
         if mounts:
             found[s.id] = SessionView(s.id, s.status, s.actor, s.created_at, mounts)
     handles = ctx.pool.handles()
+    labels: dict[str, str] = {}
     for settings in ctx.pool.all_settings():
         name = handles.get(settings.id, "")
+        labels[name] = settings.name
         if not name or not ctx.token.may_read(settings.id):
             continue
         with ctx.pool.store(name) as store:
@@ -115,7 +117,9 @@ def sessions_page(ctx: Ctx) -> Page:
     views = sorted(
         found.values(), key=lambda v: max((w.last_at for _n, w, _x in v.writes), default=0), reverse=True
     )
-    return Page("sessions.html", {"title": "Sessions", "sessions": views, "store_url": store_url})
+    return Page(
+        "sessions.html", {"title": "Sessions", "sessions": views, "store_url": store_url, "labels": labels}
+    )
 
 
 def _revert_target(ctx: Ctx) -> tuple[str, str, str | None]:
