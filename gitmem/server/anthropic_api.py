@@ -266,7 +266,9 @@ class AnthropicApi:
                 except InvalidInputError as exc:
                     raise InvalidInputError(f"name: {exc.message}") from None
             if description is not None:
-                changes["description"] = config.validate_description(description)
+                config.validate_description(description)
+                if description != store.settings.description:
+                    changes["description"] = description
             if patch:
                 merged = dict(store.settings.metadata)
                 for key, value in patch.items():
@@ -274,7 +276,9 @@ class AnthropicApi:
                         merged.pop(key, None)
                     else:
                         merged[key] = value
-                changes["metadata"] = config.validate_metadata(merged)
+                config.validate_metadata(merged)
+                if merged != store.settings.metadata:
+                    changes["metadata"] = merged
             if not changes:  # nothing changes: no ledger entry, updated_at stays (docs/stores.md)
                 return wire.store_json(store.settings)
             return wire.store_json(store.update_settings(actor=call.token.actor, **changes))

@@ -99,7 +99,7 @@ def test_round_trip_keeps_versions_ids_scopes_ledger_and_verifies(
         s.write("/new.md", "after the restore", actor="user:alice")  # the store takes writes
     assert gm("verify", "notes").exit_code == 0
     assert "the gate code" not in subprocess.run(
-        ["git", "--git-dir", str(home / "stores" / "notes.git"), "cat-file", "--batch-all-objects", "--batch"],
+        ["git", "--git-dir", str(gitmem.open_store("notes", home=home).path), "cat-file", "--batch-all-objects", "--batch"],
         capture_output=True, text=True, errors="replace",
     ).stdout  # fmt: skip
 
@@ -117,7 +117,7 @@ def test_without_a_backup_a_store_with_redactions_is_refused_and_nothing_is_left
     assert kept.exit_code == 7
     checks = {c["name"]: c["ok"] for c in json.loads(kept.stdout)["verify"]["checks"]}
     assert checks["redactions purged"] is False and checks["fsck"] is True
-    assert (home / "stores" / "notes.git").is_dir()
+    assert gitmem.open_store("notes", home=home).path.is_dir()
 
 
 def test_without_a_backup_settings_are_new_but_the_store_id_is_kept(

@@ -207,7 +207,10 @@ def test_a_workspace_of_the_old_layout_keeps_working(workspace: Path) -> None:
             s.update_settings(name="Notes (legacy)")
         with gitmem.create_store("notes", home=workspace) as newer:
             newer_id = newer.id
-        assert http.get("/git/notes.git/info/refs?service=git-upload-pack", auth=("x", secret)).status_code == 200
+        assert (
+            http.get("/git/notes.git/info/refs?service=git-upload-pack", auth=("x", secret)).status_code
+            == 200
+        )
         with pytest.raises(anthropic.PermissionDeniedError):
             c.beta.memory_stores.memories.list(newer_id)
     with gitmem.open_store("notes", workspace) as s:  # the old directory name is a handle: first
@@ -217,7 +220,10 @@ def test_a_workspace_of_the_old_layout_keeps_working(workspace: Path) -> None:
 
 
 def test_an_ambiguous_name_lists_the_candidates_and_an_id_like_name_never_shadows(workspace: Path) -> None:
-    with gitmem.create_store("twin", home=workspace) as one, gitmem.create_store("twin", home=workspace) as two:
+    with (
+        gitmem.create_store("twin", home=workspace) as one,
+        gitmem.create_store("twin", home=workspace) as two,
+    ):
         ids = sorted([one.id, two.id])
     with pytest.raises(AmbiguousStoreError) as caught:
         gitmem.open_store("twin", workspace)
@@ -229,3 +235,37 @@ def test_an_ambiguous_name_lists_the_candidates_and_an_id_like_name_never_shadow
     with gitmem.create_store("./stores", home=workspace):
         pass
     assert gitmem.open_store(impostor_id, workspace).name == ids[0]
+
+
+def test_the_small_semantics_the_sdk_documents_hold_through_the_sdk(workspace: Path) -> None:
+    admin = token(workspace, admin=True, actor="user:admin")
+    with running(workspace) as url:
+        c = client(url, admin)
+        store = c.beta.memory_stores.create(name="Semantics Store", description="d")
+        sid = store.id
+        mems, versions = c.beta.memory_stores.memories, c.beta.memory_stores.memory_versions
+        # an update that changes nothing creates no version (and a no-op store update changes nothing)
+        m = mems.create(sid, path="/a.md", content="one")
+        mems.update(m.id, memory_store_id=sid, content="one")
+        assert len(list(versions.list(sid))) == 1
+        same = c.beta.memory_stores.update(sid, name="Semantics Store", description="d")
+        assert same.updated_at == store.updated_at
+        # memory writes do not advance the store's updated_at
+        mems.update(m.id, memory_store_id=sid, content="two")
+        assert c.beta.memory_stores.retrieve(sid).updated_at == store.updated_at
+        # the memory_id filter still lists a memory's versions after it is deleted, the deleted one too
+        mems.delete(m.id, memory_store_id=sid)
+        ops = [v.operation for v in versions.list(sid, memory_id=m.id)]
+        assert ops == ["deleted", "modified", "created"]
+        # a version's path is null exactly when it is redacted
+        first = list(versions.list(sid, memory_id=m.id))[-1]
+        versions.redact(first.id, memory_store_id=sid)
+        paths = {v.id: v.path for v in versions.list(sid, memory_id=m.id)}
+        assert paths[first.id] is None and all(p == "/a.md" for k, p in paths.items() if k != first.id)
+        # archiving advances updated_at (RFC 3339 to the second: wait for the next one)
+        before = c.beta.memory_stores.retrieve(sid).updated_at
+        import time
+
+        time.sleep(1.1)
+        archived = c.beta.memory_stores.archive(sid)
+        assert archived.archived_at is not None and archived.updated_at > before
