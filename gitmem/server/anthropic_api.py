@@ -170,15 +170,13 @@ class AnthropicApi:
             raise ForbiddenError(f"token {call.token.id} is not an admin token: managing stores needs one")
 
     def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
-        """The pool key (handle) of the store in the URL, once the token may use that store id."""
-        store_id = call.params["memory_store_id"]
+        store_id = call.params["memory_store_id"]  # the pool's key (handle) comes back
         handle = self.pool.name_of(store_id)  # 404 first, as for any store that does not exist
         self._check(call, store_id, write=write, scope=scope)
         return handle
 
     @staticmethod
     def _check(call: Call, store_id: str, *, write: bool = False, scope: str | None = None) -> None:
-        """Grants name store ids (docs/stores.md): a name another store held grants nothing."""
         allowed = call.token.may_write(store_id, scope) if write else call.token.may_read(store_id, scope)
         if not allowed:
             what = "write" if write else "read"
@@ -260,15 +258,13 @@ class AnthropicApi:
         with self.pool.store(name) as store:
             self._writable(store)
             changes: dict[str, Any] = {}
-            if new_name is not None and new_name != store.settings.name:
-                try:
-                    changes["name"] = validate_display_name(new_name)
-                except InvalidInputError as exc:
-                    raise InvalidInputError(f"name: {exc.message}") from None
-            if description is not None:
-                config.validate_description(description)
-                if description != store.settings.description:
-                    changes["description"] = description
+            if new_name is not None and new_name != store.settings.name:  # ids stay (docs/stores.md)
+                changes["name"] = validate_display_name(new_name)
+            if (
+                description is not None
+                and config.validate_description(description) != store.settings.description
+            ):
+                changes["description"] = description
             if patch:
                 merged = dict(store.settings.metadata)
                 for key, value in patch.items():
@@ -276,8 +272,7 @@ class AnthropicApi:
                         merged.pop(key, None)
                     else:
                         merged[key] = value
-                config.validate_metadata(merged)
-                if merged != store.settings.metadata:
+                if config.validate_metadata(merged) != store.settings.metadata:
                     changes["metadata"] = merged
             if not changes:  # nothing changes: no ledger entry, updated_at stays (docs/stores.md)
                 return wire.store_json(store.settings)
