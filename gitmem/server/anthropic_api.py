@@ -179,8 +179,7 @@ class AnthropicApi:
     def _check(call: Call, store_id: str, *, write: bool = False, scope: str | None = None) -> None:
         allowed = call.token.may_write(store_id, scope) if write else call.token.may_read(store_id, scope)
         if not allowed:
-            what = "write" if write else "read"
-            store_id = call.params["memory_store_id"]  # not its name: the token may not even see that
+            what = "write" if write else "read"  # the id, not its name: the token may not see that
             raise ForbiddenError(f"token {call.token.id} may not {what} memory store {store_id}")
 
     @staticmethod
@@ -260,10 +259,7 @@ class AnthropicApi:
             changes: dict[str, Any] = {}
             if new_name is not None and new_name != store.settings.name:  # ids stay (docs/stores.md)
                 changes["name"] = validate_display_name(new_name)
-            if (
-                description is not None
-                and config.validate_description(description) != store.settings.description
-            ):
+            if description is not None and config.validate_description(description) != store.settings.description:  # fmt: skip
                 changes["description"] = description
             if patch:
                 merged = dict(store.settings.metadata)
