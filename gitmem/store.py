@@ -525,7 +525,13 @@ def restore_store(
         repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
         restore.fetch_bundle(tmp, bundle_path, refs)
         restore.install_private(tmp, files)
-        original = saved.id if saved is not None else _bundle_store_id(tmp)
+        recorded = _bundle_store_id(tmp)
+        if saved is not None and recorded is not None and saved.id != recorded:
+            raise InvalidInputError(
+                f"{backup}: its gitmem.yaml holds the settings of store {saved.id}, but the bundle is "
+                f"of store {recorded}: give the backup made with this bundle"
+            )
+        original = saved.id if saved is not None else recorded
         store_id = _restored_id(original, keep_id, home)
         final = handle_path(store_id, home)
         now = config.now_rfc3339()
