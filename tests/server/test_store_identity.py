@@ -269,3 +269,81 @@ def test_the_small_semantics_the_sdk_documents_hold_through_the_sdk(workspace: P
         time.sleep(1.1)
         archived = c.beta.memory_stores.archive(sid)
         assert archived.archived_at is not None and archived.updated_at > before
+
+
+def test_databricks_full_names_are_unique_renamed_through_the_api_and_separate_from_names(
+    workspace: Path,
+) -> None:
+    from test_server_databricks import curl
+
+    admin = token(workspace, actor="user:admin", admin=True)
+    base = "/api/2.1/unity-catalog/memory-stores"
+    with running(workspace) as host:
+        body = {"name": "prefs", "catalog_name": "main", "schema_name": "agents"}
+        status, made = curl(host, admin, "POST", base, body)
+        assert status == 200 and made["full_name"] == "main.agents.prefs"
+        sid = made["memory_store_id"]
+        assert curl(host, admin, "POST", base, body)[0] == 409  # the full name is unique
+        # a store of another face named like the full name takes nothing of it
+        with gitmem.create_store("main.agents.prefs", home=workspace) as lookalike:
+            lookalike_id = lookalike.id
+        status, got = curl(host, admin, "GET", f"{base}/main.agents.prefs")
+        assert status == 200 and got["memory_store_id"] == sid
+        # rename within catalog and schema; the old full name is free, the id stays
+        status, renamed = curl(host, admin, "PATCH", f"{base}/main.agents.prefs", {"new_name": "settings"})
+        assert status == 200 and renamed["full_name"] == "main.agents.settings"
+        assert renamed["memory_store_id"] == sid and renamed["display_name"] == "main.agents.settings"
+        assert curl(host, admin, "GET", f"{base}/main.agents.prefs")[0] == 404
+        assert curl(host, admin, "GET", f"{base}/{sid}")[1]["full_name"] == "main.agents.settings"
+        other = {"name": "other", "catalog_name": "main", "schema_name": "agents"}
+        assert curl(host, admin, "POST", base, other)[0] == 200
+        clash = curl(host, admin, "PATCH", f"{base}/main.agents.other", {"new_name": "settings"})
+        assert clash[0] == 409
+        listed = [s["full_name"] for s in curl(host, admin, "GET", base)[1]["memory_stores"]]
+        assert listed == ["main.agents.other", "main.agents.settings"]
+    assert gitmem.open_store(lookalike_id, workspace).settings.full_name is None
+    with gitmem.open_store(sid, workspace) as s:
+        assert s.settings.full_name == "main.agents.settings"
+
+
+def test_attacks_on_names_urls_and_the_grant_migration(workspace: Path) -> None:
+    import threading
+
+    sid, secret = _old_layout_workspace(workspace)
+    # many processes' worth of readers meet the old token file at once: all authenticate, one rewrite
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            assert dict(TokenStore(workspace).authenticate(secret).stores) == {sid: "rw"}
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    ro = token(workspace, stores={sid: "ro"}, actor="user:reader")
+    admin = token(workspace, admin=True, actor="user:admin")
+    with running(workspace) as url:
+        boss, reader = client(url, admin), client(url, ro)
+        before = boss.beta.memory_stores.retrieve(sid)
+        for bad in ("", "x" * 256, "bell\x07", "line\nbreak"):
+            with pytest.raises(anthropic.BadRequestError):
+                boss.beta.memory_stores.update(sid, name=bad)
+        with pytest.raises(anthropic.PermissionDeniedError):
+            reader.beta.memory_stores.update(sid, name="taken over")
+        assert boss.beta.memory_stores.retrieve(sid) == before  # nothing written
+        http = httpx.Client(base_url=url, timeout=30)
+        for path in (
+            "/git/.full-names.lock.git/info/refs",
+            "/git/..%2F..%2Ftokens.json.git/info/refs",
+            "/git/memstore_00000000000000000000000000.git/info/refs",
+            "/git/*.git/info/refs",
+        ):
+            r = http.get(path + "?service=git-upload-pack", auth=("x", admin))
+            assert r.status_code == 404, (path, r.status_code, r.text)
+    with gitmem.open_store(sid, workspace) as s:
+        assert s.name == "notes" and verify(s.core).ok
