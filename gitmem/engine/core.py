@@ -1,6 +1,7 @@
 """``StoreCore``: the store handle every layer above git works with.
 
-A store is a bare git repository ``<home>/stores/<name>.git``; each scope is a branch
+A store is a bare git repository ``<home>/stores/<id>.git`` (the old layout: ``<name>.git``,
+gitmem.engine.resolve); each scope is a branch
 ``refs/heads/<scope>``; settings live in ``<store>.git/gitmem.yaml``, outside every tree; gitmem's
 private files (index, journal, deny-list, secrets) in ``<store>.git/gitmem/``, never cloned. The
 handle adds to :class:`gitmem.git.repo.Repo` what makes a repository a store: settings, scopes,
