@@ -37,7 +37,7 @@ from pathlib import Path
 
 ENV: dict[str, str] = {}
 CWD = Path(".")
-STORE = "workspace/stores/notes.git"  # the bare store, relative to the tour's directory
+STORE = "workspace/stores/notes.git"  # the bare store, relative to the tour's directory: set below
 LEAK = "Carol Diaz, 42 Linden Lane, Springfield. Gate code 7731."
 
 
@@ -101,7 +101,9 @@ def version_of(output: str) -> str:
 # ---------------------------------------------------------------------- the steps
 def setup() -> None:
     section("a store, and one memory written by a person")
-    gm("store", "create", "notes", "--description", "What our agents remember about the team")
+    made = gm("store", "create", "notes", "--description", "What our agents remember about the team")
+    global STORE
+    STORE = f"workspace/stores/{made.stdout.split()[1]}.git"  # a store's directory is its id
     gm(
         "write", "notes", "/prefs/drinks.md", "Alice prefers green tea, no sugar.",
         "--description", "Drink preferences", "--actor", "user:alice",

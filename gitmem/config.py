@@ -108,6 +108,9 @@ class StoreSettings:
     #: ``gitmem.model.guard.GuardPolicy.from_dict`` wherever a store's settings are loaded (the
     #: model layer sits above this one). A file without the key gets the defaults of new stores.
     guard: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_GUARD))
+    #: The Databricks face's ``catalog.schema.name`` of the store, unique in the workspace and
+    #: separate from the free-text ``name`` (docs/stores.md); None for a store made elsewhere.
+    full_name: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -275,6 +278,9 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
     except InvalidInputError as exc:
         raise ConfigError(f"{src}: key 'metadata': {exc.message}") from None
     acl = validate_acl(src, data.get("acl"))
+    full_name = data.get("full_name")
+    if full_name is not None and (not isinstance(full_name, str) or not full_name):
+        raise ConfigError(f"{src}: key 'full_name' must be a non-empty string or null")
     require = data.get("require_trailers", False)
     if not isinstance(require, bool):
         raise ConfigError(f"{src}: key 'require_trailers' must be true or false")
@@ -291,6 +297,7 @@ def settings_from_dict(data: Any, src: str) -> StoreSettings:
         acl=acl,
         require_trailers=require,
         guard=_guard(src, data.get("guard")),
+        full_name=full_name,
     )
 
 
@@ -378,7 +385,10 @@ def save_settings(path: Path, settings: StoreSettings) -> None:
     """Write settings atomically (temp file, fsync, rename)."""
     import yaml
 
-    text = yaml.safe_dump(settings.to_dict(), sort_keys=False, allow_unicode=True)
+    data = settings.to_dict()
+    if data.get("full_name") is None:
+        data.pop("full_name", None)  # the file of a store without one reads as before
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)

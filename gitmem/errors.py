@@ -35,6 +35,14 @@ class ConflictError(GitmemError):
     type_name = "conflict"
 
 
+class AmbiguousStoreError(ConflictError):
+    """A store name that several stores carry: the caller must name one by id (``candidates``)."""
+
+    def __init__(self, message: str, candidates: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.candidates = list(candidates or [])
+
+
 class PathConflictError(ConflictError):
     """A create or rename onto a path that a memory uses, or that overlaps one."""
 

@@ -23,13 +23,22 @@ import pygit2
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.engine.batch import BatchOp, BatchResult
-from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path, stores_dir
+from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path
+from gitmem.engine.resolve import (
+    StoreRef,
+    all_refs,
+    check_full_name_free,
+    full_name_lock,
+    handle_path,
+    resolve_store,
+    stores_dir,
+)
 from gitmem.errors import ConflictError, InvalidInputError
 from gitmem.git.repo import open_repository
-from gitmem.ids import new_id
+from gitmem.ids import is_id, new_id
 from gitmem.model.caller import Caller
 from gitmem.model.guard import GuardPolicy
-from gitmem.model.paths import validate_store_name
+from gitmem.model.paths import validate_display_name
 from gitmem.push import replica as _replica  # noqa: F401  (registers the push of rewrites to replicas)
 from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
@@ -44,6 +53,10 @@ __all__ = [
     "BatchOp",
     "BatchResult",
     "Store",
+    "StoreRef",
+    "all_refs",
+    "handle_path",
+    "resolve_store",
     "create_store",
     "delete_store",
     "list_stores",
@@ -74,6 +87,11 @@ class Store:
         return self._core.name
 
     @property
+    def id(self) -> str:
+        """The store id (``memstore_<ULID>``): what grants, sessions and URLs refer to."""
+        return self._core.settings.id
+
+    @property
     def path(self) -> Path:
         """The bare repository (or a clone's git directory)."""
         return self._core.path
@@ -96,6 +114,7 @@ class Store:
         self,
         *,
         actor: str | None = None,
+        name: str | None = None,
         description: str | None = None,
         metadata: dict[str, str] | None = None,
         limits: config.Limits | None = None,
@@ -104,11 +123,16 @@ class Store:
         archived_at: str | None = None,
         require_trailers: bool | None = None,
         guard: GuardPolicy | dict[str, object] | None = None,
+        full_name: str | None = None,
     ) -> StoreSettings:
         """Change settings and save them atomically; every change is a ledger entry. ``guard`` is
-        a :class:`GuardPolicy` or its ``gitmem.yaml`` mapping (validated the same way)."""
+        a :class:`GuardPolicy` or its ``gitmem.yaml`` mapping (validated the same way). ``name``
+        renames the store (free text; its id, directory and git URL stay: docs/stores.md)."""
         changes: dict[str, object] = {}
+        if name is not None:
+            validate_display_name(name)
         for key, value in (
+            ("name", name),
             ("description", description),
             ("metadata", metadata),
             ("limits", limits),
@@ -120,6 +144,11 @@ class Store:
         ):
             if value is not None:
                 changes[key] = value
+        if full_name is not None and full_name != self._core.settings.full_name:
+            home = self.path.parent.parent  # <home>/stores/<handle>.git
+            with full_name_lock(home):
+                check_full_name_free(full_name, home, but=self.id)
+                return self._core.update_settings(actor=actor, full_name=full_name, **changes)
         return self._core.update_settings(actor=actor, **changes)
 
     def close(self) -> None:
@@ -479,23 +508,44 @@ def create_store(
     retention: config.Retention | None = None,
     home: str | os.PathLike[str] | None = None,
     actor: str | None = None,
+    full_name: str | None = None,
 ) -> Store:
     """Create a store: a bare repository with its settings, hooks installed, atomically; the
-    ledger records ``actor`` (default ``service:gitmem``) as its creator."""
-    validate_store_name(name)
+    ledger records ``actor`` (default ``service:gitmem``) as its creator.
+
+    ``name`` is free text (1-255 characters, no control characters) and need not be unique: the
+    store's directory and git URL follow its new id (docs/stores.md). ``full_name`` records the
+    Databricks ``catalog.schema.name`` (unique: ConflictError when another store has it)."""
+    validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
-    final = store_path(name, home)
-    if final.exists():
-        raise ConflictError(f"store {name!r} already exists at {final}")
+    if full_name is not None:
+        with full_name_lock(home):  # the check and the store's arrival, as one step
+            check_full_name_free(full_name, home)
+            return _create(name, description, meta, limits, retention, home, actor, full_name)
+    return _create(name, description, meta, limits, retention, home, actor, None)
+
+
+def _create(
+    name: str,
+    description: str,
+    meta: dict[str, str],
+    limits: config.Limits | None,
+    retention: config.Retention | None,
+    home: str | os.PathLike[str] | None,
+    actor: str | None,
+    full_name: str | None,
+) -> Store:
+    store_id = new_id("memstore")
+    final = handle_path(store_id, home)
     final.parent.mkdir(parents=True, exist_ok=True)
-    # Unique per attempt: threads of one process creating the same name must not share it.
-    tmp = final.parent / f".{name}.creating-{os.getpid()}-{secrets.token_hex(6)}"
+    tmp = final.parent / f".{store_id}.creating-{os.getpid()}-{secrets.token_hex(6)}"
     try:
         repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
         now = config.now_rfc3339()
         settings = StoreSettings(
-            id=new_id("memstore"),
+            id=store_id,
+            full_name=full_name,
             name=name,
             description=description,
             metadata=meta,
@@ -508,7 +558,7 @@ def create_store(
         try:
             os.rename(tmp, final)
         except OSError:
-            raise ConflictError(f"store {name!r} already exists at {final}") from None
+            raise ConflictError(f"store {store_id} already exists at {final}") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -532,7 +582,7 @@ def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) 
     repo.free()
     from gitmem.push.hookinstall import install_hooks
 
-    install_hooks(git_dir, label=settings.name)  # pre-receive/post-receive shims + receive.* settings
+    install_hooks(git_dir, label=settings.id)  # pre-receive/post-receive shims + receive.* settings
 
 
 def restore_store(
@@ -544,53 +594,62 @@ def restore_store(
     home: str | os.PathLike[str] | None = None,
     actor: str | None = None,
     allow_unverified: bool = False,
+    keep_id: bool = False,
 ) -> Restored:
-    """Create store ``name`` from a ``gitmem export --format bundle`` file: every scope with its
-    versions and ids, and the audit ledger, continued by one ``store_created`` entry naming the bundle.
+    """Create a store named ``name`` from a ``gitmem export --format bundle`` file: every scope
+    with its versions and ids, and the audit ledger, continued by one ``store_created`` entry
+    naming the bundle.
 
     ``backup`` is a directory with the private files a bundle cannot carry (``gitmem.yaml``,
     ``secret``, ``denylist``, ``ledger_head``; docs/operations.md#backup): settings come from its
-    ``gitmem.yaml`` (which must be the settings of store ``name``), else they are new ones keeping
-    the store id the ledger recorded. The restored store is checked as ``gitmem verify`` does; when
-    a check fails nothing is left in the workspace (IntegrityError naming the checks), unless
+    ``gitmem.yaml`` (renamed to ``name``), else they are new ones. The store id: the original's
+    (the backup's, else the one the ledger recorded) when no store of the workspace has it, else a
+    new one, so that a restore next to its original never shares its id, grants or URL
+    (docs/stores.md); ``keep_id`` insists on the original's and is refused (ConflictError) while
+    that store exists. The restored store is checked as ``gitmem verify`` does; when a check fails
+    nothing is left in the workspace (IntegrityError naming the checks), unless
     ``allow_unverified``. Bad input (not a bundle, foreign refs, a bad backup file) changes nothing.
     """
+    import dataclasses
     import secrets
 
     from gitmem.audit import restore
     from gitmem.errors import IntegrityError
 
-    validate_store_name(name)
+    validate_display_name(name)
     if description is not None:
         config.validate_description(description)
     bundle_path = Path(bundle)
     refs = restore.bundle_refs(bundle_path)
     files, saved = restore.read_private(Path(backup) if backup is not None else None)
-    if saved is not None and saved.name != name:
-        raise InvalidInputError(
-            f"{backup}: its gitmem.yaml holds the settings of store {saved.name!r}, not {name!r}: "
-            "restore a store under its own name"
-        )
     if saved is not None and description is not None:
         raise InvalidInputError("the backup's gitmem.yaml sets the description: give no --description")
-    final = store_path(name, home)
-    if final.exists():
-        raise ConflictError(f"store {name!r} already exists at {final}")
-    final.parent.mkdir(parents=True, exist_ok=True)
+    base = stores_dir(home)
+    base.mkdir(parents=True, exist_ok=True)
     digest = restore.file_sha256(bundle_path)
-    tmp = final.parent / f".{name}.restoring-{secrets.token_hex(8)}"
+    tmp = base / f".restoring-{secrets.token_hex(8)}"
     tmp.mkdir()  # exclusive, and with the umask's mode like any store (mkdtemp would make it 0700)
+    final: Path | None = None
     try:
         repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
         restore.fetch_bundle(tmp, bundle_path, refs)
         restore.install_private(tmp, files)
+        recorded = _bundle_store_id(tmp)
+        if saved is not None and recorded is not None and saved.id != recorded:
+            raise InvalidInputError(
+                f"{backup}: its gitmem.yaml holds the settings of store {saved.id}, but the bundle is "
+                f"of store {recorded}: give the backup made with this bundle"
+            )
+        original = saved.id if saved is not None else recorded
+        store_id = _restored_id(original, keep_id, home)
+        final = handle_path(store_id, home)
         now = config.now_rfc3339()
-        settings = saved or StoreSettings(
-            id=_bundle_store_id(tmp) or new_id("memstore"),
-            name=name,
-            description=description or "",
-            created_at=now,
-            updated_at=now,
+        settings = (
+            dataclasses.replace(saved, id=store_id, name=name)
+            if saved is not None
+            else StoreSettings(
+                id=store_id, name=name, description=description or "", created_at=now, updated_at=now
+            )
         )
         _configure(tmp, repo, settings)
         with StoreCore(open_repository(tmp), tmp) as core:
@@ -606,12 +665,28 @@ def restore_store(
         try:
             os.rename(tmp, final)
         except OSError:
-            raise ConflictError(f"store {name!r} already exists at {final}") from None
+            raise ConflictError(f"store {store_id} already exists at {final}") from None
     finally:
         restore.forget_caches(tmp)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return restore.Restored(settings, digest, scopes, count, sorted(files), report)
+
+
+def _restored_id(original: str | None, keep_id: bool, home: str | os.PathLike[str] | None) -> str:
+    """The id of a restored store: the original's unless a store of the workspace has it."""
+    if original is None or not is_id(original, "memstore"):
+        if keep_id:
+            raise InvalidInputError("--keep-id: the bundle records no store id to keep")
+        return new_id("memstore")
+    if any(ref.id == original for ref in all_refs(home)):
+        if keep_id:
+            raise ConflictError(
+                f"store {original} still exists: a restore keeps its id only when the original is "
+                "gone (delete it first, or restore without --keep-id to get a new id)"
+            )
+        return new_id("memstore")
+    return original
 
 
 def _bundle_store_id(git_dir: Path) -> str | None:

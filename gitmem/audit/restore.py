@@ -165,12 +165,14 @@ def install_private(git_dir: Path, files: dict[str, bytes]) -> None:
 
 
 def ledger_store_id(core: StoreCore) -> str | None:
-    """The store id the bundle's ledger recorded at creation (kept by a restore without gitmem.yaml)."""
+    """The store id the bundle's ledger recorded at creation, or at its last restore (kept by a
+    restore without gitmem.yaml when no store has it, docs/stores.md)."""
+    found = None
     for entry in ledger.entries(core, kind="store_created"):
         value = entry.data.get("id")
         if isinstance(value, str) and value.startswith("memstore_"):
-            return value
-    return None
+            found = value
+    return found
 
 
 def record_and_verify(

@@ -16,7 +16,7 @@ from gitmem.errors import ConfigError, InvalidInputError
 
 store_app = typer.Typer(help="Create, list, show, update, archive and delete stores.", no_args_is_help=True)
 
-NameArg = Annotated[str, typer.Argument(help="Store name (or a path to a bare store).")]
+NameArg = Annotated[str, typer.Argument(help="Store id, a name only one store carries, or a path.")]
 MetaOpt = Annotated[
     list[str] | None,
     typer.Option("--metadata", "-m", help="KEY=VALUE pair (repeatable); not shown to agents."),
@@ -124,7 +124,10 @@ def _render_show(info: dict[str, Any]) -> None:
 
 @store_app.command("create")
 def create(
-    name: Annotated[str, typer.Argument(help="Store name: a-z, 0-9 and ._- (a directory name).")],
+    name: Annotated[
+        str,
+        typer.Argument(help="Store name: free text, 1-255 characters (the store's id names its directory)."),
+    ],
     description: Annotated[str, typer.Option("--description", "-d", help="Shown to agents.")] = "",
     metadata: MetaOpt = None,
     max_memory_bytes: Annotated[int | None, typer.Option(min=1, help="Largest memory, in bytes.")] = None,
@@ -155,6 +158,10 @@ def create(
     allow_unverified: Annotated[
         bool, typer.Option(help="--from-bundle: keep the store even when gitmem verify fails (exit 7).")
     ] = False,
+    keep_id: Annotated[
+        bool,
+        typer.Option(help="--from-bundle: keep the original's store id (refused while that store exists)."),
+    ] = False,
     actor: common.ActorOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
@@ -169,10 +176,10 @@ def create(
                 "change them afterwards with gitmem store update",
                 json,
             )
-        _restore(name, from_bundle, backup, description, allow_unverified, actor, home, json)
+        _restore(name, from_bundle, backup, description, allow_unverified, actor, home, json, keep_id)
         return
-    if backup is not None or allow_unverified:
-        _refuse("--backup and --allow-unverified go with --from-bundle", json)
+    if backup is not None or allow_unverified or keep_id:
+        _refuse("--backup, --allow-unverified and --keep-id go with --from-bundle", json)
 
     def call() -> StoreSettings:
         limits = _limits(
@@ -224,6 +231,7 @@ def _restore(
     actor: str | None,
     home: Path | None,
     json: bool,
+    keep_id: bool = False,
 ) -> None:
     from gitmem.audit.restore import Restored
 
@@ -236,6 +244,7 @@ def _restore(
             home=common.home(home),
             actor=_actor(actor),
             allow_unverified=allow_unverified,
+            keep_id=keep_id,
         )
 
     def render(r: Restored) -> None:
@@ -280,6 +289,9 @@ def show(name: NameArg, home: common.HomeOpt = None, json: common.JsonOpt = Fals
 @store_app.command("update")
 def update(
     name: NameArg,
+    new_name: Annotated[
+        str | None, typer.Option("--name", help="Rename the store (free text; its id and URLs stay).")
+    ] = None,
     description: Annotated[str | None, typer.Option("--description", "-d", help="New description.")] = None,
     metadata: MetaOpt = None,
     remove_metadata: Annotated[
@@ -335,12 +347,14 @@ def update(
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Change any setting: description, metadata (a patch), limits, retention, acl, trust and the write-time guard.
+    """Change any setting: name, description, metadata (a patch), limits, retention, acl, trust and the write-time guard.
 
     Every change is recorded in the audit ledger with its actor and a diff."""
 
     def fn(s: store_mod.Store) -> StoreSettings:
         changes: dict[str, Any] = {}
+        if new_name is not None and new_name != s.settings.name:
+            changes["name"] = new_name
         if description is not None:
             changes["description"] = config.validate_description(description)
         if metadata or remove_metadata:
@@ -416,7 +430,7 @@ def archive(
 
 @store_app.command("delete")
 def delete(
-    name: Annotated[str, typer.Argument(help="Store name.")],
+    name: Annotated[str, typer.Argument(help="Store id, or a name only one store carries.")],
     yes: YesOpt = False,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
@@ -425,7 +439,8 @@ def delete(
     _need_yes(yes, f"deleting store {name!r} destroys all its memories and history", json)
 
     def call() -> dict[str, str]:
-        path: Path = store_mod.delete_store(name, common.home(home))
-        return {"deleted": name, "path": str(path)}
+        ref = store_mod.resolve_store(name, common.home(home))
+        path: Path = store_mod.delete_store(ref.id, common.home(home))
+        return {"deleted": name, "id": ref.id, "path": str(path)}
 
     common.run(json, call, lambda d: typer.echo(f"deleted {d['deleted']} ({d['path']})"))

@@ -1,6 +1,7 @@
 """``StoreCore``: the store handle every layer above git works with.
 
-A store is a bare git repository ``<home>/stores/<name>.git``; each scope is a branch
+A store is a bare git repository ``<home>/stores/<id>.git`` (the old layout: ``<name>.git``,
+gitmem.engine.resolve); each scope is a branch
 ``refs/heads/<scope>``; settings live in ``<store>.git/gitmem.yaml``, outside every tree; gitmem's
 private files (index, journal, deny-list, secrets) in ``<store>.git/gitmem/``, never cloned. The
 handle adds to :class:`gitmem.git.repo.Repo` what makes a repository a store: settings, scopes,
@@ -24,12 +25,13 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
+from gitmem.engine.resolve import StoreRef, all_refs, resolve, resolve_store
 from gitmem.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
 from gitmem.git.consolidate import merge_small_packs, remove_replaced
 from gitmem.git.intent import flushes
 from gitmem.git.repo import STORE_LOCK, Repo, open_repository
 from gitmem.model.guard import GuardPolicy
-from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.paths import validate_scope
 
 if TYPE_CHECKING:
     from gitmem.engine.index import Index
@@ -47,12 +49,10 @@ def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
     return GuardPolicy.from_dict(settings.guard, where)
 
 
-def stores_dir(home: str | os.PathLike[str] | None = None) -> Path:
-    return config.workspace_home(home) / "stores"
-
-
-def store_path(name: str, home: str | os.PathLike[str] | None = None) -> Path:
-    return stores_dir(home) / f"{validate_store_name(name)}.git"
+def store_path(name_or_id: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """The directory of the store ``name_or_id`` names (an id, handle or unique name: the
+    resolver's precedence, docs/stores.md); NotFoundError when none does."""
+    return resolve_store(name_or_id, home).path
 
 
 # Settings changed less than this before they were read are read again (git's "racy" files).
@@ -351,17 +351,11 @@ def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str]
 
 
 def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None) -> StoreCore:
-    text = os.fspath(name_or_path)
-    is_pathlike = os.sep in text or text.startswith(".") or text.endswith(".git")
-    if not is_pathlike:
-        path = store_path(text, home)
-        if not path.is_dir():
-            raise NotFoundError(f"store {text!r} does not exist in {stores_dir(home)}")
-        _check_readable(path)
-        return StoreCore(open_repository(path), path)
-    path = Path(text).expanduser().resolve()
-    if not path.exists():
-        raise NotFoundError(f"no store at {path}")
+    found = resolve(name_or_path, home, paths=True)  # id > path > name (gitmem.engine.resolve)
+    if isinstance(found, StoreRef):
+        _check_readable(found.path)
+        return StoreCore(open_repository(found.path), found.path)
+    path = found
     _check_readable(path)
     repo = open_repository(path)
     if repo.is_bare:
@@ -388,28 +382,15 @@ def _check_readable(path: Path) -> None:
 
 
 def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:
-    """Settings of every store in the workspace, sorted by name."""
-    base = stores_dir(home)
-    if not base.is_dir():
-        return []
-    out = []
-    for entry in sorted(base.iterdir()):
-        if entry.name.endswith(".git") and (entry / config.SETTINGS_FILE).exists():
-            try:
-                out.append(config.load_settings(entry / config.SETTINGS_FILE))
-            except ConfigError:
-                if (entry / config.SETTINGS_FILE).exists():
-                    raise
-                # deleted between the listing and the read (a concurrent delete): not listed
-    return out
+    """Settings of every store in the workspace, sorted by name, then id."""
+    return [ref.settings for ref in all_refs(home)]
 
 
-def delete_store(name: str, home: str | os.PathLike[str] | None = None) -> Path:
-    """Delete a store and all its memories and versions, permanently."""
-    path = store_path(name, home)
-    if not path.is_dir():
-        raise NotFoundError(f"store {name!r} does not exist in {stores_dir(home)}")
-    trash = path.parent / f".{name}.deleting-{os.getpid()}"
+def delete_store(name_or_id: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """Delete a store (by id, handle or unique name) and all its memories and versions, permanently."""
+    ref = resolve_store(name_or_id, home)
+    path = ref.path
+    trash = path.parent / f".{ref.handle}.deleting-{os.getpid()}"
     os.rename(path, trash)  # atomic: the store vanishes at once, then the files go
     shutil.rmtree(trash)
     return path

@@ -56,7 +56,7 @@ from gitmem.integrations.mcp_shapes import (
     encode_cursor,
 )
 from gitmem.model.caller import Caller
-from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_actor, validate_session
 from gitmem.store import Store, open_store
 
@@ -104,8 +104,16 @@ def parse_store_spec(spec: str) -> tuple[str, str | None, bool]:
         raise InvalidInputError(f"invalid store {spec!r}: use NAME[@SCOPE], with :rw or :ro")
     if at and not scope:
         raise InvalidInputError(f"invalid store {spec!r}: empty scope after '@'")
-    validate_store_name(head)
+    if not head:
+        raise InvalidInputError(f"invalid store {spec!r}: no store named (an id or a name)")
     return head, (validate_scope(scope) if at else None), mode == "ro"
+
+
+def labels(stores: Sequence[tuple[str, str]]) -> list[str]:
+    """The name a client uses for each served store, from its (id, display name): the display
+    name where no other served store has it, else the id (a tool accepts the id of any)."""
+    names = [name for _id, name in stores]
+    return [name if names.count(name) == 1 else store_id for store_id, name in stores]
 
 
 class GitmemMCPServer(MCPServer[Any]):
@@ -212,6 +220,7 @@ def build_server(
     who_asks = caller
 
     by_name = {s.name: s for s in stores}
+    by_id = {s.store.id: s for s in stores}  # every served store answers to its id too
     writable = [s.name for s in stores if not s.read_only]
     lock = threading.Lock()  # MCPServer runs sync tools in worker threads
 
@@ -223,15 +232,17 @@ def build_server(
                 raise ToolError(f"{exc.type_name}: {exc.message}") from None
 
     def served(name: str) -> ServedStore:
-        if name not in by_name:
+        found = by_name.get(name) or by_id.get(name)
+        if found is None:
             raise ToolError(f"not_found: store {name!r} is not served here; use one of {', '.join(by_name)}")
-        return by_name[name]
+        return found
 
     def scope_of(name: str) -> str:
         return served(name).scope or scope
 
     def rw(name: str) -> Store:
-        if name in by_name and by_name[name].read_only:
+        found = by_name.get(name) or by_id.get(name)
+        if found is not None and found.read_only:
             raise ToolError(f"forbidden: store {name!r} is served read-only")
         return served(name).store
 
@@ -464,9 +475,10 @@ def serve(
     if unknown:
         raise InvalidInputError(f"--instructions names {', '.join(unknown)}, which is not a served store")
     stores = []
-    for name, own_scope, read_only in parsed:
-        opened = open_store(name, home)
-        stores.append(ServedStore(opened.name, opened, read_only, own_scope, notes.get(name)))
+    opened_all = [(open_store(name, home), name, own_scope, ro) for name, own_scope, ro in parsed]
+    chosen = labels([(o.id, o.name) for o, _n, _s, _r in opened_all])
+    for label, (opened, name, own_scope, read_only) in zip(chosen, opened_all, strict=True):
+        stores.append(ServedStore(label, opened, read_only, own_scope, notes.get(name)))
     server = build_server(stores, scope=scope, session=session, actor=actor, review=review, reviewer=reviewer)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])

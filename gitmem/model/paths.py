@@ -145,3 +145,35 @@ def validate_store_name(name: str) -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+# ---------------------------------------------------------------------- store names and handles
+MAX_STORE_NAME = 255
+_HANDLE_RE = re.compile(r"^(?:[a-z0-9][a-z0-9._-]{0,62}|memstore_[0-9A-HJKMNP-TV-Z]{26})\Z")
+_SLUG_RUN = re.compile(r"[^a-z0-9]+")
+
+
+def validate_display_name(name: str) -> str:
+    """Check a store's display name (Anthropic's rule): 1-255 characters, no control characters.
+
+    Names are free text and need not be unique; a store's directory follows its id (docs/stores.md)."""
+    if not isinstance(name, str) or not 1 <= len(name) <= MAX_STORE_NAME:
+        raise InvalidInputError(f"invalid store name {name!r}: a name is 1-{MAX_STORE_NAME} characters")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in name) or "\u2028" in name or "\u2029" in name:
+        raise InvalidInputError(f"invalid store name {name!r}: no control characters")
+    return name
+
+
+def is_store_handle(text: str) -> bool:
+    """Whether ``text`` can be a store directory's stem: a store id (``memstore_<ULID>``, every
+    store this release makes) or a name of the old layout (``[a-z0-9][a-z0-9._-]{0,62}``)."""
+    return isinstance(text, str) and bool(_HANDLE_RE.match(text)) and not text.endswith(".git")
+
+
+def mount_slug(name: str) -> str:
+    """The mount directory of a store named ``name``: lowercased, every run of characters other
+    than a-z and 0-9 one hyphen, no hyphen at either end ("Demo Memory" -> ``demo-memory``);
+    ``store`` when nothing is left. Collisions are settled by the session (docs/stores.md)."""
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+    slug = _SLUG_RUN.sub("-", folded).strip("-")
+    return slug[:63].rstrip("-") or "store"

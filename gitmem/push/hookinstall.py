@@ -122,7 +122,7 @@ def install(
 ) -> list[InstalledHook]:
     """``gitmem hooks install STORE|--all``: install into one store (name or path) or every store."""
     from gitmem.audit.journal import open_recovered as open_store
-    from gitmem.engine.core import list_stores, store_path
+    from gitmem.engine.resolve import all_refs
 
     if all_stores == (target is not None):
         from gitmem.errors import InvalidInputError
@@ -130,8 +130,8 @@ def install(
         raise InvalidInputError("give either a STORE or --all")
     if all_stores:
         out: list[InstalledHook] = []
-        for settings in list_stores(home):
-            out += install_hooks(store_path(settings.name, home), label=settings.name)
+        for ref in all_refs(home):
+            out += install_hooks(ref.path, label=ref.name)
         return out
     assert target is not None
     with open_store(target, home) as store:

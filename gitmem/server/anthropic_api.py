@@ -32,7 +32,7 @@ from gitmem.errors import (
     NotFoundError,
 )
 from gitmem.model.caller import Caller
-from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.paths import validate_display_name, validate_prefix, validate_scope
 from gitmem.model.versions import Version
 from gitmem.server import door, errors, inline, ops, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body
@@ -176,18 +176,18 @@ class AnthropicApi:
             raise ForbiddenError(f"token {call.token.id} is not an admin token: managing stores needs one")
 
     def _name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
-        name = self.pool.name_of(call.params["memory_store_id"])
-        self._check(call, name, write=write, scope=scope)
-        return name
+        store_id = call.params["memory_store_id"]  # the pool's key (handle) comes back
+        handle = self.pool.name_of(store_id)  # 404 first, as for any store that does not exist
+        self._check(call, store_id, write=write, scope=scope)
+        return handle
 
     @staticmethod
-    def _check(call: Call, name: str, *, write: bool = False, scope: str | None = None) -> None:
-        if not call.token.may_read(name):  # no grant: exactly as a store that does not exist
+    def _check(call: Call, store_id: str, *, write: bool = False, scope: str | None = None) -> None:
+        if not call.token.may_read(store_id):  # no grant: exactly as a store that does not exist
             raise NotFoundError(f"memory store {call.params['memory_store_id']} does not exist")
-        allowed = call.token.may_write(name, scope) if write else call.token.may_read(name, scope)
+        allowed = call.token.may_write(store_id, scope) if write else call.token.may_read(store_id, scope)
         if not allowed:
-            what = "write" if write else "read"
-            store_id = call.params["memory_store_id"]  # not its name: the token may not even see that
+            what = "write" if write else "read"  # the id, not its name: the token may not see that
             raise ForbiddenError(f"token {call.token.id} may not {what} memory store {store_id}")
 
     @staticmethod
@@ -237,7 +237,7 @@ class AnthropicApi:
             raise InvalidInputError("page: not a cursor of this listing")
         found = []
         for s in self.pool.all_settings():
-            if not call.token.may_read(s.name) or (s.archived_at is not None and not include_archived):
+            if not call.token.may_read(s.id) or (s.archived_at is not None and not include_archived):
                 continue
             created = parse_time(s.created_at) if s.created_at else None
             if created is not None and ((since and created < since) or (until and created > until)):
@@ -264,14 +264,11 @@ class AnthropicApi:
         patch = wire.metadata_patch(data.get("metadata"), patch=True)
         with self.pool.store(name) as store:
             self._writable(store)
-            if new_name is not None and new_name != name:
-                raise InvalidInputError(
-                    "name: gitmem stores cannot be renamed (the name is the store's directory); "
-                    "create a new store instead"
-                )
             changes: dict[str, Any] = {}
-            if description is not None:
-                changes["description"] = config.validate_description(description)
+            if new_name is not None and new_name != store.settings.name:  # ids stay (docs/stores.md)
+                changes["name"] = validate_display_name(new_name)
+            if description is not None and config.validate_description(description) != store.settings.description:  # fmt: skip
+                changes["description"] = description
             if patch:
                 merged = dict(store.settings.metadata)
                 for key, value in patch.items():
@@ -279,8 +276,9 @@ class AnthropicApi:
                         merged.pop(key, None)
                     else:
                         merged[key] = value
-                changes["metadata"] = config.validate_metadata(merged)
-            if not changes and new_name is None:
+                if config.validate_metadata(merged) != store.settings.metadata:
+                    changes["metadata"] = merged
+            if not changes:  # nothing changes: no ledger entry, updated_at stays (docs/stores.md)
                 return wire.store_json(store.settings)
             return wire.store_json(store.update_settings(actor=call.token.actor, **changes))
 

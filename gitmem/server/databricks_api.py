@@ -33,6 +33,7 @@ from gitmem.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from gitmem.ids import is_id
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.server import door, wire
@@ -59,9 +60,14 @@ from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
-from gitmem.store import Store, create_store, delete_store
+from gitmem.store import Store, StoreRef, all_refs, create_store, delete_store, resolve_store
 
 log = logging.getLogger("gitmem.server.databricks")
+
+
+def _full(store: Store, handle: str) -> str:
+    """The store's ``catalog.schema.name``: recorded, else an old-layout store's directory name."""
+    return store.settings.full_name or handle
 
 
 @dataclass(frozen=True)
@@ -156,11 +162,26 @@ class DatabricksApi:
         return error_response(status, code, message)
 
     # ------------------------------------------------------------------ access
+    def _ref(self, call: Call) -> StoreRef | None:
+        """The store of the URL: its ``catalog.schema.name`` (the unique full name recorded for
+        it, docs/stores.md), or its store id."""
+        text = call.params["full_name"]
+        if is_id(text, "memstore"):
+            try:
+                return resolve_store(text, self.pool.home)
+            except NotFoundError:
+                return None
+        full = ".".join(split_full_name(text))
+        return next((r for r in all_refs(self.pool.home) if r.full_name == full), None)
+
     def _store_name(self, call: Call, *, write: bool = False, scope: str | None = None) -> str:
-        name = ".".join(split_full_name(call.params["full_name"]))
-        exists = (self.pool.home / "stores" / f"{name}.git").is_dir()
-        door.store_access(call.token, name, exists, write=write, scope=scope)
-        return name
+        """The handle (pool key) of the URL's store, once the token may use its id (the door's rule:
+        no grant and no store are the same 404)."""
+        ref = self._ref(call)
+        shown = call.params["full_name"]
+        door.store_access(call.token, ref.id if ref is not None else shown, ref is not None, write=write, scope=scope)
+        assert ref is not None
+        return ref.handle
 
     def _admin(self, call: Call) -> None:
         if not call.token.admin:
@@ -183,11 +204,12 @@ class DatabricksApi:
                 description=validate_description(description),
                 metadata={"owner": call.token.actor},
                 home=self.pool.home,
+                full_name=name,
             )
         except ConflictError:
             raise DatabricksError(409, "ALREADY_EXISTS", f"memory store {name} already exists") from None
         with store:
-            return store_json(store.settings)
+            return store_json(store.settings, name)
 
     def list_stores(self, call: Call) -> Json:
         q = call.query
@@ -195,40 +217,60 @@ class DatabricksApi:
         size = int_field(q.get("page_size") or q.get("max_results"), "page_size", 100, 1, MAX_PAGE)
         what = ("dbx-stores", catalog, schema)
         after = _cursor(q.get("page_token"), what)
-        found = []
-        for s in sorted(self.pool.all_settings(), key=lambda s: s.name):
-            parts = s.name.split(".")
-            if len(parts) != 3 or not call.token.may_read(s.name):
+        found: list[tuple[str, StoreRef]] = []
+        for r in all_refs(self.pool.home):
+            full = r.full_name
+            if full is None or not call.token.may_read(r.id):
                 continue
+            parts = full.split(".")
             if (catalog and parts[0] != catalog.lower()) or (schema and parts[1] != schema.lower()):
                 continue
-            if after is not None and s.name <= after:
+            if after is not None and full <= after:
                 continue
-            found.append(s)
-        out: Json = {"memory_stores": [store_json(s) for s in found[:size]]}
+            found.append((full, r))
+        found.sort(key=lambda p: p[0])
+        out: Json = {"memory_stores": [store_json(r.settings, full) for full, r in found[:size]]}
         if len(found) > size:
-            out["next_page_token"] = wire.encode_cursor(found[size - 1].name, what)
+            out["next_page_token"] = wire.encode_cursor(found[size - 1][0], what)
         return out
 
     def get_store(self, call: Call) -> Json:
-        with self.pool.store(self._store_name(call)) as store:
-            return store_json(store.settings)
+        name = self._store_name(call)
+        with self.pool.store(name) as store:
+            return store_json(store.settings, _full(store, name))
 
     def update_store(self, call: Call) -> Json:
+        """``new_name`` renames the store's full name within its catalog and schema (kept unique);
+        a display name that was the old full name follows it, any other stays."""
         self._admin(call)
         name = self._store_name(call, write=True)
         data = call.body
         new_name = text_field(data, "new_name")
-        if new_name is not None and new_name.lower() != name.split(".")[2]:
-            raise InvalidInputError("new_name: gitmem stores cannot be renamed; create a new store instead")
         description = text_field(data, "description")
         if description is None:
             description = text_field(data, "comment")
         with self.pool.store(name) as store:
             self._writable(store)
+            old_full = _full(store, name)
+            changes: dict[str, Any] = {}
             if description is not None and description != store.settings.description:
-                store.update_settings(actor=call.token.actor, description=validate_description(description))
-            return store_json(store.settings)
+                changes["description"] = validate_description(description)
+            new_full = old_full
+            if new_name is not None:
+                catalog, schema, _old = old_full.split(".")
+                new_full = full_name(catalog, schema, new_name)
+                if new_full != old_full and store.settings.name == old_full:
+                    changes["name"] = new_full
+            try:
+                if new_full != old_full or store.settings.full_name is None and new_name is not None:
+                    store.update_settings(actor=call.token.actor, full_name=new_full, **changes)
+                elif changes:
+                    store.update_settings(actor=call.token.actor, **changes)
+            except ConflictError:
+                raise DatabricksError(
+                    409, "ALREADY_EXISTS", f"memory store {new_full} already exists"
+                ) from None
+            return store_json(store.settings, new_full)
 
     def delete_store(self, call: Call) -> Json:
         self._admin(call)

@@ -89,8 +89,8 @@ def full_name(catalog: Any, schema: Any, name: Any) -> str:
             )
         parts.append(part)
     full = ".".join(parts)
-    if len(full) > 63:
-        raise InvalidInputError(f"full name {full!r} is over 63 characters (a gitmem store name)")
+    if len(full) > 255:
+        raise InvalidInputError(f"full name {full!r} is over 255 characters")
     return full
 
 
@@ -119,13 +119,16 @@ def _millis(value: str | dt.datetime | None) -> int | None:
     return int(when.timestamp() * 1000)
 
 
-def store_json(s: StoreSettings) -> Json:
-    catalog, schema, name = s.name.split(".")
+def store_json(s: StoreSettings, full: str) -> Json:
+    """A store as Databricks shows it; ``full`` its unique ``catalog.schema.name`` (the free-text
+    display name is ``display_name``, a gitmem extension)."""
+    catalog, schema, name = full.split(".")
     return {
         "name": name,
         "catalog_name": catalog,
         "schema_name": schema,
-        "full_name": s.name,
+        "full_name": full,
+        "display_name": s.name,
         "memory_store_id": s.id,
         "description": s.description,
         "comment": s.description,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import re
 import shutil
@@ -34,11 +35,11 @@ from pathlib import Path
 from starlette.types import Message, Receive, Scope, Send
 
 from gitmem import config
-from gitmem.errors import AuthenticationError, GitmemError, InvalidInputError
-from gitmem.model.paths import validate_store_name
+from gitmem.errors import AmbiguousStoreError, AuthenticationError, GitmemError
 from gitmem.push.hook import SERVER_REVIEW_ENV, SERVER_SESSION_ENV
 from gitmem.server import door
 from gitmem.server.tokens import Token, TokenStore
+from gitmem.store import resolve_store
 
 log = logging.getLogger("gitmem.server.git")
 PREFIX = "/git/"
@@ -68,10 +69,8 @@ def parse_request(method: str, path: str, query: str) -> GitRequest | None:
     if m is None:
         return None
     name, rest = m.group(1), m.group(2)
-    try:
-        validate_store_name(name)
-    except InvalidInputError:
-        return None
+    if name.startswith(".") or "\\" in name:
+        return None  # never a hidden directory (a store being made or deleted), never a path
     if rest == "/info/refs" and method in ("GET", "HEAD"):
         service = _query_value(query, "service")
         if service not in _SERVICES:
@@ -197,10 +196,25 @@ class GitHttp:
         if request is None:
             await _reply(send, 404, "not found: only git smart HTTP is served under /git/")
             return
-        store_dir = self.project_root / f"{request.store}.git"
-        if not token.may_read(request.store) or not (store_dir / config.SETTINGS_FILE).is_file():
+        try:  # /git/<id>.git, an old layout's /git/<name>.git, or a name one store carries
+            ref = resolve_store(request.store, self.home)
+        except AmbiguousStoreError as exc:
+            mine = [c for c in exc.candidates if token.may_read(c)]  # never the ids of others' stores
+            if mine:
+                await _reply(
+                    send,
+                    409,
+                    f"store name {request.store!r} is ambiguous: use /git/<id>.git ({', '.join(mine)})",
+                )
+                return
+            ref = None
+        except GitmemError:
+            ref = None
+        if ref is None or not token.may_read(ref.id):
             await _reply(send, 404, f"repository /git/{request.store}.git not found")
             return
+        store_dir, asked = ref.path, request.store
+        request = dataclasses.replace(request, store=ref.handle)  # the directory http-backend serves
         if token.scope is not None:
             await _reply(
                 send,
@@ -209,8 +223,8 @@ class GitHttp:
                 "scope of the store, so it needs a token without a scope",
             )
             return
-        if request.writes and not token.may_write(request.store):
-            await _reply(send, 403, f"token {token.id} may read store {request.store!r} but not push to it")
+        if request.writes and not token.may_write(ref.id):
+            await _reply(send, 403, f"token {token.id} may read store {asked!r} but not push to it")
             return
         if request.service is None:
             await _send_file(send, store_dir / config.SETTINGS_FILE)

@@ -70,7 +70,7 @@ def retrieve_memory(api: AnthropicApi, call: Call) -> Json | None:
                 raise _Fallback from exc
             if settings.id != store_id:  # the name was deleted and made again
                 return None
-            api._check(call, name, scope=scope)
+            api._check(call, store_id, scope=scope)
             if not api.fresh.fresh(store, scope, store.core.tip(scope)):
                 return None
             rec = proposed.get(store, scope, mid, with_content=chosen == "full", owner=call.owner)

@@ -36,12 +36,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import Message, Receive, Scope, Send
 
 from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, InvalidInputError
-from gitmem.integrations.mcp_server import ServedStore, build_server
+from gitmem.integrations.mcp_server import ServedStore, build_server, labels
 from gitmem.model.paths import validate_scope
 from gitmem.server import door
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
-from gitmem.store import open_store
+from gitmem.store import all_refs, handle_path, open_store
 
 log = logging.getLogger("gitmem.server.mcp")
 SESSION_HEADER = "mcp-session-id"
@@ -167,18 +167,20 @@ class McpHttp:
             self._servers[key] = entry
             return entry
 
-    def _names(self, token: Token, scope: str) -> list[str]:
-        if token.admin or "*" in token.stores:
-            names = [s.name for s in self.pool.all_settings()]
-        else:
-            names = [n for n in token.stores if (self.pool.home / "stores" / f"{n}.git").is_dir()]
-        names = [n for n in sorted(names) if token.may_read(n, scope)]
-        if not names:
+    def _names(self, token: Token, scope: str) -> list[tuple[str, str]]:
+        """(handle, label) of every store the token reads: labels are display names where one
+        served store has it, else ids (gitmem.integrations.mcp_server.labels)."""
+        found = [(r.handle, r.id, r.name) for r in all_refs(self.pool.home) if token.may_read(r.id, scope)]
+        if not found:
             raise ForbiddenError(f"token {token.id} has no store to serve")
-        return names
+        chosen = labels([(sid, name) for _h, sid, name in found])
+        return sorted(zip([h for h, _i, _n in found], chosen, strict=True), key=lambda p: p[1])
 
-    def _open(self, token: Token, scope: str, session: str, names: list[str]) -> _Session:
-        stores = [ServedStore(n, open_store(n, self.pool.home), not token.may_write(n, scope)) for n in names]
+    def _open(self, token: Token, scope: str, session: str, names: list[tuple[str, str]]) -> _Session:
+        stores = [
+            ServedStore(label, open_store(handle_path(h, self.pool.home)), not token.may_write(h, scope))
+            for h, label in names
+        ]
         server = build_server(
             stores, scope=scope, session=session, actor=token.actor, caller=door.caller_for(token)
         )

@@ -27,7 +27,8 @@ from pathlib import Path
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.errors import ConfigError, NotFoundError
-from gitmem.store import Store, list_stores, open_store
+from gitmem.model.paths import is_store_handle
+from gitmem.store import Store, StoreRef, all_refs, handle_path, open_store, resolve_store
 
 MAX_IDLE = 32  # idle Stores kept open across all stores (each holds a repository and an index)
 
@@ -45,7 +46,7 @@ class StorePool:
         self.max_idle = max(0, max_idle)
         self._lock = threading.Lock()
         self._idle: dict[str, list[tuple[float, Store]]] = {}
-        self._ids: dict[str, str] = {}  # memstore_ id -> store name
+        self._ids: dict[str, str] = {}  # memstore_ id -> store handle (the pool's key, docs/stores.md)
         self._write_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lent: dict[str, int] = {}  # store name -> Stores of it lent right now
         self._retiring: set[str] = set()  # stores being deleted: lent to nobody
@@ -55,7 +56,9 @@ class StorePool:
     # ------------------------------------------------------------------ lending
     @contextlib.contextmanager
     def store(self, name: str) -> Iterator[Store]:
-        """A Store for this thread's exclusive use during the ``with`` block."""
+        """A Store for this thread's exclusive use during the ``with`` block. ``name`` is a store's
+        handle (its directory stem: ``name_of`` gives it), else any text the resolver takes."""
+        name = self.key(name)
         store = self._take(name)
         try:
             yield store
@@ -74,7 +77,7 @@ class StorePool:
         ``settings.id``: the name may have been deleted and made again since."""
         store = None
         with self._lock:
-            name = self._ids.get(store_id)
+            name = self._ids.get(store_id) or (store_id if store_id in self._idle else None)
             if name is not None and name not in self._retiring:
                 idle = self._idle.get(name)
                 if idle:
@@ -92,6 +95,15 @@ class StorePool:
         self._give_back(name, store)
         self._returned_one(name)
 
+    def key(self, name: str) -> str:
+        """The pool's key of the store ``name`` names: its handle (gitmem.engine.resolve)."""
+        with self._lock:
+            if name in self._idle or name in self._lent or name in self._retiring:
+                return name
+        if is_store_handle(name) and handle_path(name, self.home).is_dir():
+            return name
+        return resolve_store(name, self.home).handle
+
     def _take(self, name: str) -> Store:
         with self._lock:
             if name in self._retiring:
@@ -101,7 +113,10 @@ class StorePool:
             if idle:
                 return idle.pop()[1]
         try:
-            store = open_store(name, self.home)
+            path = handle_path(name, self.home)  # exactly that directory: never a name's other store
+            if not path.is_dir():
+                raise NotFoundError(f"memory store {name} does not exist")
+            store = open_store(path)
         except BaseException:
             self._returned_one(name)
             raise
@@ -119,6 +134,7 @@ class StorePool:
     @contextlib.contextmanager
     def retiring(self, name: str) -> Iterator[None]:
         """For the ``with`` block (deleting the store), no Store of ``name`` is lent or open."""
+        name = self.key(name)
         with self._lock:
             if name in self._retiring:
                 raise NotFoundError(f"memory store {name!r} is being deleted")
@@ -178,9 +194,13 @@ class StorePool:
 
     # ------------------------------------------------------------------ ids
     def name_of(self, store_id: str) -> str:
-        """The name of the store whose id is ``store_id`` (NotFoundError when there is none)."""
+        """The handle (directory stem, the key of this pool) of the store whose id is ``store_id``
+        (NotFoundError when there is none). A store of this release has its id as handle; one of
+        the old layout its first name (gitmem.engine.resolve)."""
         with self._lock:
             name = self._ids.get(store_id)
+        if name is None and is_store_handle(store_id) and handle_path(store_id, self.home).is_dir():
+            name = store_id  # the layout of this release: no listing needed
         if name is not None:
             try:
                 with self.store(name) as s:
@@ -188,13 +208,20 @@ class StorePool:
                         return name
             except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
                 pass
-        for settings in self.all_settings():
-            if settings.id == store_id:
-                return settings.name
+        for ref in self._refs():
+            if ref.id == store_id:
+                return ref.handle
         raise NotFoundError(f"memory store {store_id} does not exist")
 
-    def all_settings(self) -> list[StoreSettings]:
-        found = list_stores(self.home)
+    def _refs(self) -> list[StoreRef]:
+        found = all_refs(self.home)
         with self._lock:
-            self._ids = {s.id: s.name for s in found}
+            self._ids = {r.id: r.handle for r in found}
         return found
+
+    def all_settings(self) -> list[StoreSettings]:
+        return [r.settings for r in self._refs()]
+
+    def handles(self) -> dict[str, str]:
+        """Every store's id -> handle (the listing refreshes the cache ``name_of`` uses)."""
+        return {r.id: r.handle for r in self._refs()}

@@ -24,7 +24,7 @@ from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.server import wire
 from gitmem.server.anthropic_api import AnthropicApi, Call, Json
 from gitmem.server.tokens import Token
-from gitmem.store import Store
+from gitmem.store import Store, resolve_store
 
 BASE = "/v1/gitmem/stores/{name}/proposals"
 
@@ -69,7 +69,13 @@ class ReviewApi:
         ]
 
     def _name(self, call: Call, *, decide: bool = False) -> str:
-        name = call.params["name"]
+        """The handle (pool key) of the store in the URL: an id, or a name one store carries."""
+        try:
+            name = resolve_store(call.params["name"], self.api.pool.home).handle
+        except NotFoundError:
+            raise ForbiddenError(
+                f"token {call.token.id} may not read store {call.params['name']!r}"
+            ) from None
         if decide:
             refusal = reviewer_refusal(call.token, name)
             if refusal is not None:

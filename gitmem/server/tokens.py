@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitmem import config
-from gitmem.errors import AuthenticationError, ConfigError, InvalidInputError, NotFoundError
+from gitmem.errors import AuthenticationError, ConfigError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
-from gitmem.ids import ULID_RE, new_ulid
-from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.ids import ULID_RE, is_id, new_ulid
+from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_actor, validate_session
 
 TOKENS_FILE = "tokens.json"
@@ -47,7 +47,8 @@ RACY_NS = 2_000_000_000
 class Token:
     """One API token (never its secret).
 
-    ``stores`` maps a store name (or ``*``: every store) to ``ro`` or ``rw``; an admin token may
+    ``stores`` maps a store id (or ``*``: every store) to ``ro`` or ``rw`` (a name given at
+    creation is resolved to its store's id then: docs/stores.md); an admin token may
     read and write every store and manage stores. ``scope`` None: any scope (``main`` by default).
     ``session``: writes are tagged with this session. ``review``: its writes land as a proposal
     (one per token, or per its session) that a reviewer accepts or rejects (docs/review.md).
@@ -64,11 +65,17 @@ class Token:
     review: bool = False
     #: Rights beyond the defaults (docs/access.md): e.g. ``("write", "redact")``; empty: defaults.
     rights: tuple[str, ...] = ()
+    #: The workspace the token belongs to (set when it is read from there; never stored).
+    home: str = field(default="", compare=False, repr=False)
 
     def _access(self, store: str) -> str | None:
+        """``store`` is a store id, or a store's handle (gitmem.engine.resolve): an old-layout
+        store's directory name means that store's id, never a display name."""
         if self.admin:
             return "rw"
-        return self.stores.get(store) or self.stores.get(ALL_STORES)
+        found = self.stores.get(ALL_STORES)
+        key = store if store == ALL_STORES or is_id(store, "memstore") else _handle_id(self.home, store)
+        return (self.stores.get(key) if key is not None else None) or found
 
     def may_read(self, store: str, scope: str | None = None) -> bool:
         """Whether this token may read ``store`` (in ``scope``, when given)."""
@@ -94,7 +101,28 @@ class Token:
         data = dataclasses.asdict(self)
         data["stores"] = dict(self.stores)
         data["rights"] = list(self.rights)
+        data.pop("home")
         return data
+
+
+_HANDLE_IDS: dict[tuple[str, str], str] = {}  # (home, old-layout handle) -> store id; handles never move
+
+
+def _handle_id(home: str, handle: str) -> str | None:
+    """The id of the store whose directory is ``<handle>.git`` (None: no such store)."""
+    cached = _HANDLE_IDS.get((home, handle))
+    if cached is not None:
+        return cached
+    from gitmem.engine.resolve import by_handle
+
+    try:
+        ref = by_handle(handle, home or None) if home else None
+    except GitmemError:
+        return None
+    if ref is None:
+        return None
+    _HANDLE_IDS[(home, handle)] = ref.id
+    return ref.id
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -121,13 +149,15 @@ def expiry(text: str | None, now: dt.datetime | None = None) -> str | None:
 
 
 def parse_store_grant(text: str) -> tuple[str, str]:
-    """``NAME``, ``NAME:rw`` or ``NAME:ro`` (``*`` for every store) -> (name, access)."""
-    name, _, access = text.partition(":")
-    access = access or "rw"
+    """``STORE``, ``STORE:rw`` or ``STORE:ro`` (``*`` for every store; STORE an id or a unique
+    name) -> (store, access)."""
+    name, colon, access = text.rpartition(":")
+    if not colon:
+        name, access = text, "rw"
     if access not in ACCESS:
-        raise InvalidInputError(f"invalid store grant {text!r}: use NAME, NAME:rw or NAME:ro")
-    if name != ALL_STORES:
-        validate_store_name(name)
+        raise InvalidInputError(f"invalid store grant {text!r}: use STORE, STORE:rw or STORE:ro")
+    if not name:
+        raise InvalidInputError(f"invalid store grant {text!r}: no store named")
     return name, access
 
 
@@ -146,6 +176,7 @@ class TokenStore:
 
     def __init__(self, home: str | os.PathLike[str] | None = None) -> None:
         self.path = config.workspace_home(home) / TOKENS_FILE
+        self._home = str(self.path.parent)
         self._lock = threading.Lock()
         self._key: tuple[int, int, int] | None = None
         self._read_ns = 0  # when the file as cached was read (time.time_ns())
@@ -163,7 +194,7 @@ class TokenStore:
             key = (st.st_mtime_ns, st.st_size, st.st_ino)
             if key != self._key or self._read_ns - st.st_mtime_ns < RACY_NS:
                 read_ns = time.time_ns()
-                self._records = self._read()
+                self._records = self._read_migrated()
                 self._tokens = {}
                 self._key, self._read_ns = key, read_ns
             return self._records
@@ -173,7 +204,7 @@ class TokenStore:
         with self._lock:
             token = self._tokens.get(token_id)
             if token is None or self._records.get(token_id) is not record:
-                token = _token(record)
+                token = _token(record, self._home)
                 if self._records.get(token_id) is record:
                     self._tokens[token_id] = token
             return token
@@ -187,6 +218,23 @@ class TokenStore:
         if not isinstance(tokens, dict):
             raise ConfigError(f"{self.path}: key 'tokens' is missing or not a mapping")
         return tokens
+
+    def _read_migrated(self) -> dict[str, dict[str, Any]]:
+        """The records, with grants by store name first rewritten to store ids (gitmem.server.grants)."""
+        from gitmem.server import grants
+
+        records = self._read()
+        if not grants.needs_migration(records):
+            return records
+        try:
+            with self._locked():
+                records = self._read()
+                if grants.needs_migration(records):
+                    records = grants.migrate(records, self.path.parent)
+                    self._save(records)
+        except OSError:  # a reader that may not write the file: migrated for this process only
+            records = grants.migrate(self._read(), self.path.parent)
+        return records
 
     def _save(self, records: dict[str, dict[str, Any]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -221,12 +269,12 @@ class TokenStore:
         """
         ulid = new_ulid()
         token_id = f"apikey_{ulid}"
-        grants = dict(stores or {})
-        for name, access in grants.items():
+        grants: dict[str, str] = {}
+        for name, access in (stores or {}).items():
             if access not in ACCESS:
                 raise InvalidInputError(f"invalid access {access!r} for store {name!r}: use ro or rw")
-            if name != ALL_STORES:
-                validate_store_name(name)
+            key = name if name == ALL_STORES else self._store_id(name)
+            grants[key] = "rw" if "rw" in (access, grants.get(key)) else access
         from gitmem.model.caller import RIGHTS
 
         unknown = sorted(set(rights) - RIGHTS)
@@ -245,6 +293,7 @@ class TokenStore:
             created_at=config.now_rfc3339(),
             review=review,
             rights=tuple(sorted(set(rights))),
+            home=self._home,
         )
         secret = f"gitmem_{ulid}_{secrets.token_urlsafe(32)}"
         with self._locked():
@@ -253,15 +302,21 @@ class TokenStore:
             self._save(records)
         return token, secret
 
+    def _store_id(self, name: str) -> str:
+        """The id of the store ``name`` names now (a grant follows that store, not the name)."""
+        from gitmem.store import resolve_store
+
+        return resolve_store(name, self.path.parent).id
+
     def list(self) -> list[Token]:
         """Every token, oldest first."""
-        return [_token(r) for _i, r in sorted(self._load().items())]
+        return [_token(r, self._home) for _i, r in sorted(self._load().items())]
 
     def get(self, token_id: str) -> Token:
         record = self._load().get(token_id)
         if record is None:
             raise NotFoundError(f"token {token_id} does not exist")
-        return _token(record)
+        return _token(record, self._home)
 
     def revoke(self, token_id: str) -> Token:
         """Delete a token: its secret stops working at once, in every process."""
@@ -273,7 +328,7 @@ class TokenStore:
             if record is None:
                 raise NotFoundError(f"token {token_id} does not exist")
             self._save(records)
-        return _token(record)
+        return _token(record, self._home)
 
     def authenticate(self, secret: str | None) -> Token:
         """The token whose secret this is; AuthenticationError when missing, unknown or expired."""
@@ -293,9 +348,9 @@ class TokenStore:
         return token
 
 
-def _token(record: dict[str, Any]) -> Token:
-    names = {f.name for f in dataclasses.fields(Token)}
+def _token(record: dict[str, Any], home: str = "") -> Token:
+    names = {f.name for f in dataclasses.fields(Token)} - {"home"}
     fields = {k: v for k, v in record.items() if k in names}
     if "rights" in fields:
         fields["rights"] = tuple(fields["rights"] or ())
-    return Token(**fields)
+    return Token(**fields, home=home)

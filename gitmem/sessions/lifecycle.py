@@ -18,6 +18,7 @@ from gitmem.errors import (
     NotFoundError,
 )
 from gitmem.ids import new_id
+from gitmem.model.paths import mount_slug
 from gitmem.model.versions import Version, resolve_actor, validate_session
 from gitmem.sessions import state
 from gitmem.sessions.mount import materialise, remove_tree
@@ -69,7 +70,7 @@ def start_session(
     base = Path(root).expanduser().resolve() if root else config.workspace_home(home) / "mounts" / sid
     notes = dict(instructions or {})
     mounts = _plan_mounts(specs, base, notes, home)
-    used = {m.store for m in mounts} | {m.slug for m in mounts}
+    used = {m.store for m in mounts} | {m.slug for m in mounts} | {s.name for s in specs}
     unknown = sorted(set(notes) - used)
     if unknown:
         raise InvalidInputError(f"--instructions names {', '.join(unknown)}, which is not an attached store")
@@ -92,27 +93,47 @@ def start_session(
 
 
 def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str], home: Home) -> list[Mount]:
-    mounts: list[Mount] = []
+    """One mount per spec. A mount's directory is the slug of the store's display name now
+    (``mount_slug``); stores whose names give one slug get ``<slug>-<last 6 of the id>`` each, and a
+    store attached in several scopes ``<slug>@<scope>`` (docs/stores.md): distinct, and the same
+    for the same stores whatever their order."""
+    opened: list[
+        tuple[state.StoreSpec, str, str, str, str, str]
+    ] = []  # spec, id, slug, path, description, name
     seen: set[tuple[str, str]] = set()
-    names = [s.name for s in specs]
     for spec in specs:
-        if (spec.name, spec.scope) in seen:
-            raise InvalidInputError(f"store {spec.name!r} scope {spec.scope!r} is attached twice")
-        seen.add((spec.name, spec.scope))
         with open_store(spec.name, home) as store:
+            if (store.id, spec.scope) in seen:
+                raise InvalidInputError(f"store {spec.name!r} scope {spec.scope!r} is attached twice")
+            seen.add((store.id, spec.scope))
             if store.settings.archived_at is not None:
                 raise ForbiddenError(
                     f"store {spec.name!r} was archived at {store.settings.archived_at} and cannot be attached"
                 )
             if spec.access != "ro":
                 store.check_writable()
-            description, path = store.settings.description, str(store.path)
-        slug = spec.name if names.count(spec.name) == 1 else f"{spec.name}@{spec.scope}"
+            base_slug = mount_slug(store.settings.name)
+            opened.append(
+                (spec, store.id, base_slug, str(store.path), store.settings.description, store.settings.name)
+            )
+    ids_of: dict[str, set[str]] = {}
+    for _spec, sid, base_slug, _p, _d, _n in opened:
+        ids_of.setdefault(base_slug, set()).add(sid)
+    scopes_of: dict[str, int] = {}
+    for _spec, sid, _s, _p, _d, _n in opened:
+        scopes_of[sid] = scopes_of.get(sid, 0) + 1
+    mounts: list[Mount] = []
+    for spec, sid, base_slug, path, description, display in opened:
+        slug = base_slug if len(ids_of[base_slug]) == 1 else f"{base_slug}-{sid[-6:].lower()}"
+        if scopes_of[sid] > 1:
+            slug = f"{slug}@{spec.scope}"
         target = base / slug
         if target.exists():
             raise ConflictError(f"{target} already exists: choose another --root")
         text = notes.get(slug, notes.get(spec.name, ""))
-        mounts.append(Mount(spec.name, path, spec.scope, spec.access, slug, str(target), description, text))
+        mounts.append(
+            Mount(sid, path, spec.scope, spec.access, slug, str(target), description, text, display)
+        )
     return mounts
 
 

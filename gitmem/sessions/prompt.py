@@ -23,7 +23,7 @@ def system_prompt(session: Session) -> str:
         "",
     ]
     for m in session.mounts:
-        lines.append(f"## {m.store}" + (f" (scope {m.scope})" if m.scope != "main" else ""))
+        lines.append(f"## {m.name or m.store}" + (f" (scope {m.scope})" if m.scope != "main" else ""))
         lines.append(f"- Path: {m.path}")
         lines.append(f"- Access: {_ACCESS[m.access]}")
         if m.description:

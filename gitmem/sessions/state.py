@@ -17,7 +17,7 @@ from typing import Any
 
 from gitmem import config
 from gitmem.errors import InvalidInputError, NotFoundError
-from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_session
 
 MAX_STORES = 8
@@ -28,7 +28,7 @@ ACCESS = ("rw", "ro", "review")  # review: writable, changes land as a proposal 
 class Mount:
     """One store attached to a session, materialised as the directory ``path``."""
 
-    store: str
+    store: str  # the store id (a record from before ids were handles: the store's name)
     store_path: str
     scope: str
     access: str  # rw | ro | review
@@ -36,6 +36,7 @@ class Mount:
     path: str
     description: str = ""
     instructions: str = ""
+    name: str = ""  # the store's display name when attached (its slug followed it)
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def parse_spec(text: str) -> StoreSpec:
         )
     if at and not scope:
         raise InvalidInputError(f"invalid store spec {text!r}: empty scope after '@'")
-    validate_store_name(head)
+    if not head:
+        raise InvalidInputError(f"invalid store spec {text!r}: no store named (an id or a name)")
     return StoreSpec(head, access, validate_scope(scope) if at else "main")
 
 

@@ -99,7 +99,7 @@ def test_round_trip_keeps_versions_ids_scopes_ledger_and_verifies(
         s.write("/new.md", "after the restore", actor="user:alice")  # the store takes writes
     assert gm("verify", "notes").exit_code == 0
     assert "the gate code" not in subprocess.run(
-        ["git", "--git-dir", str(home / "stores" / "notes.git"), "cat-file", "--batch-all-objects", "--batch"],
+        ["git", "--git-dir", str(gitmem.open_store("notes", home=home).path), "cat-file", "--batch-all-objects", "--batch"],
         capture_output=True, text=True, errors="replace",
     ).stdout  # fmt: skip
 
@@ -117,7 +117,7 @@ def test_without_a_backup_a_store_with_redactions_is_refused_and_nothing_is_left
     assert kept.exit_code == 7
     checks = {c["name"]: c["ok"] for c in json.loads(kept.stdout)["verify"]["checks"]}
     assert checks["redactions purged"] is False and checks["fsck"] is True
-    assert (home / "stores" / "notes.git").is_dir()
+    assert gitmem.open_store("notes", home=home).path.is_dir()
 
 
 def test_without_a_backup_settings_are_new_but_the_store_id_is_kept(
@@ -161,8 +161,9 @@ def test_bad_bundles_and_backups_are_refused_and_write_nothing(
     )
     other = tmp_path / "other"
     shutil.copytree(files, other)
+    sid = filled.id
     (other / "gitmem.yaml").write_text(
-        (other / "gitmem.yaml").read_text().replace("name: notes", "name: else")
+        (other / "gitmem.yaml").read_text().replace(sid, "memstore_" + "0" * 26)
     )
     bad_secret = tmp_path / "bad-secret"
     shutil.copytree(files, bad_secret)
@@ -172,7 +173,7 @@ def test_bad_bundles_and_backups_are_refused_and_write_nothing(
         (["--from-bundle", str(text)], "is not a git bundle"),
         (["--from-bundle", str(tagged)], "holds refs/tags/v1, which no gitmem store has"),
         (["--from-bundle", str(incremental)], "cannot be restored on its own"),
-        (["--from-bundle", str(bundle), "--backup", str(other)], "settings of store 'else', not 'notes'"),
+        (["--from-bundle", str(bundle), "--backup", str(other)], f"but the bundle is of store {sid}"),
         (["--from-bundle", str(bundle), "--backup", str(bad_secret)], "not a gitmem secret file"),
         (["--from-bundle", str(bundle), "--max-memories", "3"], "--from-bundle takes the settings"),
         (["--backup", str(files)], "go with --from-bundle"),
@@ -199,5 +200,6 @@ def test_an_existing_store_is_never_overwritten(filled: Store, tmp_path: Path) -
     bundle, files = backup(filled, tmp_path)
     before = history(filled)
     r = gm("store", "create", "notes", "--from-bundle", str(bundle), "--backup", str(files))
-    assert r.exit_code == 4 and "already exists" in r.stderr
+    assert r.exit_code == 0, r.output  # next to its original: another store, a new id (docs/stores.md)
     assert history(filled) == before
+    assert len({s.id for s in gitmem.list_stores(filled.path.parent.parent)}) == 2

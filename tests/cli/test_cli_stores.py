@@ -21,7 +21,7 @@ def test_create_prints_name_id_description(workspace: Path) -> None:
     assert r.exit_code == 0, r.stderr
     name, sid, desc = r.stdout.rstrip("\n").split("\t")
     assert (name, desc) == ("alpha", "Team notes") and sid.startswith("memstore_")
-    assert (workspace / "stores" / "alpha.git" / "gitmem.yaml").is_file()
+    assert (workspace / "stores" / f"{sid}.git" / "gitmem.yaml").is_file()
 
 
 def test_create_with_metadata_and_limits_json() -> None:
@@ -40,14 +40,20 @@ def test_create_bad_metadata_is_usage_error_and_creates_nothing(workspace: Path)
     r = gm("store", "create", "gamma", "-m", "novalue")
     assert r.exit_code == 2
     assert r.stderr == "Error: metadata 'novalue' is not KEY=VALUE\n"
-    assert not (workspace / "stores" / "gamma.git").exists()
+    assert not (workspace / "stores").exists() or not list((workspace / "stores").iterdir())
 
 
-def test_create_bad_name_and_existing_store() -> None:
-    assert gm("store", "create", "Bad Name").exit_code == 2
-    assert gm("store", "create", "dup").exit_code == 0
-    r = gm("store", "create", "dup")
-    assert r.exit_code == 4 and r.stderr.startswith("Error: store 'dup' already exists")
+def test_create_bad_name_and_a_repeated_name() -> None:
+    assert gm("store", "create", "bad\tname").exit_code == 2
+    assert gm("store", "create", "x" * 256).exit_code == 2
+    first, second = gm("store", "create", "Dup Name"), gm("store", "create", "Dup Name")
+    assert first.exit_code == 0 and second.exit_code == 0  # names need not be unique: two stores
+    ids = [r.stdout.split("\t")[1] for r in (first, second)]
+    assert ids[0] != ids[1]
+    r = gm("write", "Dup Name", "/a.md", "x")
+    assert r.exit_code == 4 and all(i in r.stderr for i in ids)  # ambiguous: the candidates by id
+    assert gm("write", ids[0], "/a.md", "x").exit_code == 0
+    assert gm("read", ids[0], "/a.md").stdout == "x"
 
 
 def test_list_is_tab_separated_when_not_a_tty(store: Store) -> None:
@@ -116,17 +122,17 @@ def test_archived_store_refuses_writes_with_exit_6(store: Store) -> None:
 
 def test_delete_needs_yes_then_deletes(workspace: Path, store: Store) -> None:
     assert gm("store", "delete", "notes").exit_code == 2
-    assert (workspace / "stores" / "notes.git").is_dir()
+    assert store.path.is_dir()
     r = gm("store", "delete", "notes", "--yes")
     assert r.exit_code == 0 and r.stdout.startswith("deleted notes (")
-    assert not (workspace / "stores" / "notes.git").exists()
+    assert not store.path.exists()
     assert gm("store", "delete", "notes", "--yes").exit_code == 3
 
 
 def test_home_option_selects_workspace(tmp_path: Path) -> None:
     other = tmp_path / "elsewhere"
     assert gm("store", "create", "x", "--home", str(other)).exit_code == 0
-    assert (other / "stores" / "x.git").is_dir()
+    assert len(list((other / "stores").glob("memstore_*.git"))) == 1
     assert gm("--home", str(other), "store", "list").stdout.splitlines()[1].startswith("x\t")
     assert gm("store", "list").stdout == "NAME\tID\tARCHIVED\tDESCRIPTION\n"  # no stores: the header only
 

@@ -20,18 +20,22 @@ runner = CliRunner()
 
 
 def test_token_create_list_revoke(workspace: Path) -> None:
+    missing = runner.invoke(app, ["token", "create", "--store", "notes:ro"])
+    assert missing.exit_code == 3  # a grant names a store that exists: it holds that store's id
+    with gitmem.create_store("notes", home=workspace) as store:
+        sid = store.id
     made = runner.invoke(
         app, ["token", "create", "--actor", "user:alice", "--store", "notes:ro", "--expires", "30d", "--json"]
     )
     assert made.exit_code == 0, made.output
     data = json.loads(made.stdout)
-    assert data["secret"].startswith("gitmem_") and data["token"]["stores"] == {"notes": "ro"}
+    assert data["secret"].startswith("gitmem_") and data["token"]["stores"] == {sid: "ro"}
     listed = runner.invoke(app, ["token", "list", "--json"])
     assert data["secret"] not in listed.stdout and data["token"]["id"] in listed.stdout
     assert runner.invoke(app, ["token", "revoke", data["token"]["id"]]).exit_code == 0
     assert json.loads(runner.invoke(app, ["token", "list", "--json"]).stdout) == []
     bad = runner.invoke(app, ["token", "create", "--store", "notes:rx"])
-    assert bad.exit_code == 2 and "NAME:ro" in bad.output
+    assert bad.exit_code == 2 and "STORE:ro" in bad.output
 
 
 def test_gitmem_serve_subprocess(workspace: Path) -> None:

@@ -45,7 +45,7 @@ def test_start_json_is_the_session_record(store: Store, tmp_path: Path) -> None:
     assert data["status"] == "active" and str(data["id"]).startswith("sesn_")
     assert data["mounts"] == [
         {
-            "store": "notes",
+            "store": store.id,  # an attachment names the store by id
             "store_path": str(store.path),
             "scope": "main",
             "access": "rw",
@@ -53,6 +53,7 @@ def test_start_json_is_the_session_record(store: Store, tmp_path: Path) -> None:
             "path": str(tmp_path / "mnt/notes"),
             "description": "Test notes",
             "instructions": "",
+            "name": "notes",
             "versions": 0,
         }
     ]

@@ -95,7 +95,7 @@ def test_the_console_restores_a_shared_version_in_the_fork_it_was_picked_in(
     with running(workspace) as url, sign_in(url, secret) as c:
         page = c.get(f"/console/stores/notes/memory?scope=fork&id={memory_id}")
         assert page.status_code == 200
-        assert f"/console/stores/notes/restore?version={v1}&amp;scope=fork" in page.text
+        assert f"/console/stores/{store.id}/restore?version={v1}&amp;scope=fork" in page.text
         confirm = c.get(f"/console/stores/notes/restore?version={v1}&scope=fork")
         done = c.post(
             "/console/stores/notes/restore",

@@ -245,7 +245,7 @@ def test_git_daemon_push_is_the_servers_pusher_and_identity_can_be_required(
     seeded: Store, daemon: str, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
-    git("clone", "-q", f"{daemon}/notes.git", str(work))
+    git("clone", "-q", f"{daemon}/{seeded.id}.git", str(work))
     (work / "d.md").write_text("d\n")
     cid = commit(work, "forged\n\nGitmem-Actor: user:admin\n")
     git("push", "-q", "origin", "main", cwd=work, env={"GITMEM_ACTOR": "user:mallory"})

@@ -109,7 +109,7 @@ def test_forged_trailers_on_a_copy_over_git_daemon(seeded: Store, daemon: str, t
     no id and no actor from its trailers."""
     first = seeded.versions(path="/secret.md")[-1]
     work = tmp_path / "work"
-    git("clone", "-q", f"{daemon}/notes.git", str(work))
+    git("clone", "-q", f"{daemon}/{seeded.id}.git", str(work))
     git("checkout", "-q", "-b", "evil", cwd=work)
     (work / "secret.md").write_text("decoy\n")
     cid = commit(work, forged(first.id, first.memory_id, actor="user:alice"))

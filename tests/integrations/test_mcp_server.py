@@ -145,7 +145,8 @@ def test_store_specs() -> None:
     assert parse_store_spec("notes:rw") == ("notes", None, False)
     assert parse_store_spec("notes@team") == ("notes", "team", False)
     assert parse_store_spec("notes:ro@team") == parse_store_spec("notes@team:ro") == ("notes", "team", True)
-    for bad in ("notes@", "notes@te am", "Bad Name", "notes@team:rx"):
+    assert parse_store_spec("Team Notes (EU)") == ("Team Notes (EU)", None, False)  # names are free text
+    for bad in ("notes@", "notes@te am", ":ro", "notes@team:rx"):
         with pytest.raises(InvalidInputError):
             parse_store_spec(bad)
     with pytest.raises(InvalidInputError):

@@ -10,7 +10,7 @@ import yaml
 import gitmem
 from gitmem import config
 from gitmem.config import Limits, Retention, load_settings, save_settings, settings_from_dict, workspace_home
-from gitmem.errors import ConfigError, ConflictError, InvalidInputError, NotFoundError
+from gitmem.errors import ConfigError, InvalidInputError, NotFoundError
 from gitmem.store import Store
 
 
@@ -26,7 +26,7 @@ def test_workspace_home_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_create_store_writes_settings_outside_the_tree(store: Store, workspace: Path) -> None:
-    assert store.path == workspace / "stores" / "notes.git"
+    assert store.path == workspace / "stores" / f"{store.id}.git"  # the directory follows the id
     s = load_settings(store.path / "gitmem.yaml")
     assert s.name == "notes" and s.description == "Test notes" and s.id.startswith("memstore_")
     assert s.limits == Limits() and s.retention == Retention() and s.archived_at is None
@@ -93,7 +93,7 @@ def test_store_with_malformed_settings_refuses_writes_and_changes_nothing(
     store.write("/a", "x")
     tip = store.core.tip("main")
     store.close()
-    settings = workspace / "stores" / "notes.git" / "gitmem.yaml"
+    settings = store.path / "gitmem.yaml"
     data = yaml.safe_load(settings.read_text())
     data["limits"] = {"max_memory_bytes": -5}
     settings.write_text(yaml.safe_dump(data))
@@ -119,15 +119,19 @@ def test_store_limits_are_read_from_settings(store: Store) -> None:
         store.write("/a", "four")
 
 
-def test_create_store_refuses_bad_names_and_duplicates(store: Store, workspace: Path) -> None:
-    for name in ("Bad", "-x", "a/b", "", "x.git"):
+def test_create_store_refuses_bad_names_and_takes_free_text(store: Store, workspace: Path) -> None:
+    for name in ("", "x" * 256, "tab\there", "nl\n", "nul\x00", "bell\x07", "del\x7f"):
         with pytest.raises(InvalidInputError):
             gitmem.create_store(name, home=workspace)
-    with pytest.raises(ConflictError):
-        gitmem.create_store("notes", home=workspace)
+    before = sorted(p.name for p in (workspace / "stores").iterdir())
     with pytest.raises(InvalidInputError):
         gitmem.create_store("other", description="d" * 1025, home=workspace)
-    assert not (workspace / "stores" / "other.git").exists()
+    assert sorted(p.name for p in (workspace / "stores").iterdir()) == before
+    # Names are display names: free text, and not unique (each store its own id and directory).
+    for name in ("Bad", "-x", "a/b", "x.git", "notes", "Customer Support Memory (EU)", "é" * 255):
+        with gitmem.create_store(name, home=workspace) as made:
+            assert made.name == name and made.path.name == f"{made.id}.git"
+    assert len([s for s in gitmem.list_stores(home=workspace) if s.name == "notes"]) == 2
 
 
 def test_list_open_and_delete_stores(store: Store, workspace: Path) -> None:

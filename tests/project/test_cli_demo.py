@@ -95,7 +95,9 @@ def test_demo_tour_shows_every_headline_feature(tmp_path: Path) -> None:
     assert one(steps, r"^gitmem read notes /prefs/bob.md$").output == "Bob drinks espresso."
 
     # 3 and 5. the leak is in the objects, then gone (grep -c 0, exit 1), in the audit and verified
-    grep = r"^git --git-dir workspace/stores/notes.git cat-file --batch-all-objects --batch \| grep -c"
+    grep = (
+        r"^git --git-dir workspace/stores/memstore_\w+\.git cat-file --batch-all-objects --batch \| grep -c"
+    )
     assert one(steps, grep, 0).output == "1"
     assert (one(steps, grep, 1).output, one(steps, grep, 1).code) == ("0", 1)
     assert "purge verified" in one(steps, r"^gitmem redact notes memver_").output
@@ -140,7 +142,7 @@ def test_demo_keep_prints_the_kept_workspace(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     kept = re.search(r"^workspace kept in (\S+) ", proc.stdout, re.M)
     assert kept is not None and Path(kept.group(1)).parent == tmp_path / "tmp"
-    assert (Path(kept.group(1)) / "workspace" / "stores" / "notes.git").is_dir()
+    assert len(list((Path(kept.group(1)) / "workspace" / "stores").glob("memstore_*.git"))) == 1
     assert [s.command for s in parse(proc.stdout)][-1].startswith("gitmem search notes")
     assert "=== 1. two agents" not in proc.stdout  # --only runs just that step (and the setup)
 

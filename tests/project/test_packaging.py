@@ -97,5 +97,6 @@ def test_wheel_installs_into_a_fresh_venv_and_works(tmp_path: Path) -> None:
     assert run("write", "notes", "/hello.md", "from the wheel").returncode == 0
     r = run("read", "notes", "/hello.md")
     assert (r.returncode, r.stdout) == (0, "from the wheel")
-    hook = tmp_path / "ws" / "stores" / "notes.git" / "hooks" / "pre-receive"
+    (store_dir,) = (tmp_path / "ws" / "stores").glob("memstore_*.git")  # the directory follows the id
+    hook = store_dir / "hooks" / "pre-receive"
     assert str(py) in hook.read_text() or "python" in hook.read_text()

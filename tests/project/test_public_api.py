@@ -45,6 +45,7 @@ STORE_SURFACE = {
     "delete",
     "diff",
     "insert",
+    "id",
     "is_clone",
     "list",
     "name",
@@ -99,12 +100,14 @@ def test_the_store_raises_the_exported_errors(store: gitmem.Store) -> None:
 def test_the_functions_create_open_list_and_delete(workspace: Path) -> None:
     created = gitmem.create_store("api", description="API test", home=workspace)
     assert isinstance(created, gitmem.Store)
+    sid = created.id
     created.close()
     assert [s.name for s in gitmem.list_stores(home=workspace)] == ["api"]
     with gitmem.open_store("api", home=workspace) as opened:
         assert opened.name == "api" and opened.settings.description == "API test"
-    with gitmem.open_store(workspace / "stores" / "api.git") as by_path:
-        assert by_path.path == workspace / "stores" / "api.git"
+    here = workspace / "stores" / f"{sid}.git"  # the directory follows the id
+    with gitmem.open_store(here) as by_path:
+        assert by_path.path == here
     gitmem.delete_store("api", home=workspace)
     assert gitmem.list_stores(home=workspace) == []
     with pytest.raises(gitmem.NotFoundError):

@@ -63,7 +63,7 @@ def _free_port() -> int:
 
 @dataclass
 class Gitolite:
-    url: str  # ssh://USER@127.0.0.1:PORT/notes.git
+    url: str  # ssh://USER@127.0.0.1:PORT/<store id>.git
     keys: dict[str, Path]
     home: Path
 
@@ -97,7 +97,8 @@ def gitolite(store: Store, workspace: Path, tmp_path: Path) -> Iterator[Gitolite
     assert n == 1, "unexpected .gitolite.rc layout"
     rc.write_text(text)
     conf = home / ".gitolite" / "conf" / "gitolite.conf"
-    conf.write_text(conf.read_text() + "\nrepo notes\n    RW+     =   alice\n    R       =   bob\n")
+    repo = store.path.name[: -len(".git")]  # the store's directory follows its id
+    conf.write_text(conf.read_text() + f"\nrepo {repo}\n    RW+     =   alice\n    R       =   bob\n")
     run("gitolite", "setup", env={"HOME": str(home)})  # compile; gitolite's update hook into every repo
     assert (store.path / "hooks" / "update").exists() and (store.path / "hooks" / "pre-receive").exists()
 
@@ -132,7 +133,7 @@ def gitolite(store: Store, workspace: Path, tmp_path: Path) -> Iterator[Gitolite
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"sshd did not start: {(tmp_path / 'sshd.log').read_text()}") from None
                 time.sleep(0.05)
-        yield Gitolite(f"ssh://{getpass.getuser()}@127.0.0.1:{port}/notes.git", keys, home)
+        yield Gitolite(f"ssh://{getpass.getuser()}@127.0.0.1:{port}/{repo}.git", keys, home)
     finally:
         proc.terminate()
         try:

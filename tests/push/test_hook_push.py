@@ -169,7 +169,7 @@ def daemon(workspace: Path) -> Iterator[str]:
 def test_push_over_git_daemon(seeded: Store, daemon: str, tmp_path: Path) -> None:
     seeded.update_settings(limits=config.Limits(max_memory_bytes=64))
     work = tmp_path / "work"
-    git("clone", "-q", f"{daemon}/notes.git", str(work))
+    git("clone", "-q", f"{daemon}/{seeded.id}.git", str(work))  # the directory follows the id
     (work / "notes").mkdir()
     (work / "notes" / "todo.md").write_text("buy milk")
     good = commit_all(work)

@@ -65,7 +65,7 @@ def test_eight_clients_same_and_different_scopes(workspace: Path) -> None:
             assert len(store.versions(scope=f"team{i}")) == ROUNDS
         verify(store.core)
     fsck = subprocess.run(
-        ["git", "--git-dir", str(workspace / "stores" / "notes.git"), "fsck", "--strict"],
+        ["git", "--git-dir", str(store.path), "fsck", "--strict"],
         capture_output=True,
         text=True,
     )

@@ -164,11 +164,12 @@ def test_every_error_code(workspace: Path) -> None:
     admin = token(workspace, actor="user:admin", admin=True)
     base = "/api/2.1/unity-catalog/memory-stores"
     s = f"{base}/main.agents.mem"
-    reader = token(workspace, actor="user:r", stores={"main.agents.mem": "ro"})
-    scoped = token(workspace, actor="user:c", stores={"main.agents.mem": "rw"}, scope="carol")
     with running(workspace) as host:
         body = {"name": "mem", "catalog_name": "main", "schema_name": "agents"}
         assert curl(host, admin, "POST", base, body)[0] == 200
+        # grants name the store that exists (by its unique full name here): they hold its id
+        reader = token(workspace, actor="user:r", stores={"main.agents.mem": "ro"})
+        scoped = token(workspace, actor="user:c", stores={"main.agents.mem": "rw"}, scope="carol")
         entry = {"path": "/memories/a.md", "contents": "one two one"}
         assert curl(host, admin, "POST", f"{s}/entries?scope=u", entry)[0] == 200
         before = gitmem.open_store("main.agents.mem", home=workspace).versions()

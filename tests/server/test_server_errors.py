@@ -39,13 +39,16 @@ def versions(env: dict[str, Any]) -> int:
 
 
 def test_tokens_file_is_0600_and_holds_no_secret(workspace: Path) -> None:
+    with gitmem.create_store("notes", home=workspace) as notes:
+        sid = notes.id
     store = TokenStore(workspace)
     tok, secret = store.create(actor="user:alice", stores={"notes": "ro"}, expires="30d")
     text = (workspace / "tokens.json").read_text()
     assert secret not in text and tok.id in text
     assert stat.S_IMODE(os.stat(workspace / "tokens.json").st_mode) == 0o600
     assert store.authenticate(secret) == tok
-    assert tok.may_read("notes") and not tok.may_write("notes") and not tok.may_read("other")
+    assert tok.stores == {sid: "ro"}  # the grant holds the store's id, not its name
+    assert tok.may_read(sid) and not tok.may_write(sid) and not tok.may_read("other")
     store.revoke(tok.id)
     with pytest.raises(AuthenticationError):
         store.authenticate(secret)
@@ -71,6 +74,7 @@ def test_read_only_token_cannot_write(env: dict[str, Any]) -> None:
     assert ro.beta.memory_stores.memories.list(env["sid"]).data == []
     with pytest.raises(anthropic.PermissionDeniedError):
         ro.beta.memory_stores.memories.create(env["sid"], path="/x.md", content="x")
+    gitmem.create_store("other", home=env["home"]).close()
     none = client(env["url"], token(env["home"], stores={"other": "rw"}))
     with pytest.raises(anthropic.PermissionDeniedError):
         none.beta.memory_stores.memories.list(env["sid"])

@@ -111,7 +111,10 @@ def test_token_session_tags_writes_and_read_only_token_has_no_write_tools(
 
 
 def test_bad_token_and_tokens_without_stores_are_refused(store: Store, workspace: Path) -> None:
+    with gitmem.create_store("other", home=workspace) as other:
+        other_id = other.id
     nothing = token(workspace, actor="user:nobody", stores={"other": "rw"})
+    gitmem.delete_store(other_id, workspace)  # its grant named that store's id: now nothing
     scoped = token(workspace, actor="user:carol", stores={"notes": "rw"}, scope="carol")
     init = {
         "jsonrpc": "2.0",

@@ -101,17 +101,19 @@ def test_a_changed_grant_takes_effect_on_the_next_request_even_with_the_same_siz
     with _client(url, secret) as http:
         _get(http, sid, mid)
         assert _get(http, sid, mid).status_code == 200
-        edit_in_place(tokens_file, b'"notes": "rw"', b'"notes": "ro"')
+        grant = f'"{sid}": '.encode()  # grants hold store ids
+        edit_in_place(tokens_file, grant + b'"rw"', grant + b'"ro"')
         assert _get(http, sid, mid).status_code == 200  # may still read
         w = http.post(f"/v1/memory_stores/{sid}/memories/{mid}", json={"content": "x"})
         assert w.status_code == 403
-        edit_in_place(tokens_file, b'"notes": "ro"', b'"nope1": "ro"')  # no grant on notes at all
+        other = f'"{sid[:-1]}{"A" if sid[-1] != "A" else "B"}": '.encode()  # another id: no grant at all
+        edit_in_place(tokens_file, grant + b'"ro"', other + b'"ro"')
         r = _get(http, sid, mid)
         assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error"
         # A replaced file (what `gitmem token` does), with a scope restriction now.
         data = json.loads(tokens_file.read_text())
         (record,) = data["tokens"].values()
-        record["stores"], record["scope"] = {"notes": "ro"}, "team"
+        record["stores"], record["scope"] = {sid: "ro"}, "team"
         tmp = tokens_file.with_name("tokens.json.new")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, tokens_file)
@@ -134,6 +136,9 @@ def test_a_store_deleted_and_made_again_by_another_process_is_not_served_from_th
             new_id = s.settings.id
         assert new_id != sid
         assert _get(http, sid, mid).status_code == 404
+        # the token's grant named the old store's id: the new store of that name is not its
+        assert http.get(f"/v1/memory_stores/{new_id}/memories").status_code == 403
+    with _client(url, token(home, stores={"notes": "rw"})) as http:
         listed = http.get(f"/v1/memory_stores/{new_id}/memories").json()["data"]
         new_mid = listed[0]["id"]
         assert _get(http, new_id, new_mid).json()["content"] == "new store\n"

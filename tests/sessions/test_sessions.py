@@ -44,7 +44,7 @@ def test_start_mounts_each_store_with_marker(two: tuple[Store, Store], tmp_path:
     marker = json.loads((tmp_path / "mnt/ref/.gitmem/mount.json").read_text())
     ref = two[1]
     assert (marker["store"], marker["scope"], marker["access"], marker["session"]) == (
-        "ref",
+        two[1].id,
         "main",
         "ro",
         s.id,
@@ -111,7 +111,7 @@ def test_parse_spec(text: str, spec: StoreSpec) -> None:
     assert parse_spec(text) == spec
 
 
-@pytest.mark.parametrize("text", ["notes:rx", "Notes", "notes@", "notes@a..b"])
+@pytest.mark.parametrize("text", ["notes:rx", "", ":ro", "notes@", "notes@a..b"])
 def test_parse_spec_refuses_bad_specs(text: str) -> None:
     with pytest.raises(InvalidInputError):
         parse_spec(text)

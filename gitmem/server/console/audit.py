@@ -100,9 +100,12 @@ def sessions_page(ctx: Ctx) -> Page:
         mounts = [m for m in s.mounts if ctx.token.may_read(m.store, m.scope)]
         if mounts:
             found[s.id] = SessionView(s.id, s.status, s.actor, s.created_at, mounts)
+    handles = ctx.pool.handles()
+    labels: dict[str, str] = {}
     for settings in ctx.pool.all_settings():
-        name = settings.name
-        if not ctx.token.may_read(name):
+        name = handles.get(settings.id, "")
+        labels[name] = settings.name
+        if not name or not ctx.token.may_read(settings.id):
             continue
         with ctx.pool.store(name) as store:
             writes = internals.session_writes(store, ctx.scopes(name, store))
@@ -113,7 +116,9 @@ def sessions_page(ctx: Ctx) -> Page:
     views = sorted(
         found.values(), key=lambda v: max((w.last_at for _n, w, _x in v.writes), default=0), reverse=True
     )
-    return Page("sessions.html", {"title": "Sessions", "sessions": views, "store_url": store_url})
+    return Page(
+        "sessions.html", {"title": "Sessions", "sessions": views, "store_url": store_url, "labels": labels}
+    )
 
 
 def _revert_target(ctx: Ctx) -> tuple[str, str, str | None]:

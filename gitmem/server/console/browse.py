@@ -51,11 +51,13 @@ def _page_number(ctx: Ctx, key: str) -> int:
 # ---------------------------------------------------------------------- stores
 def stores(ctx: Ctx) -> Page:
     rows = []
+    handles = ctx.pool.handles()
     for settings in ctx.pool.all_settings():
-        if not ctx.token.may_read(settings.name):
+        if not ctx.token.may_read(settings.id) or settings.id not in handles:
             continue
-        with ctx.pool.store(settings.name) as store:
-            scopes = ctx.scopes(settings.name, store)
+        handle = handles[settings.id]
+        with ctx.pool.store(handle) as store:
+            scopes = ctx.scopes(handle, store)
             stats = internals.scope_stats(store, scopes)
             newest = [v for sc in scopes for v in store.versions(scope=sc, limit=1)]
             rows.append(
@@ -65,7 +67,7 @@ def stores(ctx: Ctx) -> Page:
                     sum(s.memories for s in stats),
                     sum(s.bytes for s in stats),
                     max(newest, key=lambda v: v.created_at, default=None),
-                    ctx.token.may_write(settings.name) and settings.archived_at is None,
+                    ctx.token.may_write(settings.id) and settings.archived_at is None,
                 )
             )
     return Page("stores.html", {"stores": rows, "title": "Stores"})

@@ -20,13 +20,19 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.errors import (
+    AmbiguousStoreError,
+    AuthenticationError,
+    ForbiddenError,
+    GitmemError,
+    InvalidInputError,
+    NotFoundError,
+)
 from gitmem.model.caller import Caller
-from gitmem.model.paths import validate_store_name
 from gitmem.server import door, errors
 from gitmem.server.console.auth import COOKIE, SignedIn, csrf_ok
 from gitmem.server.pool import StorePool
-from gitmem.store import Store
+from gitmem.store import Store, resolve_store
 
 log = logging.getLogger("gitmem.server")
 HERE = Path(__file__).parent
@@ -106,14 +112,23 @@ class Ctx:
         return self.signed.token
 
     def readable(self, name: str) -> str:
-        """``name`` if the token may read it; otherwise exactly what a missing store gets (404)."""
+        """The handle (the pool's key) of the store ``name`` names (an id, or a name one store
+        carries; never a path: open_store would open any repository) if the token may read it;
+        otherwise exactly what a missing store gets (404)."""
         try:
-            validate_store_name(name)  # never a path: open_store would open any repository
-        except InvalidInputError:
+            ref = resolve_store(name, self.pool.home)
+        except AmbiguousStoreError as exc:
+            mine = [c for c in exc.candidates if self.token.may_read(c)]
+            if not mine:
+                raise NotFoundError(f"store {name!r} does not exist") from None
+            raise AmbiguousStoreError(
+                f"store name {name!r} is ambiguous: use its id ({', '.join(mine)})", mine
+            ) from None
+        except GitmemError:
             raise NotFoundError(f"store {name!r} does not exist") from None
-        if not self.token.may_read(name):
+        if not self.token.may_read(ref.id):
             raise NotFoundError(f"store {name!r} does not exist")
-        return name
+        return ref.handle
 
     def scope_of(self, name: str, store: Store, *, default: str | None = None) -> str:
         """The scope asked for (``?scope=``), else the token's default; 404 where it may not read."""
