@@ -14,6 +14,30 @@ from gitmem.engine.core import StoreCore
 from gitmem.git.locks import file_lock
 
 
+def chain_blobs(store: StoreCore, scope: str | None = None) -> dict[str, set[str]]:
+    """The blobs the proposal chains (open, accepted or rejected, while their ref exists) wrote
+    that their scope's branch does not hold: blob id -> the scopes. A pattern redaction must see
+    them, or a proposal keeps the secret (issue 26)."""
+    repo = store.repo
+    out: dict[str, set[str]] = {}
+    for name in P.proposal_refs(store, scope):
+        tip = repo.references[name].target
+        chain_scope = name[len(P.REF_PREFIX) :].rpartition("/")[0]
+        if not isinstance(tip, pygit2.Oid):
+            continue
+        walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+        branch = store.tip(chain_scope)
+        if branch is not None:
+            walker.hide(branch)
+        for commit in walker:
+            base = commit.parents[0].tree if commit.parents else None
+            diff = commit.tree.diff_to_tree(base, swap=True) if base is not None else commit.tree.diff_to_tree(swap=True)
+            for delta in diff.deltas:
+                if delta.new_file.id != pygit2.Oid(hex="0" * 40):
+                    out.setdefault(str(delta.new_file.id), set()).add(chain_scope)
+    return out
+
+
 def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> Callable[[], None]:
     """Rewrite the proposal chains of ``scope`` with a redaction's ``rewriter`` (the replaced
     blobs replaced there too, parents mapped onto the rewritten history), so that no proposal

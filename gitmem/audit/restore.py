@@ -28,11 +28,12 @@ PROPOSALS = "refs/gitmem/proposals/"
 PROPOSALS_DIR = "proposals"  # the backup's copy of $GIT_DIR/gitmem/proposals/ (the proposals' records)
 _PROPOSAL_FILE = re.compile(r"^prop_[0-9A-Z]{26}\.json$")
 MAX_PROPOSAL_BYTES = 16 * 1024 * 1024
+RECEIPTS = "receipts.jsonl"  # who pushed each plain-git commit (gitmem.engine.receipts)
 _LINE = re.compile(r"^([0-9a-f]{40}) (\S+)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ANCHOR = re.compile(r"^\d+ [0-9a-f]{64}$")
-PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)
+PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)  # and receipts, proposals
 MAX_PRIVATE_BYTES = 64 * 1024 * 1024  # a deny-list of a million ids is 41 MB
 
 
@@ -147,6 +148,13 @@ def read_private(backup: Path | None) -> tuple[dict[str, bytes], StoreSettings |
             raise InvalidInputError(f"{path}: not a gitmem {name} file (not ASCII)") from None
         _check_private(path, name, lines)
         files[name] = data
+    rpath = backup / RECEIPTS
+    if rpath.is_file():
+        if rpath.stat().st_size > MAX_PRIVATE_BYTES:
+            raise InvalidInputError(f"{rpath}: too large for a gitmem {RECEIPTS} file")
+        data = rpath.read_bytes()
+        _check_receipts(rpath, data)
+        files[RECEIPTS] = data
     pdir = backup / PROPOSALS_DIR
     if pdir.is_dir():
         for path in sorted(pdir.iterdir()):
@@ -174,6 +182,19 @@ def _check_private(path: Path, name: str, lines: list[str]) -> None:
         ok = all(ln.startswith("#") or _HEX40.match(ln.strip()) or not ln.strip() for ln in lines)
     if not ok:
         raise InvalidInputError(f"{path}: not a gitmem {name} file")
+
+
+def _check_receipts(path: Path, data: bytes) -> None:
+    """Every line a push receipt (docs/identity.md); the last may be torn, as after a crash."""
+    from gitmem.engine.receipts import _parse
+
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path}: not a gitmem {RECEIPTS} file (not UTF-8)") from None
+    for n, line in enumerate(lines[:-1], 1):
+        if line.strip() and _parse(line) is None:
+            raise InvalidInputError(f"{path}: line {n} is not a push receipt")
 
 
 def _check_proposal_record(path: Path, data: bytes) -> None:
