@@ -6,13 +6,22 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo install test lint bench bench-all clean screenshots
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+# Two installs into one virtualenv: the tour needs only gitmem with its server and the Anthropic SDK
+# (`demo` extra); the tests add the test tree (`dev` extra). Each stamp is remade when pyproject changes.
+DEMO_STAMP := $(VENV)/.demo-installed
 
-demo: $(STAMP)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[demo]'
+	touch $@
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@ $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) examples/demo.py
 	@echo "gitmem is in $(VENV)/bin: run 'make install', or: export PATH=\"$$PWD/$(VENV)/bin:\$$PATH\""
 

@@ -41,9 +41,44 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(run_tmp, ignore_errors=True)
     if left and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        skipped = _ci_skipped(session)
+        config.stash[_ci_skips] = skipped
+        if skipped and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ---------------------------------------------------------------------- no silent skips in CI
+# In CI (CI=true, as `.ci/run` runs) a skipped test is a failure: a real-component test that skipped
+# (no nginx, no gitolite, no Chromium, no PostgreSQL) proved nothing. A skip whose reason starts with
+# OPTIONAL_SKIP (e.g. a run against a real hosted API when no key is set) is the only one allowed.
+OPTIONAL_SKIP = "optional:"
+_ci_skips = pytest.StashKey[list[str]]()
+
+
+def _skip_reason(report: Any) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _ci_skipped(session: pytest.Session) -> list[str]:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", {}) if reporter is not None else {}
+    bad = []
+    for report in stats.get("skipped", []):
+        if getattr(report, "wasxfail", None) is not None:
+            continue
+        reason = _skip_reason(report)
+        if not reason.startswith(OPTIONAL_SKIP):
+            bad.append(f"{report.nodeid}: {reason}")
+    return bad
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    for line in config.stash.get(_ci_skips, []):
+        terminalreporter.write_line(f"FAILED (skipped in CI): {line}", red=True)
     left = config.stash.get(_leftovers, [])
     if left:
         terminalreporter.write_line(

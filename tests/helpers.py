@@ -133,10 +133,42 @@ def edit_in_place(path: Path, old: bytes, new: bytes) -> None:
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+class CheckedThread(threading.Thread):
+    """A thread whose exception is kept and re-raised by :meth:`check` (a plain thread drops it, so a
+    crashed racer would still leave exactly one "winner" behind)."""
+
+    def __init__(self, target: Callable[..., object], args: tuple[object, ...] = ()) -> None:
+        super().__init__(target=self._capture, daemon=True)
+        self._fn, self._fn_args = target, args
+        self.error: BaseException | None = None
+
+    def _capture(self) -> None:
+        try:
+            self._fn(*self._fn_args)
+        except BaseException as exc:  # kept for check(); the test thread re-raises it
+            self.error = exc
+
+    def check(self, timeout: float | None = None) -> None:
+        """Join, then re-raise the thread's exception, if any; a thread still running is a failure."""
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError(f"thread {self.name} did not finish")
+        if self.error is not None:
+            raise self.error
+
+
+def join_all(threads: list[CheckedThread], timeout: float | None = None) -> None:
+    """Join every thread, then re-raise the first exception any of them raised."""
+    for t in threads:
+        t.join(timeout)
+    for t in threads:
+        t.check(0)
+
+
 def run_threads(target: Callable[[int], object], n: int) -> None:
-    """``target(0)`` ... ``target(n - 1)``, each on a thread of its own, all started before any is joined."""
-    threads = [threading.Thread(target=target, args=(k,)) for k in range(n)]
+    """``target(0)`` ... ``target(n - 1)``, each on a thread of its own, all started before any is joined;
+    an exception in any of them is re-raised here."""
+    threads = [CheckedThread(target, (k,)) for k in range(n)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join_all(threads)

@@ -15,6 +15,7 @@ from gitmem.audit import redact
 from gitmem.audit.verify import verify
 from gitmem.errors import GitmemError
 from gitmem.store import Store
+from tests.helpers import CheckedThread, join_all
 from tests.secret_scan import scan_store
 
 DURATION = 6.0  # seconds of concurrent activity (bounded; no timing is asserted)
@@ -87,17 +88,16 @@ def test_writers_pushes_and_redactions_at_once(store: Store, tmp_path: Path) -> 
                 i += 1
 
     threads = [
-        threading.Thread(target=writer, args=("main", 1)),
-        threading.Thread(target=writer, args=("alice", 2)),
-        threading.Thread(target=pusher),
-        threading.Thread(target=redactor),
+        CheckedThread(writer, ("main", 1)),
+        CheckedThread(writer, ("alice", 2)),
+        CheckedThread(pusher),
+        CheckedThread(redactor),
     ]
     for t in threads:
         t.start()
     time.sleep(DURATION)
     stop.set()
-    for t in threads:
-        t.join(timeout=300)
+    join_all(threads, timeout=300)  # a thread that crashed fails the test here
     assert redacted, errors
     assert acked
     fsck = subprocess.run(
@@ -118,3 +118,11 @@ def test_writers_pushes_and_redactions_at_once(store: Store, tmp_path: Path) -> 
     assert not [e for e in unexpected if type(e).__name__ == "IntegrityError"], unexpected
     for secret in redacted:
         assert scan_store(store.path, secret.encode()) == [], secret
+    # every fork the hook accepted is in the store, and reads back as a branch of known history
+    assert forks, "no fork of old history was pushed during the run"
+    with gitmem.open_store(str(store.path)) as s:
+        scopes = set(s.scopes())
+    for name in forks:
+        assert name in scopes, name
+        tip = _git(store.path, "rev-parse", "--verify", f"refs/heads/{name}^{{commit}}")
+        assert tip.returncode == 0, (name, tip.stderr)

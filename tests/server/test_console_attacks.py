@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ import gitmem  # noqa: E402
 from gitmem.audit import review  # noqa: E402
 from gitmem.engine import proposals  # noqa: E402
 from gitmem.server.console import internals  # noqa: E402
+from tests.helpers import CheckedThread  # noqa: E402
 from tests.browserkit import browser_sign_in, chromium, needs_browser  # noqa: E402
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
 from tests.serverkit import running, token  # noqa: E402
@@ -316,6 +318,24 @@ def test_a_backtracking_pattern_cannot_hang_the_server(
         assert reply.status_code == 400, reply.text
         assert "took more than" in reply.text
     assert benign.status_code == 200 and "/prefs/editor.md" in benign.text
+    # While a backtracking preview runs, the server still answers others: a read of another page
+    # comes back before the preview gives up (the limit is raised so a loaded machine has time).
+    monkeypatch.setattr(internals, "PATTERN_SECONDS", 4.0)
+    slow: list[httpx.Response] = []
+    with sign_in(url, seeded.admin) as c, httpx.Client(base_url=url) as other:
+
+        def run_preview() -> None:
+            slow.append(c.get("/console/stores/notes/redact", params={"pattern": pattern, "scope": "main"}))
+
+        t = CheckedThread(run_preview)
+        t.start()
+        time.sleep(0.5)  # let the preview reach the server and start backtracking
+        answered = other.get("/healthz")
+        still_running = t.is_alive()
+        t.check(timeout=120)
+    assert answered.status_code == 200
+    assert still_running, "the other request waited for the backtracking preview"
+    assert slow and slow[0].status_code == 400 and "took more than" in slow[0].text
     with gitmem.open_store("notes", seeded.home) as s:
         assert s.core.tip("main") == tip  # nothing was rewritten
 
