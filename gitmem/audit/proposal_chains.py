@@ -31,7 +31,11 @@ def chain_blobs(store: StoreCore, scope: str | None = None) -> dict[str, set[str
             walker.hide(branch)
         for commit in walker:
             base = commit.parents[0].tree if commit.parents else None
-            diff = commit.tree.diff_to_tree(base, swap=True) if base is not None else commit.tree.diff_to_tree(swap=True)
+            diff = (
+                commit.tree.diff_to_tree(base, swap=True)
+                if base is not None
+                else commit.tree.diff_to_tree(swap=True)
+            )
             for delta in diff.deltas:
                 if delta.new_file.id != pygit2.Oid(hex="0" * 40):
                     out.setdefault(str(delta.new_file.id), set()).add(chain_scope)

@@ -45,7 +45,9 @@ class PurgeProof:
         if self.found_ids:
             parts.append(f"{len(self.found_ids)} purged object(s) still readable ({self.found_ids[0]}, ...)")
         if self.named_ids:
-            parts.append(f"{len(self.named_ids)} reference(s) still name purged objects ({self.named_ids[0]})")
+            parts.append(
+                f"{len(self.named_ids)} reference(s) still name purged objects ({self.named_ids[0]})"
+            )
         if self.found_secrets:
             parts.append(f"redacted text (secret) still present: {self.found_secrets[0]}")
         return "; ".join(parts) or "nothing found"
@@ -85,9 +87,7 @@ def prove_purged(
     found_secrets: list[str] = []
     count = 0
     try:
-        proc = subprocess.Popen(
-            args, cwd=git_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-        )
+        proc = subprocess.Popen(args, cwd=git_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except OSError as exc:
         raise IntegrityError(f"cannot read {git_dir} with git: {exc}") from None
     with proc:

@@ -207,7 +207,9 @@ def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchRe
                 rewritten.append(RewrittenScope(scope, str(old), str(new), stale))
         purged, resynced = 0, list[str]()
         if purge and ledger_problem is None:
-            purged, resynced = _purge_clone(store, _with_pending(store, rewritten), [str(t) for t in before.values()])
+            purged, resynced = _purge_clone(
+                store, _with_pending(store, rewritten), [str(t) for t in before.values()]
+            )
         elif rewritten:
             _remember_pending(store, rewritten)
     if ledger_problem is not None:

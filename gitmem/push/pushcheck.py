@@ -293,7 +293,12 @@ def check_trailer_claims(commit: pygit2.Commit, ref: str, ctx: PushContext) -> l
         out.append(_v("compaction", "a compaction root has no parents", ref, cid))
     if REVIEWED_BY in trailers and not ctx.trusted:
         out.append(
-            _v("trailers", f"{REVIEWED_BY} is written by gitmem review accept only; push plain commits", ref, cid)
+            _v(
+                "trailers",
+                f"{REVIEWED_BY} is written by gitmem review accept only; push plain commits",
+                ref,
+                cid,
+            )
         )
     return out
 

@@ -36,7 +36,11 @@ def fake_token(seed: int = 7) -> str:
     alphabet = string.ascii_letters + string.digits
     while True:
         body = "".join(rng.choice(alphabet) for _ in range(36))
-        if any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body):
+        if (
+            any(c.isdigit() for c in body)
+            and any(c.isupper() for c in body)
+            and any(c.islower() for c in body)
+        ):
             return "ghp_" + body
 
 
@@ -129,9 +133,12 @@ def test_fetch_then_fetch_purge_really_removes_the_secret(leaked: tuple[Store, P
     assert purged.exit_code == 0, purged.output
     assert "(verified)" in purged.output
     assert prove_purged(dest / ".git", secrets=[secret.encode()]).ok
-    assert secret.encode() not in subprocess.run(
-        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=dest, capture_output=True, check=True
-    ).stdout
+    assert (
+        secret.encode()
+        not in subprocess.run(
+            ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=dest, capture_output=True, check=True
+        ).stdout
+    )
 
 
 def test_fetch_purge_fails_loudly_when_a_ref_keeps_the_old_history(leaked: tuple[Store, Path, str]) -> None:
@@ -169,7 +176,9 @@ def test_pattern_in_an_open_proposal_only_is_redacted(store: Store) -> None:
     assert prove_purged(store.path, secrets=[secret.encode()]).ok
 
 
-def test_redaction_of_a_scope_with_an_open_proposal_keeps_clones_purgeable(store: Store, tmp_path: Path) -> None:
+def test_redaction_of_a_scope_with_an_open_proposal_keeps_clones_purgeable(
+    store: Store, tmp_path: Path
+) -> None:
     secret = private_word(23)
     v = store.write("/s.md", f"token {secret}\n", actor="user:alice")
     store.write("/s.md", "rotated\n", actor="user:alice")

@@ -56,7 +56,11 @@ def token(seed: int) -> str:
     alphabet = string.ascii_letters + string.digits
     while True:
         body = "".join(rng.choice(alphabet) for _ in range(36))
-        if any(c.isdigit() for c in body) and any(c.isupper() for c in body) and any(c.islower() for c in body):
+        if (
+            any(c.isdigit() for c in body)
+            and any(c.isupper() for c in body)
+            and any(c.islower() for c in body)
+        ):
             return "ghp_" + body
 
 
@@ -184,7 +188,11 @@ def f_revert_session(b: Built) -> None:
 def f_plain_git_pushes(b: Built) -> None:
     s = b.store
     s.update_settings(
-        acl={"review": {"main": ["session:*"]}, "trust_push_actor": True, "trust_trailers": ["service:mirror"]},
+        acl={
+            "review": {"main": ["session:*"]},
+            "trust_push_actor": True,
+            "trust_trailers": ["service:mirror"],
+        },
         actor="user:admin",
     )
     work = b.root / "work"
@@ -278,6 +286,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     mp.setenv("HOME", str(home))
     mp.setenv("GITMEM_HOME", str(root / "workspace"))
     mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    mp.chdir(root)  # git (the replica's mirror push) needs a working directory that exists
     for k, v in (("NAME", "Tester"), ("EMAIL", "tester@example.com")):
         mp.setenv(f"GIT_AUTHOR_{k}", v)
         mp.setenv(f"GIT_COMMITTER_{k}", v)
@@ -406,7 +415,10 @@ def test_lifecycle(built: Built, row: str, cell: str) -> None:
         if secret is not None:
             assert secret not in _all_objects(path)
         messages = subprocess.run(
-            ["git", f"--git-dir={path}", "log", "--all", "--format=%B"], capture_output=True, text=True, check=True
+            ["git", f"--git-dir={path}", "log", "--all", "--format=%B"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         for t in b.trailers.get(row, []):
             assert f"\n{t}: " in "\n" + messages, t
@@ -452,7 +464,9 @@ def test_every_feature_has_a_row(built: Built) -> None:
     missing_kinds = sorted(kinds - seen - {"store_created"})
     assert missing_kinds == [], f"ledger kinds no row exercises: {missing_kinds}"
     covered = {k for ks in built.kinds.values() for k in ks}
-    assert seen - {"store_created"} <= covered, f"ledger kinds no row checks: {sorted(seen - covered - {'store_created'})}"
+    assert seen - {"store_created"} <= covered, (
+        f"ledger kinds no row checks: {sorted(seen - covered - {'store_created'})}"
+    )
     messages = subprocess.run(
         ["git", f"--git-dir={built.store.path}", "log", "--all", "--format=%B%x00"],
         capture_output=True,
@@ -470,7 +484,9 @@ def test_every_feature_has_a_row(built: Built) -> None:
         "Gitmem-Reverts",
     }
     assert set(KNOWN_TRAILERS) <= checked, "trailers no row checks"
-    namespaces = {n.rsplit("/", 1)[0] if n.startswith("refs/gitmem/proposals/") else n for n in _refs(built.store.path)}
+    namespaces = {
+        n.rsplit("/", 1)[0] if n.startswith("refs/gitmem/proposals/") else n for n in _refs(built.store.path)
+    }
     namespaces = {re.sub(r"^(refs/gitmem/proposals)/.*", r"\1", n) for n in namespaces}
     namespaces = {re.sub(r"^refs/heads/.*", "refs/heads", n) for n in namespaces}
     assert namespaces <= {"refs/heads", "refs/gitmem/ledger", "refs/gitmem/proposals"}, namespaces
