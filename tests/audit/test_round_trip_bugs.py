@@ -215,3 +215,27 @@ def test_purge_proof_finds_ids_and_secrets(store: Store) -> None:
     with pytest.raises(IntegrityError, match="secret"):
         found.require()
     assert prove_purged(store.path, object_ids=["0" * 40], secrets=[b"absent-text"]).ok
+
+
+def test_a_push_that_waited_on_a_redaction_is_refused_by_a_rule(store: Store) -> None:
+    """The state a push is judged in after waiting for a redaction: its old value and its parent
+    are the retired history (main of the time: "the check failed (NotFoundError: ...)")."""
+    from gitmem import config
+    from gitmem.push.hook import pre_receive
+
+    store.write("/a.md", "one\n", actor="user:alice")
+    v = store.write("/a.md", f"a secret {private_word(31)}\n", actor="user:alice")
+    store.write("/a.md", "three\n", actor="user:alice")
+    repo = pygit2.Repository(str(store.path))
+    old = repo.references["refs/heads/main"].target
+    builder = repo.TreeBuilder(repo[old].tree)
+    builder.insert("b.md", repo.create_blob(b"pushed\n"), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Tester", "tester@example.com")
+    new = repo.create_commit(None, sig, sig, "add b.md", builder.write(), [old])
+    redact(store.core, v.id, reason="leaked")
+    lines = pre_receive(
+        pygit2.Repository(str(store.path)), f"{old} {new} refs/heads/main\n", config.env_snapshot()
+    )
+    text = "\n".join(lines)
+    assert lines and "NotFoundError" not in text and "object not found" not in text, text
+    assert "history was rewritten" in text and "refs/heads/main" in text, text
