@@ -239,3 +239,25 @@ def test_a_push_that_waited_on_a_redaction_is_refused_by_a_rule(store: Store) ->
     text = "\n".join(lines)
     assert lines and "NotFoundError" not in text and "object not found" not in text, text
     assert "history was rewritten" in text and "refs/heads/main" in text, text
+
+
+def test_a_replica_that_did_not_purge_is_reported_not_proved(store: Store, tmp_path: Path) -> None:
+    """A replica without gitmem's purging hook (a plain bare mirror) keeps the redacted objects:
+    the push to it is reported as failed with the proof's reason, and the purge stays pending."""
+    from gitmem.push.replica import add_replica, init_replica, push_replicas
+
+    good = init_replica(tmp_path / "good.git")
+    plain = tmp_path / "plain.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(plain)], check=True)
+    add_replica(store.core, str(good), "good")
+    add_replica(store.core, str(plain), "plain")
+    secret = private_word(41)
+    v = store.write("/s.md", f"token {secret}\n", actor="user:alice")
+    store.write("/s.md", "rotated\n", actor="user:alice")
+    push_replicas(store.path)
+    redact(store.core, v.id, reason="leaked")  # its after-rewrite hook pushes to both replicas
+    results = {r.name: r for r in push_replicas(store.path)}
+    assert results["good"].ok and prove_purged(good, secrets=[secret.encode()]).ok
+    assert not results["plain"].ok and "not proved" in results["plain"].message
+    assert results["plain"].purge_pending
+    assert not prove_purged(plain, secrets=[secret.encode()]).ok
