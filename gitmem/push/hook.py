@@ -162,7 +162,9 @@ def pre_receive(
         git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
     )
     updates = pushcheck.parse_updates(text)
-    moved = pushcheck.moved_while_waiting(repo, updates)
+    from gitmem.push.pushwait import moved_while_waiting
+
+    moved = moved_while_waiting(repo, updates)
     if moved:
         return moved
     options = push_options(env)
