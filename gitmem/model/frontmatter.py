@@ -109,8 +109,8 @@ def _own_line(block: str) -> str | None:
     except (yaml.YAMLError, ValueError, TypeError, RecursionError):
         return None
     value = data.get("description") if isinstance(data, dict) else None
-    if value is None or isinstance(value, (list, dict)):
-        return None
+    if value is None or value == "" or isinstance(value, (list, dict)):
+        return None  # a block scalar (``description: >``) continues on lines not read here
     return str(value)[:MAX_DESCRIPTION_CHARS]
 
 

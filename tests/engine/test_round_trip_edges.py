@@ -46,6 +46,7 @@ def test_description_survives_malformed_front_matter() -> None:
     quoted = '---\ntags: {unclosed\ndescription: "quoted: with a colon"\n---\nbody\n'
     assert parse_description(quoted) == "quoted: with a colon"
     assert parse_description("---\ntags: [a\n---\nbody\n") is None
+    assert parse_description("---\ntags: [a\ndescription: >\n  folded\n---\nbody\n") is None
 
 
 @pytest.fixture

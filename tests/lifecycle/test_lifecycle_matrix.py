@@ -274,7 +274,7 @@ ROWS = [
     "review_rejected",
     "review_erased",
 ]
-CELLS = ["verify", "fsck", "reindex", "bundle", "jsonl", "clone", "replica"]
+CELLS = ["verify", "fsck", "reindex", "index", "bundle", "jsonl", "clone", "replica"]
 
 
 @pytest.fixture(scope="module")
@@ -401,6 +401,14 @@ def test_lifecycle(built: Built, row: str, cell: str) -> None:
         assert incremental == rebuilt
         if live is not None:
             assert b.store.read(live[1], scope=live[0]).content == live[2]
+    elif cell == "index":
+        # the index and search: no redacted text in the index files (WAL included), no hit for it
+        if secret is not None:
+            text = secret.decode()
+            for scope in b.store.scopes():
+                assert b.store.search(re.split(r"[-_]", text)[-1], scope=scope) == [], scope
+            for f in b.store.path.joinpath("gitmem").glob("index.sqlite*"):
+                assert secret not in f.read_bytes(), f.name
     elif cell == "bundle":
         restored, stores = _cell(b, "bundle")
         assert restored.verify.ok, [c for c in restored.verify.checks if not c.ok]
