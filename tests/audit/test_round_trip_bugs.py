@@ -261,3 +261,48 @@ def test_a_replica_that_did_not_purge_is_reported_not_proved(store: Store, tmp_p
     assert not results["plain"].ok and "not proved" in results["plain"].message
     assert results["plain"].purge_pending
     assert not prove_purged(plain, secrets=[secret.encode()]).ok
+
+
+def test_compaction_moves_an_open_proposal_onto_the_compacted_history(store: Store) -> None:
+    """Found by the lifecycle matrix: an open proposal made every compaction of its scope fail
+    ("... still reaches the history ... delete or move that ref first")."""
+    import time
+
+    from gitmem.audit import retention
+    from gitmem.config import Retention
+
+    for n in range(4):
+        store.write("/a.md", f"version {n}\n", actor="user:alice")
+    store.update_settings(acl={"review": {"main": ["session:*"]}})
+    store.write("/p.md", "proposed\n", session=AGENT)
+    (p,) = proposals.proposals(store.core)
+    store.update_settings(retention=Retention(min_days=10, max_days=30, keep_recent=1))
+    result = retention.prune(store.core, actor="service:janitor", now=int(time.time()) + 400 * 86400)
+    assert [c.scope for c in result.compactions] == ["main"], result.skipped
+    assert store.read("/p.md", session=AGENT).content == "proposed\n"
+    assert [d.path for d in review.diff(store.core, p.id)] == ["/p.md"]
+    assert verify(store.core).ok
+    review.accept(store.core, p.id, reviewer="user:rev")
+    assert store.read("/p.md").content == "proposed\n"
+    assert store.read("/a.md").content == "version 3\n"
+    assert verify(store.core).ok
+
+
+def test_compaction_skips_a_scope_whose_open_proposal_started_on_dropped_history(store: Store) -> None:
+    import time
+
+    from gitmem.audit import retention
+    from gitmem.config import Retention
+
+    store.write("/a.md", "version 0\n", actor="user:alice")
+    store.update_settings(acl={"review": {"main": ["session:*"]}})
+    store.write("/p.md", "proposed long ago\n", session=AGENT)
+    for n in range(1, 4):
+        store.write("/a.md", f"version {n}\n", actor="user:alice")
+    tip = store.core.tip("main")
+    store.update_settings(retention=Retention(min_days=10, max_days=30, keep_recent=1))
+    result = retention.prune(store.core, actor="service:janitor", now=int(time.time()) + 400 * 86400)
+    assert result.compactions == [] and "decide it" in result.skipped["main"]
+    assert store.core.tip("main") == tip
+    assert store.read("/p.md", session=AGENT).content == "proposed long ago\n"
+    assert verify(store.core).ok

@@ -220,10 +220,11 @@ def f_compaction(b: Built) -> None:
     s.write("/old.md", "old one\n", scope="archive", actor="user:alice")
     s.write("/old.md", "old two\n", scope="archive", actor="user:alice")
     s.write("/old.md", "old three\n", scope="archive", actor="user:alice")
+    s.write("/start.md", "start, again\n", actor="user:alice")
     s.update_settings(retention=Retention(min_days=10, max_days=30, keep_recent=1), actor="user:admin")
     sync_clone(b)
     result = retention.prune(s.core, actor="service:janitor", now=int(time.time()) + 400 * DAY)
-    assert result.compactions, result.skipped
+    assert {c.scope for c in result.compactions} >= {"archive", "main"}, result.skipped
     s.update_settings(retention=Retention(), actor="user:admin")
     b.trailers["compaction"] = ["Gitmem-Compaction", "Gitmem-Snapshot"]
     b.kinds["compaction"] = ["compaction"]
@@ -252,7 +253,8 @@ def f_archived(b: Built) -> None:
 
 #: row name -> what builds it, in build order
 FEATURES: dict[str, Callable[[Built], None]] = {
-    # first: a compaction refuses while another ref (a fork, a proposal) reaches the history it retires
+    # first: a compaction is skipped while a fork shares the history it would retire, or while a
+    # proposal started on it (tests/audit/test_round_trip_bugs.py: a newer one is moved along)
     "compaction": f_compaction,
     "scopes_and_forks": f_scopes_and_forks,
     "guard_flag": f_guard_flag,
