@@ -206,12 +206,12 @@ def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchRe
                 ]
                 rewritten.append(RewrittenScope(scope, str(old), str(new), stale))
         purged, resynced = 0, list[str]()
+        if rewritten:  # first: a purge refused below must still find this history next time
+            _remember_pending(store, rewritten)
         if purge and ledger_problem is None:
             purged, resynced = _purge_clone(
                 store, _with_pending(store, rewritten), [str(t) for t in before.values()]
             )
-        elif rewritten:
-            _remember_pending(store, rewritten)
     if ledger_problem is not None:
         raise IntegrityError(ledger_problem)
     return FetchResult(Path(os.fspath(clone_path)), updated, rewritten, purged, resynced)

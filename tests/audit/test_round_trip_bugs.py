@@ -21,7 +21,7 @@ from gitmem.audit.verify import verify
 from gitmem.cli.app import app
 from gitmem.engine import proposals
 from gitmem.engine.transfer import export_bundle
-from gitmem.errors import IntegrityError
+from gitmem.errors import ConflictError, IntegrityError
 from gitmem.model.versions import KNOWN_TRAILERS
 from gitmem.push.clone import clone, fetch
 from gitmem.store import Store, restore_store
@@ -306,3 +306,63 @@ def test_compaction_skips_a_scope_whose_open_proposal_started_on_dropped_history
     assert store.core.tip("main") == tip
     assert store.read("/p.md", session=AGENT).content == "proposed long ago\n"
     assert verify(store.core).ok
+
+
+def test_fetch_purge_keeps_local_work_on_the_new_history(leaked: tuple[Store, Path, str]) -> None:
+    _store, dest, secret = leaked
+    fetch(dest)  # a plain fetch first, then the user rebuilds on the new history by hand
+    git(dest, "checkout", "-q", "-b", "work", "origin/main")
+    (dest / "mine.md").write_text("my local work\n")
+    git(dest, "add", "mine.md")
+    git(dest, "commit", "-qm", "local work")
+    git(dest, "checkout", "-q", "main")
+    result = fetch(dest, purge=True)
+    assert result.purged > 0 and result.resynced == ["main"]
+    assert git(dest, "show", "work:mine.md") == "my local work\n"
+    assert prove_purged(dest, secrets=[secret.encode()]).ok
+
+
+def test_fetch_purge_refuses_a_stash_of_the_old_history(leaked: tuple[Store, Path, str]) -> None:
+    _store, dest, secret = leaked
+    (dest / "s.md").write_text("edited over the old history\n")
+    git(dest, "stash", "-q")
+    with pytest.raises(ConflictError, match="refs/stash"):
+        fetch(dest, purge=True)
+    git(dest, "stash", "drop", "-q")
+    fetch(dest, purge=True)
+    assert prove_purged(dest, secrets=[secret.encode()]).ok
+
+
+def test_restore_refuses_forged_proposal_records_and_receipts(reviewed: Store, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from gitmem.errors import InvalidInputError
+
+    bundle = tmp_path / "r.bundle"
+    export_bundle(reviewed.core, bundle)
+    backup = tmp_path / "backup"
+    shutil.copytree(reviewed.path / "gitmem" / "proposals", backup / "proposals")
+    good = restore_store("copy", bundle, backup=backup)
+    assert good.verify.ok and "proposals/" + sorted(p.name for p in (backup / "proposals").iterdir())[0] in (
+        good.private_files
+    )
+    with gitmem.open_store("copy") as copy:
+        assert {p.id for p in proposals.proposals(copy.core)} == {
+            p.id for p in proposals.proposals(reviewed.core)
+        }
+    first = sorted((backup / "proposals").glob("prop_*.json"))[0]
+    record = json.loads(first.read_text())
+    other = backup / "proposals" / "prop_01M8AAAAAAAAAAAAAAAAAAAAAA.json"
+    other.write_text(json.dumps(record))  # a record under another proposal's name
+    with pytest.raises(InvalidInputError, match="not the one its name says"):
+        restore_store("copy2", bundle, backup=backup)
+    other.unlink()
+    (backup / "proposals" / "evil.sh").write_text("#!/bin/sh\n")
+    with pytest.raises(InvalidInputError, match="not a gitmem proposal record"):
+        restore_store("copy2", bundle, backup=backup)
+    (backup / "proposals" / "evil.sh").unlink()
+    (backup / "receipts.jsonl").write_text('{"not": "a receipt"}\n{"commit": "x"}\n')
+    with pytest.raises(InvalidInputError, match="not a push receipt"):
+        restore_store("copy2", bundle, backup=backup)
+    assert not (reviewed.path.parent / "copy2.git").exists()
