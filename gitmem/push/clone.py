@@ -350,10 +350,11 @@ def _holders(store: StoreCore, old_commits: set[str], resets: dict[str, str]) ->
     repo = store.repo
     keep = [f"^{t}" for t in _kept_tips(store)]
     out = []
-    for name in sorted(repo.references):
+    names = sorted(repo.references) + (["HEAD"] if repo.head_is_detached else [])
+    for name in names:
         if name.startswith(_ORIGIN) or name.startswith("refs/gitmem/") or name in resets:
             continue
-        target = repo.references[name].resolve().target
+        target = repo.head.target if name == "HEAD" else repo.references[name].resolve().target
         if not isinstance(target, pygit2.Oid):
             continue
         listing = _rev_list(store, [str(target), *keep], body=True)
@@ -419,6 +420,12 @@ def _purge_clone(
     if res.returncode != 0:
         raise GitmemError(f"git gc failed in {store.path}: {res.stderr.strip()}")
     proof = prove_purged(store.path, object_ids=gone)
+    kept = _holders(store, set(), {})  # gc kept only what refs reach: none may be retired history
+    if kept:
+        raise IntegrityError(
+            f"the purge of {store.path} failed: {', '.join(kept)} still reach commits the store no "
+            "longer serves; nothing is proved clean"
+        )
     if not proof.ok:
         raise IntegrityError(
             f"the purge of {store.path} failed: {proof.reason()}; nothing is proved clean (delete the ref "

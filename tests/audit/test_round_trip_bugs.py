@@ -366,3 +366,16 @@ def test_restore_refuses_forged_proposal_records_and_receipts(reviewed: Store, t
     with pytest.raises(InvalidInputError, match="not a push receipt"):
         restore_store("copy2", bundle, backup=backup)
     assert not (reviewed.path.parent / "copy2.git").exists()
+
+
+def test_fetch_purge_after_a_hand_reset_without_the_rewrite_remembered(
+    leaked: tuple[Store, Path, str],
+) -> None:
+    """A clone fetched by hand (git fetch; git reset --hard origin/main): gitmem never saw the
+    rewrite, yet --purge leaves no retired commit and no secret behind."""
+    _store, dest, secret = leaked
+    git(dest, "fetch", "-q", "origin", "+refs/heads/*:refs/remotes/origin/*")
+    git(dest, "reset", "-q", "--hard", "origin/main")
+    assert not prove_purged(dest, secrets=[secret.encode()]).ok  # the reflogs keep it
+    fetch(dest, purge=True)
+    assert prove_purged(dest, secrets=[secret.encode()]).ok
