@@ -379,3 +379,25 @@ def test_fetch_purge_after_a_hand_reset_without_the_rewrite_remembered(
     assert not prove_purged(dest, secrets=[secret.encode()]).ok  # the reflogs keep it
     fetch(dest, purge=True)
     assert prove_purged(dest, secrets=[secret.encode()]).ok
+
+
+def test_a_pushed_reviewed_by_trailer_is_refused_from_an_untrusted_pusher(store: Store) -> None:
+    """Knowing the review trailer must not let a plain-git push claim a review."""
+    from gitmem import config
+    from gitmem.ids import new_id
+    from gitmem.push.hook import pre_receive
+
+    store.write("/a.md", "one\n", actor="user:alice")
+    repo = pygit2.Repository(str(store.path))
+    old = repo.references["refs/heads/main"].target
+    builder = repo.TreeBuilder(repo[old].tree)
+    builder.insert("b.md", repo.create_blob(b"claimed\n"), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("Tester", "tester@example.com")
+    msg = (
+        "create /b.md\n\n"
+        f"Gitmem-Version: {new_id('memver')}\nGitmem-Memory: {new_id('mem')}\nGitmem-Operation: created\n"
+        "Gitmem-Actor: user:mallory\nGitmem-Reviewed-By: user:boss\n"
+    )
+    new = repo.create_commit(None, sig, sig, msg, builder.write(), [old])
+    lines = pre_receive(repo, f"{old} {new} refs/heads/main\n", config.env_snapshot())
+    assert any("Gitmem-Reviewed-By is written by gitmem review accept only" in ln for ln in lines), lines
