@@ -276,7 +276,7 @@ ROWS = [
     "review_rejected",
     "review_erased",
 ]
-CELLS = ["verify", "fsck", "reindex", "index", "bundle", "jsonl", "clone", "replica"]
+CELLS = ["verify", "fsck", "reindex", "index", "bundle", "jsonl", "clone", "mirror", "replica"]
 
 
 @pytest.fixture(scope="module")
@@ -370,6 +370,10 @@ def _cell(b: Built, name: str) -> Any:
         first = fetch(b.clone)  # a plain fetch first: the purge must still find the old history
         purged = fetch(b.clone, purge=True)
         out = (first, purged, _all_objects(b.clone / ".git"))
+    elif name == "mirror":
+        mirror = b.root / "mirror.git"
+        git(b.root, "clone", "-q", "--mirror", str(s.path), str(mirror))
+        out = (_all_objects(mirror), _refs(mirror))
     elif name == "replica":
         assert b.replica is not None
         out = (_all_objects(b.replica), prove_purged(b.replica, secrets=list(b.secrets.values())))
@@ -452,6 +456,13 @@ def test_lifecycle(built: Built, row: str, cell: str) -> None:
         assert prove_purged(b.clone, secrets=list(b.secrets.values())).ok  # type: ignore[arg-type]
         if live is not None:
             assert _read(b.clone, live[0], live[1]) == live[2]  # type: ignore[arg-type]
+    elif cell == "mirror":
+        # a fresh `git clone --mirror` of the store: every ref it serves, none of the purged text
+        objects, refs = _cell(b, "mirror")
+        if secret is not None:
+            assert secret not in objects
+        for ref in b.refs.get(row, []):
+            assert refs.get(ref) == str(b.store.core.repo.references[ref].target), ref
     elif cell == "replica":
         objects, proof = _cell(b, "replica")
         assert proof.ok, proof.reason()
