@@ -1,4 +1,4 @@
-"""The lifecycle matrix (issue 26, DESIGN section 14): one store exercises every feature, then
+"""The lifecycle matrix (issue 26): one store exercises every feature, then
 every lifecycle step runs on it and each feature's row checks what that feature left.
 
 Rows are :data:`FEATURES`; cells are :data:`CELLS`. The store is built once per module. A feature
@@ -8,7 +8,6 @@ that writes a ledger kind, a trailer or a ref namespace none of the rows exercis
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import shutil
@@ -512,4 +511,3 @@ def test_every_feature_has_a_row(built: Built) -> None:
     namespaces = {re.sub(r"^refs/heads/.*", "refs/heads", n) for n in namespaces}
     assert namespaces <= {"refs/heads", "refs/gitmem/ledger", "refs/gitmem/proposals"}, namespaces
     assert set(FEATURES) | {"review_open", "review_accepted", "review_rejected", "review_erased"} >= set(ROWS)
-    json.dumps(sorted(ROWS))
