@@ -29,6 +29,7 @@ PROPOSALS_DIR = "proposals"  # the backup's copy of $GIT_DIR/gitmem/proposals/ (
 _PROPOSAL_FILE = re.compile(r"^prop_[0-9A-Z]{26}\.json$")
 MAX_PROPOSAL_BYTES = 16 * 1024 * 1024
 RECEIPTS = "receipts.jsonl"  # who pushed each plain-git commit (gitmem.engine.receipts)
+PATTERNS = "denypatterns"  # remembered pattern redactions (gitmem.engine.denylist.PATTERNS)
 _LINE = re.compile(r"^([0-9a-f]{40}) (\S+)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -148,6 +149,13 @@ def read_private(backup: Path | None) -> tuple[dict[str, bytes], StoreSettings |
             raise InvalidInputError(f"{path}: not a gitmem {name} file (not ASCII)") from None
         _check_private(path, name, lines)
         files[name] = data
+    ppath = backup / PATTERNS
+    if ppath.is_file():
+        if ppath.stat().st_size > MAX_PRIVATE_BYTES:
+            raise InvalidInputError(f"{ppath}: too large for a gitmem {PATTERNS} file")
+        data = ppath.read_bytes()
+        _check_patterns(ppath, data)
+        files[PATTERNS] = data
     rpath = backup / RECEIPTS
     if rpath.is_file():
         if rpath.stat().st_size > MAX_PRIVATE_BYTES:
@@ -182,6 +190,27 @@ def _check_private(path: Path, name: str, lines: list[str]) -> None:
         ok = all(ln.startswith("#") or _HEX40.match(ln.strip()) or not ln.strip() for ln in lines)
     if not ok:
         raise InvalidInputError(f"{path}: not a gitmem {name} file")
+
+
+def _check_patterns(path: Path, data: bytes) -> None:
+    """Every line a remembered pattern redaction: ``{"id": "redact_...", "pattern": REGEX}``."""
+    import json
+
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path}: not a gitmem {PATTERNS} file (not UTF-8)") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            re.compile(str(entry["pattern"]))
+            ok = isinstance(entry, dict) and str(entry.get("id", "")).startswith("redact_")
+        except (ValueError, KeyError, TypeError, re.error):
+            ok = False
+        if not ok:
+            raise InvalidInputError(f"{path}: line {n} is not a remembered pattern redaction")
 
 
 def _check_receipts(path: Path, data: bytes) -> None:
@@ -219,9 +248,10 @@ def install_private(git_dir: Path, files: dict[str, bytes]) -> None:
             continue  # the caller writes the settings (with the store's name checked)
         if name.startswith(PROPOSALS_DIR + "/"):
             (gdir / PROPOSALS_DIR).mkdir(exist_ok=True)
-        fd = os.open(
-            gdir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if name == ledger.SECRET_FILE else 0o644
-        )
+        # as their originals: short redacted values could be brute-forced from the deny-list's ids,
+        # and a remembered pattern is the redacted text itself
+        private = name in (ledger.SECRET_FILE, ledger.DENYLIST_FILE, PATTERNS)
+        fd = os.open(gdir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
         try:
             os.write(fd, data)
             os.fsync(fd)

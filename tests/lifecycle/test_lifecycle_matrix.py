@@ -8,9 +8,11 @@ that writes a ledger kind, a trailer or a ref namespace none of the rows exercis
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
+import stat
 import string
 import subprocess
 import time
@@ -31,6 +33,7 @@ from gitmem.audit.redact import redact_pattern
 from gitmem.audit.verify import verify
 from gitmem.config import Retention
 from gitmem.engine import ledger, proposals
+from gitmem.engine.denylist import denied_reason, read_patterns
 from gitmem.engine.transfer import export_bundle, export_jsonl, import_jsonl
 from gitmem.errors import GuardRejectedError
 from gitmem.ids import new_id
@@ -353,7 +356,7 @@ def _cell(b: Built, name: str) -> Any:
         backup = b.root / "backup"
         backup.mkdir()
         shutil.copy2(s.core.settings_path, backup)
-        for f in ("secret", "denylist", "ledger_head", "receipts.jsonl"):
+        for f in ("secret", "denylist", "ledger_head", "receipts.jsonl", "denypatterns"):
             if (s.path / "gitmem" / f).exists():
                 shutil.copy2(s.path / "gitmem" / f, backup)
         shutil.copytree(s.path / "gitmem" / "proposals", backup / "proposals")
@@ -442,6 +445,15 @@ def test_lifecycle(built: Built, row: str, cell: str) -> None:
         with gitmem.open_store(path) as copy:
             for kind in b.kinds.get(row, []):
                 assert ledger.entries(copy.core, kind=kind), kind
+            if row == "redaction_by_pattern" and secret is not None:
+                # the remembered pattern came back with the backup: the restored store's write
+                # path refuses the text (the store itself is archived: writes are refused anyway)
+                data = f"again {secret.decode()}\n".encode()
+                why = denied_reason(frozenset(), read_patterns(copy.path), "/again.md", data)
+                assert why is not None and "redacted pattern" in why
+            for f in ("secret", "denylist", "denypatterns"):
+                mode = stat.S_IMODE(os.stat(path / "gitmem" / f).st_mode)
+                assert mode == 0o600, (f, oct(mode))
     elif cell == "jsonl":
         target, dump = _cell(b, "jsonl")
         if secret is not None:
