@@ -73,6 +73,13 @@ class RateLimitedError(LimitExceededError):
     type_name = "rate_limited"
 
 
+class PathTooLongError(InvalidInputError):
+    """A memory path over the byte limit: bad input to the HTTP faces (400), the limit code (5)
+    to the CLI."""
+
+    exit_code = 5
+
+
 class ForbiddenError(GitmemError):
     """A write to an archived store, a read-only clone, a scope the acl denies, a head redaction."""
 
@@ -117,3 +124,27 @@ class GuardRejectedError(InvalidInputError):
     def __init__(self, message: str, findings: tuple[object, ...] = ()) -> None:
         super().__init__(message)
         self.findings = findings
+
+
+def from_os_error(exc: BaseException, where: str = "") -> GitmemError | None:
+    """The GitmemError a face reports for an error the file system raised (None: no mapping):
+    a full disk or quota (also as SQLite reports it), and a read-only file system, said as such."""
+    import errno
+    import sqlite3
+
+    at = f" ({where})" if where else ""
+    if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+        return GitmemError(
+            f"the disk is full{at}: the index could not be written; nothing more was written, and "
+            "what was acknowledged before is intact. Free some space, then retry"
+        )
+    if not isinstance(exc, OSError):
+        return None
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return GitmemError(
+            f"the disk is full{at}: {exc.strerror}; nothing more was written, and what was acknowledged "
+            "before is intact. Free some space, then retry"
+        )
+    if exc.errno == errno.EROFS:
+        return ForbiddenError(f"read-only file system{at}: {exc.filename or ''} cannot be written")
+    return None

@@ -19,7 +19,7 @@ from typing import Any
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
-from gitmem.audit.proposal_chains import rewrite_chains
+from gitmem.audit.proposal_chains import chain_blobs, rewrite_chains
 from gitmem.engine import access, denylist, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
@@ -170,6 +170,10 @@ def _redact(
         for scope in scopes:
             tip = tips[scope]
             scope_rows = by_scope.get(scope, [])
+            if not scope_rows:  # only this scope's proposal chains hold the content
+                moves[scope] = [str(tip), str(tip)]
+                move_proposals.append(rewrite_chains(store, scope, rewriter, str(tip)))
+                continue
             first = min(scope_rows, key=lambda r: _seq(store, r)).commit_id
             # Commits before the first affected one keep their ids: the walk starts there.
             walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
@@ -444,11 +448,14 @@ def redact_pattern(
         )
     ]
     contents: dict[str, bytes] = {}
-    for b in blobs:
+    proposed = chain_blobs(store, scope)  # proposal chains hold copies the index does not list
+    for b in dict.fromkeys([*blobs, *sorted(proposed)]):
         text = store.blob_data(pygit2.Oid(hex=b)).decode("utf-8", "surrogateescape")
         new = regex.sub(placeholder(rid).decode(), text)
         if new != text:
             contents[b] = new.encode("utf-8", "surrogateescape")
+    published = [b for b in contents if b in set(blobs)]
+    in_proposals = sorted({s for b in contents if b not in set(blobs) for s in proposed.get(b, ())})
     where_text = f"scope {scope!r}" if scope is not None else f"store {store.name!r}"
     path_rows = [
         r
@@ -470,10 +477,11 @@ def redact_pattern(
                 f"cannot redact pattern {pattern!r}: it matches the path of live memory {listed}; "
                 "rename or delete those memories first, then redact"
             )
-    if contents:
-        scopes, rows = _check_blobs(store, list(contents), f"pattern {pattern!r}", scope)
+    if published:
+        scopes, rows = _check_blobs(store, published, f"pattern {pattern!r}", scope)
     else:
         scopes, rows = [], []
+    scopes = sorted(set(scopes) | set(in_proposals))
     known = {(r.scope, r.id) for r in rows}
     rows += [r for r in path_rows if (r.scope, r.id) not in known]
     scopes = sorted(set(scopes) | {r.scope for r in path_rows})

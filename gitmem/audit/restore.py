@@ -24,11 +24,17 @@ from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.model.paths import validate_scope
 
 HEADS = "refs/heads/"
+PROPOSALS = "refs/gitmem/proposals/"
+PROPOSALS_DIR = "proposals"  # the backup's copy of $GIT_DIR/gitmem/proposals/ (the proposals' records)
+_PROPOSAL_FILE = re.compile(r"^prop_[0-9A-Z]{26}\.json$")
+MAX_PROPOSAL_BYTES = 16 * 1024 * 1024
+RECEIPTS = "receipts.jsonl"  # who pushed each plain-git commit (gitmem.engine.receipts)
+PATTERNS = "denypatterns"  # remembered pattern redactions (gitmem.engine.denylist.PATTERNS)
 _LINE = re.compile(r"^([0-9a-f]{40}) (\S+)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ANCHOR = re.compile(r"^\d+ [0-9a-f]{64}$")
-PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)
+PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)  # and receipts, proposals
 MAX_PRIVATE_BYTES = 64 * 1024 * 1024  # a deny-list of a million ids is 41 MB
 
 
@@ -77,15 +83,30 @@ def bundle_refs(bundle: Path) -> dict[str, str]:
                 validate_scope(ref[len(HEADS) :])
             except InvalidInputError as exc:
                 raise InvalidInputError(f"{bundle}: {ref} is not a scope: {exc.message}") from None
+        elif ref.startswith(PROPOSALS):
+            _check_proposal_ref(bundle, ref)
         elif ref != ledger.LEDGER_REF:
             raise InvalidInputError(
-                f"{bundle}: holds {ref}, which no gitmem store has (a store bundle holds refs/heads/* "
-                f"and {ledger.LEDGER_REF})"
+                f"{bundle}: holds {ref}, which no gitmem store has (a store bundle holds refs/heads/*, "
+                f"{ledger.LEDGER_REF} and {PROPOSALS}<scope>/<proposal>)"
             )
         refs[ref] = oid
     if not any(r.startswith(HEADS) for r in refs):
         raise InvalidInputError(f"{bundle}: holds no scope (refs/heads/*): there is nothing to restore")
     return refs
+
+
+def _check_proposal_ref(bundle: Path, ref: str) -> None:
+    """``refs/gitmem/proposals/<scope>/<prop_id>``: a review-gated write's chain (docs/review.md)."""
+    from gitmem.ids import is_id
+
+    scope, _, pid = ref[len(PROPOSALS) :].rpartition("/")
+    try:
+        validate_scope(scope)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"{bundle}: {ref} is not a proposal of a scope: {exc.message}") from None
+    if not is_id(pid, "prop"):
+        raise InvalidInputError(f"{bundle}: {ref} does not end in a proposal id (prop_...)")
 
 
 def fetch_bundle(git_dir: Path, bundle: Path, refs: dict[str, str]) -> None:
@@ -128,6 +149,30 @@ def read_private(backup: Path | None) -> tuple[dict[str, bytes], StoreSettings |
             raise InvalidInputError(f"{path}: not a gitmem {name} file (not ASCII)") from None
         _check_private(path, name, lines)
         files[name] = data
+    ppath = backup / PATTERNS
+    if ppath.is_file():
+        if ppath.stat().st_size > MAX_PRIVATE_BYTES:
+            raise InvalidInputError(f"{ppath}: too large for a gitmem {PATTERNS} file")
+        data = ppath.read_bytes()
+        _check_patterns(ppath, data)
+        files[PATTERNS] = data
+    rpath = backup / RECEIPTS
+    if rpath.is_file():
+        if rpath.stat().st_size > MAX_PRIVATE_BYTES:
+            raise InvalidInputError(f"{rpath}: too large for a gitmem {RECEIPTS} file")
+        data = rpath.read_bytes()
+        _check_receipts(rpath, data)
+        files[RECEIPTS] = data
+    pdir = backup / PROPOSALS_DIR
+    if pdir.is_dir():
+        for path in sorted(pdir.iterdir()):
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            if not _PROPOSAL_FILE.match(path.name) or path.stat().st_size > MAX_PROPOSAL_BYTES:
+                raise InvalidInputError(f"{path}: not a gitmem proposal record (proposals/prop_<id>.json)")
+            data = path.read_bytes()
+            _check_proposal_record(path, data)
+            files[f"{PROPOSALS_DIR}/{path.name}"] = data
     settings = None
     yaml_path = backup / config.SETTINGS_FILE
     if yaml_path.is_file():
@@ -147,6 +192,53 @@ def _check_private(path: Path, name: str, lines: list[str]) -> None:
         raise InvalidInputError(f"{path}: not a gitmem {name} file")
 
 
+def _check_patterns(path: Path, data: bytes) -> None:
+    """Every line a remembered pattern redaction: ``{"id": "redact_...", "pattern": REGEX}``."""
+    import json
+
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path}: not a gitmem {PATTERNS} file (not UTF-8)") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            re.compile(str(entry["pattern"]))
+            ok = isinstance(entry, dict) and str(entry.get("id", "")).startswith("redact_")
+        except (ValueError, KeyError, TypeError, re.error):
+            ok = False
+        if not ok:
+            raise InvalidInputError(f"{path}: line {n} is not a remembered pattern redaction")
+
+
+def _check_receipts(path: Path, data: bytes) -> None:
+    """Every line a push receipt (docs/identity.md); the last may be torn, as after a crash."""
+    from gitmem.engine.receipts import _parse
+
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path}: not a gitmem {RECEIPTS} file (not UTF-8)") from None
+    for n, line in enumerate(lines[:-1], 1):
+        if line.strip() and _parse(line) is None:
+            raise InvalidInputError(f"{path}: line {n} is not a push receipt")
+
+
+def _check_proposal_record(path: Path, data: bytes) -> None:
+    import json
+
+    from gitmem.engine.proposals import Proposal
+
+    try:
+        record = Proposal.from_dict(json.loads(data.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        raise InvalidInputError(f"{path}: not a gitmem proposal record: {exc}") from None
+    if f"{record.id}.json" != path.name:
+        raise InvalidInputError(f"{path}: holds proposal {record.id!r}, not the one its name says")
+
+
 def install_private(git_dir: Path, files: dict[str, bytes]) -> None:
     """Write the checked private files into the new store (the secret with mode 0600)."""
     gdir = git_dir / "gitmem"
@@ -154,9 +246,12 @@ def install_private(git_dir: Path, files: dict[str, bytes]) -> None:
     for name, data in files.items():
         if name == config.SETTINGS_FILE:
             continue  # the caller writes the settings (with the store's name checked)
-        fd = os.open(
-            gdir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if name == ledger.SECRET_FILE else 0o644
-        )
+        if name.startswith(PROPOSALS_DIR + "/"):
+            (gdir / PROPOSALS_DIR).mkdir(exist_ok=True)
+        # as their originals: short redacted values could be brute-forced from the deny-list's ids,
+        # and a remembered pattern is the redacted text itself
+        private = name in (ledger.SECRET_FILE, ledger.DENYLIST_FILE, PATTERNS)
+        fd = os.open(gdir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
         try:
             os.write(fd, data)
             os.fsync(fd)

@@ -25,6 +25,7 @@ from typing import Any
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite
+from gitmem.audit.proposal_chains import OnDroppedHistory, move_chains
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
@@ -156,8 +157,17 @@ def _prune_scope(store: StoreCore, scope: str, actor: str, keep_recent: int, cut
         new_tip = root
         for i, commit in enumerate(commits[cut:]):
             new_tip = rewriter.commit(commit, [root] if i == 0 else None)
+        # Proposals of the scope move onto the compacted history (their base mapped, a retired
+        # base to the new root), as a redaction moves them: no proposal blocks retention.
+        retired = {c.id for c in commits[:cut]}
+        try:
+            chain_map, publish = move_chains(store, scope, rewriter, root, retired, commits[cut - 1].id)
+        except OnDroppedHistory as exc:
+            raise _Skip(str(exc)) from None
         rewriter.flush()
+        publish()
         commit_map = {str(c.id): str(rewriter.commits.get(c.id, root)) for c in commits}
+        commit_map.update(chain_map)
         remaining = {r.blob for r in rows if r.blob and r.id not in {d.id for d in dropped}}
         gone_blobs = sorted({r.blob for r in dropped if r.blob and r.blob not in remaining})
         gone_blobs = [b for b in gone_blobs if not _blob_elsewhere(store, scope, b)]

@@ -91,7 +91,8 @@ def _remember(store: StoreCore, report: VerifyReport) -> None:
         tmp.write_text(json.dumps({"at": config.now_rfc3339(), **asdict(report)}), encoding="utf-8")
         os.replace(tmp, path)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only file system the unlink fails too
+            tmp.unlink(missing_ok=True)
 
 
 def last_report(store: StoreCore) -> tuple[str, VerifyReport] | None:

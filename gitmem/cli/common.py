@@ -14,6 +14,7 @@ import difflib
 import enum
 import json
 import logging
+import sqlite3
 import sys
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from gitmem import config
-from gitmem.errors import GitmemError, NotFoundError
+from gitmem.errors import GitmemError, NotFoundError, from_os_error
 
 T = TypeVar("T")
 
@@ -229,6 +230,14 @@ def run(
         raise typer.Exit(130) from None
     except (typer.Exit, typer.Abort, SystemExit):
         raise
+    except (OSError, sqlite3.OperationalError) as exc:
+        mapped = from_os_error(exc)
+        if mapped is None:
+            if GLOBALS.debug:
+                traceback.print_exc()
+            sys.stderr.write(f"{red('Error:', err=True)} unexpected {type(exc).__name__}: {exc}\n")
+            raise typer.Exit(1) from None
+        raise fail(mapped, as_json) from None
     except Exception as exc:  # unexpected: one line, the traceback only with --debug
         if GLOBALS.debug:
             traceback.print_exc()

@@ -120,9 +120,10 @@ def fetch(
                 continue
             for branch in w.local_branches:
                 typer.echo(
-                    f"  local branch {branch} is built on the old history; resync it with "
-                    f"'git reset --hard origin/{w.scope}' (no local work) or "
-                    f"'git rebase --onto origin/{w.scope} {w.old[:12]} {branch}' (keeps your commits)"
+                    f"  local branch {branch} is built on the old history, which still holds the "
+                    f"redacted content: run 'gitmem fetch --purge {r.path}' (resets it when it has no "
+                    f"local work, and removes the old history from the clone); with local commits, "
+                    f"first 'git rebase --onto origin/{w.scope} {w.old[:12]} {branch}'"
                 )
 
         if purge:

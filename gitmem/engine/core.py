@@ -181,6 +181,14 @@ class StoreCore(Repo):
         archived = self.settings.archived_at
         if archived is not None:
             raise ForbiddenError(f"store {self.name!r} was archived at {archived} and is read-only")
+        try:
+            read_only = bool(os.statvfs(self.path).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = False
+        if read_only:
+            raise ForbiddenError(
+                f"store {self.name!r} is on a read-only file system ({self.path}): it cannot be written"
+            )
 
     def denied_ids(self) -> frozenset[str]:
         """Object ids a redaction or compaction removed (``$GIT_DIR/gitmem/denylist``), re-read

@@ -67,7 +67,7 @@ STALE_SECONDS = 600.0  # a request or answer file this old is removed, whoever w
 MAX_TAKE = 256  # queued writes one leader takes at most (more wait for the next group)
 WAIT_LIMIT = 1.0  # seconds a queued writer looks for a leader to take its file, then waits for the lock
 _NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
-_TMP = re.compile(rf"^\.tmp-{ULID_RE}-[0-9]{{1,10}}\.(req|res)$")
+_TMP = re.compile(rf"^\.tmp-{ULID_RE}-([0-9]{{1,10}})\.(req|res)$")
 _SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
 LINGER = 0.002  # seconds a leader waits for the processes of the last group to come back
 _ENTRY_KEYS = {"version", "op", "args", "actor", "session"}
@@ -350,8 +350,12 @@ class Turn:
         for name in names:
             m = _NAME.match(name)
             if m is None:
-                if _TMP.match(name):
-                    self._drop_if_stale(name, live=True)
+                t = _TMP.match(name)
+                if t is not None:
+                    # A request being written, or an answer a leader was writing: its requester's
+                    # pid is in the name. Only this leader writes answers now, so a requester that
+                    # is gone (killed while writing) leaves nothing anyone still writes.
+                    self._drop_if_stale(name, live=alive(int(t.group(1))))
                 continue
             stem, pid, kind = m.group(1) + "-" + m.group(2), int(m.group(2)), m.group(3)
             if stem == self.own or name in self.taken or name in self.passed:

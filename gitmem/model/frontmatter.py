@@ -83,12 +83,34 @@ def parse_description(content: str) -> str | None:
         data = yaml.safe_load(m.group(1))
     except (yaml.YAMLError, ValueError, TypeError, RecursionError):
         # ValueError: "date: 2024-02-30" and other bad typed scalars; RecursionError: deep nesting.
-        return None
+        # Another key being malformed must not lose the description: its own line, read alone.
+        return _own_line(m.group(1))
     if not isinstance(data, dict):
         return None
     value = data.get("description")
     if value is None or isinstance(value, (list, dict)):
         return None  # not text; and str() of a YAML alias bomb would take forever
+    return str(value)[:MAX_DESCRIPTION_CHARS]
+
+
+_LINE_RE = re.compile(r"""^(?:description|"description"|'description')[ \t]*:.*$""", re.M)
+
+
+def _own_line(block: str) -> str | None:
+    """The description from its own top-level line of a block YAML cannot read as a whole (one
+    line only: a value continued on the next lines is not guessed at)."""
+    import yaml
+
+    found = _LINE_RE.findall(block)
+    if len(found) != 1:
+        return None
+    try:
+        data = yaml.safe_load(found[0])
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+        return None
+    value = data.get("description") if isinstance(data, dict) else None
+    if value is None or value == "" or isinstance(value, (list, dict)):
+        return None  # a block scalar (``description: >``) continues on lines not read here
     return str(value)[:MAX_DESCRIPTION_CHARS]
 
 

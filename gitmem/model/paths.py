@@ -9,7 +9,7 @@ import functools
 import re
 import unicodedata
 
-from gitmem.errors import InvalidInputError
+from gitmem.errors import InvalidInputError, PathTooLongError
 
 MAX_PATH_BYTES = 1024
 MAX_SEGMENT_BYTES = 255  # NAME_MAX: a checkout (git clone, session mount) fails on longer names
@@ -62,7 +62,7 @@ def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
         raise InvalidInputError(f"invalid path {path!r}: a memory path must start with '/'")
     size = len(path.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
-        raise InvalidInputError(f"invalid path: {size} bytes is over the limit of {max_bytes} bytes")
+        raise PathTooLongError(f"invalid path: {size} bytes is over the limit of {max_bytes} bytes")
     bad = _bad_char(path)
     if bad is not None:
         raise InvalidInputError(

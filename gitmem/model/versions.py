@@ -17,8 +17,11 @@ TRAILER_KEYS = (
     "Gitmem-Actor",
 )
 REVERTS = "Gitmem-Reverts"  # on the versions of a revert-session: the session it undoes
-#: Every trailer gitmem writes; any other ``Gitmem-*`` trailer in a pushed commit is refused.
-KNOWN_TRAILERS = (*TRAILER_KEYS, REVERTS, "Gitmem-Compaction", "Gitmem-Snapshot")
+FLAG = "Gitmem-Flag"  # the guard's findings on a version written in ``flag`` mode (docs/guard.md)
+REVIEWED_BY = "Gitmem-Reviewed-By"  # the reviewer who accepted a proposed version (docs/review.md)
+#: Every trailer gitmem writes (verify, the push checks and the lifecycle tests use this list); any
+#: other ``Gitmem-*`` trailer in a pushed commit is refused.
+KNOWN_TRAILERS = (*TRAILER_KEYS, REVERTS, "Gitmem-Compaction", "Gitmem-Snapshot", FLAG, REVIEWED_BY)
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: "$" allows a final "\n"
 _ACTOR_RE = re.compile(r"^(session|user|api|service|git):[^\s<>\x00-\x1f\x7f]{1,200}\Z")
 UNKNOWN_ACTOR = "unknown"  # the actor of a push nobody authenticated (docs/identity.md)

@@ -10,6 +10,7 @@ store are never copied.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -139,6 +140,8 @@ class FetchResult:
 
 _ORIGIN = "refs/remotes/origin/"
 _INCOMING = "refs/gitmem-incoming/"
+_PROPOSALS = "refs/gitmem/proposals/"
+PENDING_FILE = "rewritten.json"  # $GIT_DIR/gitmem/: rewrites a plain fetch saw, for a later --purge
 
 
 def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchResult:
@@ -203,8 +206,12 @@ def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchRe
                 ]
                 rewritten.append(RewrittenScope(scope, str(old), str(new), stale))
         purged, resynced = 0, list[str]()
+        if rewritten:  # first: a purge refused below must still find this history next time
+            _remember_pending(store, rewritten)
         if purge and ledger_problem is None:
-            purged, resynced = _purge_clone(store, rewritten, [str(t) for t in before.values()])
+            purged, resynced = _purge_clone(
+                store, _with_pending(store, rewritten), [str(t) for t in before.values()]
+            )
     if ledger_problem is not None:
         raise IntegrityError(ledger_problem)
     return FetchResult(Path(os.fspath(clone_path)), updated, rewritten, purged, resynced)
@@ -224,14 +231,24 @@ def _take_ledger(store: StoreCore, own: dict[str, pygit2.Oid]) -> str | None:
         elif ref.target != target:
             ref.set_target(target, "gitmem fetch: the clone keeps its own ledger")
 
+    arrived = set()
     for name in sorted(n for n in repo.references if n.startswith(_INCOMING)):
         incoming = repo.references[name].target
         local_name = "refs/gitmem/" + name[len(_INCOMING) :]
+        arrived.add(local_name)
         local = repo.references.get(local_name)
         repo.references.delete(name)
         if not isinstance(incoming, pygit2.Oid):
             continue
         target = incoming
+        if local_name.startswith(_PROPOSALS):
+            # A proposal's chain is no audit record: a redaction rewrites it, a decision or an
+            # erasure removes it; the clone follows the store (the old chain is purged with the rest).
+            if local is None:
+                repo.references.create(local_name, target)
+            elif local.target != target:
+                local.set_target(target, "gitmem fetch: the proposal moved")
+            continue
         if local is None:
             repo.references.create(local_name, target)
         elif local.target == target:
@@ -244,59 +261,179 @@ def _take_ledger(store: StoreCore, own: dict[str, pygit2.Oid]) -> str | None:
                 f"this clone has ({str(local.target)[:12]}); the clone keeps its own. Run gitmem verify "
                 "on the store and ask its administrator"
             )
+    for name in [n for n in repo.references if n.startswith(_PROPOSALS) and n not in arrived]:
+        repo.references.delete(name)  # the store no longer has (or no longer serves) it
     return problem
+
+
+def _pending_path(store: StoreCore) -> Path:
+    return store.gitmem_dir / PENDING_FILE
+
+
+def _load_pending(store: StoreCore) -> dict[str, list[str]]:
+    try:
+        data = json.loads(_pending_path(store).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): [str(t) for t in v if isinstance(t, str)] for k, v in data.items() if isinstance(v, list)}
+
+
+def _remember_pending(store: StoreCore, rewritten: list[RewrittenScope]) -> None:
+    """A plain fetch saw rewritten scopes: keep their old tips, so that a later ``fetch --purge``
+    still knows which history to remove (the remote-tracking refs no longer name it)."""
+    pending = _load_pending(store)
+    for w in rewritten:
+        olds = pending.setdefault(w.scope, [])
+        if w.old not in olds:
+            olds.append(w.old)
+    path = _pending_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{PENDING_FILE}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(pending, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _with_pending(store: StoreCore, rewritten: list[RewrittenScope]) -> list[RewrittenScope]:
+    """This fetch's rewritten scopes plus the ones earlier plain fetches saw."""
+    repo = store.repo
+    out = list(rewritten)
+    seen = {(w.scope, w.old) for w in rewritten}
+    for scope, olds in sorted(_load_pending(store).items()):
+        ref = repo.references.get(_ORIGIN + scope)
+        new = str(ref.target) if ref is not None and isinstance(ref.target, pygit2.Oid) else ""
+        for old in olds:
+            if (scope, old) in seen or not store.has_object(old):
+                continue
+            stale = [
+                b
+                for b in repo.branches.local
+                if store.is_ancestor(pygit2.Oid(hex=old), repo.branches.local[b].target)  # type: ignore[arg-type]
+            ]
+            out.append(RewrittenScope(scope, old, new, stale))
+    return out
+
+
+def _kept_tips(store: StoreCore) -> list[str]:
+    """What the store serves now: the remote-tracking branches and ``refs/gitmem/*``."""
+    repo = store.repo
+    keep = []
+    for n in repo.references:
+        if (n.startswith(_ORIGIN) or n.startswith("refs/gitmem/")) and n != _ORIGIN + "HEAD":
+            target = repo.references[n].resolve().target
+            if isinstance(target, pygit2.Oid):
+                keep.append(str(target))
+    return keep
+
+
+def _rev_list(store: StoreCore, revs: list[str], *, objects: bool = False, body: bool = False) -> str:
+    from gitmem.git.rewrite import _git
+
+    if not any(not r.startswith("^") for r in revs):
+        return ""
+    args = ["rev-list", "--stdin"]
+    if objects:
+        args += ["--objects", "--no-object-names"]
+    if body:
+        args += ["--format=%H%x00%B%x01", "--no-commit-header"]
+    res = _git(store, *args, stdin="\n".join(revs) + "\n")
+    if res.returncode != 0:
+        raise IntegrityError(f"git rev-list failed in {store.path}, nothing is proved: {res.stderr.strip()}")
+    return res.stdout
+
+
+def _holders(store: StoreCore, old_commits: set[str], resets: dict[str, str]) -> list[str]:
+    """Refs other than the store's (and the branches about to be reset) that keep retired
+    history alive: a commit of the old history, or a commit gitmem wrote (a ``Gitmem-Version``
+    trailer) that the store no longer serves, is reachable from them."""
+    repo = store.repo
+    keep = [f"^{t}" for t in _kept_tips(store)]
+    out = []
+    names = sorted(repo.references) + (["HEAD"] if repo.head_is_detached else [])
+    for name in names:
+        if name.startswith(_ORIGIN) or name.startswith("refs/gitmem/") or name in resets:
+            continue
+        target = repo.head.target if name == "HEAD" else repo.references[name].resolve().target
+        if not isinstance(target, pygit2.Oid):
+            continue
+        listing = _rev_list(store, [str(target), *keep], body=True)
+        for record in listing.split("\x01"):
+            cid, _, message = record.strip("\n").partition("\x00")
+            if cid in old_commits or "\nGitmem-Version: " in f"\n{message}":
+                out.append(name)
+                break
+    return out
 
 
 def _purge_clone(
     store: StoreCore, rewritten: list[RewrittenScope], old_tips: list[str]
 ) -> tuple[int, list[str]]:
-    """Reset local branches onto the rewritten history and remove the old history's objects."""
-    from gitmem.git.rewrite import _git, existing_objects
+    """Reset local branches onto the rewritten history, remove the old history's objects, and
+    prove them gone (:func:`gitmem.audit.purge_proof.prove_purged`): an IntegrityError naming
+    the reason when the proof does not hold."""
+    from gitmem.audit.purge_proof import prove_purged
+    from gitmem.git.rewrite import _git
 
     repo = store.repo
     workdir = repo.workdir
-    resets: list[tuple[str, pygit2.Oid]] = []
+    resets: dict[str, str] = {}
     for w in rewritten:
         for branch in w.local_branches:
             target = repo.branches.local[branch].target
-            if str(target) != w.old:
+            if str(target) != w.old or not w.new:
                 raise ConflictError(
                     f"local branch {branch} has commits on the old history of scope {w.scope!r}; "
                     f"rebase them first (git rebase --onto origin/{w.scope} {w.old[:12]} {branch}), "
                     "then run gitmem fetch --purge again (nothing was purged)"
                 )
-            resets.append((branch, pygit2.Oid(hex=w.new)))
+            resets["refs/heads/" + branch] = w.new
     head = None if repo.head_is_detached or repo.head_is_unborn else repo.head.shorthand
-    if workdir and any(b == head for b, _ in resets):
+    if workdir and any(b == "refs/heads/" + str(head) for b in resets):
         dirty = {p: f for p, f in repo.status().items() if f not in (pygit2.enums.FileStatus.IGNORED,)}
         if dirty:
             raise ConflictError(
                 f"the work tree of {workdir} has uncommitted changes ({sorted(dirty)[0]}); "
                 "commit or discard them, then run gitmem fetch --purge again (nothing was purged)"
             )
-    new_tips = [w.new for w in rewritten]
-    gone = _old_objects(store, [w.old for w in rewritten] + old_tips)
-    if not rewritten:
-        gone = set()
-    for branch, new in resets:
+    olds = [w.old for w in rewritten if store.has_object(w.old)]
+    keep = [f"^{t}" for t in _kept_tips(store)]
+    old_commits = set(_rev_list(store, [*olds, *keep]).split())
+    holders = _holders(store, old_commits, resets)
+    if holders:
+        raise ConflictError(
+            f"{', '.join(holders)} still reach history the store has rewritten (redacted or retired "
+            "content); rebase or delete them, then run gitmem fetch --purge again (nothing was purged)"
+        )
+    del old_tips  # the tips before this fetch: the rewritten ones are among ``olds``
+    gone = _old_objects(store, olds)
+    for ref, new in resets.items():
+        branch = ref[len("refs/heads/") :]
         if branch == head and workdir:
-            repo.reset(new, pygit2.enums.ResetMode.HARD)
+            repo.reset(pygit2.Oid(hex=new), pygit2.enums.ResetMode.HARD)
         else:
-            repo.branches.local[branch].set_target(new)
+            repo.branches.local[branch].set_target(pygit2.Oid(hex=new))
     for extra in ("ORIG_HEAD", "FETCH_HEAD"):
         (Path(repo.path) / extra).unlink(missing_ok=True)
-    del new_tips
     _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
     res = _git(store, "gc", "--prune=now", "--quiet")
     if res.returncode != 0:
         raise GitmemError(f"git gc failed in {store.path}: {res.stderr.strip()}")
-    left = gone & existing_objects(store)
-    if left:
+    proof = prove_purged(store.path, object_ids=gone)
+    kept = _holders(store, set(), {})  # gc kept only what refs reach: none may be retired history
+    if kept:
         raise IntegrityError(
-            f"the purge of {store.path} failed: {len(left)} objects of the old history are still "
-            "readable (a tag or another ref keeps them?); delete that ref, then run gitmem fetch --purge again"
+            f"the purge of {store.path} failed: {', '.join(kept)} still reach commits the store no "
+            "longer serves; nothing is proved clean"
         )
-    return len(gone), [b for b, _ in resets]
+    if not proof.ok:
+        raise IntegrityError(
+            f"the purge of {store.path} failed: {proof.reason()}; nothing is proved clean (delete the ref "
+            "that keeps them, then run gitmem fetch --purge again)"
+        )
+    with contextlib.suppress(OSError):
+        _pending_path(store).unlink(missing_ok=True)
+    return len(gone), sorted(r[len("refs/heads/") :] for r in resets)
 
 
 def _old_objects(store: StoreCore, old_tips: list[str]) -> set[str]:

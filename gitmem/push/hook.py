@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gitmem import config
 
@@ -164,6 +164,11 @@ def pre_receive(
         git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
     )
     updates = pushcheck.parse_updates(text)
+    from gitmem.push.pushwait import moved_while_waiting
+
+    moved = moved_while_waiting(repo, updates)
+    if moved:
+        return moved
     options = push_options(env)
     actor = pusher(env, options, bool(settings.acl.get("trust_push_actor")))
     received_at = int(time.time()) if now is None else now
@@ -530,6 +535,26 @@ def run_legacy(shim: str | None, name: str, stdin: bytes) -> int:
     return subprocess.run([str(legacy)], input=stdin, check=False).returncode
 
 
+def _content_updates(text: str) -> list[Any]:
+    from gitmem.push import pushcheck
+
+    return [u for u in pushcheck.parse_updates(text) if u.ref.startswith("refs/heads/") and not u.is_delete]
+
+
+def _one_at_a_time(git_dir: Path, text: str) -> tuple[int | None, list[str]]:
+    """Pushes that bring content are checked against ``max_store_bytes`` and land one at a time
+    (issue 26: concurrent pushes each saw the room only one had): the store-bytes lock, held until
+    git has moved this push's refs (:func:`gitmem.push.pushlock.hold_until_landed`)."""
+    from gitmem.push.pushlock import PUSH_WAIT, acquire_bytes_lock
+
+    if not _content_updates(text):
+        return None, []
+    fd = acquire_bytes_lock(git_dir, PUSH_WAIT)
+    if fd is None:
+        return None, ["gitmem: the store is busy with other pushes; nothing was changed: push again"]
+    return fd, []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in ("pre-receive", "post-receive"):
@@ -541,21 +566,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = config.env_snapshot()
     if name == "pre-receive":
         lock: int | None = None
+        bytes_lock: int | None = None
         try:
             repo = open_repo()
             from gitmem.push.pushlock import exclude_rewrites
 
             lock, lines = exclude_rewrites(Path(repo.path).resolve())
             if not lines:
+                bytes_lock, lines = _one_at_a_time(Path(repo.path).resolve(), text)
+            if not lines:
                 lines = pre_receive(repo, text, env)
         except Exception as exc:  # fail closed: an unchecked push must not land
             lines = [f"gitmem: push rejected: the check failed ({type(exc).__name__}: {exc})"]
         if lines:
+            if bytes_lock is not None:
+                os.close(bytes_lock)
             if lock is not None:
                 os.close(lock)
             sys.stderr.write("".join(line + "\n" for line in lines))
             sys.stderr.flush()
             return 1
+        if bytes_lock is not None:
+            from gitmem.push.pushlock import hold_until_landed, receive_pack_pid
+
+            landed = {u.ref: u.new for u in _content_updates(text)}
+            hold_until_landed(bytes_lock, receive_pack_pid(), Path(repo.path).resolve(), landed)
         if lock is not None:
             from gitmem.push.pushlock import hold_until_exit, receive_pack_pid
 

@@ -301,7 +301,7 @@ def check_trailer_claims(commit: pygit2.Commit, ref: str, ctx: PushContext) -> l
     """Gitmem trailers in a pushed commit: malformed ones are refused from everyone (one bad
     trailer must never break the store's readers); compaction roots only the server writes,
     unless the pusher is trusted for trailers (a mirror)."""
-    from gitmem.model.versions import COMPACTION, SNAPSHOT, malformed_trailers, parse_trailers
+    from gitmem.model.versions import COMPACTION, REVIEWED_BY, SNAPSHOT, malformed_trailers, parse_trailers
 
     message = commit.message
     if "Gitmem-" not in message:
@@ -320,6 +320,15 @@ def check_trailer_claims(commit: pygit2.Commit, ref: str, ctx: PushContext) -> l
         )
     elif (COMPACTION in trailers or SNAPSHOT in trailers) and commit.parents:
         out.append(_v("compaction", "a compaction root has no parents", ref, cid))
+    if REVIEWED_BY in trailers and not ctx.trusted:
+        out.append(
+            _v(
+                "trailers",
+                f"{REVIEWED_BY} is written by gitmem review accept only; push plain commits",
+                ref,
+                cid,
+            )
+        )
     return out
 
 

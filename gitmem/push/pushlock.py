@@ -40,10 +40,66 @@ def acquire_shared(git_dir: Path, wait: float) -> int | None:
             time.sleep(0.05)
 
 
+BYTES_LOCK_FILE = "store-bytes.lock"  # gitmem.engine.writer.STORE_BYTES_LOCK
+
+
+def acquire_bytes_lock(git_dir: Path, wait: float) -> int | None:
+    """The store-bytes lock, exclusive (the library's writers near the limit take the same one):
+    pushes that add content check ``max_store_bytes`` and land one at a time, so two of them
+    cannot both fit in the room only one has. None when it stays busy ``wait`` seconds."""
+    d = git_dir / "gitmem"
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d / BYTES_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.005)
+
+
+def refs_at(git_dir: Path, wanted: dict[str, str]) -> bool:
+    """Whether every ref in ``wanted`` is at its value (loose ref files, then ``packed-refs``)."""
+    packed: dict[str, str] | None = None
+    for ref, value in wanted.items():
+        try:
+            got = (git_dir / ref).read_text().strip()
+        except OSError:
+            if packed is None:
+                packed = {}
+                try:
+                    for line in (git_dir / "packed-refs").read_text().splitlines():
+                        parts = line.split(" ", 1)
+                        if len(parts) == 2 and not line.startswith(("#", "^")):
+                            packed[parts[1]] = parts[0]
+                except OSError:
+                    pass
+            got = packed.get(ref, "")
+        if got != value:
+            return False
+    return True
+
+
+def hold_until_landed(
+    fd: int, pid: int, git_dir: Path, wanted: dict[str, str], limit: float = HOLD_LIMIT
+) -> None:
+    """Like :func:`hold_until_exit`, but released as soon as git has moved every ref of the push
+    (``wanted``: ref -> new value): the post-receive work (indexing, replicas) runs unlocked."""
+    _hold(fd, pid, limit, lambda: refs_at(git_dir, wanted))
+
+
 def hold_until_exit(fd: int, pid: int, limit: float = HOLD_LIMIT) -> None:
     """Keep ``fd`` (and the lock on it) open in a detached child until process ``pid`` ends; the
     caller's copy is closed. The child holds none of the caller's other files (git waits for the
     hook's output pipes to close)."""
+    _hold(fd, pid, limit, None)
+
+
+def _hold(fd: int, pid: int, limit: float, done: object) -> None:
     try:
         child = os.fork()
     except OSError:
@@ -62,7 +118,9 @@ def hold_until_exit(fd: int, pid: int, limit: float = HOLD_LIMIT) -> None:
         os.closerange(fd + 1, 4096)
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and _alive(pid):
-            time.sleep(0.02)
+            if callable(done) and done():
+                break
+            time.sleep(0.02 if done is None else 0.002)
     finally:
         os._exit(0)
 

@@ -300,6 +300,10 @@ def push_replicas(git_dir: Path, names: list[str] | None = None) -> list[Replica
                 message = redact_url(lines[-1] if lines else f"exit {res.returncode}")
             else:
                 message = ""
+            if ok and (was_pending or purged is not None):
+                unproved = prove_replica(git_dir, r.url)
+                if unproved:
+                    ok, message = False, unproved
             if ok and (purged is not None or not was_pending):
                 pending.unlink(missing_ok=True)
             out.append(
@@ -309,6 +313,24 @@ def push_replicas(git_dir: Path, names: list[str] | None = None) -> list[Replica
             )
         _record(git_dir, out)
     return out
+
+
+def prove_replica(git_dir: Path, url: str) -> str:
+    """After a purge push: a replica on this machine (a path) holds none of the primary's
+    deny-listed ids (:func:`gitmem.audit.purge_proof.prove_purged`); the reason when it does
+    ("" when proved, or when the replica is remote and its own hook's report is all there is)."""
+    from gitmem.audit.purge_proof import prove_purged
+    from gitmem.engine.denylist import read_denylist
+    from gitmem.errors import IntegrityError
+
+    path = Path(url[len("file://") :] if url.startswith("file://") else url)
+    if "://" in url[:12] and not url.startswith("file://") or not path.is_absolute() or not path.is_dir():
+        return ""
+    try:
+        proof = prove_purged(path, object_ids=read_denylist(git_dir))
+    except IntegrityError as exc:
+        return f"the purge of the replica is not proved: {exc.message}"
+    return "" if proof.ok else f"the purge of the replica is not proved: {proof.reason()}"
 
 
 def _any_commit(git_dir: Path) -> str | None:

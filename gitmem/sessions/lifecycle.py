@@ -21,7 +21,7 @@ from gitmem.ids import new_id
 from gitmem.model.paths import mount_slug
 from gitmem.model.versions import Version, resolve_actor, validate_session
 from gitmem.sessions import state
-from gitmem.sessions.mount import materialise, remove_tree
+from gitmem.sessions.mount import check_root, materialise, remove_tree
 from gitmem.sessions.prompt import PROMPT_FILE, system_prompt
 from gitmem.sessions.state import MAX_STORES, Mount, Session
 from gitmem.sessions.sync import MountSync, SyncReport, sync_mount
@@ -187,7 +187,23 @@ def end_session(
             f"session {session.id} was not ended: {len(unsaved)} changed file(s) could not be saved "
             f"({', '.join(unsaved[:5])}); fix them and sync, or end with --force to drop them"
         )
+    # A conflict copy holds the agent's side of a conflict, in the mount only: removing the mount
+    # would lose it (issue 26). Kept until merged (and the copy deleted), or ended with --force.
+    copies = [f"{m.slug}{p}" for m in session.mounts for p in conflict_copies(m, session.id)]
+    if copies and not force:
+        raise ConflictError(
+            f"session {session.id} was not ended: {len(copies)} conflict copy(ies) hold your side of a "
+            f"conflict ({', '.join(copies[:5])}); merge each into its file and delete the copy, then "
+            "end again (or end with --force to drop them)"
+        )
     for m in session.mounts:
+        if Path(m.path).is_symlink():
+            Path(m.path).unlink()  # never followed: only the link goes
+            continue
+        try:
+            check_root(m)
+        except GitmemError:
+            continue  # the session root is a link: nothing under it is the session's
         remove_tree(Path(m.path))
     root = Path(session.root)
     (root / PROMPT_FILE).unlink(missing_ok=True)
@@ -196,6 +212,25 @@ def end_session(
     ended = replace(session, status="ended", ended_at=config.now_rfc3339())
     state.save(ended, home)
     return EndResult(ended, report)
+
+
+def conflict_copies(mount: Mount, session_id: str) -> list[str]:
+    """The paths of this session's conflict copies still in ``mount`` (none through a link)."""
+    from gitmem.sessions.sync import is_conflict_copy
+
+    root = Path(mount.path)
+    try:
+        check_root(mount)
+    except GitmemError:
+        return []
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".gitmem"]
+        for f in filenames:
+            rel = "/" + os.path.relpath(os.path.join(dirpath, f), root)
+            if is_conflict_copy(rel, session_id):
+                out.append(rel)
+    return sorted(out)
 
 
 def session_versions(session: Session) -> dict[str, list[Version]]:

@@ -58,6 +58,27 @@ class Marker:
         }
 
 
+def check_root(mount: Mount) -> None:
+    """Refuse a mount whose directory (or the session root holding it) is no longer a real
+    directory: a symlink put in its place would have sync and end read, write, chmod and remove
+    files outside the session (issue 26)."""
+    from gitmem.errors import ForbiddenError
+
+    root = Path(mount.path)
+    for p in (root, root.parent):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            raise ForbiddenError(
+                f"the mount {root} is not the session's directory any more ({p} is {kind}): it is "
+                "not synced and nothing is written there; restore the directory, or end the session "
+                "with --force (which removes only the link)"
+            )
+
+
 def marker_path(mount: Mount) -> Path:
     return Path(mount.path) / MARKER_DIR / MARKER_FILE
 

@@ -31,6 +31,7 @@ from gitmem.model.versions import Version
 from gitmem.sessions.mount import (
     Marker,
     Scan,
+    check_root,
     lock_tree,
     put_file,
     read_marker,
@@ -195,6 +196,7 @@ def sync_mount(
     store: Store, mount: Mount, session_id: str, actor: str | None, *, allow_mass_delete: bool = False
 ) -> MountSync:
     """Sync one mount; see the module docstring."""
+    check_root(mount)
     marker = read_marker(mount)
     root = Path(mount.path)
     local = scan(root, marker.files)

@@ -120,9 +120,10 @@ def test_non_text_descriptions_are_none_and_scalars_are_text() -> None:
         "deep: " + "[" * 600 + "]" * 600,
     ],
 )
-def test_front_matter_yaml_that_fails_to_construct_has_no_description(other: str) -> None:
-    # Regression: ValueError / RecursionError escaped from parsing, failing writes and indexing.
-    assert parse_description(f"---\n{other}\ndescription: d\n---\nbody") is None
+def test_front_matter_yaml_that_fails_to_construct_keeps_its_description(other: str) -> None:
+    # Regression: ValueError / RecursionError escaped from parsing, failing writes and indexing;
+    # then the description was lost with the other key (issue 26): its own line is read alone.
+    assert parse_description(f"---\n{other}\ndescription: d\n---\nbody") == "d"
 
 
 @given(other_keys, descriptions, bodies, descriptions)

@@ -98,7 +98,7 @@ def test_path_length_limit_is_1024_utf8_bytes() -> None:
     ok = "/" + "/".join(["é" * 127] * 4) + "/abc"  # 4 segments of 254 bytes, 5 slashes, 3 bytes
     assert len(ok.encode()) == 1024
     assert validate_path(ok) == ok
-    with pytest.raises(InvalidInputError, match="1025 bytes"):
+    with pytest.raises(InvalidInputError, match="1025 bytes"):  # PathTooLongError: exit 5, HTTP 400
         validate_path(ok + "b")
 
 
