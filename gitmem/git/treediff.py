@@ -319,11 +319,11 @@ class TreeDiffer:
                         m = _MODES.get(mode) or _mode(mode)
                         path = base + name
                         if m == 0o040000:
-                            sub = (None, one_id) if grown else (one_id, None)
+                            was, now = (None, one_id) if grown else (one_id, None)
                             if git_order or 2 * count + (1 if grown else -1) > _PY_DIFF_MAX_ENTRIES:
-                                self._libgit2(*sub, path + b"/", out)
+                                self._libgit2(was, now, path + b"/", out)
                             else:
-                                self._deltas(*sub, path + b"/", out)
+                                self._deltas(was, now, path + b"/", out)
                         elif grown:
                             out.append(Delta("added", path, None, oid(raw=one_id), 0, m))
                         else:
