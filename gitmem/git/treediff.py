@@ -203,6 +203,7 @@ class _Tree:
 
 
 _EMPTY = _Tree(b"", [], [])
+_XOR_MAX = 4096  # below this many bytes _first_diff compares by XOR, above by memcmp
 _KEEP_BYTES = 16 << 20  # raw tree bytes a TreeDiffer keeps per generation (two generations)
 
 
@@ -211,6 +212,9 @@ def _first_diff(a: bytes, b: bytes) -> int:
     it is a prefix of the other): a binary search of ``memcmp`` over memoryview slices, so a
     directory of 10,000 entries is compared in C, without copies."""
     hi = min(len(a), len(b))
+    if hi <= _XOR_MAX:  # small: one XOR of the two as integers is quicker
+        x = int.from_bytes(a[:hi], "big") ^ int.from_bytes(b[:hi], "big")
+        return hi - 1 - (x.bit_length() - 1) // 8 if x else hi
     mb = memoryview(b)
     if a.startswith(mb[:hi]):
         return hi
