@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where built stores are cached")
     args = ap.parse_args(argv)
     layouts = [x for x in args.layouts.split(",") if x]
-    memories = 1000 if args.quick else args.memories
-    sizes = [1000, 2500, 5000] if args.quick else [int(v) for v in args.versions.split(",") if v]
+    memories = 500 if args.quick else args.memories
+    sizes = [1000, 2000] if args.quick else [int(v) for v in args.versions.split(",") if v]
     rounds = args.rounds or (1 if args.quick else 3)
     workdir = args.cache / f"work-rebuild-{os.getpid()}"
     results = []
