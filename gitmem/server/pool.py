@@ -46,6 +46,10 @@ class StorePool:
         self._lock = threading.Lock()
         self._idle: dict[str, list[tuple[float, Store]]] = {}
         self._ids: dict[str, str] = {}  # memstore_ id -> store name
+        # One scan of the workspace at a time (reading every store's settings: seconds with 10,000
+        # stores): lookups that miss while one runs wait for it and look again.
+        self._scan_lock = threading.Lock()
+        self._scan_started = float("-inf")  # when the last finished scan began (time.monotonic)
         self._write_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lent: dict[str, int] = {}  # store name -> Stores of it lent right now
         self._retiring: set[str] = set()  # stores being deleted: lent to nobody
@@ -178,23 +182,42 @@ class StorePool:
 
     # ------------------------------------------------------------------ ids
     def name_of(self, store_id: str) -> str:
-        """The name of the store whose id is ``store_id`` (NotFoundError when there is none)."""
+        """The name of the store whose id is ``store_id`` (NotFoundError when there is none).
+
+        An id not cached is looked for in a scan of the workspace; concurrent misses share one
+        scan (a scan that began after this lookup did has seen every store there was then)."""
+        asked = time.monotonic()
         with self._lock:
             name = self._ids.get(store_id)
-        if name is not None:
-            try:
-                with self.store(name) as s:
-                    if s.settings.id == store_id:
-                        return name
-            except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
-                pass
-        for settings in self.all_settings():
-            if settings.id == store_id:
-                return settings.name
+        if name is not None and self._is(name, store_id):
+            return name
+        with self._scan_lock:
+            with self._lock:
+                name = self._ids.get(store_id)
+                fresh = self._scan_started >= asked
+            if name is not None and self._is(name, store_id):
+                return name
+            if not fresh:
+                for settings in self._scan():
+                    if settings.id == store_id:
+                        return settings.name
         raise NotFoundError(f"memory store {store_id} does not exist")
 
+    def _is(self, name: str, store_id: str) -> bool:
+        try:
+            with self.store(name) as s:
+                return s.settings.id == store_id
+        except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
+            return False
+
     def all_settings(self) -> list[StoreSettings]:
+        with self._scan_lock:
+            return self._scan()
+
+    def _scan(self) -> list[StoreSettings]:
+        started = time.monotonic()
         found = list_stores(self.home)
         with self._lock:
             self._ids = {s.id: s.name for s in found}
+            self._scan_started = started
         return found
