@@ -62,6 +62,7 @@ def measure(store_path: Path, spec: Spec, rounds: int) -> Result:
         raise RuntimeError(f"rebuild indexed {indexed} versions, expected {spec.versions}")
     best = min(g)
     cpu = min(g_cpu) / min(f_cpu) if min(f_cpu) > 0 else float("inf")
+    CPU_SECONDS[spec.key] = min(g_cpu)
     return Result(
         f"index rebuild, {spec.label}",
         best,
@@ -72,13 +73,17 @@ def measure(store_path: Path, spec: Spec, rounds: int) -> Result:
     )
 
 
+CPU_SECONDS: dict[str, float] = {}  # the best rebuild's CPU seconds, by store
+
+
 def spec_for(memories: int, versions: int, layout: str = "tree") -> Spec:
     memories = min(memories, versions)
     return Spec(memories, versions, seed_chunk=1000 if versions > 100_000 else 1, layout=layout)
 
 
-def linear_row(layout: str, results: dict[int, Result]) -> Result | None:
-    """The longest store's rebuild time over that of the store half as long (None: no such pair)."""
+def linear_row(layout: str, results: dict[int, Result], cpu: dict[int, float]) -> Result | None:
+    """The longest store's rebuild time over that of the store half as long (None: no such pair);
+    the note gives the ratio of their CPU seconds (steadier on a shared machine)."""
     longest = max(results)
     half = results.get(longest // 2)
     if half is None or longest // 2 == longest:
@@ -89,6 +94,7 @@ def linear_row(layout: str, results: dict[int, Result]) -> Result | None:
         half.gitmem_s,
         "rebuild of half as many",
         2.2,
+        f"CPU {cpu[longest] / cpu[longest // 2]:.2f}x" if cpu.get(longest // 2) else "",
     )
 
 
@@ -113,15 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for layout in layouts:
             by_size: dict[int, Result] = {}
+            cpu: dict[int, float] = {}
             for n in sizes:
                 spec = spec_for(memories, n, layout)
                 built = cached_store(spec, args.cache, lambda m: print(m, file=sys.stderr, flush=True))
                 path = work_copy(built, workdir)
                 by_size[n] = measure(path, spec, rounds)
+                cpu[n] = CPU_SECONDS[spec.key]
                 results.append(by_size[n])
                 print(table([by_size[n]]).splitlines()[-1], file=sys.stderr, flush=True)
                 shutil.rmtree(path.parent, ignore_errors=True)
-            row = linear_row(layout, by_size)
+            row = linear_row(layout, by_size, cpu)
             if row is not None:
                 results.append(row)
     finally:

@@ -17,20 +17,25 @@ from gitmem.server.pool import StorePool
 from tests.helpers import run_threads
 
 
+def _no_full_scan(home: Path) -> list[gitmem.config.StoreSettings]:
+    raise AssertionError("every settings file is in gitmem's form: no full scan")
+
+
 def test_concurrent_misses_share_one_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ids = []
     for i in range(5):
         with gitmem.create_store(f"s{i}", home=tmp_path) as st:
             ids.append(st.settings.id)
     scans = []
-    real = pool_mod.list_stores
+    real = StorePool._quick_scan
 
-    def slow_scan(home: Path) -> list[gitmem.config.StoreSettings]:
+    def slow_scan(self: StorePool) -> tuple[dict[str, str], bool]:
         scans.append(threading.get_ident())
         time.sleep(0.3)  # a big workspace: every other lookup arrives while this one runs
-        return real(home)
+        return real(self)
 
-    monkeypatch.setattr(pool_mod, "list_stores", slow_scan)
+    monkeypatch.setattr(StorePool, "_quick_scan", slow_scan)
+    monkeypatch.setattr(pool_mod, "list_stores", _no_full_scan)
     pool = StorePool(tmp_path)
     names: list[str] = []
     run_threads(lambda k: names.append(pool.name_of(ids[k % 5])), 16)
@@ -45,3 +50,21 @@ def test_concurrent_misses_share_one_scan(tmp_path: Path, monkeypatch: pytest.Mo
         pool.name_of("memstore_01ZZZZZZZZZZZZZZZZZZZZZZZZ")
     assert len(scans) == 3
     pool.close()
+
+
+def test_a_settings_file_written_by_hand_is_still_found(tmp_path: Path) -> None:
+    """An id line not in gitmem's own form (quoted, say): the quick scan is incomplete, so the
+    lookup reads every settings file as before."""
+    with gitmem.create_store("hand", home=tmp_path) as st:
+        sid = st.settings.id
+        settings = st.path / "gitmem.yaml"
+    settings.write_text(settings.read_text().replace(f"id: {sid}", f"id: '{sid}'"))
+    with gitmem.create_store("other", home=tmp_path) as st:
+        other = st.settings.id
+    pool = StorePool(tmp_path)
+    assert pool.name_of(sid) == "hand"
+    assert pool.name_of(other) == "other"
+    with pytest.raises(NotFoundError):
+        pool.name_of("memstore_01ZZZZZZZZZZZZZZZZZZZZZZZZ")
+    pool.close()
+
