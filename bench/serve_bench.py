@@ -337,15 +337,15 @@ def _make_store(job: tuple[Path, int, bool]) -> tuple[int, str]:
 
 def bench_many(stores: int, touched: int, clients: int, per_client: int) -> dict[str, Any]:
     """One ``gitmem serve`` over ``stores`` stores; ``clients`` clients read, then write, random
-    stores among the first ``touched``. Stores are created by 4 processes (a store's creation is
-    mostly waiting for its flushes)."""
+    stores among the first ``touched``. Stores are created by 16 processes (a store's creation is
+    mostly waiting for its flushes, which overlap)."""
     from multiprocessing import Pool
 
     home = Path(tempfile.mkdtemp(prefix="serve-bench-many-"))
     try:
         t0 = time.perf_counter()
         ids: dict[int, str] = {}
-        with Pool(4) as pool:
+        with Pool(16) as pool:
             jobs = [(home, i, i < touched) for i in range(stores)]
             for i, sid in pool.imap_unordered(_make_store, jobs, chunksize=16):
                 ids[i] = sid

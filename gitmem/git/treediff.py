@@ -1,5 +1,7 @@
 """Tree diffs for deriving versions from commits: which memories a commit added, changed or removed."""
 
+# size-ok: one differ; the walk's fast paths must give exactly tree_deltas' answer, so they stay beside it
+
 from __future__ import annotations
 
 import re
