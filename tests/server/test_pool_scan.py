@@ -67,4 +67,3 @@ def test_a_settings_file_written_by_hand_is_still_found(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         pool.name_of("memstore_01ZZZZZZZZZZZZZZZZZZZZZZZZ")
     pool.close()
-
