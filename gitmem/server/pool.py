@@ -238,7 +238,8 @@ class StorePool:
                 ids[m.group(1).decode()] = entry.name[: -len(".git")]
         with self._lock:
             self._ids = ids
-            self._scan_started = started
+            if complete:  # else it is no answer for the lookups waiting on it: they read all
+                self._scan_started = started
         return ids, complete
 
     def _is(self, name: str, store_id: str) -> bool:
