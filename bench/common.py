@@ -52,20 +52,25 @@ class Spec:
     memories: int
     versions: int
     seed_chunk: int = 1
+    layout: str = "tree"  # see :func:`memory_path`
 
     def __post_init__(self) -> None:
         if self.memories < 1 or self.versions < self.memories or self.seed_chunk < 1:
             raise ValueError(f"need 1 <= memories <= versions, got {self.memories}/{self.versions}")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
     @property
     def key(self) -> str:
         chunk = f"-c{self.seed_chunk}" if self.seed_chunk > 1 else ""
-        return f"m{self.memories}-v{self.versions}{chunk}-b{BUILD_VERSION}"
+        layout = f"-{self.layout}" if self.layout != "tree" else ""
+        return f"m{self.memories}-v{self.versions}{chunk}{layout}-b{BUILD_VERSION}"
 
     @property
     def label(self) -> str:
         seeded = f" (seeded {human(self.seed_chunk)}/commit)" if self.seed_chunk > 1 else ""
-        return f"{human(self.memories)} mem / {human(self.versions)} ver{seeded}"
+        layout = f", {self.layout}" if self.layout != "tree" else ""
+        return f"{human(self.memories)} mem / {human(self.versions)} ver{seeded}{layout}"
 
 
 def compile_gitmem() -> None:
@@ -83,9 +88,26 @@ def human(n: int) -> str:
     return str(n)
 
 
-def memory_path(i: int, total: int) -> str:
+#: Where memories live: ``tree`` two levels of ~25-file directories (the default), ``flat`` every
+#: memory in one directory (``/bulk/``), ``deep`` six levels of directories, ~25 files at the leaves.
+LAYOUTS = ("tree", "flat", "deep")
+DEEP_LEVELS = 6
+
+
+def memory_path(i: int, total: int, layout: str = "tree") -> str:
     """Memory ``i`` of ``total`` at ``/topic-NN/sub-NN/memory-NNNNNN.md``: ~25 files per directory,
-    topics and sub-directories fanning out evenly (so tree sizes stay realistic at every scale)."""
+    topics and sub-directories fanning out evenly (so tree sizes stay realistic at every scale).
+    ``flat``: ``/bulk/memory-NNNNNN.md``; ``deep``: ``/l0-NN/l1-NN/.../l5-NN/memory-NNNNNN.md``."""
+    if layout == "flat":
+        return f"/bulk/memory-{i:06d}.md"
+    if layout == "deep":
+        leaves = max(1, math.ceil(total / FILES_PER_DIR))
+        fan = max(2, math.ceil(leaves ** (1 / DEEP_LEVELS)))
+        leaf, parts = i // FILES_PER_DIR, []
+        for level in range(DEEP_LEVELS):
+            leaf, digit = divmod(leaf, fan)
+            parts.append(f"l{level}-{digit:02d}")
+        return "/" + "/".join(reversed(parts)) + f"/memory-{i:06d}.md"
     leaves = max(1, math.ceil(total / FILES_PER_DIR))
     per_topic = max(1, math.ceil(math.sqrt(leaves)))
     leaf = i // FILES_PER_DIR
@@ -135,13 +157,14 @@ def fast_import_stream(
     first_version: int = 0,
     ref: str = "refs/heads/main",
     done: bool = True,
+    layout: str = "tree",
 ) -> Iterator[bytes]:
     """A ``git fast-import`` stream: one commit per (operation, memory, content), with gitmem's
     message and trailers, author = actor and committer = gitmem, exactly like a library write."""
     for n, (operation, memory, data) in enumerate(ops):
         k = first_version + n
         version_id, memory_id, when = commit_ids(k, memory)
-        path = memory_path(memory, total_memories)
+        path = memory_path(memory, total_memories, layout)
         message = format_message(operation, path, version_id, memory_id, ACTOR, None).encode()
         yield b"".join(
             (
@@ -160,7 +183,11 @@ def fast_import_stream(
 
 
 def seed_stream(
-    ops: list[tuple[str, int, bytes]], total_memories: int, chunk: int, ref: str = "refs/heads/main"
+    ops: list[tuple[str, int, bytes]],
+    total_memories: int,
+    chunk: int,
+    ref: str = "refs/heads/main",
+    layout: str = "tree",
 ) -> Iterator[bytes]:
     """A ``git fast-import`` stream creating the memories of ``ops`` ``chunk`` per commit, the way a
     plain git import would (no trailers); no ``done``: a :func:`fast_import_stream` follows."""
@@ -178,7 +205,7 @@ def seed_stream(
             )
         )
         for _op, memory, data in part:
-            path = memory_path(memory, total_memories)
+            path = memory_path(memory, total_memories, layout)
             yield f"M 100644 inline {path[1:]}\ndata {len(data)}\n".encode() + data + b"\n"
 
 
@@ -186,10 +213,12 @@ def spec_stream(spec: Spec) -> Iterator[bytes]:
     """The whole ``git fast-import`` stream of a spec."""
     ops = spec_ops(spec)
     if spec.seed_chunk == 1:
-        yield from fast_import_stream(ops, spec.memories)
+        yield from fast_import_stream(ops, spec.memories, layout=spec.layout)
         return
-    yield from seed_stream(ops[: spec.memories], spec.memories, spec.seed_chunk)
-    yield from fast_import_stream(ops[spec.memories :], spec.memories, first_version=spec.memories)
+    yield from seed_stream(ops[: spec.memories], spec.memories, spec.seed_chunk, layout=spec.layout)
+    yield from fast_import_stream(
+        ops[spec.memories :], spec.memories, first_version=spec.memories, layout=spec.layout
+    )
 
 
 def spec_ops(spec: Spec, content: Content | None = None) -> list[tuple[str, int, bytes]]:

@@ -19,6 +19,14 @@ and log level) in a subprocess of its own, each taken just before the row it is 
 
 ``--quick`` (a smoke run, a few seconds; the test suite runs it) uses 1 and 8 clients, few requests
 and 30 stores with 8 clients for the memory row.
+
+``--many`` runs only the many-stores row instead: ``--many-stores`` stores (default 10,000; quick 60),
+``--touched`` of them (default 1,000; quick 12) read and written by ``--many-clients`` clients
+(default 64; quick 8), ``--many-requests`` each (default 20; quick 4): first every client lists the
+memories of random touched stores, then every client creates memories in random touched stores.
+It reports throughput, p50 and p99 of each phase, the server's peak RSS and the most descriptors it
+had open (``/proc/PID/fd``, sampled every 50 ms). Targets: peak RSS < 400 MB, p99 <= 5x p50 for
+reads and for writes, open files bounded (reported against the pool's bound of idle stores).
 """
 
 from __future__ import annotations
@@ -48,10 +56,13 @@ sys.path.insert(0, str(ROOT))
 
 import gitmem  # noqa: E402
 from gitmem.engine.writer import sha256_hex  # noqa: E402
+from gitmem.server.pool import MAX_IDLE  # noqa: E402
 from gitmem.server.tokens import TokenStore  # noqa: E402
 
 Ids = dict[tuple[int, int], tuple[str, str]]
 MEMORY_TARGET_MB = 300.0
+MANY_MEMORY_TARGET_MB = 400.0
+CONVOY_TARGET = 5.0  # p99 / p50
 
 
 def _noop_main(port: int) -> None:
@@ -316,6 +327,108 @@ def _bench_memory(home: Path, stores: int, clients: int, per_client: int) -> dic
         }
 
 
+def _make_store(job: tuple[Path, int, bool]) -> tuple[int, str]:
+    home, i, touched = job
+    with gitmem.create_store(f"m{i:05d}", home=home) as st:
+        if touched:
+            st.write("/hello.md", f"store {i}\n")
+        return i, st.settings.id
+
+
+def bench_many(stores: int, touched: int, clients: int, per_client: int) -> dict[str, Any]:
+    """One ``gitmem serve`` over ``stores`` stores; ``clients`` clients read, then write, random
+    stores among the first ``touched``. Stores are created by 16 processes (a store's creation is
+    mostly waiting for its flushes, which overlap)."""
+    from multiprocessing import Pool
+
+    home = Path(tempfile.mkdtemp(prefix="serve-bench-many-"))
+    try:
+        t0 = time.perf_counter()
+        ids: dict[int, str] = {}
+        with Pool(16) as pool:
+            jobs = [(home, i, i < touched) for i in range(stores)]
+            for i, sid in pool.imap_unordered(_make_store, jobs, chunksize=16):
+                ids[i] = sid
+        built = time.perf_counter() - t0
+        _tok, secret = TokenStore(home).create(admin=True)
+        hot = [ids[i] for i in range(touched)]
+        with gitmem_serve(home) as (url, pid):
+            started_mb = _status_mb(pid, "VmRSS")
+            fds = [len(os.listdir(f"/proc/{pid}/fd"))]
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.wait(0.05):
+                    try:
+                        fds.append(len(os.listdir(f"/proc/{pid}/fd")))
+                    except OSError:
+                        return
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            rng = random.Random(11)
+            picks = [[rng.choice(hot) for _ in range(per_client)] for _ in range(clients)]
+
+            def read(c: httpx.Client, k: int, i: int) -> None:
+                c.get(f"/v1/memory_stores/{picks[k][i]}/memories").raise_for_status()
+
+            def write(c: httpx.Client, k: int, i: int) -> None:
+                body = {"path": f"/many/k{k}/m{i}.md", "content": f"client {k} request {i}"}
+                c.post(f"/v1/memory_stores/{picks[k][i]}/memories", json=body).raise_for_status()
+
+            try:
+                reads = run_clients(clients, per_client, read, url, secret)
+                writes = run_clients(clients, per_client, write, url, secret)
+            finally:
+                stop.set()
+                sampler.join()
+            peak_mb = _status_mb(pid, "VmHWM")
+        created = 0
+        for sid in set(p for lst in picks for p in lst):
+            i = next(k for k, v in ids.items() if v == sid)
+            with gitmem.open_store(f"m{i:05d}", home) as st:
+                created += sum(1 for m in st.list("/many/", depth=0))
+        if created != clients * per_client:
+            raise RuntimeError(f"{clients * per_client} creates acknowledged, {created} memories found")
+        return {
+            "stores": stores,
+            "touched": touched,
+            "clients": clients,
+            "distinct_stores": len({p for lst in picks for p in lst}),
+            "reads": reads,
+            "writes": writes,
+            "started_rss_mb": started_mb,
+            "peak_rss_mb": peak_mb,
+            "max_open_fds": max(fds),
+            "started_fds": fds[0],
+            "build_s": built,
+        }
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def report_many(m: dict[str, Any]) -> bool:
+    ok = m["peak_rss_mb"] < MANY_MEMORY_TARGET_MB
+    for name in ("reads", "writes"):
+        s = m[name]
+        ratio = s["p99_ms"] / s["p50_ms"]
+        good = ratio <= CONVOY_TARGET
+        ok = ok and good
+        sys.stdout.write(
+            f"many stores, {name:>6}: {s['n']} requests, {s['rps']:.1f} req/s, p50 {s['p50_ms']:.2f} ms, "
+            f"p99 {s['p99_ms']:.2f} ms, p99/p50 {ratio:.2f}x (target <= {CONVOY_TARGET:g}x) "
+            f"{'pass' if good else 'FAIL'}\n"
+        )
+    sys.stdout.write(
+        f"gitmem serve, {m['stores']} stores ({m['touched']} touched, {m['distinct_stores']} read and written), "
+        f"{m['clients']} clients: peak RSS {m['peak_rss_mb']:.0f} MB (at start {m['started_rss_mb']:.0f} MB; "
+        f"target < {MANY_MEMORY_TARGET_MB:.0f} MB) {'pass' if m['peak_rss_mb'] < MANY_MEMORY_TARGET_MB else 'FAIL'}; "
+        f"open files at most {m['max_open_fds']} (at start {m['started_fds']}; idle stores kept open <= "
+        f"{MAX_IDLE}); stores built in {m['build_s']:.0f} s\n"
+    )
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="1 and 8 clients, few requests (a smoke run)")
@@ -323,10 +436,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-clients", type=int, help="clients of the memory row (default 32; quick: 8)")
     ap.add_argument("--requests", type=int, help="requests per client and operation (default 100; quick: 5)")
     ap.add_argument("--json", type=Path, help="write the results as JSON to this file")
+    ap.add_argument("--many", action="store_true", help="only the many-stores row (see above)")
+    ap.add_argument("--many-stores", type=int, help="stores of the many-stores row (default 10000; quick 60)")
+    ap.add_argument("--touched", type=int, help="stores read and written (default 1000; quick 12)")
+    ap.add_argument("--many-clients", type=int, help="clients of the many-stores row (default 64; quick 8)")
+    ap.add_argument("--many-requests", type=int, help="requests per client and phase (default 20; quick 4)")
     ap.add_argument("--noop-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.noop_server:
         _noop_main(args.noop_server)
+        return 0
+    if args.many:
+        q = args.quick
+        many = bench_many(
+            args.many_stores or (60 if q else 10_000),
+            args.touched or (12 if q else 1000),
+            args.many_clients or (8 if q else 64),
+            args.many_requests or (4 if q else 20),
+        )
+        report_many(many)
+        if args.json:
+            args.json.write_text(json.dumps({"many": many}, indent=2))
         return 0
     clients, per = ([1, 8], 5) if args.quick else ([1, 8, 32], 100)
     per = args.requests or per

@@ -30,6 +30,7 @@ import pygit2
 from gitmem.engine import derive, receipts, search
 from gitmem.engine.rows import VERSION_COLUMNS, HeadRow, VersionRow
 from gitmem.errors import ConflictError
+from gitmem.git.repo import unverified_reads
 from gitmem.git.treediff import TreeDiffer, diff_trees
 from gitmem.model.frontmatter import parse_description
 
@@ -400,7 +401,7 @@ class Index:
     def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
         tip_hex = str(tip) if tip is not None else None
         rewritten = walked = False
-        with self._write() as db:
+        with unverified_reads(), self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
             if row is not None and indexed == tip_hex:

@@ -33,6 +33,32 @@ PACK_FILES_OPEN_MAX = 128
 if pygit2.settings.mwindow_file_limit == 0:
     pygit2.settings.mwindow_file_limit = PACK_FILES_OPEN_MAX
 
+_UNVERIFIED_LOCK = threading.Lock()
+_unverified = 0  # walks running with unverified reads (see unverified_reads)
+
+
+@contextlib.contextmanager
+def unverified_reads() -> Iterator[None]:
+    """Read objects without libgit2 hashing each one again on the way in (its strict hash
+    verification off), as git itself reads them: a long walk (an index catch-up, a rebuild)
+    otherwise spends about a third of its CPU re-hashing every tree and blob it reads. The
+    option is process-wide, so it is off while any such walk runs and back on after the last.
+    Corruption is still caught: pack and loose objects are zlib streams with a checksum, pushed
+    packs are hashed by ``index-pack``, and ``gitmem verify`` runs ``git fsck``."""
+    global _unverified
+    with _UNVERIFIED_LOCK:
+        if _unverified == 0:
+            pygit2.settings.enable_strict_hash_verification(False)
+        _unverified += 1
+    try:
+        yield
+    finally:
+        with _UNVERIFIED_LOCK:
+            _unverified -= 1
+            if _unverified == 0:
+                pygit2.settings.enable_strict_hash_verification(True)
+
+
 FILEMODE_BLOB = pygit2.enums.FileMode.BLOB
 FILEMODE_TREE = pygit2.enums.FileMode.TREE
 COMMITTER = ("gitmem", "gitmem")

@@ -1,5 +1,7 @@
 """Tree diffs for deriving versions from commits: which memories a commit added, changed or removed."""
 
+# size-ok: one differ; the walk's fast paths must give exactly tree_deltas' answer, so they stay beside it
+
 from __future__ import annotations
 
 import re
@@ -203,6 +205,31 @@ class _Tree:
 
 
 _EMPTY = _Tree(b"", [], [])
+_XOR_MAX = 4096  # below this many bytes _first_diff compares by XOR, above by memcmp
+_KEEP_BYTES = 16 << 20  # raw tree bytes a TreeDiffer keeps per generation (two generations)
+
+
+def _first_diff(a: bytes, b: bytes) -> int:
+    """The offset of the first byte where ``a`` and ``b`` differ (the shorter one's length when
+    it is a prefix of the other): a binary search of ``memcmp`` over memoryview slices, so a
+    directory of 10,000 entries is compared in C, without copies."""
+    hi = min(len(a), len(b))
+    if hi <= _XOR_MAX:  # small: one XOR of the two as integers is quicker
+        x = int.from_bytes(a[:hi], "big") ^ int.from_bytes(b[:hi], "big")
+        return hi - 1 - (x.bit_length() - 1) // 8 if x else hi
+    mb = memoryview(b)
+    if a.startswith(mb[:hi]):
+        return hi
+    lo = 0  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+    while hi - lo > 32:
+        mid = (lo + hi) // 2
+        if a.startswith(mb[lo:mid], lo):
+            lo = mid
+        else:
+            hi = mid
+    while a[lo] == b[lo]:
+        lo += 1
+    return lo
 
 
 class TreeDiffer:
@@ -210,19 +237,28 @@ class TreeDiffer:
     :func:`tree_deltas`, in the same order, computed from the raw tree objects.
 
     Each tree is read and parsed once (a commit's trees are its child's parent trees). When a
-    directory's new version has the old one's size and every byte that differs lies in the id of
-    one entry (the usual single-file edit), the new entries are the old ones with that id
-    replaced: no parse. Otherwise the two directories are compared by set difference of their
-    entries (in C), not entry by entry in Python. Directories over ``_PY_DIFF_MAX_ENTRIES``
-    entries still go to libgit2, exactly as :func:`tree_deltas`. Not thread-safe: one per walk."""
+    directory's new version is its old one with one entry's id changed (the usual edit), one
+    entry added (the usual create) or one removed (the usual delete), and every other byte as in
+    the old one, the new directory is the old one spliced: no parse, no per-entry work in
+    Python, whatever the directory's size (the comparison is a few ``memcmp``; see
+    :func:`_first_diff`), and only that entry is followed down. Otherwise the two directories
+    are compared by set difference of their entries (in C), not entry by entry in Python.
 
-    def __init__(self, repo: pygit2.Repository, keep: int = 4096) -> None:
+    A pair of directories over ``_PY_DIFF_MAX_ENTRIES`` entries gives libgit2's answer, exactly
+    as :func:`tree_deltas`: a one-entry change there is that entry's delta (what libgit2 lists
+    too), and below it libgit2's answer for the changed subdirectory. Not thread-safe: one per
+    walk."""
+
+    def __init__(self, repo: pygit2.Repository, keep: int = 4096, keep_bytes: int = _KEEP_BYTES) -> None:
         self._repo = repo
         self._odb = repo.odb
-        # Two generations of parsed trees: the newer is retired whole when it fills up.
+        # Two generations of parsed trees: the newer is retired whole when it fills up (in
+        # trees, or in bytes: a directory of 10,000 entries is half a megabyte).
         self._trees: dict[bytes, _Tree] = {}
         self._older: dict[bytes, _Tree] = {}
         self._keep = keep
+        self._keep_bytes = keep_bytes
+        self._bytes = 0
         self._commit_trees: dict[pygit2.Oid, pygit2.Oid] = {}
 
     def commit_changes(self, commit: pygit2.Commit) -> list[Change]:
@@ -255,77 +291,99 @@ class TreeDiffer:
 
     def _chain(self, old: bytes, new: bytes, out: list[Delta]) -> None:
         """:meth:`_deltas` of two trees, the usual case first: while each new directory is its
-        old one with one entry's id changed (:meth:`_one_entry`, inlined: this runs for every
-        directory level of every commit of a rebuild), follow that entry down; the first
-        directory that differs otherwise is compared in full by :meth:`_deltas`."""
+        old one with one entry's id changed, follow that entry down; a directory that gained or
+        lost one entry gives that entry's deltas; the first directory that differs otherwise is
+        compared in full by :meth:`_deltas`. This runs for every directory level of every commit
+        of a rebuild."""
         base = b""
-        read = self._odb.read
         oid = pygit2.Oid
+        git_order = False  # a pair over the threshold was passed: below it, libgit2's answer
         while True:
             o = self._trees.get(old) or self._tree(old)
             data: bytes | None = None
             if self._trees.get(new) is None and self._older.get(new) is None:
-                kind, data = read(oid(raw=new))[:2]
-                if kind != _OBJ_TREE:
-                    raise pygit2.GitError(f"object {new.hex()} is not a tree")
-                od = o.data
-                size = len(data)
-                ends = o.ends
-                if size == len(od) and size and len(ends) * 2 <= _PY_DIFF_MAX_ENTRIES:
-                    x = int.from_bytes(od, "big") ^ int.from_bytes(data, "big")
-                    first = size - 1 - (x.bit_length() - 1) // 8
-                    last = size - 1 - ((x & -x).bit_length() - 1) // 8
-                    i = bisect_right(ends, first)
-                    if x and i < len(ends) and first >= ends[i] - 20 and last < ends[i]:
-                        # Every byte outside entry i's id is as in ``o``: the same entries, one new id.
-                        self._keep_tree(new, _Tree(data, None, ends))
-                        end = ends[i]
-                        mode, name = od[ends[i - 1] if i else 0 : end - 21].split(b" ", 1)
-                        old_id, new_id = od[end - 20 : end], data[end - 20 : end]
+                data = self._read(new)
+                size, o_size, count = len(data), len(o.data), len(o.ends)
+                if size == o_size:
+                    i = self._one_entry(o, new, data)
+                    if i >= 0:
+                        git_order = git_order or 2 * count > _PY_DIFF_MAX_ENTRIES
+                        end = o.ends[i]
+                        mode, name, old_id = o.entry(i)
+                        new_id = data[end - 20 : end]
                         m = _MODES.get(mode) or _mode(mode)
                         if m == 0o040000:
                             old, new, base = old_id, new_id, base + name + b"/"
                             continue
                         out.append(Delta("modified", base + name, oid(raw=old_id), oid(raw=new_id), m, m))
                         return
-                elif size > len(od) and len(ends) * 2 + 1 <= _PY_DIFF_MAX_ENTRIES:
-                    added = self._one_added(o, new, data)
-                    if added is not None:
-                        mode, name, new_id = added
+                else:
+                    grown = size > o_size
+                    one = self._one_added(o, new, data) if grown else self._one_removed(o, new, data)
+                    if one is not None:
+                        mode, name, one_id = one
                         m = _MODES.get(mode) or _mode(mode)
+                        path = base + name
                         if m == 0o040000:
-                            self._deltas(None, new_id, base + name + b"/", out)
+                            was, now = (None, one_id) if grown else (one_id, None)
+                            if git_order or 2 * count + (1 if grown else -1) > _PY_DIFF_MAX_ENTRIES:
+                                self._libgit2(was, now, path + b"/", out)
+                            else:
+                                self._deltas(was, now, path + b"/", out)
+                        elif grown:
+                            out.append(Delta("added", path, None, oid(raw=one_id), 0, m))
                         else:
-                            out.append(Delta("added", base + name, None, oid(raw=new_id), 0, m))
+                            out.append(Delta("deleted", path, oid(raw=one_id), None, m, 0))
                         return
-            self._deltas(old, new, base, out, data)
+            self._deltas(old, new, base, out, data, git_order)
             return
 
     def _one_added(self, old: _Tree, raw_id: bytes, data: bytes) -> tuple[bytes, bytes, bytes] | None:
         """The one entry ``data`` (the new version of the directory) adds to ``old``, every other
         byte as in ``old`` (the usual create), or None (then ``data`` must be parsed)."""
         od, ends = old.data, old.ends
-        n = len(od)
-        extra = len(data) - n
-        x = int.from_bytes(od, "big") ^ int.from_bytes(data[:n], "big")
-        first = n - 1 - (x.bit_length() - 1) // 8 if x else n  # the first byte that differs
+        extra = len(data) - len(od)
+        first = _first_diff(od, data)
         i = bisect_right(ends, first)  # the entry of ``old`` it falls in (len(ends): past the end)
         at = ends[i - 1] if i else 0
-        if data[at + extra :] != od[at:]:
+        if not data.startswith(memoryview(od)[at:], at + extra):
             return None
         m = _ENTRY_RE.fullmatch(data, at, at + extra)
         if m is None:
             return None
         entry: tuple[bytes, bytes, bytes] = m.groups()  # type: ignore[assignment]
-        entries = old.entries
-        if any(e[1] == entry[1] for e in entries):
-            return None  # a second entry of that name: _parse reports the tree malformed
+        if b" " + entry[1] + b"\0" in od:
+            return None  # maybe a second entry of that name: _parse reports the tree malformed
+        entries = old._entries
         self._keep_tree(
             raw_id,
             _Tree(
                 data,
-                [*entries[:i], entry, *entries[i:]],
-                [*ends[:i], at + extra, *(e + extra for e in ends[i:])],
+                None if entries is None else [*entries[:i], entry, *entries[i:]],
+                [*ends[:i], at + extra, *map(extra.__add__, ends[i:])],
+            ),
+        )
+        return entry
+
+    def _one_removed(self, old: _Tree, raw_id: bytes, data: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """The one entry of ``old`` that ``data`` (the new version of the directory) lacks, every
+        other byte as in ``old`` (the usual delete), or None (then ``data`` must be parsed)."""
+        od, ends = old.data, old.ends
+        gone = len(od) - len(data)
+        i = bisect_right(ends, _first_diff(od, data))  # the entry the first difference falls in
+        if i >= len(ends):
+            return None
+        at = ends[i - 1] if i else 0
+        if ends[i] - at != gone or not data.startswith(memoryview(od)[at + gone :], at):
+            return None
+        entry = old.entry(i)
+        entries = old._entries
+        self._keep_tree(
+            raw_id,
+            _Tree(
+                data,
+                None if entries is None else [*entries[:i], *entries[i + 1 :]],
+                [*ends[:i], *map((-gone).__add__, ends[i + 1 :])],
             ),
         )
         return entry
@@ -339,10 +397,12 @@ class TreeDiffer:
         return got
 
     def _keep_tree(self, raw_id: bytes, tree: _Tree) -> None:
-        if len(self._trees) >= self._keep:
+        if len(self._trees) >= self._keep or self._bytes >= self._keep_bytes:
             self._older = self._trees
             self._trees = {}
+            self._bytes = 0
         self._trees[raw_id] = tree
+        self._bytes += len(tree.data)
 
     def _read(self, raw_id: bytes) -> bytes:
         kind, data = self._odb.read(pygit2.Oid(raw=raw_id))[:2]
@@ -366,23 +426,36 @@ class TreeDiffer:
     def _one_entry(self, old: _Tree, raw_id: bytes, data: bytes) -> int:
         """The index of the one entry of ``old`` whose id is all that differs in ``data`` (the
         new version of the directory), or -1 (then ``data`` must be parsed)."""
-        size = len(data)
-        if size != len(old.data) or not size:
+        od, ends = old.data, old.ends
+        if len(data) != len(od) or not data:
             return -1
-        x = int.from_bytes(old.data, "big") ^ int.from_bytes(data, "big")
-        if not x:
+        first = _first_diff(od, data)
+        i = bisect_right(ends, first)
+        if i >= len(ends):
             return -1
-        first = size - 1 - (x.bit_length() - 1) // 8
-        last = size - 1 - ((x & -x).bit_length() - 1) // 8
-        i = bisect_right(old.ends, first)
-        if i >= len(old.ends) or first < old.ends[i] - 20 or last >= old.ends[i]:
+        end = ends[i]
+        if first < end - 20 or not data.startswith(memoryview(od)[end:], end):
             return -1
         # Every byte outside entry i's id is as in ``old``: the same entries, one new id.
-        self._keep_tree(raw_id, _Tree(data, None, old.ends))
+        self._keep_tree(raw_id, _Tree(data, None, ends))
         return i
 
+    def _libgit2(self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta]) -> None:
+        repo = self._repo
+        o_tree = repo[pygit2.Oid(raw=old)] if old is not None else None
+        n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
+        if not isinstance(o_tree, pygit2.Tree | None) or not isinstance(n_tree, pygit2.Tree | None):
+            raise pygit2.GitError(f"object {(old or new or b'').hex()} is not a tree")
+        _deltas_libgit2(o_tree, n_tree, base, out)
+
     def _deltas(
-        self, old: bytes | None, new: bytes | None, base: bytes, out: list[Delta], data: bytes | None = None
+        self,
+        old: bytes | None,
+        new: bytes | None,
+        base: bytes,
+        out: list[Delta],
+        data: bytes | None = None,
+        git_order: bool = False,
     ) -> None:
         o = self._tree(old) if old is not None else _EMPTY
         n: _Tree | None = None
@@ -400,13 +473,8 @@ class TreeDiffer:
                     names = [o.entry(i)[1]]
                 else:
                     n = self._cached(new) or self._parse(new, data)
-        if len(o.ends) + len(n.ends) > _PY_DIFF_MAX_ENTRIES:
-            repo = self._repo
-            o_tree = repo[pygit2.Oid(raw=old)] if old is not None else None
-            n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
-            assert o_tree is None or isinstance(o_tree, pygit2.Tree)
-            assert n_tree is None or isinstance(n_tree, pygit2.Tree)
-            _deltas_libgit2(o_tree, n_tree, base, out)
+        if git_order or len(o.ends) + len(n.ends) > _PY_DIFF_MAX_ENTRIES:
+            self._libgit2(old, new, base, out)
             return
         if one >= 0:  # the one entry that differs
             o_map = {names[0]: o.entry(one)}

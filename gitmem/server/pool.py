@@ -47,6 +47,10 @@ class StorePool:
         self._lock = threading.Lock()
         self._idle: dict[str, list[tuple[float, Store]]] = {}
         self._ids: dict[str, str] = {}  # memstore_ id -> store handle (the pool's key, docs/stores.md)
+        # One listing of the workspace at a time (reading every store's settings: seconds with
+        # 10,000 stores): lookups that miss while one runs wait for it and look again.
+        self._scan_lock = threading.Lock()
+        self._scan_started = float("-inf")  # when the last finished listing began (time.monotonic)
         self._write_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lent: dict[str, int] = {}  # store name -> Stores of it lent right now
         self._retiring: set[str] = set()  # stores being deleted: lent to nobody
@@ -196,27 +200,46 @@ class StorePool:
     def name_of(self, store_id: str) -> str:
         """The handle (directory stem, the key of this pool) of the store whose id is ``store_id``
         (NotFoundError when there is none). A store of this release has its id as handle; one of
-        the old layout its first name (gitmem.engine.resolve)."""
+        the old layout its first name (gitmem.engine.resolve). An id not found that way is looked
+        for in a listing of the workspace; concurrent misses share one listing (a listing that
+        began after this lookup did has seen every store there was then), so a flood of unknown
+        ids costs one listing at a time, not one each."""
+        asked = time.monotonic()
         with self._lock:
             name = self._ids.get(store_id)
         if name is None and is_store_handle(store_id) and handle_path(store_id, self.home).is_dir():
             name = store_id  # the layout of this release: no listing needed
-        if name is not None:
-            try:
-                with self.store(name) as s:
-                    if s.settings.id == store_id:
-                        return name
-            except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
-                pass
-        for ref in self._refs():
-            if ref.id == store_id:
-                return ref.handle
+        if name is not None and self._is(name, store_id):
+            return name
+        with self._scan_lock:
+            with self._lock:
+                name = self._ids.get(store_id)
+                fresh = self._scan_started >= asked
+            if name is not None and self._is(name, store_id):
+                return name
+            if not fresh:
+                for ref in self._refs_locked():
+                    if ref.id == store_id:
+                        return ref.handle
         raise NotFoundError(f"memory store {store_id} does not exist")
 
+    def _is(self, name: str, store_id: str) -> bool:
+        try:
+            with self.store(name) as s:
+                return s.settings.id == store_id
+        except (NotFoundError, ConfigError):  # deleted (or being deleted) since it was cached
+            return False
+
     def _refs(self) -> list[StoreRef]:
+        with self._scan_lock:
+            return self._refs_locked()
+
+    def _refs_locked(self) -> list[StoreRef]:
+        started = time.monotonic()
         found = all_refs(self.home)
         with self._lock:
             self._ids = {r.id: r.handle for r in found}
+            self._scan_started = started
         return found
 
     def all_settings(self) -> list[StoreSettings]:

@@ -28,7 +28,10 @@ def test_rebuild_bench_quick_runs(tmp_path: Path) -> None:
         check=False,
     )
     assert res.returncode == 0, res.stderr
-    assert "index rebuild, 200 mem / 2k ver" in res.stdout
+    for layout in ("", ", flat", ", deep"):
+        assert f"index rebuild, 500 mem / 2k ver{layout}" in res.stdout
     rows = json.loads(out.read_text())
-    assert [r["floor"] for r in rows] == ["git log --raw"]
-    assert rows[0]["gitmem_s"] > 0
+    floors = ["git log --raw", "git log --raw", "rebuild of half as many"]
+    assert [r["floor"] for r in rows] == floors * 3
+    assert all(r["gitmem_s"] > 0 for r in rows)
+    assert "linear in versions, flat: 2,000 vs 1,000 versions" in res.stdout

@@ -108,3 +108,82 @@ def test_raw_differ_refuses_malformed_trees(tmp_path: Path, data: bytes) -> None
     bad = repo.odb.write(pygit2.enums.ObjectType.TREE, data)
     with pytest.raises(pygit2.GitError):
         TreeDiffer(repo).deltas(None, bad)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_raw_differ_matches_tree_deltas_in_big_directories(tmp_path: Path, seed: int) -> None:
+    """One directory past the Python/libgit2 threshold (and one just under it), with
+    subdirectories, names that share prefixes and sort differently as files and as trees: single
+    edits, creates, deletes (of files and of whole subdirectories), mode changes, renames and
+    several changes at once; every step, and random pairs, equal ``tree_deltas``."""
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    rng = random.Random(seed)
+    blobs = [repo.create_blob(f"content {i}\n".encode()) for i in range(50)]
+    files: dict[tuple[bytes, ...], tuple[bytes, pygit2.Oid]] = {}
+    for i in range(600):
+        files[(b"bulk", f"memory-{i:04d}.md".encode())] = (b"100644", rng.choice(blobs))
+    for i in range(250):
+        files[(b"half", f"m{i:03d}".encode())] = (b"100644", rng.choice(blobs))
+    for name in (b"a", b"a-b", b"a.md", b"a0"):
+        files[(b"bulk", name)] = (b"100644", rng.choice(blobs))
+    files[(b"bulk", b"sub", b"x.md")] = (b"100644", blobs[0])
+    files[(b"bulk", b"sub", b"y", b"z.md")] = (b"100644", blobs[1])
+    names = [*(f"memory-{i:04d}.md".encode() for i in range(620)), b"a", b"a-b", b"a.md", b"sub", b"n"]
+    trees = [_build(repo, files)]
+
+    def clear(path: tuple[bytes, ...]) -> None:  # a path may not be both a file and a directory
+        for other in list(files):
+            if other[: len(path)] == path or path[: len(other)] == other:
+                files.pop(other)
+
+    for _step in range(300):
+        for _ in range(rng.choice([1, 1, 1, 1, 2, 3])):
+            top = rng.choice([b"bulk", b"bulk", b"bulk", b"half"])
+            name = rng.choice(names)
+            op = rng.random()
+            here = sorted(p for p in files if p[0] == top)
+            if op < 0.2 and here:  # delete a file
+                files.pop(rng.choice(here))
+            elif op < 0.3:  # a subdirectory appears, or is edited inside
+                path = (top, name, rng.choice([b"x.md", b"a", b"a.md"]))
+                clear(path)
+                files[path] = (b"100644", rng.choice(blobs))
+            elif op < 0.33:  # a subdirectory appears whole (its files order differently in git)
+                clear((top, name))
+                for rest in [(b"a.md",), (b"a", b"x"), (b"a-b",)]:
+                    files[(top, name, *rest)] = (b"100644", rng.choice(blobs))
+            elif op < 0.36:  # a whole subdirectory goes
+                subs = sorted({p[:2] for p in here if len(p) > 2})
+                for p in [p for p in list(files) if subs and p[:2] == subs[0]]:
+                    files.pop(p)
+            elif op < 0.4 and here:  # a rename
+                src = rng.choice(here)
+                entry = files.pop(src)
+                clear((top, name))
+                files[(top, name)] = entry
+            elif op < 0.45 and here:  # a mode change
+                p = rng.choice(here)
+                files[p] = (rng.choice([b"100755", b"120000", b"100644"]), files[p][1])
+            else:  # an edit or a create
+                path = (top, name)
+                clear(path)
+                files[path] = (b"100644", rng.choice(blobs))
+        trees.append(_build(repo, files))
+    differ = TreeDiffer(repo, keep=32, keep_bytes=200_000)  # small: generations retire often
+    for old, new in zip(trees, trees[1:], strict=False):
+        assert differ.deltas(old, new) == tree_deltas(repo[old], repo[new])  # type: ignore[arg-type]
+    for _ in range(60):
+        a, b = rng.choice(trees), rng.choice(trees)
+        assert differ.deltas(a, b) == tree_deltas(repo[a], repo[b])  # type: ignore[arg-type]
+
+
+def test_raw_differ_refuses_a_repeated_name_spliced_into_a_big_directory(tmp_path: Path) -> None:
+    repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True)
+    a, b = repo.create_blob(b"a\n"), repo.create_blob(b"b\n")
+    body = b"".join(b"100644 m%04d\0" % i + a.raw for i in range(700))
+    old = repo.odb.write(pygit2.enums.ObjectType.TREE, body)
+    bad = repo.odb.write(pygit2.enums.ObjectType.TREE, body + b"100644 m0003\0" + b.raw)
+    differ = TreeDiffer(repo)
+    assert differ.deltas(None, old)
+    with pytest.raises(pygit2.GitError):
+        differ.deltas(old, bad)

@@ -1,0 +1,27 @@
+"""``bench/clone_bench.py --quick`` completes and prints its rows (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_clone_bench_quick_runs(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "clone_bench.py"), "--quick", "--json", str(out)]
+        + ["--cache", str(tmp_path / "cache")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "clone + first ls, 500 mem / 2k ver" in res.stdout
+    rows = json.loads(out.read_text())
+    assert [r["floor"] for r in rows] == ["git clone --no-local"] * 3
+    assert rows[0]["limit"] == 1.5 and all(r["gitmem_s"] > 0 for r in rows)
