@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 import pygit2
 
 from gitmem import config
+from gitmem.audit import transparency
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.denylist import MARK as _MARK
@@ -61,6 +62,7 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
     checks = [
         _run("fsck", lambda: check_fsck(store)),
         _run("ledger", lambda: check_ledger(store)),
+        _run("transparency log", lambda: transparency.check(store)),
         _run("redactions purged", lambda: check_purged(store)),
         _run("redaction marks", lambda: check_marks(store)),
         _run("trailers", lambda: check_trailers(store)),
@@ -72,6 +74,8 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
     _remember(store, report)
     if report.ok and store.is_clone:
         ledger.remember_seen(store)
+    if report.ok:
+        transparency.remember(store)
     if raise_on_failure and not report.ok:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         raise IntegrityError(f"verify failed for {store.path}: {failed}")
