@@ -17,6 +17,7 @@ checkpoint and do their work elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -224,10 +225,8 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     _commit(store, tip, files, f"ledger entry #{seq}")
     _save_range(store, cr)
     for fn in list(_listeners):
-        try:
+        with contextlib.suppress(Exception):  # a listener never fails a write
             fn(store.path)
-        except Exception:  # noqa: BLE001 - a listener never fails a write
-            pass
     return signed
 
 

@@ -162,8 +162,13 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from gitmem.server.witness_http import start_worker
+
+        witnesses = start_worker(pool.home)  # cosignatures in the background (docs/transparency.md)
         async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
             yield
+        if witnesses is not None:
+            witnesses.stop()
         pool.close()  # uvicorn waited for in-flight requests before this runs
 
     app = Starlette(
