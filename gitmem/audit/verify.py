@@ -62,13 +62,13 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
     checks = [
         _run("fsck", lambda: check_fsck(store)),
         _run("ledger", lambda: check_ledger(store)),
-        _run("transparency log", lambda: transparency.check(store)),
         _run("redactions purged", lambda: check_purged(store)),
         _run("redaction marks", lambda: check_marks(store)),
         _run("trailers", lambda: check_trailers(store)),
         _run("receipts", lambda: check_receipts(store)),
         _run("settings", lambda: check_settings(store)),
         _run("index", lambda: check_index(store)),
+        _run("transparency log", lambda: transparency.check(store)),
     ]
     report = VerifyReport(str(store.path), recovered, checks)
     _remember(store, report)
