@@ -20,9 +20,10 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gitmem.audit import transparency
 from gitmem.engine import checkpoints
@@ -75,8 +76,20 @@ def pending(store: StoreCore, policy: Policy) -> list[str]:
     return [n for n, w in policy.witnesses.items() if n in policy.urls and (w.name, w.key_id) not in have]
 
 
+def _ask(url: str, old: int, t: Any, newest: transparency.Signed, timeout: float) -> tuple[int, str]:
+    """Submit, and once more from the witness's size when it answers 409."""
+    for _attempt in range(2):
+        status, text = submit(url, old, t.consistency_proof(old, newest.cp.size), newest.text, timeout)
+        if status == 409 and text.strip().isdigit() and int(text) <= newest.cp.size and int(text) != old:
+            old = int(text)
+            continue
+        break
+    return status, text
+
+
 def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dict[str, str]:
-    """One round over the pending witnesses; ``{witness: "cosigned" | what went wrong}``."""
+    """One round over the pending witnesses, asked in parallel (a slow one holds back no other);
+    each cosignature is verified and stored as it arrives. ``{witness: "cosigned" | what failed}``."""
     out: dict[str, str] = {}
     names = pending(store, policy)
     if not names:
@@ -84,42 +97,38 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     newest = transparency.newest(store)
     t = transparency.tree(store)
     sizes = _sizes(store)
-    for name in names:
-        w = policy.witnesses[name]
-        old = min(sizes.get(name, 0), newest.cp.size)
-        try:
-            for _attempt in range(2):
-                status, text = submit(
-                    policy.urls[name], old, t.consistency_proof(old, newest.cp.size), newest.text, timeout
-                )
-                if (
-                    status == 409
-                    and text.strip().isdigit()
-                    and int(text) <= newest.cp.size
-                    and int(text) != old
-                ):
-                    old = int(text)
-                    continue
-                break
-        except (OSError, http.client.HTTPException) as exc:
-            out[name] = f"unreachable: {exc}"
-            continue
-        if status != 200:
-            out[name] = f"refused ({status}): {text.strip()[:200]}"
-            continue
-        try:
-            got = note.verified(note.parse(note.parse(newest.text).text + "\n" + text), [w])
-        except GitmemError as exc:
-            out[name] = f"bad cosignature: {exc.message}"
-            continue
-        if not got:
-            out[name] = "answered without a cosignature from its key"
-            continue
-        checkpoints.add_cosignatures(store, newest.cp.body(), got)
-        sizes[name] = newest.cp.size
-        out[name] = "cosigned"
-    _save_sizes(store, sizes)
+    with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+        futures = {
+            pool.submit(_ask, policy.urls[n], min(sizes.get(n, 0), newest.cp.size), t, newest, timeout): n
+            for n in names
+        }
+        for fut in as_completed(futures):
+            name = futures[fut]
+            try:
+                status, text = fut.result()
+            except (OSError, http.client.HTTPException) as exc:
+                out[name] = f"unreachable: {exc}"
+                continue
+            out[name] = _take(store, policy, name, newest, status, text)
+            if out[name] == "cosigned":
+                sizes[name] = newest.cp.size
+                _save_sizes(store, sizes)
     return out
+
+
+def _take(
+    store: StoreCore, policy: Policy, name: str, newest: transparency.Signed, status: int, text: str
+) -> str:
+    if status != 200:
+        return f"refused ({status}): {text.strip()[:200]}"
+    try:
+        got = note.verified(note.parse(note.parse(newest.text).text + "\n" + text), [policy.witnesses[name]])
+    except GitmemError as exc:
+        return f"bad cosignature: {exc.message}"
+    if not got:
+        return "answered without a cosignature from its key"
+    checkpoints.add_cosignatures(store, newest.cp.body(), got)
+    return "cosigned"
 
 
 class Worker:
