@@ -165,9 +165,9 @@ class Worker:
         next_scan = 0.0
         while True:
             try:
-                item = self._queue.get(timeout=self.interval)
+                item: Path | None | bool = self._queue.get(timeout=self.interval)
             except queue.Empty:
-                item = ...
+                item = False  # no wake-up: only the periodic scan
             if item is None:
                 return
             now = time.monotonic()

@@ -152,8 +152,8 @@ def witness_serve(
         for k in log or []:
             w.add_log(k)
         server = make_server(w, host, port)
-        bound = server.server_address
-        typer.echo(f"witness {w.vkey} listening on http://{bound[0]}:{bound[1]}")
+        bound_host, bound_port = server.server_address[:2]
+        typer.echo(f"witness {w.vkey} listening on http://{bound_host!s}:{bound_port}")
         sys.stdout.flush()
         try:
             server.serve_forever()
@@ -220,6 +220,8 @@ def tlog_cosign(
             raise NotFoundError("no witnesses policy: give --policy or write <home>/witnesses.policy")
         return cosign_round(s.core, p)
 
-    common.run(
-        json, common.with_store(store, home, fn), lambda r: [typer.echo(f"{k}: {v}") for k, v in r.items()]
-    )
+    def render(r: dict[str, str]) -> None:
+        for k, v in r.items():
+            typer.echo(f"{k}: {v}")
+
+    common.run(json, common.with_store(store, home, fn), render)

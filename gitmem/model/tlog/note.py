@@ -87,15 +87,19 @@ class Note:
 
 
 class Verifier(Protocol):
-    name: str
-    key_id: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def key_id(self) -> int: ...
 
     def verify(self, text: str, sig: bytes) -> bool: ...
 
 
 class Signer(Protocol):
-    name: str
-    key_id: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def key_id(self) -> int: ...
 
     def sign(self, text: str) -> bytes: ...
 
@@ -236,10 +240,10 @@ def verified(note: Note, verifiers: Iterable[Verifier]) -> list[Signature]:
         known.setdefault((v.name, v.key_id), v)
     out: list[Signature] = []
     for s in note.sigs:
-        v = known.get((s.name, s.key_id))
-        if v is None:
+        found = known.get((s.name, s.key_id))
+        if found is None:
             continue
-        if not v.verify(note.text, s.sig):
+        if not found.verify(note.text, s.sig):
             raise IntegrityError(f"the signature of {s.name}+{s.key_id:08x} does not verify")
         out.append(s)
     return out
