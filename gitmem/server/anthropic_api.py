@@ -162,7 +162,6 @@ class AnthropicApi:
             Route(
                 ver + "/{memory_version_id}/redact", e(self.redact_version, with_body=True), methods=["POST"]
             ),
-            Route(ver + "/{memory_version_id}/receipt", e(self.version_receipt), methods=["GET"]),
         ]
 
     # ------------------------------------------------------------------ access
@@ -467,15 +466,6 @@ class AnthropicApi:
             return wire.version_json(
                 v, store.settings.id, self._content(store, v) if chosen == "full" else None
             )
-
-    def version_receipt(self, call: Call) -> Json:
-        """gitmem's own: the redaction receipt of a redacted version (docs/transparency.md)."""
-        scope = call.scope()
-        with self.pool.store(self._name(call, scope=scope)) as store:
-            v = self._version(store, call, scope)
-            if v.redaction is None:
-                raise NotFoundError(f"version {v.id} is not redacted: it has no receipt")
-            return store.redaction_receipt(v.redaction.id)
 
     def redact_version(self, call: Call) -> Json:
         scope = call.scope()

@@ -36,6 +36,7 @@ from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
+from gitmem.server.receipts_api import ReceiptsApi
 from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
@@ -177,6 +178,7 @@ def create_app(
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
             *ReviewApi(api).routes(),
+            *ReceiptsApi(api).routes(),
             *console.routes(),
             *databricks.routes(),
             Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),

@@ -49,6 +49,7 @@ STORE_SURFACE = {
     "path",
     "read",
     "redact",
+    "redaction_receipt",
     "rename",
     "restore",
     "scopes",
