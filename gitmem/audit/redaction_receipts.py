@@ -103,10 +103,15 @@ def receipt(store: StoreCore, redaction_id: str, policy: Policy | None = None) -
     if chosen is None:
         chosen = (newest[0], newest[1], _cosigners(newest[0], policy))
     signed, size, names = chosen
-    leaf = ledger.leaves(store)[entry.seq]
-    path = transparency.inclusion(store, entry.seq, size)
+    leaf = checkpoints.leaf_bytes(ledger.canonical(_body(entry)))
+    cp = parse_body(note.parse(signed).text)
+    path = transparency.tree_at(store, cp.size, cp.root).inclusion_proof(entry.seq, size)
     text = proof.TlogProof(entry.seq, tuple(path), signed, extra=leaf).encode()
     return Receipt(redaction_id, status, entry.seq, size, names, text)
+
+
+def _body(e: ledger.LedgerEntry) -> dict[str, Any]:
+    return {"seq": e.seq, "kind": e.kind, "at": e.at, "actor": e.actor, "data": e.data, "prev": e.prev}
 
 
 def verify_receipt(text: str | bytes, policy: Policy) -> Verified:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem.engine import checkpoints, ledger
@@ -49,6 +50,26 @@ def _load_seen(store: StoreCore) -> dict[str, Any]:
 def tree(store: StoreCore) -> merkle.Tree:
     """The ledger's Merkle tree (leaf ``i``: entry ``seq == i``'s canonical JSON)."""
     return merkle.Tree([merkle.leaf_hash(leaf) for leaf in ledger.leaves(store)])
+
+
+_trees: dict[Path, merkle.Tree] = {}
+
+
+def tree_at(store: StoreCore, size: int, root: bytes) -> merkle.Tree:
+    """A tree of at least ``size`` leaves whose root at ``size`` is ``root`` (a signed one): kept in
+    memory per store and extended from the leaf-hash cache, so a witness round or a receipt costs
+    O(log^2 n); rebuilt from the ledger when the cache does not give that root."""
+    t = _trees.get(store.path)
+    if t is None or len(t.leaves) > size:
+        t = merkle.Tree()
+    if len(t.leaves) < size:
+        more = checkpoints.cached_leaf_hashes(store, len(t.leaves), size)
+        if more is not None:
+            t.extend(more)
+    if len(t.leaves) < size or t.root(size) != root:
+        t = tree(store)
+    _trees[store.path] = t
+    return t
 
 
 def trusted_chain(

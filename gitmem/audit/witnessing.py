@@ -95,7 +95,7 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     if not names:
         return out
     newest = transparency.newest(store)
-    t = transparency.tree(store)
+    t = transparency.tree_at(store, newest.cp.size, newest.cp.root)
     sizes = _sizes(store)
     with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
         futures = {

@@ -43,6 +43,7 @@ CLONE_CHECKPOINTS_REFS = ("refs/remotes/origin/gitmem/checkpoints", "refs/gitmem
 TLOG_DIR = "tlog"
 KEY_FILE = "log.key"
 STATE_FILE = "state.json"
+LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
 _signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
 
@@ -204,30 +205,53 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     ``leaves`` gives every leaf when the cached frontier lags. Runs under the ledger lock. Returns
     the signed note."""
     cr = _load_range(store)
+    hashes_path = tlog_dir(store) / LEAVES_FILE
     if cr is None or cr.size != seq:
         cr = CompactRange()
-        for i, data in enumerate(leaves()):
-            if i < seq:
-                cr.append(leaf_hash(data))
-    cr.append(leaf_hash(leaf))
+        rebuilt = [leaf_hash(data) for i, data in enumerate(leaves()) if i < seq]
+        for h in rebuilt:
+            cr.append(h)
+        hashes_path.write_bytes(b"".join(rebuilt))
+    new = leaf_hash(leaf)
+    cr.append(new)
     body = Checkpoint(origin(store), cr.size, cr.root()).body()
     s = signer(store)
     tip = _tip(store)
     files = _files(store, tip)
     keys = _keys(files)
-    if s.verifier().vkey() not in keys:
-        keys.append(s.verifier().vkey())
+    vkey = s.verifier().vkey()
+    if vkey not in keys:
+        keys.append(vkey)
+    prev = files.get("checkpoint")
     signed = note.sign(body, [s]).encode()
     files = {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)}
-    prev = _files(store, tip).get("checkpoint")
     if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
         files["witnessed"] = prev
     _commit(store, tip, files, f"ledger entry #{seq}")
     _save_range(store, cr)
+    with open(hashes_path, "ab") as fh:  # a cache of the leaf hashes (proofs without the ledger)
+        if fh.tell() == seq * 32:
+            fh.write(new)
+        else:
+            fh.truncate(0)
     for fn in list(_listeners):
         with contextlib.suppress(Exception):  # a listener never fails a write
             fn(store.path)
     return signed
+
+
+def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | None:
+    """Leaf hashes ``[start, end)`` from ``gitmem/tlog/leaves`` (None when the cache lacks them);
+    a cache: proofs built on it are checked against a signed root before use."""
+    try:
+        with open(store.gitmem_dir / TLOG_DIR / LEAVES_FILE, "rb") as fh:
+            fh.seek(start * 32)
+            data = fh.read((end - start) * 32)
+    except FileNotFoundError:
+        return None
+    if len(data) != (end - start) * 32:
+        return None
+    return [data[i : i + 32] for i in range(0, len(data), 32)]
 
 
 def _cosigned(signed: str) -> bool:

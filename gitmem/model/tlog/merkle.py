@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from functools import lru_cache
 
 from gitmem.errors import InvalidInputError
 
@@ -33,18 +32,35 @@ def _split(n: int) -> int:
 
 
 class Tree:
-    """A tree over a list of leaf hashes; subtree hashes are memoised for the proofs of one call."""
+    """A tree over a list of leaf hashes. Every perfect, aligned subtree's hash is kept (levels), so
+    :meth:`extend` costs O(log n) a leaf and any root or proof O(log^2 n) once built."""
 
-    def __init__(self, leaf_hashes: Sequence[bytes]) -> None:
-        self.leaves = list(leaf_hashes)
-        self._hash = lru_cache(maxsize=None)(self._mth)
+    def __init__(self, leaf_hashes: Sequence[bytes] = ()) -> None:
+        self.levels: list[list[bytes]] = [[]]
+        self.extend(leaf_hashes)
 
-    def _mth(self, start: int, end: int) -> bytes:
+    @property
+    def leaves(self) -> list[bytes]:
+        return self.levels[0]
+
+    def extend(self, leaf_hashes: Sequence[bytes]) -> None:
+        """Append leaf hashes."""
+        for leaf in leaf_hashes:
+            self.levels[0].append(leaf)
+            h = 0
+            while len(self.levels[h]) % 2 == 0:
+                if len(self.levels) == h + 1:
+                    self.levels.append([])
+                pair = self.levels[h][-2:]
+                self.levels[h + 1].append(node_hash(pair[0], pair[1]))
+                h += 1
+
+    def _hash(self, start: int, end: int) -> bytes:
         n = end - start
         if n == 0:
             return EMPTY_ROOT
-        if n == 1:
-            return self.leaves[start]
+        if n & (n - 1) == 0 and start % n == 0:  # a perfect, aligned subtree: kept
+            return self.levels[n.bit_length() - 1][start // n]
         k = _split(n)
         return node_hash(self._hash(start, start + k), self._hash(start + k, end))
 
