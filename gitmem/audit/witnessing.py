@@ -97,22 +97,28 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     newest = transparency.newest(store)
     t = transparency.tree_at(store, newest.cp.size, newest.cp.root)
     sizes = _sizes(store)
+
+    def one(name: str, answer: Callable[[], tuple[int, str]]) -> None:
+        try:
+            status, text = answer()
+        except (OSError, http.client.HTTPException) as exc:
+            out[name] = f"unreachable: {exc}"
+            return
+        out[name] = _take(store, policy, name, newest, status, text)
+        if out[name] == "cosigned":
+            sizes[name] = newest.cp.size
+            _save_sizes(store, sizes)
+
+    def ask(n: str) -> tuple[int, str]:
+        return _ask(policy.urls[n], min(sizes.get(n, 0), newest.cp.size), t, newest, timeout)
+
+    if len(names) == 1:  # no thread for a single witness
+        one(names[0], lambda: ask(names[0]))
+        return out
     with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
-        futures = {
-            pool.submit(_ask, policy.urls[n], min(sizes.get(n, 0), newest.cp.size), t, newest, timeout): n
-            for n in names
-        }
+        futures = {pool.submit(ask, n): n for n in names}
         for fut in as_completed(futures):
-            name = futures[fut]
-            try:
-                status, text = fut.result()
-            except (OSError, http.client.HTTPException) as exc:
-                out[name] = f"unreachable: {exc}"
-                continue
-            out[name] = _take(store, policy, name, newest, status, text)
-            if out[name] == "cosigned":
-                sizes[name] = newest.cp.size
-                _save_sizes(store, sizes)
+            one(futures[fut], fut.result)
     return out
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem.errors import ConflictError, IntegrityError
+from gitmem.errors import ConflictError
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
 from gitmem.model.tlog import note
@@ -59,9 +59,14 @@ def remove_listener(fn: Callable[[Path], None]) -> None:
         _listeners.remove(fn)
 
 
+_made: set[Path] = set()
+
+
 def tlog_dir(store: StoreCore) -> Path:
     d = store.gitmem_dir / TLOG_DIR
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if d not in _made or not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _made.add(d)
     return d
 
 
@@ -159,9 +164,14 @@ def _keys(files: dict[str, str]) -> list[str]:
 
 def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], what: str) -> pygit2.Oid:
     repo = store.repo
+    old = {e.name: e.id for e in store.commit(tip).tree} if tip is not None else {}
     builder = repo.TreeBuilder()
     for name in sorted(files):
-        builder.insert(name, repo.create_blob(files[name].encode("utf-8")), pygit2.enums.FileMode.BLOB)
+        data = files[name].encode("utf-8")
+        blob = old.get(name)
+        if blob is None or pygit2.hash(data) != blob:  # an unchanged file keeps its blob
+            blob = repo.create_blob(data)
+        builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
     tree = builder.write()
     sig = pygit2.Signature("gitmem", "gitmem", int(time.time()), 0)
     size = parse_body(note.parse(files["checkpoint"]).text).size
@@ -255,12 +265,8 @@ def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | 
 
 
 def _cosigned(signed: str) -> bool:
-    try:
-        return len(note.parse(signed).sigs) > 1 if signed else False
-    except IntegrityError:
-        return False
-    except Exception:  # noqa: BLE001
-        return False
+    """Whether a note carries more than the log's signature (a witness cosigned it)."""
+    return signed.count("\n" + note.DASH) > 1
 
 
 # ---------------------------------------------------------------------- reading

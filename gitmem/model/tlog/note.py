@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,7 @@ DASH = "\u2014 "
 MAX_SIGNATURES = 100  # the spec asks for at least 16; Go's note package takes 100
 _NAME = re.compile(r"^[^\s+]+$")
 _B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")
 
 
 def b64decode(text: str) -> bytes:
@@ -132,15 +134,15 @@ class Ed25519Signer:
     name: str
     seed: bytes = field(repr=False)
 
-    @property
+    @functools.cached_property
     def _key(self) -> Ed25519PrivateKey:
         return Ed25519PrivateKey.from_private_bytes(self.seed)
 
-    @property
+    @functools.cached_property
     def public_key(self) -> bytes:
         return raw_public(self._key.public_key())
 
-    @property
+    @functools.cached_property
     def key_id(self) -> int:
         return key_id(self.name, ALG_ED25519, self.public_key)
 
@@ -212,7 +214,7 @@ def parse(note: str | bytes) -> Note:
             note = note.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInputError("malformed note: not UTF-8") from None
-    if any(ord(ch) < 0x20 and ch != "\n" for ch in note):
+    if _CONTROL.search(note):
         raise InvalidInputError("malformed note: control characters")
     split = note.rfind("\n\n")
     if split < 0 or not note.endswith("\n"):
@@ -261,7 +263,7 @@ def sign(text: str, signers: Sequence[Signer], keep: Iterable[Signature] = ()) -
     """A note of ``text`` signed by ``signers`` (after the signatures in ``keep``, minus theirs)."""
     if not text.endswith("\n") or text.endswith("\n\n") or text.startswith("\n"):
         raise InvalidInputError("a note text ends in one newline and starts with a non-empty line")
-    if any(ord(ch) < 0x20 and ch != "\n" for ch in text):
+    if _CONTROL.search(text):
         raise InvalidInputError("a note text has no control characters")
     mine = {(s.name, s.key_id) for s in signers}
     kept = [s for s in keep if (s.name, s.key_id) not in mine]
