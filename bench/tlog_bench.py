@@ -25,6 +25,7 @@ import argparse
 import functools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
                 worker.stop()
     signed_by_writes = len(ledger.entries(core)) - entries_before  # each entry is one checkpoint
     store.close()
+    shutil.rmtree(home, ignore_errors=True)
     rows = {
         "entries": entries,
         "rounds": rounds,

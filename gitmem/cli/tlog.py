@@ -87,7 +87,10 @@ def receipt_verify(
     def call() -> dict[str, Any]:
         from gitmem.audit import redaction_receipts as rr
 
-        text = sys.stdin.read() if str(receipt) == "-" else receipt.read_text(encoding="utf-8")
+        try:
+            text = sys.stdin.buffer.read() if str(receipt) == "-" else receipt.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            raise NotFoundError(f"no receipt file {receipt}") from None
         v = rr.verify_receipt(text, rr.load_policy(policy))
         data = v.entry.get("data") or {}
         return {

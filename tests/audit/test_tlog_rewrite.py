@@ -49,7 +49,10 @@ def _operator_rewrite(store: Store) -> None:
 def test_every_append_signs_a_checkpoint_of_the_ledger(store: Store) -> None:
     _flags(store, 4, "x")
     leaves = ledger.leaves(store.core)
-    signed = note.open_note(checkpoints.current(store.core)["checkpoint"], [note.ed25519_verifier(transparency.log_vkey(store.core))])
+    signed = note.open_note(
+        checkpoints.current(store.core)["checkpoint"],
+        [note.ed25519_verifier(transparency.log_vkey(store.core))],
+    )
     cp = parse_body(signed.text)
     assert (cp.origin, cp.size) == (f"gitmem/{store.settings.id}", len(leaves) == 5 and 5)
     assert cp.root == merkle.root_hash([merkle.leaf_hash(x) for x in leaves])
@@ -64,7 +67,9 @@ def _body(e: ledger.LedgerEntry) -> dict[str, object]:
     return {"seq": e.seq, "kind": e.kind, "at": e.at, "actor": e.actor, "data": e.data, "prev": e.prev}
 
 
-def test_rewrite_resigned_is_caught_on_a_clone_that_saw_the_old_checkpoint(store: Store, tmp_path: Path) -> None:
+def test_rewrite_resigned_is_caught_on_a_clone_that_saw_the_old_checkpoint(
+    store: Store, tmp_path: Path
+) -> None:
     _flags(store, 3, "true")
     dest = tmp_path / "c"
     clone("notes", dest)
@@ -74,11 +79,16 @@ def test_rewrite_resigned_is_caught_on_a_clone_that_saw_the_old_checkpoint(store
     with gitmem.open_store(store.path) as s:  # on the store itself, with every trace erased, it passes
         assert transparency.check(s.core) == []
     subprocess.run(  # plain git, forced: gitmem fetch would refuse the non-extension
-        ["git", "fetch", "-q", "origin", "+refs/gitmem/*:refs/gitmem/*"], cwd=dest, check=True, capture_output=True
+        ["git", "fetch", "-q", "origin", "+refs/gitmem/*:refs/gitmem/*"],
+        cwd=dest,
+        check=True,
+        capture_output=True,
     )
     with gitmem.open_store(dest) as c:
         problems = transparency.check(c.core)
-        assert any("size 4 seen before is not consistent with the newest (size 4)" in p for p in problems), problems
+        assert any("size 4 seen before is not consistent with the newest (size 4)" in p for p in problems), (
+            problems
+        )
         with pytest.raises(IntegrityError, match="transparency log"):
             verify(c.core)
 

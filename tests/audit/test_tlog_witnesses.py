@@ -44,7 +44,19 @@ class Proc:
 
 
 def _start(d: Path, name: str, logs: list[str]) -> Proc:
-    args = [sys.executable, "-m", "gitmem", "witness", "serve", "--dir", str(d), "--name", name, "--port", "0"]
+    args = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "witness",
+        "serve",
+        "--dir",
+        str(d),
+        "--name",
+        name,
+        "--port",
+        "0",
+    ]
     for k in logs:
         args += ["--log", k]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -97,7 +109,9 @@ def test_receipt_is_pending_then_complete_and_verifies_offline_2_of_3(
     rec = rr.receipt(store.core, rid, policy)
     assert (rec.status, rec.cosigned_by) == ("complete", ["w1", "w2"])
     (tmp_path / "r.tlog-proof").write_text(rec.text)
-    res = runner.invoke(app, ["receipt", "verify", str(tmp_path / "r.tlog-proof"), "--policy", str(tmp_path / "p.policy")])
+    res = runner.invoke(
+        app, ["receipt", "verify", str(tmp_path / "r.tlog-proof"), "--policy", str(tmp_path / "p.policy")]
+    )
     assert res.exit_code == 0, res.output
     assert res.output.startswith(f"ok: {rid} by user:admin at ") and "cosigned by w1, w2" in res.output
     shown = runner.invoke(app, ["receipt", "show", rid, "--json"])
@@ -130,12 +144,16 @@ def test_receipt_fails_with_a_swapped_key_an_altered_entry_or_an_unseen_checkpoi
     assert p.extra is not None
     entry = json.loads(p.extra)
     entry["data"]["reason"] = "routine cleanup"
-    altered = rec.text.replace(base64.b64encode(p.extra).decode(), base64.b64encode(ledger.canonical(entry).encode()).decode())
+    altered = rec.text.replace(
+        base64.b64encode(p.extra).decode(), base64.b64encode(ledger.canonical(entry).encode()).decode()
+    )
     with pytest.raises(IntegrityError, match="inclusion proof"):
         rr.verify_receipt(altered, policy)
 
     # the log signs a checkpoint of another tree holding the same entry; the cosignatures are copied
-    leaves = [merkle.leaf_hash(x) for x in ledger.leaves(store.core)][: p.index + 1] + [merkle.leaf_hash(b"forged")]
+    leaves = [merkle.leaf_hash(x) for x in ledger.leaves(store.core)][: p.index + 1] + [
+        merkle.leaf_hash(b"forged")
+    ]
     fork = merkle.Tree(leaves)
     body = Checkpoint(checkpoints.origin(store.core), len(leaves), fork.root()).body()
     real = note.parse(p.checkpoint)
@@ -143,10 +161,19 @@ def test_receipt_fails_with_a_swapped_key_an_altered_entry_or_an_unseen_checkpoi
     unseen = proof.TlogProof(p.index, tuple(fork.inclusion_proof(p.index)), forged.encode(), p.extra).encode()
     with pytest.raises(IntegrityError, match="cosignature of witness 'w1' does not verify"):
         rr.verify_receipt(unseen, policy)
-    bare = proof.TlogProof(p.index, tuple(fork.inclusion_proof(p.index)), note.sign(body, [checkpoints.signer(store.core)]).encode(), p.extra).encode()
+    bare = proof.TlogProof(
+        p.index,
+        tuple(fork.inclusion_proof(p.index)),
+        note.sign(body, [checkpoints.signer(store.core)]).encode(),
+        p.extra,
+    ).encode()
     with pytest.raises(IntegrityError, match="quorum is not met"):
         rr.verify_receipt(bare, policy)
-    res = runner.invoke(app, ["receipt", "verify", "-", "--policy", str(_write(tmp_path, policy_text=_policy_text(store, three)))], input=unseen)
+    res = runner.invoke(
+        app,
+        ["receipt", "verify", "-", "--policy", str(_write(tmp_path, policy_text=_policy_text(store, three)))],
+        input=unseen,
+    )
     assert res.exit_code == 7
 
 
@@ -156,7 +183,9 @@ def _write(tmp_path: Path, policy_text: str) -> Path:
     return path
 
 
-def test_witnesses_refuse_an_operator_rewrite_resigned_with_the_same_key(store: Store, three: list[Proc]) -> None:
+def test_witnesses_refuse_an_operator_rewrite_resigned_with_the_same_key(
+    store: Store, three: list[Proc]
+) -> None:
     policy = policy_mod.parse(_policy_text(store, three))
     for i in range(3):
         ledger.append(store.core, "flag", {"n": i})
@@ -185,7 +214,9 @@ def test_witness_protocol_statuses(store: Store, tmp_path: Path) -> None:
     bad = signed[:-10] + ("A" if signed[-10] != "A" else "B") + signed[-9:]
     assert w.add_checkpoint(f"old 0\n\n{bad}".encode()).status == 403
     assert w.add_checkpoint(f"old 9\n\n{signed}".encode()).status == 400
-    assert w.add_checkpoint(f"old 0\n{base64.b64encode(bytes(32)).decode()}\n\n{signed}".encode()).status == 422
+    assert (
+        w.add_checkpoint(f"old 0\n{base64.b64encode(bytes(32)).decode()}\n\n{signed}".encode()).status == 422
+    )
     ok = w.add_checkpoint(f"old 0\n\n{signed}".encode())
     assert ok.status == 200 and ok.body.startswith("\u2014 witness.test/solo ")
     again = w.add_checkpoint(f"old 0\n\n{signed}".encode())

@@ -24,7 +24,21 @@ from tests.serverkit import client, running, token
 
 
 def _witness(d: Path, name: str, log: str) -> tuple[subprocess.Popen[str], str, str]:
-    args = [sys.executable, "-m", "gitmem", "witness", "serve", "--dir", str(d), "--name", name, "--port", "0", "--log", log]
+    args = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "witness",
+        "serve",
+        "--dir",
+        str(d),
+        "--name",
+        name,
+        "--port",
+        "0",
+        "--log",
+        log,
+    ]
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert p.stdout is not None
     words = p.stdout.readline().split()
@@ -84,7 +98,9 @@ def served(workspace: Path, tmp_path: Path) -> Iterator[dict[str, object]]:
     hang.sock.close()
 
 
-def test_redaction_is_acknowledged_while_a_witness_hangs_and_its_receipt_completes(served: dict[str, object]) -> None:
+def test_redaction_is_acknowledged_while_a_witness_hangs_and_its_receipt_completes(
+    served: dict[str, object],
+) -> None:
     c = client(str(served["url"]), str(served["admin"]))
     sid = next(s.id for s in c.beta.memory_stores.list() if s.name == "notes")
     m = c.beta.memory_stores.memories.create(sid, path="/k.md", content="api key sk-live-123")

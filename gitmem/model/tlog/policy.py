@@ -65,6 +65,15 @@ def parse(text: str) -> Policy:
         def bad(why: str, n: int = number) -> InvalidInputError:
             return InvalidInputError(f"policy line {n}: {why}")
 
+        at = {"log": 0, "witness": 1}.get(kind)
+        try:
+            key = note.parse_vkey(args[at]) if at is not None and len(args) > at else None
+        except InvalidInputError as exc:
+            raise bad(exc.message) from None
+        if key is not None:
+            want = note.ALG_ED25519 if kind == "log" else note.ALG_COSIGNATURE_V1
+            if key[2] != want:
+                raise bad(f"a {kind} key must be of signature type 0x{want:02x}")
         if kind == "log" and len(args) in (1, 2):
             v = note.ed25519_verifier(args[0])
             if v.public_key in keys:
