@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gitmem.audit import redact
+from gitmem.audit import redact, transparency
 from gitmem.audit import redaction_receipts as rr
-from gitmem.audit import transparency
 from gitmem.audit.witness import Witness
 from gitmem.audit.witnessing import cosign_round, submit
 from gitmem.cli.app import app
