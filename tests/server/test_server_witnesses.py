@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,3 +126,36 @@ def test_redaction_is_acknowledged_while_a_witness_hangs_and_its_receipt_complet
     assert hang.accepted >= 1  # it was asked, and never answered
     policy = rr.load_policy(Path(str(served["home"])) / "witnesses.policy")
     assert rr.verify_receipt(got["receipt"], policy).entry["kind"] == "redaction"
+
+
+def test_the_receipt_route_needs_read_access_and_a_redacted_version(workspace: Path) -> None:
+    import anthropic
+
+    gitmem.create_store("notes", home=workspace).close()
+    gitmem.create_store("other", home=workspace).close()
+    admin = token(workspace, admin=True, actor="user:admin")
+    with running(workspace) as url:
+        c = client(url, admin)
+        sid = next(s.id for s in c.beta.memory_stores.list() if s.name == "notes")
+        m = c.beta.memory_stores.memories.create(sid, path="/k.md", content="pin 4242")
+        c.beta.memory_stores.memories.update(m.id, memory_store_id=sid, content="none")
+        c.beta.memory_stores.memory_versions.redact(m.memory_version_id, memory_store_id=sid)
+        path = f"/v1/memory_stores/{sid}/memory_versions/{{}}/receipt"
+
+        def get(secret: str, version: str) -> tuple[int, dict[str, object]]:
+            req = urllib.request.Request(
+                url + path.format(version), headers={"x-api-key": secret, "anthropic-version": "2023-06-01"}
+            )
+            try:
+                with urllib.request.urlopen(req) as resp:
+                    return resp.status, json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        ro = token(workspace, stores={"notes": "ro"})
+        status, body = get(ro, m.memory_version_id)
+        assert status == 200 and body["status"] == "pending" and str(body["receipt"]).startswith("c2sp.org/")
+        assert get(token(workspace, stores={"other": "rw"}), m.memory_version_id)[0] in (403, 404)
+        head = c.beta.memory_stores.memories.retrieve(m.id, memory_store_id=sid)
+        assert get(ro, head.memory_version_id)[0] == 404  # not redacted: no receipt
+        assert isinstance(c, anthropic.Anthropic)
