@@ -179,6 +179,11 @@ def consistency(store: StoreCore, old: int, new: int) -> list[bytes]:
     return tree(store).consistency_proof(old, new)
 
 
+def rotate_key(store: StoreCore) -> str:
+    """Rotate the log key (:func:`gitmem.engine.checkpoints.rotate_key`); returns the new vkey."""
+    return checkpoints.rotate_key(store).verifier().vkey()
+
+
 def log_vkey(store: StoreCore) -> str:
     """The store's current log verifier key (for witnesses' and verifiers' configuration)."""
     return checkpoints.signer(store).verifier().vkey()

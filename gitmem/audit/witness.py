@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ class Witness:
             if not sep or not lines[0].startswith("old ") or len(lines) - 1 > 63:
                 return Reply(400, "expected 'old N', at most 63 proof lines, a blank line, a checkpoint\n")
             size_text = lines[0][4:]
-            if not size_text.isdigit() or (size_text != "0" and size_text.startswith("0")):
+            if not re.fullmatch(r"0|[1-9][0-9]{0,18}", size_text):
                 return Reply(400, "bad old size\n")
             old = int(size_text)
             proof = [note.b64decode(line) for line in lines[1:]]

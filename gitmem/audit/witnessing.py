@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import queue
+import re
 import threading
 import time
 import urllib.parse
@@ -80,8 +81,14 @@ def _ask(url: str, old: int, t: Any, newest: transparency.Signed, timeout: float
     """Submit, and once more from the witness's size when it answers 409."""
     for _attempt in range(2):
         status, text = submit(url, old, t.consistency_proof(old, newest.cp.size), newest.text, timeout)
-        if status == 409 and text.strip().isdigit() and int(text) <= newest.cp.size and int(text) != old:
-            old = int(text)
+        size = text[:-1] if text.endswith("\n") else text
+        if (
+            status == 409
+            and re.fullmatch(r"0|[1-9][0-9]{0,18}", size)
+            and int(size) <= newest.cp.size
+            and int(size) != old
+        ):
+            old = int(size)
             continue
         break
     return status, text

@@ -199,9 +199,9 @@ def tlog_rotate_key(
     """Replace the log key; the newest checkpoint is signed by both keys (tell witnesses the new one)."""
 
     def fn(s: Any) -> str:
-        from gitmem.engine import checkpoints
+        from gitmem.audit import transparency
 
-        return str(checkpoints.rotate_key(s.core).verifier().vkey())
+        return transparency.rotate_key(s.core)
 
     common.run(False, common.with_store(store, home, fn), lambda v: typer.echo(f"new log key: {v}"))
 

@@ -200,3 +200,16 @@ def test_a_pattern_redactions_receipt_holds_no_pattern_and_no_erased_id(store: S
     for needle in ["ann@example.com", "tok-998877", "ann@example\\\\.com", *r.blobs, v.commit]:
         assert needle not in everything, needle
     assert rec.status == "pending" and rec.cosigned_by == []
+
+
+def test_names_sizes_and_base64_are_matched_whole(store: Store, tmp_path: Path) -> None:
+    for name in ("witness\n", "w\u2003x", "a+b", ""):
+        with pytest.raises(InvalidInputError):
+            note.check_name(name)
+    with pytest.raises(InvalidInputError):
+        note.b64decode("AAAAAAA\n")
+    w = Witness(tmp_path / "w", "witness.test/u")
+    w.add_log(transparency.log_vkey(store.core))
+    signed = transparency.newest(store.core).text
+    for old in ("\uff10", "00", "-0", "1 "):  # a fullwidth zero, leading zeroes, signs, spaces
+        assert w.add_checkpoint(f"old {old}\n\n{signed}".encode()).status == 400

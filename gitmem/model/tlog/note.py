@@ -29,14 +29,14 @@ ALG_ED25519 = 0x01
 ALG_COSIGNATURE_V1 = 0x04
 DASH = "\u2014 "
 MAX_SIGNATURES = 100  # the spec asks for at least 16; Go's note package takes 100
-_NAME = re.compile(r"^[^\s+]+$")
-_B64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+_NAME = re.compile(r"[^\s+]+")
+_B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")
 
 
 def b64decode(text: str) -> bytes:
     """Strict standard base64 (RFC 4648 section 4); InvalidInputError otherwise."""
-    if not _B64.match(text) or len(text) % 4:
+    if not _B64.fullmatch(text) or len(text) % 4:
         raise InvalidInputError(f"not standard base64: {text[:40]!r}")
     try:
         return base64.b64decode(text, validate=True)
@@ -50,7 +50,7 @@ def b64(data: bytes) -> str:
 
 def check_name(name: str) -> str:
     """A key name: non-empty, no Unicode space, no ``+``."""
-    if not name or not _NAME.match(name) or any(ch.isspace() for ch in name):
+    if not _NAME.fullmatch(name):  # \s is Unicode whitespace for str patterns
         raise InvalidInputError(f"bad key name {name!r}: non-empty, no spaces and no '+'")
     return name
 
