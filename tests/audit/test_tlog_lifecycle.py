@@ -86,3 +86,18 @@ def test_a_checkpoint_lost_in_a_crash_is_signed_by_the_next_append(store: Store)
     assert any("signing a checkpoint failed" in p for p in transparency.check(store.core))
     ledger.append(store.core, "flag", {"n": 2})
     assert _size(store.core) == 3 and transparency.check(store.core) == []
+
+
+def test_a_store_from_before_checkpoints_verifies_and_its_next_append_signs_all(store: Store) -> None:
+    ledger.append(store.core, "flag", {"n": 1})
+    store.core.repo.references.delete(checkpoints.CHECKPOINTS_REF)
+    for name in ("state.json", "leaves"):
+        (store.core.gitmem_dir / "tlog" / name).unlink()
+    assert transparency.check(store.core) == []
+    ledger.append(store.core, "flag", {"n": 2})
+    assert _size(store.core) == 3 and transparency.check(store.core) == []
+    verify(store.core)
+    store.core.repo.references.delete(checkpoints.CHECKPOINTS_REF)  # now that it was seen: reported
+    assert transparency.check(store.core) == [
+        "refs/gitmem/checkpoints is gone, although checkpoints were seen here before"
+    ]
