@@ -7,9 +7,9 @@ checkpoint and by one witness round trip, and what it adds to an ordinary write'
 
 Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall = ``perf_counter``):
 
-- ``sign``: ``ledger.append`` minus the same append with ``checkpoints.on_append`` switched off,
-  alternated in one store of ``--entries`` entries: the tlog's share of an append (frontier,
-  Ed25519 signature, the checkpoint commit). Its flush is wall time, not CPU.
+- ``sign``: ``checkpoints.on_append`` timed inside each ``ledger.append`` of a store of
+  ``--entries`` entries: the tlog's share of an append (frontier, Ed25519 signature, the
+  checkpoint commit and its flush; the flush's wait is wall time, not CPU).
 - ``witness round trip``: ``witnessing.cosign_round`` against one real ``gitmem witness serve``
   process on 127.0.0.1 after each append: proof, HTTP request, cosignature check, storing it (the
   witness's own CPU is its process's, reported apart from /proc).
@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -85,36 +86,34 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     for i in range(entries - 1):
         ledger.append(core, "flag", {"bench": i})
     real = checkpoints.on_append
-
-    def off(store: StoreCore, seq: int, leaf: bytes, leaves: object) -> str:
-        return ""
-
-    with_cpu, without_cpu, with_wall, without_wall, round_cpu, round_wall = [], [], [], [], [], []
+    sign_cpu, sign_wall, round_cpu, round_wall = [], [], [], []
     witness_cpu: list[float] = []
+
+    def timed_on_append(*a: Any, **k: Any) -> str:  # the tlog's share of ledger.append, alone
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            sign_cpu.append(time.process_time() - c0)
+            sign_wall.append(time.perf_counter() - w0)
+
     with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
         policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
         assert witnessing.cosign_round(core, policy) == {"w1": "cosigned"}
-        for i in range(rounds):
-            checkpoints.on_append = off  # type: ignore[assignment]
-            try:
-                c, w = _timed(functools.partial(ledger.append, core, "flag", {"off": i}))
-            finally:
-                checkpoints.on_append = real  # type: ignore[assignment]
-            without_cpu.append(c)
-            without_wall.append(w)
-            c, w = _timed(functools.partial(ledger.append, core, "flag", {"on": i}))
-            with_cpu.append(c)
-            with_wall.append(w)
-            before = _proc_cpu(pid)
-            c0, w0 = time.process_time(), time.perf_counter()
-            result = witnessing.cosign_round(core, policy)
-            c, w = time.process_time() - c0, time.perf_counter() - w0
-            assert result == {"w1": "cosigned"}, result
-            witness_cpu.append(_proc_cpu(pid) - before)
-            round_cpu.append(c)
-            round_wall.append(w)
-    sign_cpu = [a - b for a, b in zip(with_cpu, without_cpu, strict=True)]
-    sign_wall = [a - b for a, b in zip(with_wall, without_wall, strict=True)]
+        checkpoints.on_append = timed_on_append
+        try:
+            for i in range(rounds):
+                ledger.append(core, "flag", {"on": i})
+                before = _proc_cpu(pid)
+                c0, w0 = time.process_time(), time.perf_counter()
+                result = witnessing.cosign_round(core, policy)
+                c, w = time.process_time() - c0, time.perf_counter() - w0
+                assert result == {"w1": "cosigned"}, result
+                witness_cpu.append(_proc_cpu(pid) - before)
+                round_cpu.append(c)
+                round_wall.append(w)
+        finally:
+            checkpoints.on_append = real
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
 
     # ordinary writes: with the serve worker running on a configured witness, and without
@@ -140,7 +139,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     signed_by_writes = len(ledger.entries(core)) - entries_before  # each entry is one checkpoint
     store.close()
     shutil.rmtree(home, ignore_errors=True)
-    rows = {
+    rows: dict[str, object] = {
         "entries": entries,
         "rounds": rounds,
         "sign_cpu_ms": _ms(sign_cpu),
@@ -171,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(entries, rounds, writes)
     for k, v in rows.items():
         print(f"{k:42} {v}")
-    verdict = "met" if float(rows["sign_plus_witness_cpu_ms"]) <= 1.0 else "MISSED"  # type: ignore[arg-type]
+    verdict = "met" if float(str(rows["sign_plus_witness_cpu_ms"])) <= 1.0 else "MISSED"
     print(f"{'target sign + witness <= 1 ms CPU':42} {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
