@@ -54,7 +54,7 @@ def test_every_append_signs_a_checkpoint_of_the_ledger(store: Store) -> None:
         [note.ed25519_verifier(transparency.log_vkey(store.core))],
     )
     cp = parse_body(signed.text)
-    assert (cp.origin, cp.size) == (f"gitmem/{store.settings.id}", len(leaves) == 5 and 5)
+    assert len(leaves) == 5 and (cp.origin, cp.size) == (f"gitmem/{store.settings.id}", 5)
     assert cp.root == merkle.root_hash([merkle.leaf_hash(x) for x in leaves])
     assert leaves[1] == ledger.canonical({**_body(ledger.entries(store.core)[1])}).encode()
     assert len(checkpoints.history(store.core)) == 5
@@ -123,3 +123,48 @@ def test_a_checkpoint_signed_by_an_unknown_key_is_refused_on_the_clone(store: St
     subprocess.run(["git", "fetch", "-q", "origin", "refs/gitmem/*:refs/gitmem/*"], cwd=dest, check=True)
     with gitmem.open_store(dest) as c:
         assert any("not signed by a trusted log key" in p for p in transparency.check(c.core))
+
+
+def _mth(leaves: list[bytes]) -> bytes:
+    """RFC 6962 section 2.1, written again here from the RFC's text (not gitmem's merkle module)."""
+    import hashlib
+
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return hashlib.sha256(b"\x00" + leaves[0]).digest()
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    return hashlib.sha256(b"\x01" + _mth(leaves[:k]) + _mth(leaves[k:])).digest()
+
+
+def test_the_stores_checkpoint_checked_by_hand(store: Store) -> None:
+    """The note split, key id, Ed25519 signature and root recomputed with hashlib and cryptography."""
+    import base64
+    import hashlib
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    _flags(store, 6, "hand")
+    signed = checkpoints.current(store.core)["checkpoint"]
+    text, _, sigline = signed.rpartition("\n\n")
+    name, b64 = sigline.strip().removeprefix("\u2014 ").split(" ")
+    vname, vid, vkey = transparency.log_vkey(store.core).split("+", 2)
+    raw = base64.b64decode(vkey)
+    assert raw[0] == 1 and name == vname == f"gitmem/{store.settings.id}"
+    assert hashlib.sha256(name.encode() + b"\n\x01" + raw[1:]).digest()[:4].hex() == vid
+    sig = base64.b64decode(b64)
+    assert sig[:4].hex() == vid
+    Ed25519PublicKey.from_public_bytes(raw[1:]).verify(sig[4:], (text + "\n").encode())
+    origin, size, root = text.split("\n")
+    bodies = [
+        c.raw_message.decode().partition("\n\n")[2].rstrip("\n").encode() for c in _ledger_commits(store)
+    ]
+    assert (origin, int(size)) == (name, len(bodies)) and base64.b64decode(root) == _mth(bodies)
+
+
+def _ledger_commits(store: Store) -> list[pygit2.Commit]:
+    repo = store.core.repo
+    out = list(repo.walk(repo.references[ledger.LEDGER_REF].target))
+    return list(reversed(out))
