@@ -16,7 +16,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 
@@ -467,6 +467,13 @@ class Store:
     def check_writable(self) -> None:
         """ForbiddenError when nothing may be written: an archived store, or a read-only clone."""
         self._core.check_writable()
+
+    def redaction_receipt(self, redaction_id: str) -> dict[str, Any]:
+        """The tlog-proof receipt of a redaction, ``pending`` until the witnesses' quorum cosigned
+        (docs/transparency.md#receipts)."""
+        from gitmem.audit import redaction_receipts as rr
+
+        return rr.receipt(self._core, redaction_id, rr.workspace_policy(self._core)).to_dict()
 
     def search(
         self,

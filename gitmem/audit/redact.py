@@ -23,7 +23,7 @@ from gitmem.audit.proposal_chains import chain_blobs, rewrite_chains
 from gitmem.engine import access, denylist, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
-from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
+from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.rewrite import Rewriter
 from gitmem.ids import is_id, new_id
 from gitmem.model.caller import Caller
@@ -74,6 +74,7 @@ class Redaction:
     remembered: bool = False
     dry_run: bool = False
     blobs: list[str] = field(default_factory=list)  # ids of the redacted (old) blobs
+    receipt: dict[str, Any] | None = None  # the tlog-proof receipt (gitmem.audit.redaction_receipts)
 
 
 # ---------------------------------------------------------------------- redaction
@@ -271,7 +272,18 @@ def _redact(
         touched=_touched(rows, shown),
         remembered=pattern is not None and remember,
         blobs=sorted(contents),
+        receipt=_receipt(store, rid),
     )
+
+
+def _receipt(store: StoreCore, rid: str) -> dict[str, Any] | None:
+    """The redaction's tlog-proof receipt, pending until witnesses cosign (docs/transparency.md)."""
+    from gitmem.audit import redaction_receipts
+
+    try:
+        return redaction_receipts.receipt(store, rid, redaction_receipts.workspace_policy(store)).to_dict()
+    except GitmemError:  # no checkpoint yet (signing failed: verify reports it); fetch it later
+        return None
 
 
 def _touched(rows: list[VersionRow], shown: Callable[[str], str] = lambda p: p) -> list[Touched]:

@@ -18,10 +18,11 @@ from pathlib import Path
 from gitmem import config
 from gitmem.audit.verify import VerifyReport, verify
 from gitmem.config import StoreSettings
-from gitmem.engine import ledger
+from gitmem.engine import checkpoints, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.model.paths import validate_scope
+from gitmem.model.tlog import note
 
 HEADS = "refs/heads/"
 PROPOSALS = "refs/gitmem/proposals/"
@@ -34,7 +35,8 @@ _LINE = re.compile(r"^([0-9a-f]{40}) (\S+)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ANCHOR = re.compile(r"^\d+ [0-9a-f]{64}$")
-PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)  # and receipts, proposals
+LOG_KEY = checkpoints.KEY_FILE  # the transparency log's key: restored into gitmem/tlog/ (0600)
+PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE, LOG_KEY)  # and receipts, proposals
 MAX_PRIVATE_BYTES = 64 * 1024 * 1024  # a deny-list of a million ids is 41 MB
 
 
@@ -85,7 +87,7 @@ def bundle_refs(bundle: Path) -> dict[str, str]:
                 raise InvalidInputError(f"{bundle}: {ref} is not a scope: {exc.message}") from None
         elif ref.startswith(PROPOSALS):
             _check_proposal_ref(bundle, ref)
-        elif ref != ledger.LEDGER_REF:
+        elif ref not in (ledger.LEDGER_REF, checkpoints.CHECKPOINTS_REF):
             raise InvalidInputError(
                 f"{bundle}: holds {ref}, which no gitmem store has (a store bundle holds refs/heads/*, "
                 f"{ledger.LEDGER_REF} and {PROPOSALS}<scope>/<proposal>)"
@@ -186,6 +188,11 @@ def _check_private(path: Path, name: str, lines: list[str]) -> None:
         ok = len(lines) == 1 and bool(_HEX64.match(lines[0].strip()))
     elif name == ledger.ANCHOR_FILE:
         ok = len(lines) == 1 and bool(_ANCHOR.match(lines[0].strip()))
+    elif name == LOG_KEY:
+        try:
+            ok = len(lines) == 1 and bool(note.ed25519_signer(lines[0]))
+        except InvalidInputError:
+            ok = False
     else:
         ok = all(ln.startswith("#") or _HEX40.match(ln.strip()) or not ln.strip() for ln in lines)
     if not ok:
@@ -243,15 +250,21 @@ def install_private(git_dir: Path, files: dict[str, bytes]) -> None:
     """Write the checked private files into the new store (the secret with mode 0600)."""
     gdir = git_dir / "gitmem"
     gdir.mkdir(exist_ok=True)
+    if LOG_KEY not in files:  # without the log's key the restored store starts a new log identity
+        _git(["--git-dir", str(git_dir), "update-ref", "-d", checkpoints.CHECKPOINTS_REF])
     for name, data in files.items():
         if name == config.SETTINGS_FILE:
             continue  # the caller writes the settings (with the store's name checked)
         if name.startswith(PROPOSALS_DIR + "/"):
             (gdir / PROPOSALS_DIR).mkdir(exist_ok=True)
+        path = gdir / name
+        if name == LOG_KEY:
+            path = gdir / checkpoints.TLOG_DIR / name
+            path.parent.mkdir(exist_ok=True, mode=0o700)
         # as their originals: short redacted values could be brute-forced from the deny-list's ids,
         # and a remembered pattern is the redacted text itself
-        private = name in (ledger.SECRET_FILE, ledger.DENYLIST_FILE, PATTERNS)
-        fd = os.open(gdir / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+        private = name in (ledger.SECRET_FILE, ledger.DENYLIST_FILE, PATTERNS, LOG_KEY)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
         try:
             os.write(fd, data)
             os.fsync(fd)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 import pygit2
 
 from gitmem import config
+from gitmem.audit import transparency
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.denylist import MARK as _MARK
@@ -67,11 +68,14 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
         _run("receipts", lambda: check_receipts(store)),
         _run("settings", lambda: check_settings(store)),
         _run("index", lambda: check_index(store)),
+        _run("transparency log", lambda: transparency.check(store)),
     ]
     report = VerifyReport(str(store.path), recovered, checks)
     _remember(store, report)
     if report.ok and store.is_clone:
         ledger.remember_seen(store)
+    if report.ok:
+        transparency.remember(store)
     if raise_on_failure and not report.ok:
         failed = "; ".join(f"{c.name}: {c.detail}" for c in checks if not c.ok)
         raise IntegrityError(f"verify failed for {store.path}: {failed}")

@@ -101,6 +101,8 @@ def redact(
             typer.echo(f"  {t.scope}\t{t.version}\t{t.path}")
         if r.remembered:
             typer.echo("  the pattern is remembered: writes matching it are refused from now on")
+        if r.receipt:
+            typer.echo(f"  receipt: {r.receipt['status']} (gitmem receipt show {r.id})")
         for m in r.sessions:
             verb = "hold" if r.dry_run else "held"
             typer.echo(f"  session mount {m} {verb} the content; its next sync replaces it")

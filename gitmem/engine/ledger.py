@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem import config
+from gitmem.engine import checkpoints
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
@@ -328,8 +329,30 @@ def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | No
                 seq, kind, body["at"], body["actor"], dict(data), body["prev"], _sha(text), str(oid)
             )
             _write_anchor(store.gitmem_dir / ANCHOR_FILE, seq, entry.digest)
+            _checkpoint(store, seq, text)
             return entry
     raise ConflictError("could not append to the ledger: refs/gitmem/ledger kept moving")
+
+
+def leaves(store: StoreCore) -> list[bytes]:
+    """The transparency log's leaves: each entry's canonical JSON, oldest first (docs/transparency.md)."""
+    return [
+        checkpoints.leaf_bytes(canonical(_body(e.seq, e.kind, e.at, e.actor, e.data, e.prev)))
+        for e in entries(store)
+    ]
+
+
+def _checkpoint(store: StoreCore, seq: int, text: str) -> None:
+    """Sign the checkpoint covering entry ``seq``. The entry is already durable: a failure to sign is
+    recorded (``$GIT_DIR/gitmem/tlog/lagging``, reported by verify) and healed by the next append."""
+    lagging = store.gitmem_dir / checkpoints.TLOG_DIR / "lagging"
+    try:
+        checkpoints.on_append(store, seq, checkpoints.leaf_bytes(text), lambda: leaves(store))
+    except Exception as exc:  # noqa: BLE001 - the append itself succeeded
+        lagging.parent.mkdir(parents=True, exist_ok=True)
+        lagging.write_text(f"{seq} {type(exc).__name__}: {exc}\n", encoding="utf-8")
+    else:
+        lagging.unlink(missing_ok=True)
 
 
 def _check_anchor(store: StoreCore, tip: pygit2.Oid | None, last: LedgerEntry | None) -> None:

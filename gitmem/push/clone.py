@@ -101,11 +101,13 @@ def clone(
 def _anchor_ledger(target: Path) -> None:
     """Remember the ledger entry the clone starts from, so ``verify`` on the clone later detects a
     ledger rewritten since (a broken ledger is left for ``verify`` to report)."""
+    from gitmem.audit import transparency
     from gitmem.engine import ledger
     from gitmem.errors import IntegrityError
 
     with open_store(str(target)) as store, contextlib.suppress(IntegrityError):
         ledger.remember_seen(store)
+        transparency.remember(store)
 
 
 class _Progress(pygit2.RemoteCallbacks):

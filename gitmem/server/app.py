@@ -36,6 +36,7 @@ from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
+from gitmem.server.receipts_api import ReceiptsApi
 from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
@@ -162,8 +163,13 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        from gitmem.server.witness_http import start_worker
+
+        witnesses = start_worker(pool.home)  # cosignatures in the background (docs/transparency.md)
         async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
             yield
+        if witnesses is not None:
+            witnesses.stop()
         pool.close()  # uvicorn waited for in-flight requests before this runs
 
     app = Starlette(
@@ -172,6 +178,7 @@ def create_app(
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
             *ReviewApi(api).routes(),
+            *ReceiptsApi(api).routes(),
             *console.routes(),
             *databricks.routes(),
             Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),

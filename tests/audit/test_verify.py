@@ -36,6 +36,7 @@ def test_verify_passes_on_a_fresh_store(store: Store) -> None:
         "receipts",
         "settings",
         "index",
+        "transparency log",
     ]
 
 

@@ -53,6 +53,7 @@ STORE_SURFACE = {
     "read",
     "redact",
     "redact_pattern",
+    "redaction_receipt",
     "rename",
     "restore",
     "scopes",

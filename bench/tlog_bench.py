@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""What the transparency log costs (docs/transparency.md): CPU added to a redaction by signing its
+checkpoint and by one witness round trip, and what it adds to an ordinary write's acknowledgement.
+
+    python bench/tlog_bench.py [--entries 2000] [--rounds 200] [--json out.json]
+    python bench/tlog_bench.py --quick          # 200 entries, 40 rounds (seconds)
+
+Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall = ``perf_counter``):
+
+- ``sign``: ``checkpoints.on_append`` timed inside each ``ledger.append`` of a store of
+  ``--entries`` entries: the tlog's share of an append (frontier, Ed25519 signature, the
+  checkpoint commit and its flush; the flush's wait is wall time, not CPU).
+- ``witness round trip``: ``witnessing.cosign_round`` against one real ``gitmem witness serve``
+  process on 127.0.0.1 after each append: proof, HTTP request, cosignature check, storing it (the
+  witness's own CPU is its process's, reported apart from /proc).
+- ``sign + witness``: their sum, the CPU a redaction pays (target <= 1 ms).
+- ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
+  against the same write with no policy; and how many checkpoints ordinary writes signed (0:
+  writes do not append to the ledger).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gitmem  # noqa: E402
+from gitmem.audit import transparency, witnessing  # noqa: E402
+from gitmem.engine import checkpoints, ledger  # noqa: E402
+from gitmem.engine.core import StoreCore  # noqa: E402
+from gitmem.model.tlog import policy as policy_mod  # noqa: E402
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+def _proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def _witness(d: Path, log_vkey: str) -> Iterator[tuple[str, str, int]]:
+    args = [sys.executable, "-m", "gitmem", "witness", "serve", "--dir", str(d), "--name", "bench.test/w1"]
+    p = subprocess.Popen([*args, "--port", "0", "--log", log_vkey], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    words = p.stdout.readline().split()
+    try:
+        yield words[1], words[-1], p.pid
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def _ms(xs: list[float]) -> float:
+    return round(statistics.median(xs) * 1000, 3)
+
+
+def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
+    home = Path(tempfile.mkdtemp(prefix="gitmem-tlog-bench-"))
+    store = gitmem.create_store("bench", home=home)
+    core: StoreCore = store.core
+    _log(f"seeding {entries} ledger entries")
+    for i in range(entries - 1):
+        ledger.append(core, "flag", {"bench": i})
+    real = checkpoints.on_append
+    sign_cpu, sign_wall, round_cpu, round_wall = [], [], [], []
+    witness_cpu: list[float] = []
+
+    def timed_on_append(*a: Any, **k: Any) -> str:  # the tlog's share of ledger.append, alone
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            sign_cpu.append(time.process_time() - c0)
+            sign_wall.append(time.perf_counter() - w0)
+
+    with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
+        policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
+        assert witnessing.cosign_round(core, policy) == {"w1": "cosigned"}
+        checkpoints.on_append = timed_on_append
+        try:
+            for i in range(rounds):
+                ledger.append(core, "flag", {"on": i})
+                before = _proc_cpu(pid)
+                c0, w0 = time.process_time(), time.perf_counter()
+                result = witnessing.cosign_round(core, policy)
+                c, w = time.process_time() - c0, time.perf_counter() - w0
+                assert result == {"w1": "cosigned"}, result
+                witness_cpu.append(_proc_cpu(pid) - before)
+                round_cpu.append(c)
+                round_wall.append(w)
+        finally:
+            checkpoints.on_append = real
+    total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
+
+    # ordinary writes: with the serve worker running on a configured witness, and without
+    entries_before = len(ledger.entries(core))
+    plain: list[float] = []
+    worked: list[float] = []
+    with _witness(home / "w2", transparency.log_vkey(core)) as (vkey, url, _pid):
+        text = f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n"
+        (home / "witnesses.policy").write_text(text)
+        from gitmem.server.witness_http import start_worker
+
+        for i in range(writes):
+            _, w = _timed(functools.partial(store.write, f"/plain/{i}.md", f"plain {i}"))
+            plain.append(w)
+        worker = start_worker(home, interval=0.05)
+        try:
+            for i in range(writes):
+                _, w = _timed(functools.partial(store.write, f"/worked/{i}.md", f"worked {i}"))
+                worked.append(w)
+        finally:
+            if worker is not None:
+                worker.stop()
+    signed_by_writes = len(ledger.entries(core)) - entries_before  # each entry is one checkpoint
+    store.close()
+    shutil.rmtree(home, ignore_errors=True)
+    rows: dict[str, object] = {
+        "entries": entries,
+        "rounds": rounds,
+        "sign_cpu_ms": _ms(sign_cpu),
+        "sign_wall_ms": _ms(sign_wall),
+        "witness_round_cpu_ms": _ms(round_cpu),
+        "witness_round_wall_ms": _ms(round_wall),
+        "witness_process_cpu_ms": round(sum(witness_cpu) / len(witness_cpu) * 1000, 3),  # ticks: a mean
+        "sign_plus_witness_cpu_ms": _ms(total),
+        "target_ms": 1.0,
+        "write_ack_no_witnesses_ms": _ms(plain),
+        "write_ack_with_witness_worker_ms": _ms(worked),
+        "checkpoints_signed_by_ordinary_writes": signed_by_writes,
+    }
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--entries", type=int)
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--writes", type=int)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    entries = args.entries or (200 if args.quick else 2000)
+    rounds = args.rounds or (40 if args.quick else 200)
+    writes = args.writes or (40 if args.quick else 200)
+    rows = run(entries, rounds, writes)
+    for k, v in rows.items():
+        print(f"{k:42} {v}")
+    verdict = "met" if float(str(rows["sign_plus_witness_cpu_ms"])) <= 1.0 else "MISSED"
+    print(f"{'target sign + witness <= 1 ms CPU':42} {verdict}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""The ledger's signed checkpoints on ``refs/gitmem/checkpoints`` (docs/transparency.md).
+
+Every ledger append (:func:`on_append`, called by :func:`gitmem.engine.ledger.append` under the ledger
+lock) extends an RFC 6962 tree whose leaves are the entries' canonical JSON (leaf ``i`` is entry
+``seq == i``, its bytes exactly the JSON after the commit message's blank line) and commits a new
+C2SP checkpoint signed with the store's Ed25519 key. Each commit on the ref has a tree of three
+blobs: ``checkpoint`` (the newest signed note, with the witnesses' cosignatures gathered so far),
+``witnessed`` (the newest checkpoint at least one witness cosigned, when it is not the newest) and
+``keys`` (every log vkey, one a line, oldest first). Clones, fetches and bundles carry the ref with
+the rest of ``refs/gitmem/*``.
+
+The private key is ``$GIT_DIR/gitmem/tlog/log.key`` (mode 0600, Go's ``PRIVATE+KEY+...`` form);
+the tree's frontier is cached in ``$GIT_DIR/gitmem/tlog/state.json`` (rebuilt from the ledger when
+it lags). Nothing here blocks on a witness: listeners (:func:`add_listener`) are told of each new
+checkpoint and do their work elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from gitmem.errors import ConflictError
+from gitmem.git.locks import file_lock
+from gitmem.git.repo import retrying
+from gitmem.model.tlog import note
+from gitmem.model.tlog.checkpoint import Checkpoint, parse_body
+from gitmem.model.tlog.merkle import CompactRange, leaf_hash
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
+
+CHECKPOINTS_REF = "refs/gitmem/checkpoints"
+CLONE_CHECKPOINTS_REFS = ("refs/remotes/origin/gitmem/checkpoints", "refs/gitmem/remote/checkpoints")
+TLOG_DIR = "tlog"
+KEY_FILE = "log.key"
+STATE_FILE = "state.json"
+LEAVES_FILE = "leaves"
+_listeners: list[Callable[[Path], None]] = []
+_signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
+
+
+def add_listener(fn: Callable[[Path], None]) -> None:
+    """Call ``fn(store path)`` after each new checkpoint of this process (it must not block)."""
+    if fn not in _listeners:
+        _listeners.append(fn)
+
+
+def remove_listener(fn: Callable[[Path], None]) -> None:
+    if fn in _listeners:
+        _listeners.remove(fn)
+
+
+_made: set[Path] = set()
+
+
+def tlog_dir(store: StoreCore) -> Path:
+    d = store.gitmem_dir / TLOG_DIR
+    if d not in _made or not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _made.add(d)
+    return d
+
+
+def origin(store: StoreCore) -> str:
+    """The log's origin line and key name: ``gitmem/<store id>``."""
+    return f"gitmem/{store.settings.id}"
+
+
+def leaf_bytes(canonical_json: str) -> bytes:
+    """A leaf: the entry's canonical JSON, ASCII (what the ledger commit's message body holds)."""
+    return canonical_json.encode("ascii")
+
+
+# ---------------------------------------------------------------------- the key
+def _write_private(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, text.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def signer(store: StoreCore) -> note.Ed25519Signer:
+    """The store's log key, created (0600) on first use."""
+    path = tlog_dir(store) / KEY_FILE
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        with file_lock(path.with_name(KEY_FILE + ".lock")):
+            if not path.exists():
+                _write_private(path, note.Ed25519Signer(origin(store), os.urandom(32)).skey() + "\n")
+        mtime = path.stat().st_mtime
+    cached = _signers.get(path)
+    if cached is not None and cached[0] == mtime:
+        return cached[1]
+    s = note.ed25519_signer(path.read_text(encoding="ascii"))
+    _signers[path] = (mtime, s)
+    return s
+
+
+def rotate_key(store: StoreCore) -> note.Ed25519Signer:
+    """A new log key: the newest checkpoint is signed again by the old and the new key (so verifiers
+    trusting the old key learn the new one), the old key file is kept as ``log.key.retired-<id>``."""
+    old = signer(store)
+    new = note.Ed25519Signer(origin(store), os.urandom(32))
+    with file_lock(store.gitmem_dir / "ledger.lock"):
+        tip = _tip(store)
+        files = _files(store, tip)
+        body = parse_body(note.parse(files["checkpoint"]).text).body() if "checkpoint" in files else None
+        if body is None:
+            body = Checkpoint(origin(store), 0, CompactRange().root()).body()
+        signed = note.sign(body, [old, new]).encode()
+        keys = _keys(files) + [new.verifier().vkey()]
+        path = tlog_dir(store) / KEY_FILE
+        retired = path.with_name(f"{KEY_FILE}.retired-{old.key_id:08x}")
+        _write_private(retired, old.skey() + "\n")
+        _commit(
+            store,
+            tip,
+            {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)},
+            "key rotated",
+        )
+        _write_private(path, new.skey() + "\n")
+    return new
+
+
+# ---------------------------------------------------------------------- the ref
+def _tip(store: StoreCore) -> pygit2.Oid | None:
+    names = (CHECKPOINTS_REF, *CLONE_CHECKPOINTS_REFS) if store.is_clone else (CHECKPOINTS_REF,)
+    for name in names:
+        ref = store.repo.references.get(name)
+        if ref is not None and isinstance(ref.target, pygit2.Oid):
+            return ref.target
+    return None
+
+
+def _files(store: StoreCore, tip: pygit2.Oid | None) -> dict[str, str]:
+    if tip is None:
+        return {}
+    tree = store.commit(tip).tree
+    out = {}
+    for entry in tree:
+        obj = store.repo[entry.id]
+        if isinstance(obj, pygit2.Blob) and entry.name:
+            out[entry.name] = obj.data.decode("utf-8", "replace")
+    return out
+
+
+def _keys(files: dict[str, str]) -> list[str]:
+    return [line for line in files.get("keys", "").splitlines() if line.strip()]
+
+
+def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], what: str) -> pygit2.Oid:
+    repo = store.repo
+    old = {e.name: e.id for e in store.commit(tip).tree} if tip is not None else {}
+    builder = repo.TreeBuilder()
+    for name in sorted(files):
+        data = files[name].encode("utf-8")
+        blob = old.get(name)
+        if blob is None or pygit2.hash(data) != blob:  # an unchanged file keeps its blob
+            blob = repo.create_blob(data)
+        builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
+    tree = builder.write()
+    sig = pygit2.Signature("gitmem", "gitmem", int(time.time()), 0)
+    size = parse_body(note.parse(files["checkpoint"]).text).size
+    message = f"gitmem checkpoint {size}: {what}\n"
+    parents = [tip] if tip is not None else []
+    oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
+    store.sync_objects([oid])
+    ref = repo.references.get(CHECKPOINTS_REF)
+    try:
+        if ref is None:
+            repo.references.create(CHECKPOINTS_REF, oid, force=False)
+        elif ref.target == tip:
+            ref.set_target(oid, "gitmem checkpoint")
+        else:
+            raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
+    except pygit2.AlreadyExistsError:
+        raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written") from None
+    return oid
+
+
+# ---------------------------------------------------------------------- the tree's frontier
+def _load_range(store: StoreCore) -> CompactRange | None:
+    try:
+        data = json.loads((tlog_dir(store) / STATE_FILE).read_text(encoding="ascii"))
+        return CompactRange(int(data["size"]), [bytes.fromhex(h) for h in data["range"]])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+    except Exception:  # noqa: BLE001 - a damaged cache is rebuilt, never trusted
+        return None
+
+
+def _save_range(store: StoreCore, cr: CompactRange) -> None:
+    path = tlog_dir(store) / STATE_FILE
+    tmp = path.with_name(f"{STATE_FILE}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"size": cr.size, "range": [h.hex() for h in cr.hashes]}), encoding="ascii")
+    os.replace(tmp, path)  # a cache: no fsync, a lost one is rebuilt from the ledger
+
+
+def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable[bytes]]) -> str:
+    """Sign and commit the checkpoint of the tree with entry ``seq`` (``leaf``) as its last leaf;
+    ``leaves`` gives every leaf when the cached frontier lags. Runs under the ledger lock. Returns
+    the signed note."""
+    cr = _load_range(store)
+    hashes_path = tlog_dir(store) / LEAVES_FILE
+    if cr is None or cr.size != seq:
+        cr = CompactRange()
+        rebuilt = [leaf_hash(data) for i, data in enumerate(leaves()) if i < seq]
+        for h in rebuilt:
+            cr.append(h)
+        hashes_path.write_bytes(b"".join(rebuilt))
+    new = leaf_hash(leaf)
+    cr.append(new)
+    body = Checkpoint(origin(store), cr.size, cr.root()).body()
+    s = signer(store)
+    tip = _tip(store)
+    files = _files(store, tip)
+    keys = _keys(files)
+    vkey = s.verifier().vkey()
+    if vkey not in keys:
+        keys.append(vkey)
+    prev = files.get("checkpoint")
+    signed = note.sign(body, [s]).encode()
+    files = {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)}
+    if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
+        files["witnessed"] = prev
+    _commit(store, tip, files, f"ledger entry #{seq}")
+    _save_range(store, cr)
+    with open(hashes_path, "ab") as fh:  # a cache of the leaf hashes (proofs without the ledger)
+        if fh.tell() == seq * 32:
+            fh.write(new)
+        else:
+            fh.truncate(0)
+    for fn in list(_listeners):
+        with contextlib.suppress(Exception):  # a listener never fails a write
+            fn(store.path)
+    return signed
+
+
+def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | None:
+    """Leaf hashes ``[start, end)`` from ``gitmem/tlog/leaves`` (None when the cache lacks them);
+    a cache: proofs built on it are checked against a signed root before use."""
+    try:
+        with open(store.gitmem_dir / TLOG_DIR / LEAVES_FILE, "rb") as fh:
+            fh.seek(start * 32)
+            data = fh.read((end - start) * 32)
+    except FileNotFoundError:
+        return None
+    if len(data) != (end - start) * 32:
+        return None
+    return [data[i : i + 32] for i in range(0, len(data), 32)]
+
+
+def _cosigned(signed: str) -> bool:
+    """Whether a note carries more than the log's signature (a witness cosigned it)."""
+    return signed.count("\n" + note.DASH) > 1
+
+
+# ---------------------------------------------------------------------- reading
+def current(store: StoreCore) -> dict[str, str]:
+    """The newest commit's files: ``checkpoint``, ``keys`` and maybe ``witnessed`` (empty: none)."""
+    return _files(store, _tip(store))
+
+
+def history(store: StoreCore) -> list[str]:
+    """Every checkpoint note the ref's history holds, oldest first (cosignature updates included)."""
+    out: list[str] = []
+    oid = _tip(store)
+    while oid is not None:
+        commit = store.commit(oid)
+        files = _files(store, oid)
+        if "checkpoint" in files:
+            out.append(files["checkpoint"])
+        oid = commit.parent_ids[0] if commit.parent_ids else None
+    out.reverse()
+    return out
+
+
+def add_cosignatures(store: StoreCore, body: str, sigs: Iterable[note.Signature]) -> bool:
+    """Store witness cosignatures of checkpoint ``body`` with it (on ``checkpoint`` when it is still the
+    newest, else on ``witnessed``); the caller verified them. Returns whether anything changed."""
+    new = list(sigs)
+    with file_lock(store.gitmem_dir / "ledger.lock"):
+        tip = _tip(store)
+        files = _files(store, tip)
+        for slot in ("checkpoint", "witnessed"):
+            text = files.get(slot)
+            if text is not None and note.parse(text).text == body:
+                break
+        else:
+            slot, text = "witnessed", None
+            old = files.get("witnessed")
+            if old is not None and parse_body(note.parse(old).text).size > parse_body(body).size:
+                return False  # a newer checkpoint is already witnessed
+            logged = [n for n in history(store) if note.parse(n).text == body]
+            if not logged:
+                return False
+            text = logged[-1]
+        parsed = note.parse(text)
+        have = {(s.name, s.key_id): s for s in parsed.sigs}
+        added = [s for s in new if (s.name, s.key_id) not in have]
+        if not added:
+            return False
+        files[slot] = note.Note(parsed.text, (*parsed.sigs, *added)).encode()
+        names = ", ".join(s.name for s in added)
+        _commit(store, tip, files, f"cosigned by {names}")
+        return True

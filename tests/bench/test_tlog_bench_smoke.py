@@ -1,0 +1,31 @@
+"""``bench/tlog_bench.py --quick`` runs end to end with a real witness process (no timing asserted;
+figures belong to bench/): every row is reported, and ordinary writes signed no checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_tlog_bench_quick_reports_every_row(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    args = ["--quick", "--entries", "20", "--rounds", "5", "--writes", "5", "--json", str(out)]
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "tlog_bench.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(out.read_text())
+    assert rows["checkpoints_signed_by_ordinary_writes"] == 0
+    assert {
+        "sign_cpu_ms",
+        "witness_round_cpu_ms",
+        "sign_plus_witness_cpu_ms",
+        "write_ack_with_witness_worker_ms",
+    } <= set(rows)
