@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
     from gitmem.audit.restore import Restored
     from gitmem.engine.memories import Memory, Prefix
-    from gitmem.engine.search import SearchHit
+    from gitmem.engine.hybrid import SearchResults
     from gitmem.model.versions import Version
 
 __all__ = [
@@ -341,11 +341,15 @@ class Store:
         limit: int = 10,
         path_prefix: str | None = None,
         raw: bool = False,
-    ) -> builtins.list[SearchHit]:
-        """Memories at the head of ``scope`` matching ``query``, best first."""
-        from gitmem.engine import search
+        mode: str = "lexical",
+    ) -> SearchResults:
+        """Memories at the head of ``scope`` matching ``query``, best first. ``mode``: ``lexical``,
+        ``semantic``, ``hybrid`` or ``auto`` (docs/search.md); the result's ``mode`` says which answered."""
+        from gitmem.engine import hybrid
 
-        return search.search(self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw)
+        return hybrid.search(
+            self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode
+        )
 
 
 # ---------------------------------------------------------------------- open / create / list
