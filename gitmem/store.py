@@ -181,10 +181,19 @@ class Store:
         version: str | None = None,
         session: str | None = None,
         actor: str | None = None,
+        at: str | None = None,
     ) -> Memory:
-        """A memory at the scope's head, or at ``version``. A reader with an open proposal on the
-        scope (``session``/``actor``, or the owner set by ``proposals.reviewing``) sees it on top."""
+        """A memory at the scope's head, or at ``version``, or as the scope held it ``at`` a time,
+        version or commit (docs/point-in-time.md). A reader with an open proposal on the scope
+        (``session``/``actor``, or the owner set by ``proposals.reviewing``) sees it on top."""
         from gitmem.engine import memories, proposals
+
+        if at is not None:
+            if version is not None:
+                raise InvalidInputError("give a version or an at, not both")
+            from gitmem.engine import past
+
+            return past.read_at(self._core, path, scope=scope, at=at)
 
         owner = proposals.reader(actor, session) if version is None else None
         if owner is not None:
@@ -194,10 +203,22 @@ class Store:
         return memories.read(self._core, path, scope=scope, version=version)
 
     def list(
-        self, prefix: str = "/", *, scope: str = "main", depth: int = 0, with_content: bool = False
+        self,
+        prefix: str = "/",
+        *,
+        scope: str = "main",
+        depth: int = 0,
+        with_content: bool = False,
+        at: str | None = None,
     ) -> builtins.list[Memory | Prefix]:
-        """Memories under ``prefix`` (``depth=1``: immediate children, deeper ones rolled up)."""
+        """Memories under ``prefix`` (``depth=1``: immediate children, deeper ones rolled up); with
+        ``at``, as the scope held them then (docs/point-in-time.md)."""
         from gitmem.engine import memories
+
+        if at is not None:
+            from gitmem.engine import past
+
+            return past.list_at(self._core, prefix, scope=scope, at=at, depth=depth, with_content=with_content)
 
         return memories.list_memories(self._core, prefix, scope=scope, depth=depth, with_content=with_content)
 
@@ -313,6 +334,13 @@ class Store:
 
         return history.diff(self._core, old_id, new_id)
 
+    def diff_at(self, start: str, end: str, *, scope: str = "main") -> str:
+        """The whole scope's unified diff between two moments (times, versions or commits): what
+        ``git diff`` of the two trees prints (docs/point-in-time.md)."""
+        from gitmem.engine import past
+
+        return past.diff_between(self._core, scope, start, end)
+
     def restore(
         self,
         version_id: str,
@@ -342,10 +370,17 @@ class Store:
         path_prefix: str | None = None,
         raw: bool = False,
         mode: str = "lexical",
+        at: str | None = None,
     ) -> SearchResults:
         """Memories at the head of ``scope`` matching ``query``, best first. ``mode``: ``lexical``,
-        ``semantic``, ``hybrid`` or ``auto`` (docs/search.md); the result's ``mode`` says which answered."""
+        ``semantic``, ``hybrid`` or ``auto`` (docs/search.md); the result's ``mode`` says which answered.
+        With ``at``: lexical search over the scope as it was then (docs/point-in-time.md)."""
         from gitmem.engine import hybrid
+
+        if at is not None:
+            return hybrid.search_at(
+                self._core, query, scope=scope, at=at, limit=limit, path_prefix=path_prefix, mode=mode
+            )
 
         return hybrid.search(
             self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode

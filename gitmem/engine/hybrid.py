@@ -94,6 +94,26 @@ def search(
     return SearchResults(fuse(store, lex, dense.hits, limit), "hybrid", "hybrid" if mode == "auto" else mode)
 
 
+def search_at(
+    store: StoreCore,
+    query: str,
+    *,
+    scope: str,
+    at: str,
+    limit: int = 10,
+    path_prefix: str | None = None,
+    mode: str = "lexical",
+) -> SearchResults:
+    """Search over ``scope`` as it was ``at`` (gitmem.engine.past): lexical, whatever the mode
+    asked (``mode`` on the answer says so)."""
+    from gitmem.engine import past
+
+    if mode not in MODES:
+        raise InvalidInputError(f"invalid search mode {mode!r}: use one of {', '.join(MODES)}")
+    hits = past.search_at(store, query, scope=scope, at=at, limit=limit, path_prefix=path_prefix)
+    return SearchResults(hits, "lexical", mode)
+
+
 def fuse(
     store: StoreCore,
     lex: list[SearchHit],
