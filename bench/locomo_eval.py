@@ -205,12 +205,20 @@ def evaluate(
 
 
 # --------------------------------------------------------------------- stores
-def build_store(home: Path, conv: Conversation, name: str, turns: Sequence[Turn] | None = None) -> tuple[Store, float]:
+def build_store(
+    home: Path, conv: Conversation, name: str, turns: Sequence[Turn] | None = None, *, described: bool = True
+) -> tuple[Store, float]:
     """One store holding one memory per turn (one batch); returns it and the CPU seconds the batch
-    and the lexical index's catch-up took."""
+    and the lexical index's catch-up took. ``described``: each memory's description is its speaker
+    and its session's date (the fields a memory-writing agent would give); else none."""
     store = gitmem.create_store(name, home=home)
     ops = [
-        BatchOp("write", t.path, t.body, description=f"{t.speaker}, {t.date}" if t.date else t.speaker)
+        BatchOp(
+            "write",
+            t.path,
+            t.body,
+            description=(f"{t.speaker}, {t.date}" if t.date else t.speaker) if described else None,
+        )
         for t in (turns if turns is not None else conv.turns)
     ]
     c0 = time.process_time()
@@ -243,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=os.environ.get("GITMEM_LOCOMO_DIR"))
     ap.add_argument("--quick", action="store_true", help="two conversations, a 3k latency store")
-    ap.add_argument("--systems", default="bm25,lexical,semantic,hybrid")
+    ap.add_argument("--systems", default="bm25,lexical-plain,lexical,semantic,hybrid")
+    ap.add_argument(
+        "--fusions",
+        default="",
+        help="extra hybrid rows, e.g. weighted:0.3,rrf:1 (fusion:alpha; the default row uses gitmem's own)",
+    )
     ap.add_argument("--scale", type=int, default=None, help="memories of the latency store (default 10000)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -265,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(tmp)
         stores: list[Store] = []
         cpu, memories = 0.0, 0
+        plain_stores: list[Store] = []
         if any(s != "bm25" for s in systems):
             for conv in convs:
                 log(f"conversation {conv.name}: {len(conv.turns)} turns, {len(conv.questions)} questions")
@@ -272,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
                 stores.append(store)
                 cpu += c
                 memories += len(conv.turns)
+                if "lexical-plain" in systems:
+                    plain_stores.append(build_store(home, conv, f"locomo-plain-{conv.name}", described=False)[0])
+        from gitmem.engine import hybrid
+
+        variants = [(f"hybrid[{v}]", v) for v in args.fusions.split(",") if v]
+        systems += [name for name, _v in variants]
         vec_cpu = 0.0
         if semantic_ok and any(s in ("semantic", "hybrid") for s in systems):
             from gitmem.engine import vectors
@@ -295,14 +315,24 @@ def main(argv: list[str] | None = None) -> int:
                 r = evaluate(convs, system, rank_bm25)
                 r.index_cpu_per_memory = bcpu / sum(len(c.turns) for c in convs)
             else:
+                mode, pool = system, stores
+                if system == "lexical-plain":
+                    mode, pool = "lexical", plain_stores
+                saved = hybrid.ALPHA, hybrid.FUSION
+                if system.startswith("hybrid["):
+                    fusion, alpha = dict(variants)[system].split(":")
+                    mode, hybrid.FUSION, hybrid.ALPHA = "hybrid", fusion, float(alpha)
 
-                def rank_store(ci: int, q: str, k: int, _mode: str = system) -> tuple[list[str], str]:
-                    res = stores[ci].search(q, limit=k, mode=_mode)  # type: ignore[call-arg]
-                    return [dia_of(h.path) for h in res], getattr(res, "mode", _mode)
+                def rank_store(
+                    ci: int, q: str, k: int, _mode: str = mode, _pool: list[Store] = pool
+                ) -> tuple[list[str], str]:
+                    res = _pool[ci].search(q, limit=k, mode=_mode)
+                    return [dia_of(h.path) for h in res], res.mode
 
                 r = evaluate(convs, system, rank_store)
+                hybrid.ALPHA, hybrid.FUSION = saved
                 r.index_cpu_per_memory = cpu / max(memories, 1)
-                if system in ("semantic", "hybrid"):
+                if mode in ("semantic", "hybrid"):
                     r.extra["vector_cpu_per_memory"] = vec_cpu / max(memories, 1)
             results.append(r)
         # Latency at scale: one store of `scale` turns (the conversations' turns under other sessions).
@@ -326,17 +356,17 @@ def main(argv: list[str] | None = None) -> int:
                 scale_lat["_vector_cpu_per_memory"] = [(time.process_time() - c0) / scale]
             qs = [q.text for c in convs for q in c.questions][:300]
             for system in systems:
-                if system == "bm25":
+                if system == "bm25" or "[" in system or system == "lexical-plain":
                     continue
-                big.search(qs[0], limit=10, mode=system)  # type: ignore[call-arg]  # warm
+                big.search(qs[0], limit=10, mode=system)  # warm
                 lats = []
                 for q in qs:
                     t0 = time.perf_counter()
-                    big.search(q, limit=10, mode=system)  # type: ignore[call-arg]
+                    big.search(q, limit=10, mode=system)
                     lats.append(time.perf_counter() - t0)
                 scale_lat[system] = lats
             big.close()
-        for s in stores:
+        for s in stores + plain_stores:
             s.close()
     out(f"LoCoMo dev: {len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
         f"{sum(len(c.questions) for c in convs)} questions (categories 1-4)")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
 MODES = ("lexical", "semantic", "hybrid", "auto")
-ALPHA = float(os.environ.get("GITMEM_HYBRID_ALPHA", "1.0"))
+ALPHA = float(os.environ.get("GITMEM_HYBRID_ALPHA", "0.2"))
 FUSION = os.environ.get("GITMEM_HYBRID_FUSION", "weighted")  # or "rrf" (measured, docs/search.md)
 CANDIDATES = 50  # taken from each side before fusing
 RRF_K = 60

