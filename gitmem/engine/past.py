@@ -163,32 +163,49 @@ def _blobs(tree: pygit2.Tree | None, prefix: str = "/") -> list[tuple[str, pygit
     return out
 
 
-def _annotations(store: StoreCore, scope: str, moment: Moment, path: str, blob: str) -> tuple[str, str, int | None, int | None]:
-    """(memory id, version id, created, updated) of ``path`` at the moment, from the index's version
-    rows, only where the row's blob is the tree's; ("", "", None, None) when none fits."""
-    if moment.time is None:
-        return "", "", None, None
-    db = store.index.db
-    row = db.execute(
-        "SELECT memory_id, id, blob, created_at FROM versions WHERE scope=? AND path=? AND created_at<=? "
-        "AND operation!='deleted' ORDER BY created_at DESC, seq DESC LIMIT 1",
-        (scope, path, moment.time),
-    ).fetchone()
-    if row is None or row[2] != blob:
-        return "", "", None, None
-    first = db.execute(
-        "SELECT MIN(created_at) FROM versions WHERE scope=? AND memory_id=?", (scope, row[0])
-    ).fetchone()
-    return row[0], row[1], first[0] if first else None, row[3]
+class _Annotations:
+    """The ids and times of the memories of a moment, from the index's version rows of the commits on
+    the scope's line up to the moment's commit, used only where a row names the tree's very blob."""
+
+    def __init__(self, store: StoreCore, moment: Moment) -> None:
+        self.rows: dict[str, tuple[str, str, str | None, int]] = {}  # path -> (memory, version, blob, time)
+        self.first: dict[str, int] = {}  # memory id -> time of its first version
+        if moment.commit is None:
+            return
+        line: set[str] = set()
+        c: pygit2.Commit | None = moment.commit
+        while c is not None:
+            line.add(str(c.id))
+            c = c.parents[0] if c.parents else None
+        for path, mid, vid, blob, at, commit_id, op in store.index.db.execute(
+            "SELECT path, memory_id, id, blob, created_at, commit_id, operation FROM versions "
+            "WHERE scope=? ORDER BY seq",
+            (moment.scope,),
+        ):
+            if commit_id not in line:
+                continue
+            self.first.setdefault(mid, at)
+            if op == "deleted":
+                self.rows.pop(path, None)
+            else:
+                self.rows[path] = (mid, vid, blob, at)
+
+    def get(self, path: str, blob: str) -> tuple[str, str, int | None, int | None]:
+        row = self.rows.get(path)
+        if row is None or row[2] != blob:
+            return "", "", None, None
+        return row[0], row[1], self.first.get(row[0]), row[3]
 
 
-def _memory(store: StoreCore, moment: Moment, path: str, blob: pygit2.Oid, with_content: bool = True) -> Memory:
+def _memory(
+    store: StoreCore, moment: Moment, notes: _Annotations, path: str, blob: pygit2.Oid, with_content: bool = True
+) -> Memory:
     from gitmem.engine.memories import Memory
     from gitmem.engine.writer import decode_content, sha256_hex
 
     data = store.blob_data(blob)
     text = decode_content(data)
-    mid, vid, created, updated = _annotations(store, moment.scope, moment, path, str(blob))
+    mid, vid, created, updated = notes.get(path, str(blob))
     return Memory(
         path=path,
         scope=moment.scope,
@@ -214,7 +231,7 @@ def read_at(store: StoreCore, path: str, *, scope: str = "main", at: str) -> Mem
         obj = None
     if obj is None or obj.type_str != "blob":
         raise NotFoundError(f"memory {path} did not exist in scope {scope!r} at {at}")
-    return _memory(store, moment, path, obj.id)
+    return _memory(store, moment, _Annotations(store, moment), path, obj.id)
 
 
 def list_at(
@@ -227,6 +244,7 @@ def list_at(
     if depth not in (0, 1):
         raise InvalidInputError(f"invalid depth {depth}: use 0 (whole subtree) or 1 (immediate children)")
     moment = resolve(store, scope, at)
+    notes = _Annotations(store, moment)
     out: list[Memory | Prefix] = []
     rollup: dict[str, int] = {}
     for path, blob in _blobs(moment.tree, prefix):
@@ -238,7 +256,7 @@ def list_at(
                 out.append(Prefix(sub, 0))
             rollup[sub] += 1
             continue
-        out.append(_memory(store, moment, path, blob, with_content))
+        out.append(_memory(store, moment, notes, path, blob, with_content))
     return [Prefix(i.path, rollup[i.path]) if isinstance(i, Prefix) else i for i in out]
 
 
@@ -268,10 +286,11 @@ def search_at(
     try:
         db.executescript(lexical.SCHEMA)
         rows = []
+        notes = _Annotations(store, moment)
         for i, (path, blob) in enumerate(_blobs(moment.tree, path_prefix or "/"), start=1):
             data = store.blob_data(blob)
             text = data.decode("utf-8", "replace")
-            mid, vid, _c, _u = _annotations(store, scope, moment, path, str(blob))
+            _mid, vid, _c, _u = notes.get(path, str(blob))
             rows.append((i, scope, path, vid, parse_description(text), data))
         lexical.index_texts(db, rows)
         params: list[object] = [marks[0], marks[1], lexical.SNIPPET_ELLIPSIS, lexical.SNIPPET_TOKENS, expression, scope, limit]

@@ -325,9 +325,13 @@ class AnthropicApi:
         after = wire.decode_cursor(q.get("page"), what)
         if after is not None and not isinstance(after, str):
             raise InvalidInputError("page: not a cursor of this listing")
+        at = q.get("at")  # gitmem's extension: the listing as the scope was then (docs/point-in-time.md)
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            items, proposed_ids = proposed.listing(store, prefix, scope, depth)  # a review token's own
+            if at is not None:
+                items, proposed_ids = store.list(prefix, scope=scope, depth=depth, at=at, with_content=chosen == "full"), set()
+            else:
+                items, proposed_ids = proposed.listing(store, prefix, scope, depth)  # a review token's own
             if after is not None:
                 items = [
                     i
@@ -343,6 +347,8 @@ class AnthropicApi:
                     out.append(
                         wire.memory_json(proposed.record(item, with_content=chosen == "full"), store_id)
                     )
+                elif at is not None:
+                    out.append(wire.memory_json(_record(item, with_content=chosen == "full"), store_id))
                 elif chosen == "full":
                     row = ops.head(store, scope, item.memory_id)
                     if row is not None:  # deleted since the listing: skipped
@@ -357,7 +363,14 @@ class AnthropicApi:
         scope = call.scope()
         chosen = wire.view(call.query, "full")
         mid = self._memory_id(call)
+        at = call.query.get("at")
         with self.pool.store(self._name(call, scope=scope)) as store:
+            if at is not None:  # gitmem's extension (docs/point-in-time.md): the memory as it was then
+                found = [m for m in store.list("/", scope=scope, at=at, with_content=chosen == "full")]
+                then = [m for m in found if isinstance(m, Memory) and m.memory_id == mid]
+                if not then:
+                    raise NotFoundError(f"memory {mid} did not exist in scope {scope!r} at {at}")
+                return wire.memory_json(_record(then[0], with_content=chosen == "full"), store.settings.id)
             tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
             rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
             self.fresh.mark(store, scope, tip)
@@ -487,11 +500,11 @@ class AnthropicApi:
             return wire.version_json(v, store.settings.id, None)
 
 
-def _record(m: Memory) -> ops.MemoryRecord:
+def _record(m: Memory, *, with_content: bool = False) -> ops.MemoryRecord:
     return ops.MemoryRecord(
         m.memory_id,
         m.path,
-        None,
+        m.content if with_content else None,
         m.content_sha256,
         m.size,
         m.version_id,
