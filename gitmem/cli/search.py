@@ -81,7 +81,10 @@ def search(
         note = f"mode: {found.mode}"
         if found.mode != found.requested and found.requested != "auto":
             note += f" ({found.requested} asked"
-            note += f"; {found.pending} memories still without vectors, catching up)" if found.pending else ")"
+            if found.pending > 0:
+                note += f"; {found.pending} memories still without vectors, catching up)"
+            else:
+                note += "; no vector file can be kept for this store)" if found.pending < 0 else ")"
         typer.echo(note, err=True)
         return found
 

@@ -15,6 +15,7 @@ embedding (after a clone, a rebuild, a large import).
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import TYPE_CHECKING
 
 import pygit2
@@ -37,7 +38,8 @@ RRF_K = 60
 class SearchResults(list[SearchHit]):
     """The hits, best first, and how they were found: ``mode`` is the mode that answered
     (``lexical`` when vectors were not ready), ``requested`` the mode asked for, ``pending`` the
-    memories of the scope without a vector when the answer was made."""
+    memories of the scope without a vector when the answer was made (-1: no vector file can be
+    kept for this store, e.g. a read-only directory)."""
 
     def __init__(self, hits: list[SearchHit], mode: str, requested: str, pending: int = 0) -> None:
         super().__init__(hits)
@@ -80,7 +82,12 @@ def search(
         validate_prefix(path_prefix)
     vectors.embedder()  # InvalidInputError without the extra
     want = max(limit, CANDIDATES)
-    dense = vectors.rank(store, scope, query, want, path_prefix)
+    try:
+        dense = vectors.rank(store, scope, query, want, path_prefix)
+    except (OSError, sqlite3.Error):
+        # No vector file can be kept here (a read-only directory, a full disk): words still answer.
+        hits = lexical.search(store, query, scope=scope, limit=limit, path_prefix=path_prefix, marks=marks)
+        return SearchResults(hits, "lexical", mode, -1)
     if dense.missing:
         if background == "thread":
             vectors.catch_up_in_background(store, scope)

@@ -170,3 +170,15 @@ def test_a_killed_catch_up_leaves_a_consistent_file(store: Store) -> None:
     assert vectors.catch_up(store.core, "main") == 1500 - partial
     assert len(vectors.stored_blobs(store.core)) == 1500
     assert hybrid.search(store.core, "memory number 7", mode="hybrid").mode == "hybrid"
+
+
+def test_no_vector_file_possible_answers_lexically(seeded: Store) -> None:
+    path = vectors.vector_path(seeded.core)
+    path.mkdir()  # nothing can open a database there (like a read-only or full directory)
+    (path / "keep").write_text("x")
+    found = seeded.search("Oslo", mode="hybrid")
+    assert found.mode == "lexical" and found.pending == -1 and found[0].path == "/notes/trip.md"
+    seeded.write("/more.md", "writes never notice")
+    (path / "keep").unlink()
+    path.rmdir()
+    assert seeded.search("musical hobbies", mode="hybrid").mode == "hybrid"
