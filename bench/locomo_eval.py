@@ -30,7 +30,6 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -113,9 +112,61 @@ def load(data: Path, limit: int | None = None) -> list[Conversation]:
 
 # --------------------------------------------------------------------- plain BM25
 BM25_STOP = frozenset(
-    "a an and are as at be by did do does for from had has have he her his how i in is it its me my of "
-    "on or our she so that the their them they this to was we were what when where which who why will "
-    "with you your".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
 )
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -150,7 +201,9 @@ class PlainBM25:
                 continue
             for i in self.postings[t]:
                 f = self.tfs[i][t]
-                scores[i] += idf * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.lens[i] / self.avg))
+                scores[i] += (
+                    idf * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.lens[i] / self.avg))
+                )
         return sorted(scores, key=lambda i: (-scores[i], i))[:k]
 
 
@@ -236,7 +289,9 @@ def pct(values: list[float], p: float) -> float:
 
 def print_table(results: list[Result], out: Callable[[str], None]) -> None:
     cats = ["all"] + list(CATEGORIES.values())
-    out("| system | category | n | turn R@1 | turn R@5 | turn R@10 | session R@1 | session R@5 | session R@10 |")
+    out(
+        "| system | category | n | turn R@1 | turn R@5 | turn R@10 | session R@1 | session R@5 | session R@10 |"
+    )
     out("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for c in cats:
@@ -287,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
                 cpu += c
                 memories += len(conv.turns)
                 if "lexical-plain" in systems:
-                    plain_stores.append(build_store(home, conv, f"locomo-plain-{conv.name}", described=False)[0])
+                    plain_stores.append(
+                        build_store(home, conv, f"locomo-plain-{conv.name}", described=False)[0]
+                    )
         from gitmem.engine import hybrid
 
         variants = [(f"hybrid[{v}]", v) for v in args.fusions.split(",") if v]
@@ -309,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
                     indexes.append(PlainBM25([t.body for t in conv.turns]))
                 bcpu = time.process_time() - c0
 
-                def rank_bm25(ci: int, q: str, k: int, _ix: list[PlainBM25] = indexes) -> tuple[list[str], str]:
+                def rank_bm25(
+                    ci: int, q: str, k: int, _ix: list[PlainBM25] = indexes
+                ) -> tuple[list[str], str]:
                     return [convs[ci].turns[i].dia_id for i in _ix[ci].rank(q, k)], "bm25"
 
                 r = evaluate(convs, system, rank_bm25)
@@ -344,7 +403,15 @@ def main(argv: list[str] | None = None) -> int:
                 t = pool[i % len(pool)]
                 rep = i // len(pool)
                 s, n = t.dia_id[1:].split(":")
-                turns.append(Turn(f"D{int(s) + 100 * rep + 1000 * (i % len(pool) // 1000)}:{i}", 0, t.speaker, t.text, t.date))
+                turns.append(
+                    Turn(
+                        f"D{int(s) + 100 * rep + 1000 * (i % len(pool) // 1000)}:{i}",
+                        0,
+                        t.speaker,
+                        t.text,
+                        t.date,
+                    )
+                )
             log(f"latency store: {scale} memories")
             big, bc = build_store(home, convs[0], "locomo-scale", turns)
             scale_index_cpu = bc / scale
@@ -368,8 +435,10 @@ def main(argv: list[str] | None = None) -> int:
             big.close()
         for s in stores + plain_stores:
             s.close()
-    out(f"LoCoMo dev: {len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
-        f"{sum(len(c.questions) for c in convs)} questions (categories 1-4)")
+    out(
+        f"LoCoMo dev: {len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
+        f"{sum(len(c.questions) for c in convs)} questions (categories 1-4)"
+    )
     out("")
     print_table(results, out)
     out("")
@@ -390,15 +459,23 @@ def main(argv: list[str] | None = None) -> int:
             if system.startswith("_"):
                 continue
             out(f"| {system} | {pct(lats, 50) * 1e3:.2f} ms | {pct(lats, 95) * 1e3:.2f} ms |")
-        out(f"index CPU / memory on the {scale}-memory store (batch + lexical catch-up): {scale_index_cpu * 1e3:.2f} ms")
+        out(
+            f"index CPU / memory on the {scale}-memory store (batch + lexical catch-up): {scale_index_cpu * 1e3:.2f} ms"
+        )
         if "_vector_cpu_per_memory" in scale_lat:
-            out(f"vector CPU / memory on the {scale}-memory store: {scale_lat['_vector_cpu_per_memory'][0] * 1e3:.2f} ms")
+            out(
+                f"vector CPU / memory on the {scale}-memory store: {scale_lat['_vector_cpu_per_memory'][0] * 1e3:.2f} ms"
+            )
     if args.json:
         Path(args.json).write_text(
             json.dumps(
                 {
                     r.system: {
-                        c: {"n": t.n, "turn": {k: t.turn[k] / t.n for k in KS}, "session": {k: t.session[k] / t.n for k in KS}}
+                        c: {
+                            "n": t.n,
+                            "turn": {k: t.turn[k] / t.n for k in KS},
+                            "session": {k: t.session[k] / t.n for k in KS},
+                        }
                         for c, t in r.tallies.items()
                     }
                     | {"p50_ms": pct(r.latencies, 50) * 1e3}

@@ -34,8 +34,8 @@ from gitmem.push import spool as _spool  # noqa: F401  (registers the recording 
 if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
     from gitmem.audit.restore import Restored
-    from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.hybrid import SearchResults
+    from gitmem.engine.memories import Memory, Prefix
     from gitmem.model.versions import Version
 
 __all__ = [
@@ -218,7 +218,9 @@ class Store:
         if at is not None:
             from gitmem.engine import past
 
-            return past.list_at(self._core, prefix, scope=scope, at=at, depth=depth, with_content=with_content)
+            return past.list_at(
+                self._core, prefix, scope=scope, at=at, depth=depth, with_content=with_content
+            )
 
         return memories.list_memories(self._core, prefix, scope=scope, depth=depth, with_content=with_content)
 

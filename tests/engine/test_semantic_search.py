@@ -82,7 +82,9 @@ def test_redaction_purges_the_vector(seeded: Store) -> None:
     (vec,) = db.execute("SELECT vec FROM vectors WHERE blob=?", (blob,)).fetchone()
     db.close()
     version = seeded.versions("/secret.md")[0]
-    seeded.write("/secret.md", "the combination was changed; ask Carol")  # redaction wants it gone from the head
+    seeded.write(
+        "/secret.md", "the combination was changed; ask Carol"
+    )  # redaction wants it gone from the head
     assert blob in vectors.stored_blobs(seeded.core)  # an old content keeps its row until a purge
     seeded.redact(version.id, reason="a secret", actor="user:admin")
     assert blob not in vectors.stored_blobs(seeded.core)
@@ -152,7 +154,9 @@ def test_a_corrupt_or_foreign_vector_file_is_rebuilt(seeded: Store) -> None:
 
 
 def test_a_killed_catch_up_leaves_a_consistent_file(store: Store) -> None:
-    ops = [BatchOp("write", f"/k/{i:04d}.md", f"memory number {i}: " + "words " * (i % 40)) for i in range(1500)]
+    ops = [
+        BatchOp("write", f"/k/{i:04d}.md", f"memory number {i}: " + "words " * (i % 40)) for i in range(1500)
+    ]
     apply_batch(store.core, ops)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, "-m", "gitmem.engine.vectors", str(store.path)], env=env)

@@ -72,7 +72,9 @@ def test_cli_search_mode_and_at(store: Store, workspace: Path) -> None:
     store.write("/people/bob.md", "Bob eats anything now.")
     runner = CliRunner()
     home = ["--home", str(workspace)]
-    got = runner.invoke(app, ["search", "notes", "any food allergies?", "--mode", "semantic", "--json", *home])
+    got = runner.invoke(
+        app, ["search", "notes", "any food allergies?", "--mode", "semantic", "--json", *home]
+    )
     assert got.exit_code == 0, got.output
     assert "mode: semantic" in got.stderr
     assert json.loads(got.stdout)[0]["path"] == "/people/bob.md"
@@ -85,7 +87,9 @@ def test_cli_search_mode_and_at(store: Store, workspace: Path) -> None:
     got = runner.invoke(app, ["ls", "notes", "--at", "@0", "--json", *home])
     assert got.exit_code == 0 and json.loads(got.stdout) == []
     got = runner.invoke(app, ["diff", "notes", "--from", first, *home])
-    assert got.exit_code == 0 and "-Bob cannot eat peanuts" in got.stdout and "+Bob eats anything" in got.stdout
+    assert (
+        got.exit_code == 0 and "-Bob cannot eat peanuts" in got.stdout and "+Bob eats anything" in got.stdout
+    )
     got = runner.invoke(app, ["export", "notes", "--at", first, *home])
     assert got.exit_code == 0 and json.loads(got.stdout.splitlines()[0])["content"].startswith("Bob cannot")
     got = runner.invoke(app, ["read", "notes", "/people/bob.md", "--at", "not a time", *home])

@@ -34,7 +34,10 @@ def test_list_and_retrieve_at_a_past_moment(workspace: Path) -> None:
             assert rows[0]["memory_version_id"] == first.id
             one = httpx.get(f"{base}/{first.memory_id}", params={"at": first.id}, headers=h, timeout=30)
             assert one.status_code == 200 and one.json()["content"] == "first words"
-            assert httpx.get(f"{base}/{first.memory_id}", headers=h, timeout=30).json()["content"] == "second words"
+            assert (
+                httpx.get(f"{base}/{first.memory_id}", headers=h, timeout=30).json()["content"]
+                == "second words"
+            )
             bad = httpx.get(base, params={"at": "whenever"}, headers=h, timeout=30)
             assert bad.status_code == 400
             before = httpx.get(f"{base}/{first.memory_id}", params={"at": "@0"}, headers=h, timeout=30)
