@@ -99,8 +99,17 @@ def search(
         return SearchResults(hits, "lexical", mode, dense.missing)
     if mode == "semantic":
         return SearchResults([_dense_hit(store, h) for h in dense.hits[:limit]], "semantic", mode)
-    lex = lexical.search(store, query, scope=scope, limit=want, path_prefix=path_prefix, marks=marks)
-    return SearchResults(fuse(store, lex, dense.hits, limit), "hybrid", "hybrid" if mode == "auto" else mode)
+    lex = lexical.search(store, query, scope=scope, limit=want, path_prefix=path_prefix, snippets=False)
+    fused = fuse(store, lex, dense.hits, limit)
+    words = {h.path for h in lex}
+    snips = lexical.snippets_for(store, query, scope, [h.path for h in fused if h.path in words], marks)
+    fused = [
+        SearchHit(h.path, h.description, h.score, snips.get(h.path, h.snippet), h.version_id)
+        if h.path in words
+        else h
+        for h in fused
+    ]
+    return SearchResults(fused, "hybrid", "hybrid" if mode == "auto" else mode)
 
 
 def search_at(

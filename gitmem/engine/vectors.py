@@ -431,8 +431,14 @@ def rank(
     if not m.have:
         return Dense([], m.missing)
     q = e.query(query)
-    scores = m.rows @ q
-    order = np.argsort(-scores)
+    # einsum, not ``@``: a BLAS's worker threads spin on a busy machine (20 ms for 10k rows on two
+    # loaded cores, against 3 ms in one thread).
+    scores = np.einsum("ij,j->i", m.rows, q)
+    if path_prefix in (None, "/") and len(scores) > k:
+        top = np.argpartition(-scores, k)[:k]
+        order = top[np.argsort(-scores[top], kind="stable")]
+    else:
+        order = np.argsort(-scores, kind="stable")
     out: list[tuple[str, float, str, str | None, str]] = []
     for j in order:
         i = m.have[int(j)]
