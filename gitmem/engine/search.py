@@ -57,11 +57,8 @@ ORDER BY f.rank LIMIT ?
 """
 _SNIPPET = "snippet(search_fts, -1, ?, ?, ?, ?)"
 _QUERY_BARE = _QUERY.replace(_SNIPPET, "''")  # ranking alone: hybrid search's candidates
-_SNIPPETS = f"""
-SELECT d.path, {_SNIPPET}
-FROM search_fts AS f JOIN search_docs AS d ON d.docid = f.rowid
-WHERE search_fts MATCH ? AND d.scope = ? AND d.path IN ({{marks}})
-"""
+# One memory's snippet: FTS5 seeks the rowid instead of matching the whole table again.
+_SNIPPET_ONE = f"SELECT {_SNIPPET} FROM search_fts AS f WHERE search_fts MATCH ? AND f.rowid = ?"
 
 
 @dataclass(frozen=True)
@@ -139,9 +136,16 @@ def snippets_for(
     expression = fts_query(query)
     if not paths or not expression.strip():
         return {}
-    sql = _SNIPPETS.format(marks=",".join("?" * len(paths)))
-    params = [marks[0], marks[1], SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, scope, *paths]
-    return {p: s or "" for p, s in store.index.db.execute(sql, params)}
+    db = store.index.db
+    out: dict[str, str] = {}
+    for path in paths:
+        row = db.execute("SELECT docid FROM search_docs WHERE scope=? AND path=?", (scope, path)).fetchone()
+        if row is None:
+            continue
+        params = [marks[0], marks[1], SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, row[0]]
+        found = db.execute(_SNIPPET_ONE, params).fetchone()
+        out[path] = (found[0] if found else "") or ""
+    return out
 
 
 # ---------------------------------------------------------------------- query parsing
