@@ -14,12 +14,12 @@ embedding (after a clone, a rebuild, a large import).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from typing import TYPE_CHECKING
 
 import pygit2
 
+from gitmem import config
 from gitmem.engine import search as lexical
 from gitmem.engine.search import SearchHit
 from gitmem.errors import InvalidInputError
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
 MODES = ("lexical", "semantic", "hybrid", "auto")
-ALPHA = float(os.environ.get("GITMEM_HYBRID_ALPHA", "0.2"))
-FUSION = os.environ.get("GITMEM_HYBRID_FUSION", "weighted")  # or "rrf" (measured, docs/search.md)
+ALPHA = float(config.env("GITMEM_HYBRID_ALPHA") or "0.2")
+FUSION = config.env("GITMEM_HYBRID_FUSION") or "weighted"  # or "rrf" (measured, docs/search.md)
 CANDIDATES = 50  # taken from each side before fusing
 RRF_K = 60
 
@@ -66,7 +66,7 @@ def search(
     lexical otherwise. ``background`` says how a catch-up starts when too many memories wait:
     ``thread`` (a long-lived process), ``process`` (a one-shot command) or ``none``.
     """
-    from gitmem.engine import vectors
+    from gitmem.engine import vector_catchup, vectors
 
     if mode not in MODES:
         raise InvalidInputError(f"invalid search mode {mode!r}: use one of {', '.join(MODES)}")
@@ -92,9 +92,9 @@ def search(
         return SearchResults(hits, "lexical", mode, -1)
     if dense.missing:
         if background == "thread":
-            vectors.catch_up_in_background(store, scope)
+            vector_catchup.catch_up_in_background(store, scope)
         elif background == "process":
-            vectors.spawn_catch_up(store)
+            vector_catchup.spawn_catch_up(store)
         hits = lexical.search(store, query, scope=scope, limit=limit, path_prefix=path_prefix, marks=marks)
         return SearchResults(hits, "lexical", mode, dense.missing)
     if mode == "semantic":

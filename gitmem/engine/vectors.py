@@ -8,8 +8,8 @@ whenever it occurs, so scopes that share content and a past state share rows. Th
 
 Nothing in a write's path embeds: a durable write is acknowledged before any vector exists. A search
 asking for ``semantic`` or ``hybrid`` finds the heads that have no vector yet (``pending``); a few are
-embedded on the spot, more are left to a catch-up (a thread, or a detached ``python -m
-gitmem.engine.vectors STORE`` process for one-shot faces) and that search answers lexically, saying so.
+embedded on the spot, more are left to a catch-up (:mod:`gitmem.engine.vector_catchup`: a
+thread, or a detached process for one-shot faces) and that search answers lexically, saying so.
 A catch-up commits every chunk it embeds in its own transaction, under a file lock that keeps a second
 indexer out: killed at any point it leaves the file consistent, and the next one goes on from there.
 
@@ -28,8 +28,6 @@ import contextlib
 import fcntl
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pygit2
 
+from gitmem import config
 from gitmem.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -117,7 +116,7 @@ _embedder_lock = threading.Lock()
 
 
 def model_key() -> str:
-    key = os.environ.get("GITMEM_EMBEDDING_MODEL", DEFAULT_MODEL)
+    key = config.env("GITMEM_EMBEDDING_MODEL") or DEFAULT_MODEL
     if key not in _BACKENDS:
         raise InvalidInputError(f"unknown embedding model {key!r}: use one of {', '.join(sorted(_BACKENDS))}")
     return key
@@ -284,53 +283,6 @@ def catch_up(store: StoreCore, scope: str | None = None, *, limit: int | None = 
     if done:
         _forget(store)
     return done
-
-
-_threads: dict[str, threading.Thread] = {}
-_threads_lock = threading.Lock()
-
-
-def catch_up_in_background(store: StoreCore, scope: str) -> None:
-    """Start a daemon thread catching ``scope`` up (one per store at a time). The thread opens its
-    own handle on the store, so the caller's is never used from two threads."""
-    key = str(store.path)
-    with _threads_lock:
-        t = _threads.get(key)
-        if t is not None and t.is_alive():
-            return
-        t = threading.Thread(
-            target=_run_detached, args=(store.path, scope), daemon=True, name="gitmem-vectors"
-        )
-        _threads[key] = t
-        t.start()
-
-
-def spawn_catch_up(store: StoreCore) -> None:
-    """Start a detached process catching every scope up (for faces that exit after one command)."""
-    subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
-        [sys.executable, "-m", "gitmem.engine.vectors", str(store.path)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def _run_detached(path: Path, scope: str | None) -> None:
-    from gitmem.engine.core import open_core
-
-    with contextlib.suppress(Exception):
-        core = open_core(path)
-        try:
-            catch_up(core, scope)
-        finally:
-            core.close()
-
-
-def wait_background(store: StoreCore, timeout: float | None = None) -> None:
-    t = _threads.get(str(store.path))
-    if t is not None:
-        t.join(timeout)
 
 
 # ---------------------------------------------------------------------- ranking
@@ -501,16 +453,3 @@ def stored_blobs(store: StoreCore) -> set[str]:
         raise
     finally:
         db.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m gitmem.engine.vectors STORE_PATH``: catch every scope's vectors up, then exit."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        return 2
-    _run_detached(Path(args[0]), None)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

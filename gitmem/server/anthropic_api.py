@@ -31,7 +31,7 @@ from gitmem.errors import (
 )
 from gitmem.model.paths import validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.server import errors, inline, ops, proposed, wire
+from gitmem.server import errors, inline, ops, past_views, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
@@ -325,16 +325,9 @@ class AnthropicApi:
         after = wire.decode_cursor(q.get("page"), what)
         if after is not None and not isinstance(after, str):
             raise InvalidInputError("page: not a cursor of this listing")
-        at = q.get("at")  # gitmem's extension: the listing as the scope was then (docs/point-in-time.md)
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            if at is not None:
-                items, proposed_ids = (
-                    store.list(prefix, scope=scope, depth=depth, at=at, with_content=chosen == "full"),
-                    set[str](),
-                )
-            else:
-                items, proposed_ids = proposed.listing(store, prefix, scope, depth)  # a review token's own
+            items, proposed_ids = past_views.listing(store, prefix, scope, depth, q.get("at"))  # ?at=, own
             if after is not None:
                 items = [
                     i
@@ -350,10 +343,8 @@ class AnthropicApi:
                     out.append(
                         wire.memory_json(proposed.record(item, with_content=chosen == "full"), store_id)
                     )
-                elif at is not None:
-                    out.append(wire.memory_json(_record(item, with_content=chosen == "full"), store_id))
                 elif chosen == "full":
-                    row = ops.head(store, scope, item.memory_id)
+                    row = past_views.head(store, scope, item, q.get("at"))
                     if row is not None:  # deleted since the listing: skipped
                         out.append(wire.memory_json(ops.record(store, row, with_content=True), store_id))
                 else:
@@ -366,16 +357,9 @@ class AnthropicApi:
         scope = call.scope()
         chosen = wire.view(call.query, "full")
         mid = self._memory_id(call)
-        at = call.query.get("at")
         with self.pool.store(self._name(call, scope=scope)) as store:
-            if at is not None:  # gitmem's extension (docs/point-in-time.md): the memory as it was then
-                found = [m for m in store.list("/", scope=scope, at=at, with_content=chosen == "full")]
-                then = [m for m in found if isinstance(m, Memory) and m.memory_id == mid]
-                if not then:
-                    raise NotFoundError(f"memory {mid} did not exist in scope {scope!r} at {at}")
-                return wire.memory_json(_record(then[0], with_content=chosen == "full"), store.settings.id)
             tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
-            rec = proposed.get(store, scope, mid, with_content=chosen == "full")  # a review token's own
+            rec = past_views.get(store, scope, mid, chosen == "full", call.query.get("at"))  # ?at=, own
             self.fresh.mark(store, scope, tip)
             return wire.memory_json(rec, store.settings.id)
 
@@ -503,11 +487,11 @@ class AnthropicApi:
             return wire.version_json(v, store.settings.id, None)
 
 
-def _record(m: Memory, *, with_content: bool = False) -> ops.MemoryRecord:
+def _record(m: Memory) -> ops.MemoryRecord:
     return ops.MemoryRecord(
         m.memory_id,
         m.path,
-        m.content if with_content else None,
+        None,
         m.content_sha256,
         m.size,
         m.version_id,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.engine import hybrid, vectors
+from gitmem.engine import hybrid, vector_catchup, vectors
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import InvalidInputError
 from gitmem.store import Store
@@ -122,7 +122,7 @@ def test_many_pending_answers_lexically_then_catches_up(store: Store) -> None:
     apply_batch(store.core, ops)
     first = store.search("kitten", mode="hybrid")
     assert first.mode == "lexical" and first.requested == "hybrid" and first.pending == 81
-    vectors.wait_background(store.core, timeout=120)
+    vector_catchup.wait_background(store.core, timeout=120)
     second = store.search("kitten", mode="hybrid")
     assert second.mode == "hybrid" and second.pending == 0 and second[0].path == "/n/cat.md"
 
@@ -159,7 +159,7 @@ def test_a_killed_catch_up_leaves_a_consistent_file(store: Store) -> None:
     ]
     apply_batch(store.core, ops)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "gitmem.engine.vectors", str(store.path)], env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem.engine.vector_catchup", str(store.path)], env=env)
     path = vectors.vector_path(store.core)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(vectors.stored_blobs(store.core) if path.exists() else ()) == 0:
