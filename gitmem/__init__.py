@@ -27,8 +27,8 @@ from gitmem.errors import (
 
 if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
-    from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.hybrid import SearchResults
+    from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.search import SearchHit
     from gitmem.model.versions import RedactionInfo, Version
     from gitmem.store import Store, create_store, delete_store, list_stores, open_store
