@@ -27,6 +27,7 @@ from gitmem.errors import (
 
 if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
+    from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.search import SearchHit
     from gitmem.model.versions import RedactionInfo, Version
@@ -47,6 +48,7 @@ _LAZY = {
     "Redaction": "gitmem.audit.redact",
     "RedactionInfo": "gitmem.model.versions",
     "SearchHit": "gitmem.engine.search",
+    "SearchResults": "gitmem.engine.hybrid",
     "Version": "gitmem.model.versions",
 }
 
@@ -78,6 +80,7 @@ __all__ = [
     "Redaction",
     "RedactionInfo",
     "SearchHit",
+    "SearchResults",
     "Store",
     "Version",
     "create_store",

@@ -45,8 +45,8 @@ from gitmem.push import spool as _spool  # noqa: F401  (registers the recording 
 if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
     from gitmem.audit.restore import Restored
+    from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
-    from gitmem.engine.search import SearchHit
     from gitmem.model.versions import Version
 
 __all__ = [
@@ -225,12 +225,20 @@ class Store:
         session: str | None = None,
         actor: str | None = None,
         caller: Caller | None = None,
+        at: str | None = None,
     ) -> Memory:
-        """A memory at the scope's head, or at ``version``. A reader with an open proposal on the
-        scope (``session``/``actor``, or a review-mode ``caller``) sees it on top."""
+        """A memory at the scope's head, or at ``version``, or as the scope held it ``at`` a time,
+        version or commit (docs/point-in-time.md). A reader with an open proposal on the scope
+        (``session``/``actor``, or a review-mode ``caller``) sees it on top (never at ``at``)."""
         from gitmem.engine import access, memories, proposals
 
         access.admit_read(self._core, caller, scope)
+        if at is not None:
+            if version is not None:
+                raise InvalidInputError("give a version or an at, not both")
+            from gitmem.engine import past
+
+            return past.read_at(self._core, path, scope=scope, at=at)
         if caller is None:
             owner = proposals.reader(actor, session) if version is None else None
         else:
@@ -249,11 +257,20 @@ class Store:
         depth: int = 0,
         with_content: bool = False,
         caller: Caller | None = None,
+        at: str | None = None,
     ) -> builtins.list[Memory | Prefix]:
-        """Memories under ``prefix`` (``depth=1``: immediate children, deeper ones rolled up)."""
+        """Memories under ``prefix`` (``depth=1``: immediate children, deeper ones rolled up); with
+        ``at``, as the scope held them then (docs/point-in-time.md)."""
         from gitmem.engine import access, memories
 
         access.admit_read(self._core, caller, scope)
+
+        if at is not None:
+            from gitmem.engine import past
+
+            return past.list_at(
+                self._core, prefix, scope=scope, at=at, depth=depth, with_content=with_content
+            )
 
         return memories.list_memories(self._core, prefix, scope=scope, depth=depth, with_content=with_content)
 
@@ -396,6 +413,13 @@ class Store:
 
         return history.diff(self._core, old_id, new_id)
 
+    def diff_at(self, start: str, end: str, *, scope: str = "main") -> str:
+        """The whole scope's unified diff between two moments (times, versions or commits): what
+        ``git diff`` of the two trees prints (docs/point-in-time.md)."""
+        from gitmem.engine import past
+
+        return past.diff_between(self._core, scope, start, end)
+
     def restore(
         self,
         version_id: str,
@@ -484,13 +508,24 @@ class Store:
         path_prefix: str | None = None,
         raw: bool = False,
         caller: Caller | None = None,
-    ) -> builtins.list[SearchHit]:
-        """Memories at the head of ``scope`` matching ``query``, best first."""
-        from gitmem.engine import access, search
+        mode: str = "lexical",
+        at: str | None = None,
+    ) -> SearchResults:
+        """Memories at the head of ``scope`` matching ``query``, best first. ``mode``: ``lexical``,
+        ``semantic``, ``hybrid`` or ``auto`` (docs/search.md); the result's ``mode`` says which answered.
+        With ``at``: lexical search over the scope as it was then (docs/point-in-time.md)."""
+        from gitmem.engine import access, hybrid
 
         access.admit_read(self._core, caller, scope)
 
-        return search.search(self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw)
+        if at is not None:
+            return hybrid.search_at(
+                self._core, query, scope=scope, at=at, limit=limit, path_prefix=path_prefix, mode=mode
+            )
+
+        return hybrid.search(
+            self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode
+        )
 
 
 # ---------------------------------------------------------------------- open / create / list

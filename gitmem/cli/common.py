@@ -35,6 +35,14 @@ HomeOpt = Annotated[
     typer.Option("--home", help="Workspace directory (default: $GITMEM_HOME or ~/.local/share/gitmem)."),
 ]
 ScopeOpt = Annotated[str, typer.Option("--scope", "-s", help="Scope (branch) to work in.")]
+AtOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        help="As the scope was then: a version time as `gitmem log` shows it (ISO 8601, or @EPOCH), "
+        "a version id or a commit id (docs/point-in-time.md).",
+    ),
+]
 ActorOpt = Annotated[
     str | None,
     typer.Option("--actor", help="Who writes: user:<id>, api:<key>, service:<id> ($GITMEM_ACTOR)."),

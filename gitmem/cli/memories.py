@@ -173,16 +173,26 @@ def read(
     path: PathArg,
     scope: common.ScopeOpt = "main",
     version: Annotated[str | None, typer.Option("--version", help="Read this version (memver_...).")] = None,
+    at: common.AtOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
     """Print a memory's exact content (no added newline); --json adds its metadata."""
-    if common.want_json(json):
+    if common.want_json(json) or at is not None:
 
         def read_memory(s: Store) -> Any:
             if version is None:
                 common.check_scope(s, scope)
-            return s.read(path, scope=scope, version=version)
+            return s.read(path, scope=scope, version=version, at=at)
+
+        if at is not None and not common.want_json(json):
+
+            def render_at(memory: Any) -> None:
+                sys.stdout.buffer.write((memory.content or "").encode("utf-8"))
+                sys.stdout.buffer.flush()
+
+            common.run(False, common.with_store(store, home, read_memory), render_at)
+            return
 
         common.run(json, common.with_store(store, home, read_memory))
         return
@@ -218,6 +228,7 @@ def ls(
     prefix: Annotated[str, typer.Argument(help="Only memories under this prefix (ends with /).")] = "/",
     scope: common.ScopeOpt = "main",
     depth: Annotated[int, typer.Option("--depth", help="0: whole subtree; 1: immediate children only.")] = 0,
+    at: common.AtOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
     nl: common.NlOpt = False,
@@ -229,7 +240,7 @@ def ls(
 
     def fn(s: Store) -> list[Memory | Prefix]:
         common.check_scope(s, scope)
-        return s.list(prefix, scope=scope, depth=depth)
+        return s.list(prefix, scope=scope, depth=depth, at=at)
 
     common.run(json, common.with_store(store, home, fn), render, nl=nl)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from gitmem.cli import common
+from gitmem.engine import hybrid
 from gitmem.engine.search import SearchHit
 from gitmem.store import Store
 
@@ -15,6 +16,15 @@ QueryArg = Annotated[str, typer.Argument(help='Words (all must match), "quoted p
 LimitOpt = Annotated[int, typer.Option("--limit", "-n", help="At most this many results (1-1000).")]
 PrefixOpt = Annotated[
     str | None, typer.Option("--prefix", "-p", help="Only memories under this directory (e.g. /notes/).")
+]
+ModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        "-m",
+        help="lexical (BM25), semantic (vectors), hybrid (both) or auto (hybrid when vectors are ready); "
+        "semantic and hybrid need the extra 'semantic'. Which mode answered goes to stderr.",
+    ),
 ]
 RawOpt = Annotated[
     bool, typer.Option("--raw", help="Pass QUERY to SQLite FTS5 as is (columns: path, description, body).")
@@ -50,14 +60,39 @@ def search(
     limit: LimitOpt = 10,
     prefix: PrefixOpt = None,
     raw: RawOpt = False,
+    mode: ModeOpt = "lexical",
+    at: common.AtOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
     nl: common.NlOpt = False,
 ) -> None:
-    """Search the memories of one scope, best match first (BM25; descriptions weigh most)."""
+    """Search the memories of one scope, best match first (BM25, descriptions weigh most; or by
+    meaning with --mode semantic/hybrid, docs/search.md)."""
 
     def fn(s: Store) -> list[SearchHit]:
         common.check_scope(s, scope)
-        return s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw)
+        if at is not None:
+            found = s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw, mode=mode, at=at)
+        else:
+            # A one-shot command: vectors that are behind catch up in a detached process.
+            found = hybrid.search(
+                s.core,
+                query,
+                scope=scope,
+                limit=limit,
+                path_prefix=prefix,
+                raw=raw,
+                mode=mode,
+                background="process",
+            )
+        note = f"mode: {found.mode}"
+        if found.mode != found.requested and found.requested != "auto":
+            note += f" ({found.requested} asked"
+            if found.pending > 0:
+                note += f"; {found.pending} memories still without vectors, catching up)"
+            else:
+                note += "; no vector file can be kept for this store)" if found.pending < 0 else ")"
+        typer.echo(note, err=True)
+        return found
 
     common.run(json, common.with_store(store, home, fn), render, nl=nl)

@@ -56,6 +56,7 @@ def export(
     scope: Annotated[
         list[str] | None, typer.Option("--scope", "-s", help="Only this scope (repeatable).")
     ] = None,
+    at: common.AtOpt = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -68,12 +69,14 @@ def export(
                 raise InvalidInputError("--format bundle needs --output FILE")
             if scope:
                 raise InvalidInputError("a bundle holds every scope: --scope applies to jsonl only")
+            if at is not None:
+                raise InvalidInputError("a bundle holds all of history: --at applies to jsonl only")
             return transfer.export_bundle(s.core, output)
         with progress_bar("exporting", quiet=False) as progress:  # on stderr: stdout may be the data
             if output is None:
-                return transfer.export_jsonl(s.core, sys.stdout.buffer, scope, progress)
+                return transfer.export_jsonl(s.core, sys.stdout.buffer, scope, progress, at=at)
             with open(output, "wb") as fh:
-                return transfer.export_jsonl(s.core, fh, scope, progress)
+                return transfer.export_jsonl(s.core, fh, scope, progress, at=at)
 
     def render(result: transfer.ExportResult) -> None:
         if output is not None:

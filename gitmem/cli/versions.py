@@ -160,18 +160,39 @@ def show(
 
 def diff(
     store: StoreArg,
-    version: VersionArg,
+    version: Annotated[
+        str | None, typer.Argument(help="Version id (memver_...); omit it with --from/--to.")
+    ] = None,
     other: Annotated[
         str | None, typer.Argument(help="Second version: diff VERSION..OTHER (default: previous..VERSION).")
     ] = None,
+    start: Annotated[
+        str | None,
+        typer.Option("--from", help="Whole-scope diff from this moment (time, version or commit; see --at)."),
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--to", help="... to this moment (default: now, the scope's head).")
+    ] = None,
+    scope: common.ScopeOpt = "main",
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Unified diff of a version against the one before it, or between two versions."""
+    """Unified diff of a version against the one before it, or between two versions; with --from
+    (and --to), the whole scope between two moments, as `git diff` of the two trees prints it."""
 
     def fn(s: Store) -> dict[str, str]:
         from gitmem.engine import history
 
+        if start is not None or end is not None:
+            if version is not None or other is not None:
+                raise InvalidInputError("give versions, or --from/--to, not both")
+            if start is None:
+                raise InvalidInputError("--to needs --from")
+            common.check_scope(s, scope)
+            tip = s.core.tip(scope)
+            return {"diff": s.diff_at(start, end if end is not None else str(tip), scope=scope)}
+        if version is None:
+            raise InvalidInputError("give a version (memver_...), or --from/--to for the whole scope")
         return {"diff": history.diff(s.core, version, other)}
 
     common.run(

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem.engine import derive, receipts, search
+from gitmem.engine import derive, receipts, search, vectors
 from gitmem.engine.rows import VERSION_COLUMNS, HeadRow, VersionRow
 from gitmem.errors import ConflictError
 from gitmem.git.repo import unverified_reads
@@ -686,6 +686,7 @@ class Index:
         process that opens the index (and ``gitmem verify``) try again. Returns whether it finished."""
         with self._write() as db:
             search.optimize(db)
+        vectors.purge(self.store, self.db)  # the vector file goes with it (gitmem.engine.vectors)
         # A TRUNCATE checkpoint waits for readers through the busy handler: bound that wait.
         self.db.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
         try:

@@ -55,6 +55,10 @@ FROM search_fts AS f JOIN search_docs AS d ON d.docid = f.rowid
 WHERE search_fts MATCH ? AND f.rank MATCH 'bm25({", ".join(map(str, WEIGHTS))})' AND d.scope = ? {{prefix}}
 ORDER BY f.rank LIMIT ?
 """
+_SNIPPET = "snippet(search_fts, -1, ?, ?, ?, ?)"
+_QUERY_BARE = _QUERY.replace(_SNIPPET, "''")  # ranking alone: hybrid search's candidates
+# One memory's snippet: FTS5 seeks the rowid instead of matching the whole table again.
+_SNIPPET_ONE = f"SELECT {_SNIPPET} FROM search_fts AS f WHERE search_fts MATCH ? AND f.rowid = ?"
 
 
 @dataclass(frozen=True)
@@ -78,8 +82,10 @@ def search(
     path_prefix: str | None = None,
     raw: bool = False,
     marks: tuple[str, str] = (SNIPPET_OPEN, SNIPPET_CLOSE),
+    snippets: bool = True,
 ) -> list[SearchHit]:
-    """Memories at the head of ``scope`` matching ``query``, best first.
+    """Memories at the head of ``scope`` matching ``query``, best first (``snippets=False``: every
+    snippet empty, for a caller that makes its own for the few hits it keeps: :func:`snippets_for`).
 
     Args:
         query: words (any may match, best first), required ``"phrases"`` and ``a AND b``, and ``prefix*`` terms; with ``raw``, an
@@ -103,7 +109,8 @@ def search(
         return []
     index = store.index
     index.ensure(scope)  # catch up from git: pushes, syncs and rewrites made elsewhere show up
-    params: list[object] = [marks[0], marks[1], SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, scope]
+    params: list[object] = [marks[0], marks[1], SNIPPET_ELLIPSIS, SNIPPET_TOKENS] if snippets else []
+    params += [expression, scope]
     where = ""
     if path_prefix is not None and path_prefix != "/":
         # Every path under the prefix sorts between prefix and prefix + U+10FFFF.
@@ -111,10 +118,34 @@ def search(
         params += [path_prefix, path_prefix + "\U0010ffff"]
     params.append(limit)
     try:
-        rows = index.db.execute(_QUERY.format(prefix=where), params).fetchall()
+        rows = index.db.execute((_QUERY if snippets else _QUERY_BARE).format(prefix=where), params).fetchall()
     except sqlite3.OperationalError as exc:
         raise InvalidInputError(f"invalid search query {query!r}: {exc}") from None
     return [SearchHit(path, desc, float(score), snip or "", vid) for path, desc, score, snip, vid in rows]
+
+
+def snippets_for(
+    store: StoreCore,
+    query: str,
+    scope: str,
+    paths: list[str],
+    marks: tuple[str, str] = (SNIPPET_OPEN, SNIPPET_CLOSE),
+) -> dict[str, str]:
+    """The snippets :func:`search` would give the memories at ``paths`` for ``query`` (in the index
+    as it is now: call it right after the search)."""
+    expression = fts_query(query)
+    if not paths or not expression.strip():
+        return {}
+    db = store.index.db
+    out: dict[str, str] = {}
+    for path in paths:
+        row = db.execute("SELECT docid FROM search_docs WHERE scope=? AND path=?", (scope, path)).fetchone()
+        if row is None:
+            continue
+        params = [marks[0], marks[1], SNIPPET_ELLIPSIS, SNIPPET_TOKENS, expression, row[0]]
+        found = db.execute(_SNIPPET_ONE, params).fetchone()
+        out[path] = (found[0] if found else "") or ""
+    return out
 
 
 # ---------------------------------------------------------------------- query parsing

@@ -74,18 +74,23 @@ def export_jsonl(
     out: IO[bytes] | IO[str],
     scopes: Iterable[str] | None = None,
     progress: Progress | None = None,
+    at: str | None = None,
 ) -> ExportResult:
-    """Write one JSON object per memory (every scope by default) to ``out``, in scope then path order."""
+    """Write one JSON object per memory (every scope by default) to ``out``, in scope then path order;
+    with ``at``, the memories as each scope held them then (docs/point-in-time.md)."""
     wanted = list(scopes) if scopes is not None else store.scopes()
     known = set(store.scopes())
     for scope in wanted:
         validate_scope(scope)
         if scope not in known:
             raise NotFoundError(f"scope {scope!r} does not exist in store {store.name!r}")
-    listings = [
-        [m for m in list_memories(store, "/", scope=scope, with_content=True) if isinstance(m, Memory)]
-        for scope in wanted
-    ]
+    if at is not None:
+        from gitmem.engine import past
+
+        listed = [past.list_at(store, "/", scope=scope, at=at, with_content=True) for scope in wanted]
+    else:
+        listed = [list_memories(store, "/", scope=scope, with_content=True) for scope in wanted]
+    listings = [[m for m in items if isinstance(m, Memory)] for items in listed]
     total = sum(len(x) for x in listings)
     write: Callable[[str], object]
     if isinstance(out, io.TextIOBase):

@@ -241,9 +241,14 @@ class GitmemStore(BaseStore):
         prefix: str = "/",
         actor: str | None = None,
         session: str | None = None,
+        index: Mapping[str, Any] | bool | None = None,
     ) -> None:
         self.store = store
         self.scope = valid_scope(scope)
+        # LangGraph's ``index=`` (an IndexConfig) turns on search by meaning: gitmem's hybrid mode with
+        # its bundled model (docs/search.md); its ``embed``/``dims`` are not used, ``fields`` neither:
+        # the whole item is embedded. Without it, search is full-text.
+        self.search_mode = "hybrid" if index else "lexical"
         self.layout = _Layout(prefix)
         self.actor, self.session = valid_identity(actor, session)
         self._lock = store_lock(store)
@@ -337,7 +342,9 @@ class GitmemStore(BaseStore):
 
     def _query_hits(self, namespace_prefix: tuple[str, ...], query: str) -> list[tuple[_Located, float]]:
         directory = self.layout.directory(namespace_prefix)
-        hits = self.store.search(query, scope=self.scope, limit=MAX_SEARCH_HITS, path_prefix=directory)
+        hits = self.store.search(
+            query, scope=self.scope, limit=MAX_SEARCH_HITS, path_prefix=directory, mode=self.search_mode
+        )
         out = []
         for hit in hits:
             located = self.layout.locate(hit.path)

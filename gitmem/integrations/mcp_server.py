@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import (
     Annotated,
     Any,
+    Literal,
     TypeVar,
 )
 
@@ -341,11 +342,20 @@ def build_server(
         ],
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
         prefix: Annotated[str | None, Field(description="Only memories under this directory.")] = None,
+        mode: Annotated[
+            Literal["lexical", "semantic", "hybrid", "auto"],
+            Field(
+                description="lexical (words), semantic (meaning), hybrid (both) or auto; `mode` in the answer says which answered."
+            ),
+        ] = "lexical",
     ) -> SearchResults:
         """Search paths, descriptions and contents; the most relevant memories first."""
         s = served(store).store
-        hits = call(lambda: s.search(query, scope=scope_of(store), limit=limit, path_prefix=prefix))
+        hits = call(
+            lambda: s.search(query, scope=scope_of(store), limit=limit, path_prefix=prefix, mode=mode)
+        )
         return SearchResults(
+            mode=hits.mode,
             query=query,
             hits=[
                 SearchHitResult(path=h.path, description=h.description, score=h.score, snippet=h.snippet)

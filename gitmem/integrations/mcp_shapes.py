@@ -80,6 +80,7 @@ class SearchHitResult(TypedDict):
 class SearchResults(TypedDict):
     query: str
     hits: list[SearchHitResult]
+    mode: str  # the search mode that answered (docs/search.md)
 
 
 def _version_dict(v: Version | None) -> VersionResult:

@@ -34,7 +34,7 @@ from gitmem.errors import (
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_display_name, validate_prefix, validate_scope
 from gitmem.model.versions import Version
-from gitmem.server import door, errors, inline, ops, proposed, wire
+from gitmem.server import door, errors, inline, ops, past_views, proposed, wire
 from gitmem.server.intake import BodyTimeout, check_beta, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
@@ -331,9 +331,9 @@ class AnthropicApi:
             raise InvalidInputError("page: not a cursor of this listing")
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            items, proposed_ids = proposed.listing(
-                store, prefix, scope, depth, call.owner
-            )  # a review token's own
+            items, proposed_ids = past_views.listing(
+                store, prefix, scope, depth, q.get("at"), call.owner
+            )  # ?at=, or a review token's own
             if after is not None:
                 items = [
                     i
@@ -350,7 +350,7 @@ class AnthropicApi:
                         wire.memory_json(proposed.record(item, with_content=chosen == "full"), store_id)
                     )
                 elif chosen == "full":
-                    row = ops.head(store, scope, item.memory_id)
+                    row = past_views.head(store, scope, item, q.get("at"))
                     if row is not None:  # deleted since the listing: skipped
                         out.append(wire.memory_json(ops.record(store, row, with_content=True), store_id))
                 else:
@@ -365,9 +365,9 @@ class AnthropicApi:
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
             tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
-            rec = proposed.get(
-                store, scope, mid, with_content=chosen == "full", owner=call.owner
-            )  # a review token's own
+            rec = past_views.get(
+                store, scope, mid, chosen == "full", call.query.get("at"), call.owner
+            )  # ?at=, or a review token's own
             self.fresh.mark(store, scope, tip)
             return wire.memory_json(rec, store.settings.id)
 

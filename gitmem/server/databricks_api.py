@@ -394,8 +394,9 @@ class DatabricksApi:
                 validate_prefix(prefix)
             except InvalidInputError as exc:
                 raise InvalidInputError(f"path_prefix: {exc.message}") from None
+        mode = text_field(data, "mode") or "lexical"  # a gitmem extension (docs/search.md)
         with self.pool.store(self._store_name(call, scope=scope)) as store:
-            hits = store.search(query, scope=scope, limit=top_k, path_prefix=prefix)
+            hits = store.search(query, scope=scope, limit=top_k, path_prefix=prefix, mode=mode)
             results = []
             for hit in hits:
                 try:
@@ -409,7 +410,7 @@ class DatabricksApi:
                         "score": hit.score,
                     }
                 )
-        return {"results": results}
+        return {"results": results, "mode": hits.mode}
 
 
 def _read(store: Store, path: str, scope: str, caller: Caller | None = None) -> Memory:

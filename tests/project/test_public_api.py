@@ -31,7 +31,7 @@ ERRORS = {
     "ForbiddenError": 6,
     "IntegrityError": 7,
 }
-VALUE_TYPES = {"Memory", "Prefix", "Redaction", "RedactionInfo", "SearchHit", "Version"}
+VALUE_TYPES = {"Memory", "Prefix", "Redaction", "RedactionInfo", "SearchHit", "SearchResults", "Version"}
 FUNCTIONS = {"create_store", "delete_store", "list_stores", "open_store"}
 
 # What a user may call on a Store. Adding to the facade is a decision: update this list and the
@@ -44,6 +44,7 @@ STORE_SURFACE = {
     "create",
     "delete",
     "diff",
+    "diff_at",
     "insert",
     "id",
     "is_clone",
@@ -125,6 +126,8 @@ def test_the_value_types_come_back_from_the_store(store: gitmem.Store) -> None:
     assert isinstance(prefix, gitmem.Prefix) and (prefix.path, prefix.memories) == ("/keys/", 1)
     (hit,) = store.search("gone")
     assert isinstance(hit, gitmem.SearchHit) and hit.path == "/keys/a.md"
+    found = store.search("alpha")
+    assert isinstance(found, gitmem.SearchResults) and found.mode == "lexical"
     redaction = store.redact(old.id, reason="leaked key", actor="user:sec")
     assert isinstance(redaction, gitmem.Redaction) and redaction.versions == [old.id]
     info = store.version(old.id).redaction
