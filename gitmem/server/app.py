@@ -31,6 +31,7 @@ from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
 from gitmem.server.console import Console
+from gitmem.server.conversations_api import ConversationsApi
 from gitmem.server.databricks_api import DatabricksApi
 from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
 from gitmem.server.git_http import GitHttp
@@ -139,6 +140,7 @@ def create_app(
     console = Console(pool, tokens, max_body=max_body)
     databricks = DatabricksApi(pool, tokens, metrics, max_body)
     git_http = GitHttp(pool.home, tokens)
+    conversations = ConversationsApi(pool, tokens, metrics, max_body, body_timeout)
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
     except ImportError:  # pragma: no cover - served without /mcp then
@@ -174,6 +176,7 @@ def create_app(
             *ReviewApi(api).routes(),
             *console.routes(),
             *databricks.routes(),
+            *conversations.routes(),
             Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),
             *([Route("/mcp", mcp_http, methods=["GET", "POST", "DELETE"])] if mcp_http else []),
         ],
