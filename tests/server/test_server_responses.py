@@ -1,0 +1,159 @@
+"""``/v1/responses`` with ``conversation=``: the official ``openai`` client through gitmem to a scripted
+OpenAI-compatible model server on 127.0.0.1 (the example's), plain and streamed."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("uvicorn")
+openai = pytest.importorskip("openai")
+
+from serverkit import free_port, running, token  # noqa: E402
+
+import gitmem  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "conversations_scripted.py"
+BIND = {"memory_store": {"name": "notes"}, "scope": {"kind": "user", "value": "u1"}}
+
+
+def _example() -> Any:
+    spec = importlib.util.spec_from_file_location("example_conversations_scripted", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ScriptedUpstream = _example().ScriptedUpstream
+
+
+@pytest.fixture
+def upstream() -> Iterator[Any]:
+    with ScriptedUpstream() as u:
+        yield u
+
+
+@pytest.fixture
+def served(workspace: Path, upstream: Any) -> Iterator[str]:
+    gitmem.create_store("notes", home=workspace).close()
+    with running(workspace, responses_upstream=upstream.url) as url:
+        yield url
+
+
+def client(url: str, secret: str) -> Any:
+    return openai.OpenAI(base_url=url + "/v1", api_key=secret, max_retries=0)
+
+
+def texts(items: list[Any]) -> list[str]:
+    out = []
+    for i in items:
+        d = i if isinstance(i, dict) else i.model_dump()
+        c = d["content"]
+        out.append(c if isinstance(c, str) else "".join(p["text"] for p in c))
+    return out
+
+
+def stored(c: Any, cid: str) -> list[dict[str, Any]]:
+    return [i.model_dump(exclude_none=True) for i in c.conversations.items.list(cid, order="asc", limit=100)]
+
+
+def versions(workspace: Path) -> list[Any]:
+    with gitmem.open_store("notes", home=workspace) as s:
+        return s.versions(scope="u1")
+
+
+def test_plain_and_streamed_turns_store_what_the_client_saw(workspace: Path, served: str, upstream: Any) -> None:
+    c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}, session="s1"))
+    conv = c.conversations.create(items=[{"role": "system", "content": "be brief"}], extra_body=BIND)
+    first = c.responses.create(model="m", conversation=conv.id, input="hello")
+    # The upstream got the whole conversation, then the new input, and never gitmem's conversation id.
+    assert texts(upstream.requests[-1]["input"]) == ["be brief", "hello"]
+    assert "conversation" not in upstream.requests[-1]
+    items = stored(c, conv.id)
+    assert texts(items) == ["be brief", "hello", first.output_text]
+    assert items[-1] == first.output[0].model_dump(exclude_none=True)
+    assert len(versions(workspace)) == 1 + 1 + 2  # meta, seed, then one batch of input + output
+
+    events = []
+    with c.responses.create(model="m", conversation=conv.id, input=[{"role": "user", "content": "again"}], stream=True) as s:
+        events = list(s)
+    done = [e for e in events if e.type == "response.completed"]
+    assert len(done) == 1 and [e.sequence_number for e in events] == list(range(len(events)))
+    seen = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert texts(upstream.requests[-1]["input"]) == ["be brief", "hello", first.output_text, "again"]
+    items = stored(c, conv.id)
+    assert texts(items) == ["be brief", "hello", first.output_text, "again", seen]
+    assert items[-1] == done[0].response.output[0].model_dump(exclude_none=True)
+    vs = versions(workspace)
+    assert len(vs) == 6 and {v.actor for v in vs} == {"user:alice"} and {v.session for v in vs} == {"s1"}
+
+
+def test_an_upstream_failure_appends_nothing(workspace: Path, served: str, upstream: Any) -> None:
+    c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
+    conv = c.conversations.create(extra_body=BIND)
+    before = len(versions(workspace))
+    with pytest.raises(openai.InternalServerError):
+        c.responses.create(model="m", conversation=conv.id, input="please FAIL")
+    with pytest.raises(openai.InternalServerError):
+        c.responses.create(model="m", conversation=conv.id, input="please FAIL", stream=True)
+    with c.responses.create(model="m", conversation=conv.id, input="BREAK now", stream=True) as s:
+        try:
+            events = list(s)
+        except openai.APIError:
+            events = []
+    assert not any(e.type == "response.completed" for e in events)
+    assert len(versions(workspace)) == before and stored(c, conv.id) == []
+    assert len(upstream.requests) == 3
+
+
+def test_an_unreachable_or_missing_upstream(workspace: Path) -> None:
+    gitmem.create_store("notes", home=workspace).close()
+    secret = token(workspace, actor="user:alice", stores={"notes": "rw"})
+    with running(workspace, responses_upstream=f"http://127.0.0.1:{free_port()}/v1") as url:
+        c = client(url, secret)
+        conv = c.conversations.create(extra_body=BIND)
+        with pytest.raises(openai.APIStatusError) as caught:
+            c.responses.create(model="m", conversation=conv.id, input="hello")
+        assert caught.value.status_code == 502
+        assert stored(c, conv.id) == []
+    with running(workspace) as url:
+        with pytest.raises(openai.APIStatusError) as caught:
+            client(url, secret).responses.create(model="m", conversation=conv.id, input="hello")
+        assert caught.value.status_code == 501
+
+
+def test_access_and_the_guard(workspace: Path, served: str, upstream: Any) -> None:
+    rw = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
+    ro = client(served, token(workspace, actor="user:bob", stores={"notes": "ro"}))
+    none = client(served, token(workspace, actor="user:eve", stores={"other": "rw"}))
+    conv = rw.conversations.create(extra_body=BIND)
+    with pytest.raises(openai.PermissionDeniedError):
+        ro.responses.create(model="m", conversation=conv.id, input="hi")
+    with pytest.raises(openai.NotFoundError):
+        none.responses.create(model="m", conversation=conv.id, input="hi")
+    with pytest.raises(openai.NotFoundError):
+        rw.responses.create(model="m", conversation="conv_nope", input="hi")
+    with pytest.raises(openai.BadRequestError):
+        rw.responses.create(model="m", conversation=conv.id, input="hi", previous_response_id="resp_1")
+    assert upstream.requests == []  # refused before the model was asked
+    before = len(versions(workspace))
+    key = "AKIA" + "ABCDEFGHIJKLMNOP"
+    with pytest.raises(openai.BadRequestError) as caught:
+        rw.responses.create(model="m", conversation=conv.id, input=f"my key {key}")
+    assert caught.value.code == "guard_rejected"
+    with rw.responses.create(model="m", conversation=conv.id, input=f"my key {key}", stream=True) as s:
+        with pytest.raises(openai.APIError, match="guard|secret|refus"):
+            list(s)
+    assert len(versions(workspace)) == before and stored(rw, conv.id) == []
+
+
+def test_without_a_conversation_it_forwards_and_stores_nothing(workspace: Path, served: str, upstream: Any) -> None:
+    c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
+    r = c.responses.create(model="m", input="stateless")
+    assert "stateless" in r.output_text and upstream.requests[-1]["input"] == "stateless"
+    assert versions(workspace) == []
