@@ -130,3 +130,42 @@ def commit(
 ) -> BatchResult:
     """``ops`` as one batch: all of its versions or none (a refused one raises its error)."""
     return apply_batch(store.core, list(ops), scope=scope, actor=actor, session=session)
+
+
+def read_one(store: Store, path: str, scope: str) -> Record | None:
+    """The record at ``path`` without reading its neighbours (a chunked one lists its directory)."""
+    try:
+        return Record(path, store.read(path, scope=scope).content or "", (path,))
+    except NotFoundError:
+        pass
+    parent = path.rsplit("/", 1)[0] + "/"
+    chunks = [p for p in paths_under(store, parent, scope) if p.startswith(path + ".part")]
+    if not chunks:
+        return None
+    return read_record(store, path, scope)
+
+
+def paths_under(store: Store, prefix: str, scope: str) -> list[str]:
+    """The memory paths under ``prefix`` (no contents read), sorted; the reader's proposal on top."""
+    try:
+        found = {m.path for m in store.list(prefix, scope=scope)}
+    except NotFoundError:
+        found = set()
+    owner = proposals.reader()
+    if owner is not None:
+        p = proposals.open_proposal(store.core, scope, owner)
+        if p is not None:
+            for path in proposals.touched(store.core, p):
+                if path.startswith(prefix):
+                    try:
+                        store.read(path, scope=scope)
+                        found.add(path)
+                    except NotFoundError:
+                        found.discard(path)
+    return sorted(found)
+
+
+def base_path(path: str) -> str:
+    """The record a memory path belongs to (itself, or the record a chunk is part of)."""
+    m = _CHUNK.match(path)
+    return m.group("base") if m else path
