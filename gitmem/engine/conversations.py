@@ -28,6 +28,7 @@ from gitmem.engine import shortterm
 from gitmem.engine.batch import BatchOp
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.ids import ULID_RE, new_ulid
+from gitmem.model.paths import validate_scope
 from gitmem.model.reserved import CONVERSATIONS
 
 if TYPE_CHECKING:
@@ -77,7 +78,12 @@ def parse_id(conversation_id: str) -> tuple[str, str, str]:
             text = ""
         store_id, sep, scope = text.partition("\n")
         if sep and store_id and scope and public_id(store_id, scope, m.group(1)) == conversation_id:
-            return m.group(1), store_id, scope
+            try:
+                validate_scope(scope)
+            except InvalidInputError:
+                pass
+            else:
+                return m.group(1), store_id, scope
     raise NotFoundError(f"conversation {conversation_id!r} does not exist")
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from gitmem.errors import InvalidInputError
 from gitmem.model import frontmatter
+from gitmem.model.reserved import SHORTTERM_PREFIXES
 from gitmem.model.paths import validate_prefix, validate_scope
 
 if TYPE_CHECKING:
@@ -109,6 +110,11 @@ def search(
         # Every path under the prefix sorts between prefix and prefix + U+10FFFF.
         where = "AND d.path >= ? AND d.path < ?"
         params += [path_prefix, path_prefix + "\U0010ffff"]
+    if not any((path_prefix or "/").startswith(p) for p in SHORTTERM_PREFIXES):
+        # Conversations and checkpoints are short-term records: searched only when asked for by prefix.
+        for reserved in SHORTTERM_PREFIXES:
+            where += " AND NOT (d.path >= ? AND d.path < ?)"
+            params += [reserved, reserved + "\U0010ffff"]
     params.append(limit)
     try:
         rows = index.db.execute(_QUERY.format(prefix=where), params).fetchall()
