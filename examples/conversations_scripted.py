@@ -64,7 +64,9 @@ class ScriptedUpstream:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def answer(self, h: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
-        items = body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
+        items = (
+            body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
+        )
         last = _text_of(items[-1])
         if "FAIL" in last:
             data = json.dumps({"error": {"message": "scripted failure", "type": "server_error"}}).encode()
@@ -128,7 +130,14 @@ class ScriptedUpstream:
             for n, w in enumerate(words)
         ]
         events += [
-            {"type": "response.output_text.done", "item_id": mid, "output_index": 0, "content_index": 0, "text": text, "logprobs": []},
+            {
+                "type": "response.output_text.done",
+                "item_id": mid,
+                "output_index": 0,
+                "content_index": 0,
+                "text": text,
+                "logprobs": [],
+            },
             {"type": "response.output_item.done", "output_index": 0, "item": message},
             {"type": "response.completed", "response": response},
         ]
@@ -155,7 +164,9 @@ def gitmem_serve(home: Path, upstream: str) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     server = uvicorn.Server(
-        uvicorn.Config(create_app(home, responses_upstream=upstream), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(home, responses_upstream=upstream), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -176,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     home = args.home or Path(tempfile.mkdtemp(prefix="gitmem-conv-"))
     gitmem.create_store("support", home=home).close()
-    _token, secret = TokenStore(home).create(actor="service:support-bot", stores={"support": "rw"}, session="sesn_demo")
+    _token, secret = TokenStore(home).create(
+        actor="service:support-bot", stores={"support": "rw"}, session="sesn_demo"
+    )
     with ScriptedUpstream() as upstream, gitmem_serve(home, upstream.url) as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key=secret, max_retries=0)
         conversation = client.conversations.create(
@@ -184,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             items=[{"role": "system", "content": "You are a helpful support agent."}],
         )
         print("conversation", conversation.id)
-        first = client.responses.create(model="scripted", conversation=conversation.id, input="My order is late.")
+        first = client.responses.create(
+            model="scripted", conversation=conversation.id, input="My order is late."
+        )
         print("turn 1:", first.output_text)
         streamed = []
         with client.responses.create(

@@ -32,7 +32,7 @@ from gitmem.model.paths import validate_scope
 from gitmem.model.reserved import CONVERSATIONS
 
 if TYPE_CHECKING:
-    from gitmem.store import Store
+    from gitmem.engine.core import StoreCore
 
 Json = dict[str, Any]
 META = "conversation.json"
@@ -58,7 +58,12 @@ class Conversation:
     scope_kind: str = "scope"
 
     def to_json(self) -> Json:
-        return {"id": self.id, "object": "conversation", "created_at": self.created_at, "metadata": self.metadata}
+        return {
+            "id": self.id,
+            "object": "conversation",
+            "created_at": self.created_at,
+            "metadata": self.metadata,
+        }
 
 
 # ---------------------------------------------------------------------- ids
@@ -133,7 +138,8 @@ def normalize_item(raw: Any, where: str = "item") -> Json:
         ):
             raise InvalidInputError(f"{where}.content: expected a string or a list of content parts")
         content = [
-            {**c, "annotations": c.get("annotations", [])} if c["type"] == "output_text" else c for c in content
+            {**c, "annotations": c.get("annotations", [])} if c["type"] == "output_text" else c
+            for c in content
         ]
         item["content"] = content
         item.setdefault("status", "completed")
@@ -164,12 +170,17 @@ def _text(data: Json) -> str:
 
 
 # ---------------------------------------------------------------------- reads
-def get(store: Store, scope: str, ulid: str, conversation_id: str) -> Conversation:
+def get(store: StoreCore, scope: str, ulid: str, conversation_id: str) -> Conversation:
     rec = shortterm.read_record(store, _dir(ulid) + META, scope)
     if rec is None:
         raise NotFoundError(f"conversation {conversation_id} does not exist")
     data = json.loads(rec.text)
-    return Conversation(conversation_id, int(data["created_at"]), dict(data.get("metadata") or {}), str(data.get("scope_kind", "scope")))
+    return Conversation(
+        conversation_id,
+        int(data["created_at"]),
+        dict(data.get("metadata") or {}),
+        str(data.get("scope_kind", "scope")),
+    )
 
 
 @dataclass(frozen=True)
@@ -179,7 +190,7 @@ class StoredItem:
     record: shortterm.Record
 
 
-def stored_items(store: Store, scope: str, ulid: str) -> list[StoredItem]:
+def stored_items(store: StoreCore, scope: str, ulid: str) -> list[StoredItem]:
     """The conversation's items, oldest first."""
     prefix = _dir(ulid) + "items/"
     out = []
@@ -191,12 +202,12 @@ def stored_items(store: Store, scope: str, ulid: str) -> list[StoredItem]:
     return out
 
 
-def items(store: Store, scope: str, ulid: str) -> list[Json]:
+def items(store: StoreCore, scope: str, ulid: str) -> list[Json]:
     return [s.item for s in stored_items(store, scope, ulid)]
 
 
 # ---------------------------------------------------------------------- writes
-def _item_ops(store: Store, ulid: str, new: Sequence[Json], existing: Sequence[StoredItem]) -> list[BatchOp]:
+def _item_ops(store: StoreCore, ulid: str, new: Sequence[Json], existing: Sequence[StoredItem]) -> list[BatchOp]:
     taken = {s.item.get("id") for s in existing}
     for item in new:
         if item["id"] in taken:
@@ -210,7 +221,7 @@ def _item_ops(store: Store, ulid: str, new: Sequence[Json], existing: Sequence[S
 
 
 def create(
-    store: Store,
+    store: StoreCore,
     scope: str,
     *,
     scope_kind: str,
@@ -230,7 +241,14 @@ def create(
 
 
 def update(
-    store: Store, scope: str, ulid: str, conv: Conversation, metadata: dict[str, str], *, actor: str | None, session: str | None
+    store: StoreCore,
+    scope: str,
+    ulid: str,
+    conv: Conversation,
+    metadata: dict[str, str],
+    *,
+    actor: str | None,
+    session: str | None,
 ) -> Conversation:
     rec = shortterm.read_record(store, _dir(ulid) + META, scope)
     if rec is None:
@@ -242,14 +260,14 @@ def update(
     return Conversation(conv.id, conv.created_at, metadata, conv.scope_kind)
 
 
-def delete(store: Store, scope: str, ulid: str, *, actor: str | None, session: str | None) -> None:
+def delete(store: StoreCore, scope: str, ulid: str, *, actor: str | None, session: str | None) -> None:
     """Every record of the conversation deleted, in one batch (the history keeps them)."""
     records = shortterm.read_records(store, _dir(ulid), scope)
     shortterm.commit(store, scope, shortterm.delete_ops(records), actor=actor, session=session)
 
 
 def add_items(
-    store: Store, scope: str, ulid: str, new: Sequence[Json], *, actor: str | None, session: str | None
+    store: StoreCore, scope: str, ulid: str, new: Sequence[Json], *, actor: str | None, session: str | None
 ) -> list[Json]:
     """Append ``new`` (normalized items) in one batch."""
     if not new:
@@ -259,13 +277,15 @@ def add_items(
     return list(new)
 
 
-def find_item(store: Store, scope: str, ulid: str, item_id: str) -> StoredItem:
+def find_item(store: StoreCore, scope: str, ulid: str, item_id: str) -> StoredItem:
     for s in stored_items(store, scope, ulid):
         if s.item.get("id") == item_id:
             return s
     raise NotFoundError(f"item {item_id} does not exist in this conversation")
 
 
-def delete_item(store: Store, scope: str, ulid: str, item_id: str, *, actor: str | None, session: str | None) -> None:
+def delete_item(
+    store: StoreCore, scope: str, ulid: str, item_id: str, *, actor: str | None, session: str | None
+) -> None:
     found = find_item(store, scope, ulid, item_id)
     shortterm.commit(store, scope, shortterm.delete_ops([found.record]), actor=actor, session=session)

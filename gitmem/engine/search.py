@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 from gitmem.errors import InvalidInputError
 from gitmem.model import frontmatter
-from gitmem.model.reserved import SHORTTERM_PREFIXES
 from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.reserved import SHORTTERM_PREFIXES
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore

@@ -20,13 +20,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gitmem.engine import proposals
+from gitmem.engine import memories, proposals
 from gitmem.engine.batch import BatchOp, BatchResult, apply_batch
 from gitmem.errors import IntegrityError, LimitExceededError, NotFoundError
 from gitmem.model.reserved import CHECKPOINTS, CONVERSATIONS, SHORTTERM_PREFIXES, is_shortterm
 
 if TYPE_CHECKING:
-    from gitmem.store import Store
+    from gitmem.engine.core import StoreCore
+    from gitmem.engine.memories import Memory
 
 __all__ = ["CHECKPOINTS", "CONVERSATIONS", "SHORTTERM_PREFIXES", "Record", "commit", "is_shortterm"]
 _CHUNK = re.compile(r"^(?P<base>.+)\.part(?P<n>\d{4})of(?P<total>\d{4})\Z")
@@ -80,24 +81,34 @@ def delete_ops(records: Iterable[Record]) -> list[BatchOp]:
     return [BatchOp("delete", p) for r in records for p in r.paths]
 
 
-def _memories(store: Store, prefix: str, scope: str) -> dict[str, str]:
-    """Path -> content of every memory under ``prefix`` (the reader's proposal on top)."""
-    out = {m.path: m.content or "" for m in store.list(prefix, scope=scope, with_content=True)}  # type: ignore[union-attr]
+def _read(store: StoreCore, path: str, scope: str) -> Memory:
+    """``path`` in ``scope`` as the reader sees it (its open proposal on top, as ``Store.read``)."""
     owner = proposals.reader()
     if owner is not None:
-        p = proposals.open_proposal(store.core, scope, owner)
+        mine = proposals.read_memory(store, path, scope, owner)
+        if mine is not None:
+            return mine  # type: ignore[no-any-return]
+    return memories.read(store, path, scope=scope)
+
+
+def _memories(store: StoreCore, prefix: str, scope: str) -> dict[str, str]:
+    """Path -> content of every memory under ``prefix`` (the reader's proposal on top)."""
+    out = {m.path: m.content or "" for m in memories.list_memories(store, prefix, scope=scope, with_content=True)}  # type: ignore[union-attr]
+    owner = proposals.reader()
+    if owner is not None:
+        p = proposals.open_proposal(store, scope, owner)
         if p is not None:
-            for path in proposals.touched(store.core, p):
+            for path in proposals.touched(store, p):
                 if not path.startswith(prefix):
                     continue
                 try:
-                    out[path] = store.read(path, scope=scope).content or ""
+                    out[path] = _read(store, path, scope=scope).content or ""
                 except NotFoundError:
                     out.pop(path, None)
     return out
 
 
-def read_records(store: Store, prefix: str, scope: str) -> list[Record]:
+def read_records(store: StoreCore, prefix: str, scope: str) -> list[Record]:
     """Every record under ``prefix``, sorted by path, chunks joined."""
     whole: dict[str, Record] = {}
     parts: dict[str, dict[int, tuple[int, str, str]]] = {}
@@ -116,7 +127,7 @@ def read_records(store: Store, prefix: str, scope: str) -> list[Record]:
     return [whole[k] for k in sorted(whole)]
 
 
-def read_record(store: Store, path: str, scope: str) -> Record | None:
+def read_record(store: StoreCore, path: str, scope: str) -> Record | None:
     """The record at ``path`` (None: there is none)."""
     parent = path.rsplit("/", 1)[0] + "/"
     for r in read_records(store, parent, scope):
@@ -126,16 +137,16 @@ def read_record(store: Store, path: str, scope: str) -> Record | None:
 
 
 def commit(
-    store: Store, scope: str, ops: Sequence[BatchOp], *, actor: str | None, session: str | None
+    store: StoreCore, scope: str, ops: Sequence[BatchOp], *, actor: str | None, session: str | None
 ) -> BatchResult:
     """``ops`` as one batch: all of its versions or none (a refused one raises its error)."""
-    return apply_batch(store.core, list(ops), scope=scope, actor=actor, session=session)
+    return apply_batch(store, list(ops), scope=scope, actor=actor, session=session)
 
 
-def read_one(store: Store, path: str, scope: str) -> Record | None:
+def read_one(store: StoreCore, path: str, scope: str) -> Record | None:
     """The record at ``path`` without reading its neighbours (a chunked one lists its directory)."""
     try:
-        return Record(path, store.read(path, scope=scope).content or "", (path,))
+        return Record(path, _read(store, path, scope=scope).content or "", (path,))
     except NotFoundError:
         pass
     parent = path.rsplit("/", 1)[0] + "/"
@@ -145,20 +156,20 @@ def read_one(store: Store, path: str, scope: str) -> Record | None:
     return read_record(store, path, scope)
 
 
-def paths_under(store: Store, prefix: str, scope: str) -> list[str]:
+def paths_under(store: StoreCore, prefix: str, scope: str) -> list[str]:
     """The memory paths under ``prefix`` (no contents read), sorted; the reader's proposal on top."""
     try:
-        found = {m.path for m in store.list(prefix, scope=scope)}
+        found = {m.path for m in memories.list_memories(store, prefix, scope=scope)}
     except NotFoundError:
         found = set()
     owner = proposals.reader()
     if owner is not None:
-        p = proposals.open_proposal(store.core, scope, owner)
+        p = proposals.open_proposal(store, scope, owner)
         if p is not None:
-            for path in proposals.touched(store.core, p):
+            for path in proposals.touched(store, p):
                 if path.startswith(prefix):
                     try:
-                        store.read(path, scope=scope)
+                        _read(store, path, scope=scope)
                         found.add(path)
                     except NotFoundError:
                         found.discard(path)

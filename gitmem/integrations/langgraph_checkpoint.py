@@ -22,6 +22,7 @@ and the store's guard sees it (a state holding a secret is refused, with the gua
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import random
 import re
@@ -99,7 +100,9 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         return f"{self._dir(thread_id, ns)}checkpoints/{encode_segment(checkpoint_id)}.json"
 
     def _blob_path(self, thread_id: str, ns: str, channel: str, version: Any) -> str:
-        return f"{self._dir(thread_id, ns)}blobs/{encode_segment(channel)}/{encode_segment(str(version))}.json"
+        return (
+            f"{self._dir(thread_id, ns)}blobs/{encode_segment(channel)}/{encode_segment(str(version))}.json"
+        )
 
     def _writes_dir(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
         return f"{self._dir(thread_id, ns)}writes/{encode_segment(checkpoint_id)}/"
@@ -109,16 +112,19 @@ class GitmemSaver(BaseCheckpointSaver[str]):
 
     def _commit(self, ops: list[BatchOp]) -> None:
         if ops:
-            shortterm.commit(self.store, self.scope, ops, actor=self.actor, session=self.session)
+            shortterm.commit(self.store.core, self.scope, ops, actor=self.actor, session=self.session)
 
     # ------------------------------------------------------------------ reading
     def _checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
         prefix = f"{self._dir(thread_id, ns)}checkpoints/"
-        ids = {shortterm.base_path(p)[len(prefix) : -len(".json")] for p in shortterm.paths_under(self.store, prefix, self.scope)}
+        ids = {
+            shortterm.base_path(p)[len(prefix) : -len(".json")]
+            for p in shortterm.paths_under(self.store.core, prefix, self.scope)
+        }
         return sorted((d for i in ids if (d := decode_segment(i)) is not None), reverse=True)
 
     def _record(self, path: str) -> dict[str, Any] | None:
-        rec = shortterm.read_one(self.store, path, self.scope)
+        rec = shortterm.read_one(self.store.core, path, self.scope)
         if rec is None:
             return None
         try:
@@ -132,7 +138,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
     def _writes(self, thread_id: str, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         prefix = self._writes_dir(thread_id, ns, checkpoint_id)
         found = []
-        for rec in shortterm.read_records(self.store, prefix, self.scope):
+        for rec in shortterm.read_records(self.store.core, prefix, self.scope):
             w = json.loads(rec.text)
             found.append((w["task_path"], w["task_id"], int(w["idx"]), w["channel"], w["value"]))
         found.sort(key=lambda w: (w[0], w[1], w[2]))
@@ -147,7 +153,9 @@ class GitmemSaver(BaseCheckpointSaver[str]):
                 values[channel] = self.serde.loads_typed(_untyped(blob["value"]))
         parent = data.get("parent")
         return CheckpointTuple(
-            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}},
+            config={
+                "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+            },
             checkpoint={**checkpoint, "channel_values": values},
             metadata=self.serde.loads_typed(_untyped(data["metadata"])),
             parent_config=(
@@ -174,7 +182,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
     def _all_checkpoints(self) -> list[tuple[str, str, str]]:
         """(thread, ns, checkpoint id) of every checkpoint in the scope."""
         out = []
-        for path in shortterm.paths_under(self.store, CHECKPOINTS, self.scope):
+        for path in shortterm.paths_under(self.store.core, CHECKPOINTS, self.scope):
             m = _CHECKPOINT_FILE.match(shortterm.base_path(path))
             if m is None:
                 continue
@@ -196,8 +204,12 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         yield from found
 
     def _list(
-        self, config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None, limit: int | None
-    ) -> list[CheckpointTuple]:
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> builtins.list[CheckpointTuple]:
         conf = config["configurable"] if config else {}
         want_thread = str(conf["thread_id"]) if conf.get("thread_id") is not None else None
         want_ns = conf.get("checkpoint_ns")
@@ -213,7 +225,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
             ]
         # Newest first within a namespace, as LangGraph's own savers list them.
         keys.sort(key=lambda k: (k[0], k[1], k[2]), reverse=True)
-        out: list[CheckpointTuple] = []
+        out: builtins.list[CheckpointTuple] = []
         for thread_id, ns, checkpoint_id in keys:
             if want_id and checkpoint_id != want_id:
                 continue
@@ -248,7 +260,9 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         for channel, version in new_versions.items():
             typed = self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
             blob = {"channel": channel, "version": str(version), "value": _typed(typed)}
-            ops += shortterm.write_ops(self._blob_path(thread_id, ns, channel, version), _text(blob), limit, op="write")
+            ops += shortterm.write_ops(
+                self._blob_path(thread_id, ns, channel, version), _text(blob), limit, op="write"
+            )
         record = {
             "thread_id": thread_id,
             "checkpoint_ns": ns,
@@ -259,13 +273,15 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         }
         path = self._checkpoint_path(thread_id, ns, checkpoint["id"])
         with self._lock:
-            old = shortterm.read_one(self.store, path, self.scope)
+            old = shortterm.read_one(self.store.core, path, self.scope)
             if old is not None:
                 ops += shortterm.replace_ops(old, _text(record), limit)
             else:
                 ops += shortterm.write_ops(path, _text(record), limit, op="write")
             self._commit(ops)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+        return {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        }
 
     def put_writes(
         self,
@@ -280,7 +296,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         prefix = self._writes_dir(thread_id, ns, checkpoint_id)
         limit = self._limit()
         with self._lock:
-            existing = {shortterm.base_path(p) for p in shortterm.paths_under(self.store, prefix, self.scope)}
+            existing = {shortterm.base_path(p) for p in shortterm.paths_under(self.store.core, prefix, self.scope)}
             ops: list[BatchOp] = []
             for n, (channel, value) in enumerate(writes):
                 idx = WRITES_IDX_MAP.get(channel, n)
@@ -295,7 +311,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
                     "value": _typed(self.serde.dumps_typed(value)),
                 }
                 if path in existing:
-                    old = shortterm.read_one(self.store, path, self.scope)
+                    old = shortterm.read_one(self.store.core, path, self.scope)
                     if old is not None:
                         ops += shortterm.replace_ops(old, _text(record), limit)
                         continue
@@ -305,7 +321,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> None:
         prefix = f"{CHECKPOINTS}{_seg(str(thread_id))}/"
         with self._lock:
-            paths = shortterm.paths_under(self.store, prefix, self.scope)
+            paths = shortterm.paths_under(self.store.core, prefix, self.scope)
             self._commit([BatchOp("delete", p) for p in paths])
 
     def get_next_version(self, current: str | None, channel: None) -> str:
@@ -329,7 +345,9 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        found = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
         for item in found:
             yield item
 

@@ -51,7 +51,12 @@ INCLUDABLE = frozenset(
     }
 )
 # The error ``type`` an OpenAI client sees for each status (the message says what happened).
-OPENAI_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 409: "conflict_error"}
+OPENAI_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+}
 
 
 @dataclass(frozen=True)
@@ -172,18 +177,20 @@ class ConversationsApi:
         if not token.may_read(name, scope):
             raise NotFoundError(f"conversation {conversation_id} does not exist")
         if write and not token.may_write(name, scope):
-            raise ForbiddenError(f"token {token.id} may read conversation {conversation_id} but not change it")
+            raise ForbiddenError(
+                f"token {token.id} may read conversation {conversation_id} but not change it"
+            )
         return Bound(name, scope, ulid, conversation_id)
 
     def conversation(self, bound: Bound) -> conv.Conversation:
         with self.pool.store(bound.name) as store:
-            return conv.get(store, bound.scope, bound.ulid, bound.id)
+            return conv.get(store.core, bound.scope, bound.ulid, bound.id)
 
     def _store_and_scope(self, token: Token, body: Json) -> tuple[str, str, str]:
         ms = body.get("memory_store")
         name = ms.get("name") if isinstance(ms, dict) else ms
         if not isinstance(name, str) or not name:
-            raise InvalidInputError("memory_store: required, {\"name\": <store name or memstore_ id>}")
+            raise InvalidInputError('memory_store: required, {"name": <store name or memstore_ id>}')
         if name.startswith("memstore_"):
             name = self.pool.name_of(name)
         else:
@@ -223,8 +230,7 @@ class ConversationsApi:
         seed = conv.normalize_items(b.get("items"))
         t = call.token
         with self.pool.store(name) as store, self.pool.write_lock(name, scope):
-            made, _ = conv.create(
-                store, scope, scope_kind=kind, metadata=metadata, seed=seed, actor=t.actor, session=t.session
+            made, _ = conv.create(store.core, scope, scope_kind=kind, metadata=metadata, seed=seed, actor=t.actor, session=t.session
             )
         self.metrics.writes.labels("created").inc()
         return made.to_json()
@@ -239,16 +245,16 @@ class ConversationsApi:
         metadata = conv.check_metadata(call.body["metadata"])
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            old = conv.get(store, bound.scope, bound.ulid, bound.id)
-            new = conv.update(store, bound.scope, bound.ulid, old, metadata, actor=t.actor, session=t.session)
+            old = conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            new = conv.update(store.core, bound.scope, bound.ulid, old, metadata, actor=t.actor, session=t.session)
         return new.to_json()
 
     def delete(self, call: Call) -> Json:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            conv.get(store, bound.scope, bound.ulid, bound.id)
-            conv.delete(store, bound.scope, bound.ulid, actor=t.actor, session=t.session)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            conv.delete(store.core, bound.scope, bound.ulid, actor=t.actor, session=t.session)
         return {"id": bound.id, "object": "conversation.deleted", "deleted": True}
 
     # ------------------------------------------------------------------ items
@@ -278,8 +284,8 @@ class ConversationsApi:
         new = conv.normalize_items(call.body["items"])
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            conv.get(store, bound.scope, bound.ulid, bound.id)
-            added = conv.add_items(store, bound.scope, bound.ulid, new, actor=t.actor, session=t.session)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            added = conv.add_items(store.core, bound.scope, bound.ulid, new, actor=t.actor, session=t.session)
         self.metrics.writes.labels("created").inc()
         return self._page(added, False)
 
@@ -297,8 +303,8 @@ class ConversationsApi:
             raise InvalidInputError("limit: an integer from 1 to 100")
         bound = self.bind(call.token, call.params["conversation_id"])
         with self.pool.store(bound.name) as store:
-            conv.get(store, bound.scope, bound.ulid, bound.id)
-            found = conv.items(store, bound.scope, bound.ulid)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            found = conv.items(store.core, bound.scope, bound.ulid)
         if order == "desc":
             found.reverse()
         after = q.get("after")
@@ -313,14 +319,15 @@ class ConversationsApi:
         self._include(call.query)
         bound = self.bind(call.token, call.params["conversation_id"])
         with self.pool.store(bound.name) as store:
-            conv.get(store, bound.scope, bound.ulid, bound.id)
-            return conv.find_item(store, bound.scope, bound.ulid, call.params["item_id"]).item
+            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            return conv.find_item(store.core, bound.scope, bound.ulid, call.params["item_id"]).item
 
     def delete_item(self, call: Call) -> Json:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            found = conv.get(store, bound.scope, bound.ulid, bound.id)
-            conv.delete_item(store, bound.scope, bound.ulid, call.params["item_id"], actor=t.actor, session=t.session)
+            found = conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            conv.delete_item(store.core, bound.scope, bound.ulid, call.params["item_id"], actor=t.actor, session=t.session
+            )
         self.metrics.writes.labels("deleted").inc()
         return found.to_json()

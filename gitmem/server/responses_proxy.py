@@ -67,12 +67,17 @@ class SseWatch:
     def feed(self, chunk: bytes) -> None:
         self._buffer += chunk
         while True:
-            cut = min((i for i in (self._buffer.find(b"\n\n"), self._buffer.find(b"\r\n\r\n")) if i >= 0), default=-1)
+            cut = min(
+                (i for i in (self._buffer.find(b"\n\n"), self._buffer.find(b"\r\n\r\n")) if i >= 0),
+                default=-1,
+            )
             if cut < 0:
                 return
             event, self._buffer = self._buffer[:cut], self._buffer[cut:].lstrip(b"\r\n")
             data = b"\n".join(
-                line[5:].strip() for line in event.replace(b"\r\n", b"\n").split(b"\n") if line.startswith(b"data:")
+                line[5:].strip()
+                for line in event.replace(b"\r\n", b"\n").split(b"\n")
+                if line.startswith(b"data:")
             )
             try:
                 parsed = json.loads(data) if data else None
@@ -80,7 +85,10 @@ class SseWatch:
                 continue
             if isinstance(parsed, dict) and isinstance(parsed.get("sequence_number"), int):
                 self.last_sequence = parsed["sequence_number"]
-            if isinstance(parsed, dict) and parsed.get("type") in ("response.completed", "response.incomplete"):
+            if isinstance(parsed, dict) and parsed.get("type") in (
+                "response.completed",
+                "response.incomplete",
+            ):
                 response = parsed.get("response")
                 self.final = response if isinstance(response, dict) else None
             elif isinstance(parsed, dict) and parsed.get("type") in ("response.failed", "error"):
@@ -109,14 +117,14 @@ class ResponsesProxy:
             return body, None, []
         cid = ref.get("id") if isinstance(ref, dict) else ref
         if not isinstance(cid, str):
-            raise InvalidInputError("conversation: a conversation id or {\"id\": ...}")
+            raise InvalidInputError('conversation: a conversation id or {"id": ...}')
         if body.get("previous_response_id") is not None:
             raise InvalidInputError("conversation and previous_response_id cannot both be given")
         bound = self.api.bind(token, cid, write=True)
         items = new_input(body.get("input"))
         with self.api.pool.store(bound.name) as store:
-            conv.get(store, bound.scope, bound.ulid, bound.id)
-            history = conv.items(store, bound.scope, bound.ulid)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            history = conv.items(store.core, bound.scope, bound.ulid)
         return {**body, "input": [_as_input(i) for i in [*history, *items]]}, bound, items
 
     def _append(self, token: Token, bound: Bound, items: list[Json], response: Json) -> None:
@@ -125,8 +133,9 @@ class ResponsesProxy:
             raise InvalidInputError("the upstream's response has no output list")
         produced = [conv.normalize_item(o, f"output[{n}]") for n, o in enumerate(output)]
         with self.api.pool.store(bound.name) as store, self.api.pool.write_lock(bound.name, bound.scope):
-            conv.get(store, bound.scope, bound.ulid, bound.id)
-            conv.add_items(store, bound.scope, bound.ulid, [*items, *produced], actor=token.actor, session=token.session)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            conv.add_items(store.core, bound.scope, bound.ulid, [*items, *produced], actor=token.actor, session=token.session
+            )
 
     async def handle(self, request: Request) -> Response:
         try:
@@ -135,7 +144,9 @@ class ResponsesProxy:
                 return openai_error(
                     501, "no upstream model is configured: set GITMEM_RESPONSES_UPSTREAM on the server"
                 )
-            forwarded, bound, items = await anyio.to_thread.run_sync(as_token, token, lambda: self._prepare(token, body))
+            forwarded, bound, items = await anyio.to_thread.run_sync(
+                as_token, token, lambda: self._prepare(token, body)
+            )
         except Exception as exc:  # noqa: BLE001 - every failure becomes an OpenAI error body
             return self.api.failure(request, exc)
         client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT)
@@ -161,16 +172,26 @@ class ResponsesProxy:
                 try:
                     response = json.loads(content)
                     if isinstance(response, dict) and response.get("status", "completed") in STORED_STATUSES:
-                        await anyio.to_thread.run_sync(as_token, token, lambda: self._append(token, bound, items, response))
+                        await anyio.to_thread.run_sync(
+                            as_token, token, lambda: self._append(token, bound, items, response)
+                        )
                 except ValueError:
-                    return openai_error(502, "the upstream model server answered with something else than JSON")
+                    return openai_error(
+                        502, "the upstream model server answered with something else than JSON"
+                    )
                 except Exception as exc:  # noqa: BLE001
                     return self.api.failure(request, exc)
             return Response(content, status_code=upstream.status_code, headers=headers)
         return StreamingResponse(self._relay(request, token, bound, items, upstream, client), headers=headers)
 
     async def _relay(
-        self, request: Request, token: Token, bound: Bound | None, items: list[Json], upstream: httpx.Response, client: httpx.AsyncClient
+        self,
+        request: Request,
+        token: Token,
+        bound: Bound | None,
+        items: list[Json],
+        upstream: httpx.Response,
+        client: httpx.AsyncClient,
     ) -> AsyncIterator[bytes]:
         watch = SseWatch()
         finished = False

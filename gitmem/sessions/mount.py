@@ -186,7 +186,8 @@ def _entries(root: Path, out: Scan) -> Iterator[tuple[str, str]]:
                 _reserved(os.path.join(top, MARKER_DIR), out, f"/{MARKER_DIR}")
             for d in dirnames:
                 if f"/{d}/" in SHORTTERM_PREFIXES:
-                    _reserved(os.path.join(top, d), out, f"/{d}", f"/{d}/ is reserved for conversations and checkpoints: not synced")
+                    why = f"/{d}/ is reserved for conversations and checkpoints: not synced"
+                    _reserved(os.path.join(top, d), out, f"/{d}", why)
             dirnames[:] = [d for d in dirnames if d != MARKER_DIR and f"/{d}/" not in SHORTTERM_PREFIXES]
         for d in list(dirnames):
             if os.path.islink(os.path.join(dirpath, d)):
@@ -231,10 +232,7 @@ def snapshot(root: Path) -> frozenset[tuple[str, int, int]]:
     out = set()
     for dirpath, dirnames, filenames in os.walk(str(root)):
         if dirpath == str(root):
-            for d in dirnames:
-                if f"/{d}/" in SHORTTERM_PREFIXES:
-                    _reserved(os.path.join(top, d), out, f"/{d}", f"/{d}/ is reserved for conversations and checkpoints: not synced")
-            dirnames[:] = [d for d in dirnames if d != MARKER_DIR and f"/{d}/" not in SHORTTERM_PREFIXES]
+            dirnames[:] = [d for d in dirnames if d != MARKER_DIR]
         for name in filenames:
             full = os.path.join(dirpath, name)
             try:

@@ -15,12 +15,13 @@ from gitmem.store import Store
 
 
 def _files(root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and ".gitmem" not in p.parts)
+    return sorted(
+        p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and ".gitmem" not in p.parts
+    )
 
 
 def _conversation(store: Store, scope: str = "main", text: str = "the quokka is my favourite animal") -> str:
-    made, _ = conv.create(
-        store,
+    made, _ = conv.create(store.core,
         scope,
         scope_kind="user",
         metadata={},
@@ -36,7 +37,9 @@ def test_search_and_mounts_leave_the_records_out(store: Store, tmp_path: Path) -
     _conversation(store)
     # Search: only the ordinary memory, unless the prefix asks for the records.
     assert [h.path for h in store.search("quokka")] == ["/notes/zoo.md"]
-    assert [h.path.split("/")[1] for h in store.search("quokka", path_prefix="/conversations/")] == ["conversations"]
+    assert [h.path.split("/")[1] for h in store.search("quokka", path_prefix="/conversations/")] == [
+        "conversations"
+    ]
     # A mount shows no record; a file an agent puts there is refused, not synced.
     sess = sessions.start_session(["notes"], root=tmp_path / "mnt")
     root = tmp_path / "mnt" / "notes"
@@ -65,12 +68,12 @@ def test_chunks_join_and_a_missing_chunk_is_an_integrity_error(store: Store) -> 
     text = "€" * 5000  # 15 kB of three-byte characters
     ops = shortterm.write_ops("/conversations/x/items/000001-big.json", text, 1000)
     assert len(ops) == 16 and all(len(o.content.encode()) <= 1000 for o in ops)  # type: ignore[union-attr]
-    shortterm.commit(store, "main", ops, actor="user:a", session=None)
-    (rec,) = shortterm.read_records(store, "/conversations/x/", "main")
+    shortterm.commit(store.core, "main", ops, actor="user:a", session=None)
+    (rec,) = shortterm.read_records(store.core, "/conversations/x/", "main")
     assert rec.text == text and len(rec.paths) == 16
     store.delete(rec.paths[3])
     with pytest.raises(gitmem.errors.IntegrityError):
-        shortterm.read_records(store, "/conversations/x/", "main")
+        shortterm.read_records(store.core, "/conversations/x/", "main")
 
 
 def test_one_change_is_one_branch_move_and_the_guard_refuses_it_whole(store: Store) -> None:
@@ -78,21 +81,29 @@ def test_one_change_is_one_branch_move_and_the_guard_refuses_it_whole(store: Sto
     ulid, _sid, _scope = conv.parse_id(cid)
     tip = store.core.tip("main")
     items = conv.normalize_items([{"role": "user", "content": f"n{i}"} for i in range(5)])
-    conv.add_items(store, "main", ulid, items, actor="user:a", session=None)
+    conv.add_items(store.core, "main", ulid, items, actor="user:a", session=None)
     new_tip = store.core.tip("main")
     # Five versions, one per item, published with one move of the branch: a chain of five commits.
     walk = store.core.repo.walk(new_tip)
     chain = [next(walk) for _ in range(6)]
     assert chain[5].id == tip
-    bad = conv.normalize_items([{"role": "user", "content": "fine"}, {"role": "user", "content": "AKIA" + "ABCDEFGHIJKLMNOP"}])
+    bad = conv.normalize_items(
+        [{"role": "user", "content": "fine"}, {"role": "user", "content": "AKIA" + "ABCDEFGHIJKLMNOP"}]
+    )
     with pytest.raises(GuardRejectedError):
-        conv.add_items(store, "main", ulid, bad, actor="user:a", session=None)
+        conv.add_items(store.core, "main", ulid, bad, actor="user:a", session=None)
     assert store.core.tip("main") == new_tip
-    assert len(conv.items(store, "main", ulid)) == 6
+    assert len(conv.items(store.core, "main", ulid)) == 6
 
 
 def test_forged_ids_are_not_found() -> None:
-    for bad in ["", "conv_", "conv_01ARZ3NDEKTSV4RRFFQ69G5FAV", "conv_01ARZ3NDEKTSV4RRFFQ69G5FAV!!", "x" * 300]:
+    for bad in [
+        "",
+        "conv_",
+        "conv_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        "conv_01ARZ3NDEKTSV4RRFFQ69G5FAV!!",
+        "x" * 300,
+    ]:
         with pytest.raises(NotFoundError):
             conv.parse_id(bad)
     good = conv.public_id("memstore_X", "user-1", "01ARZ3NDEKTSV4RRFFQ69G5FAV")

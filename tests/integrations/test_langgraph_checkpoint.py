@@ -126,7 +126,9 @@ def test_real_graphs_match_in_memory_saver(workspace: Path, seed: int) -> None:
     saver = ours.checkpointer
     listed = list(saver.list(None))
     created = [
-        v for v in store.versions(scope="g", operation="created") if "/checkpoints/" in v.path.split("@", 2)[-1]
+        v
+        for v in store.versions(scope="g", operation="created")
+        if "/checkpoints/" in v.path.split("@", 2)[-1]
     ]
     assert len(created) == len(listed) == len(list(theirs.checkpointer.list(None)))
     # Subgraph checkpoints live in their own namespace.
@@ -168,7 +170,9 @@ while True:
 def test_sigkill_during_put_writes_loses_nothing_acknowledged(workspace: Path) -> None:
     gitmem.create_store("graphs", home=workspace).close()
     for kill_after in (3, 11):
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, str(workspace)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(workspace)], stdout=subprocess.PIPE, text=True
+        )
         assert proc.stdout is not None
         acked = [int(proc.stdout.readline()) for _ in range(kill_after)]
         proc.send_signal(signal.SIGKILL)  # mid-way through a later put_writes, most likely
@@ -184,6 +188,8 @@ def test_sigkill_during_put_writes_loses_nothing_acknowledged(workspace: Path) -
         tasks = [task for task, _c, _v in writes]
         assert all(tasks.count(t) == 2 for t in have)
         verify = subprocess.run(
-            [sys.executable, "-m", "gitmem", "verify", "graphs", "--home", str(workspace)], capture_output=True, text=True
+            [sys.executable, "-m", "gitmem", "verify", "graphs", "--home", str(workspace)],
+            capture_output=True,
+            text=True,
         )
         assert verify.returncode == 0, verify.stdout + verify.stderr

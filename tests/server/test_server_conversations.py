@@ -57,7 +57,11 @@ def test_the_official_client_round_trip(workspace: Path, served: str) -> None:
     added = c.conversations.items.create(
         made.id,
         items=[
-            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"answer {n}"}]}
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": f"answer {n}"}],
+            }
             for n in range(5)
         ],
     )

@@ -67,7 +67,9 @@ def versions(workspace: Path) -> list[Any]:
         return s.versions(scope="u1")
 
 
-def test_plain_and_streamed_turns_store_what_the_client_saw(workspace: Path, served: str, upstream: Any) -> None:
+def test_plain_and_streamed_turns_store_what_the_client_saw(
+    workspace: Path, served: str, upstream: Any
+) -> None:
     c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}, session="s1"))
     conv = c.conversations.create(items=[{"role": "system", "content": "be brief"}], extra_body=BIND)
     first = c.responses.create(model="m", conversation=conv.id, input="hello")
@@ -80,7 +82,9 @@ def test_plain_and_streamed_turns_store_what_the_client_saw(workspace: Path, ser
     assert len(versions(workspace)) == 1 + 1 + 2  # meta, seed, then one batch of input + output
 
     events = []
-    with c.responses.create(model="m", conversation=conv.id, input=[{"role": "user", "content": "again"}], stream=True) as s:
+    with c.responses.create(
+        model="m", conversation=conv.id, input=[{"role": "user", "content": "again"}], stream=True
+    ) as s:
         events = list(s)
     done = [e for e in events if e.type == "response.completed"]
     assert len(done) == 1 and [e.sequence_number for e in events] == list(range(len(events)))
@@ -146,13 +150,15 @@ def test_access_and_the_guard(workspace: Path, served: str, upstream: Any) -> No
     with pytest.raises(openai.BadRequestError) as caught:
         rw.responses.create(model="m", conversation=conv.id, input=f"my key {key}")
     assert caught.value.code == "guard_rejected"
-    with rw.responses.create(model="m", conversation=conv.id, input=f"my key {key}", stream=True) as s:
-        with pytest.raises(openai.APIError, match="guard|secret|refus"):
-            list(s)
+    stream = rw.responses.create(model="m", conversation=conv.id, input=f"my key {key}", stream=True)
+    with stream as s, pytest.raises(openai.APIError, match="guard|secret|refus"):
+        list(s)
     assert len(versions(workspace)) == before and stored(rw, conv.id) == []
 
 
-def test_without_a_conversation_it_forwards_and_stores_nothing(workspace: Path, served: str, upstream: Any) -> None:
+def test_without_a_conversation_it_forwards_and_stores_nothing(
+    workspace: Path, served: str, upstream: Any
+) -> None:
     c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
     r = c.responses.create(model="m", input="stateless")
     assert "stateless" in r.output_text and upstream.requests[-1]["input"] == "stateless"
