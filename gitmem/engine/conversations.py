@@ -207,7 +207,9 @@ def items(store: StoreCore, scope: str, ulid: str) -> list[Json]:
 
 
 # ---------------------------------------------------------------------- writes
-def _item_ops(store: StoreCore, ulid: str, new: Sequence[Json], existing: Sequence[StoredItem]) -> list[BatchOp]:
+def _item_ops(
+    store: StoreCore, ulid: str, new: Sequence[Json], existing: Sequence[StoredItem]
+) -> list[BatchOp]:
     taken = {s.item.get("id") for s in existing}
     for item in new:
         if item["id"] in taken:

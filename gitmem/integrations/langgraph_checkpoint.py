@@ -296,7 +296,9 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         prefix = self._writes_dir(thread_id, ns, checkpoint_id)
         limit = self._limit()
         with self._lock:
-            existing = {shortterm.base_path(p) for p in shortterm.paths_under(self.store.core, prefix, self.scope)}
+            existing = {
+                shortterm.base_path(p) for p in shortterm.paths_under(self.store.core, prefix, self.scope)
+            }
             ops: list[BatchOp] = []
             for n, (channel, value) in enumerate(writes):
                 idx = WRITES_IDX_MAP.get(channel, n)

@@ -230,7 +230,14 @@ class ConversationsApi:
         seed = conv.normalize_items(b.get("items"))
         t = call.token
         with self.pool.store(name) as store, self.pool.write_lock(name, scope):
-            made, _ = conv.create(store.core, scope, scope_kind=kind, metadata=metadata, seed=seed, actor=t.actor, session=t.session
+            made, _ = conv.create(
+                store.core,
+                scope,
+                scope_kind=kind,
+                metadata=metadata,
+                seed=seed,
+                actor=t.actor,
+                session=t.session,
             )
         self.metrics.writes.labels("created").inc()
         return made.to_json()
@@ -246,7 +253,9 @@ class ConversationsApi:
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
             old = conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            new = conv.update(store.core, bound.scope, bound.ulid, old, metadata, actor=t.actor, session=t.session)
+            new = conv.update(
+                store.core, bound.scope, bound.ulid, old, metadata, actor=t.actor, session=t.session
+            )
         return new.to_json()
 
     def delete(self, call: Call) -> Json:
@@ -327,7 +336,8 @@ class ConversationsApi:
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
             found = conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            conv.delete_item(store.core, bound.scope, bound.ulid, call.params["item_id"], actor=t.actor, session=t.session
+            conv.delete_item(
+                store.core, bound.scope, bound.ulid, call.params["item_id"], actor=t.actor, session=t.session
             )
         self.metrics.writes.labels("deleted").inc()
         return found.to_json()

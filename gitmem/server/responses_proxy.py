@@ -134,7 +134,13 @@ class ResponsesProxy:
         produced = [conv.normalize_item(o, f"output[{n}]") for n, o in enumerate(output)]
         with self.api.pool.store(bound.name) as store, self.api.pool.write_lock(bound.name, bound.scope):
             conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            conv.add_items(store.core, bound.scope, bound.ulid, [*items, *produced], actor=token.actor, session=token.session
+            conv.add_items(
+                store.core,
+                bound.scope,
+                bound.ulid,
+                [*items, *produced],
+                actor=token.actor,
+                session=token.session,
             )
 
     async def handle(self, request: Request) -> Response:

@@ -21,7 +21,8 @@ def _files(root: Path) -> list[str]:
 
 
 def _conversation(store: Store, scope: str = "main", text: str = "the quokka is my favourite animal") -> str:
-    made, _ = conv.create(store.core,
+    made, _ = conv.create(
+        store.core,
         scope,
         scope_kind="user",
         metadata={},

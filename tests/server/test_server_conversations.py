@@ -36,6 +36,11 @@ def gitmem_log(home: Path, *args: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+def published(home: Path) -> list[Any]:
+    with gitmem.open_store("notes", home=home) as s:
+        return s.versions(scope="user-123")
+
+
 @pytest.fixture
 def served(workspace: Path) -> Any:
     gitmem.create_store("notes", home=workspace).close()
@@ -187,3 +192,39 @@ def test_a_large_item_is_chunked_and_read_back_whole(workspace: Path, served: st
     with gitmem.open_store("notes", home=workspace) as s:
         sizes = [m.size for m in s.list("/conversations/", scope="user-123")]
     assert len(sizes) > 5 and max(sizes) <= 2000
+
+
+def test_a_review_token_proposes_and_reads_its_own_proposal(workspace: Path, served: str) -> None:
+    reviewed = client(
+        served, token(workspace, actor="user:intern", stores={"notes": "rw"}, review=True, session="rv-1")
+    )
+    other = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
+    made = reviewed.conversations.create(
+        items=[{"role": "user", "content": "proposed"}], extra_body={"memory_store": STORE, "scope": SCOPE}
+    )
+    # The scope itself is untouched: the versions wait on the proposal.
+    assert published(workspace) == []
+    with pytest.raises(openai.NotFoundError):
+        other.conversations.retrieve(made.id)
+    # Its writer sees the conversation and keeps working on it.
+    assert reviewed.conversations.retrieve(made.id).id == made.id
+    reviewed.conversations.items.create(made.id, items=[{"role": "user", "content": "more"}])
+    got = reviewed.conversations.items.list(made.id, order="asc")
+    assert [i.content[0].text for i in got.data] == ["proposed", "more"]  # type: ignore[union-attr]
+    assert published(workspace) == []
+
+
+def test_redacting_an_item_version_erases_it_and_the_conversation_still_reads(
+    workspace: Path, served: str
+) -> None:
+    c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
+    made = c.conversations.create(extra_body={"memory_store": STORE, "scope": SCOPE})
+    first = c.conversations.items.create(made.id, items=[{"role": "user", "content": "my phone is 555-0100"}])
+    c.conversations.items.delete(first.data[0].id, conversation_id=made.id)
+    c.conversations.items.create(made.id, items=[{"role": "user", "content": "kept"}])
+    with gitmem.open_store("notes", home=workspace) as s:
+        (created,) = [
+            v for v in s.versions(scope="user-123", operation="created") if first.data[0].id in v.path
+        ]
+        s.redact(created.id, reason="PII", actor="user:admin")
+    assert [i.content[0].text for i in c.conversations.items.list(made.id).data] == ["kept"]  # type: ignore[union-attr]

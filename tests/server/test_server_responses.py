@@ -163,3 +163,15 @@ def test_without_a_conversation_it_forwards_and_stores_nothing(
     r = c.responses.create(model="m", input="stateless")
     assert "stateless" in r.output_text and upstream.requests[-1]["input"] == "stateless"
     assert versions(workspace) == []
+
+
+def test_the_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _example().main(["--home", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert "turn 1: turn 1: I saw 2 item(s), the last was 'My order is late.'" in out
+    assert "turn 2 (streamed): turn 2: I saw 4 item(s), the last was 'Order 42, please check.'" in out
+    log = out.split("$ gitmem log support --scope user-123\n", 1)[1].splitlines()
+    assert len(log) == 6 and all(line.endswith("service:support-bot  sesn_demo") for line in log)
+    assert log[-1].split()[:2] == ["created", log[-1].split()[1]] and log[-1].split()[1].endswith(
+        "/conversation.json"
+    )
