@@ -93,9 +93,8 @@ def _read(store: StoreCore, path: str, scope: str) -> Memory:
 
 def _memories(store: StoreCore, prefix: str, scope: str) -> dict[str, str]:
     """Path -> content of every memory under ``prefix`` (the reader's proposal on top)."""
-    out = {
-        m.path: m.content or "" for m in memories.list_memories(store, prefix, scope=scope, with_content=True)
-    }  # type: ignore[union-attr]
+    listed = memories.list_memories(store, prefix, scope=scope, with_content=True)
+    out = {m.path: m.content or "" for m in listed if isinstance(m, memories.Memory)}
     owner = proposals.reader()
     if owner is not None:
         p = proposals.open_proposal(store, scope, owner)
