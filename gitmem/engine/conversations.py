@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.engine import shortterm
 from gitmem.engine.batch import BatchOp
-from gitmem.errors import InvalidInputError, NotFoundError
+from gitmem.errors import IntegrityError, InvalidInputError, NotFoundError
 from gitmem.ids import ULID_RE, new_ulid
 from gitmem.model.paths import validate_scope
 from gitmem.model.reserved import CONVERSATIONS
@@ -42,6 +42,28 @@ ROLES = ("user", "assistant", "system", "developer", "tool", "critic", "discrimi
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,100}\Z")
 _CONV_ID = re.compile(rf"^conv_({ULID_RE})([A-Za-z0-9_-]+)\Z")
 _ITEM_FILE = re.compile(r"^(\d{6})-([A-Za-z0-9_-]{1,100})\.json\Z")
+# The item types whose Conversations API shape carries a status ("completed" unless given).
+_WITH_STATUS = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "file_search_call",
+        "web_search_call",
+        "image_generation_call",
+        "computer_call",
+        "computer_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "program_output",
+        "code_interpreter_call",
+        "local_shell_call",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+    }
+)
 _PREFIXES = {
     "message": "msg",
     "function_call": "fc",
@@ -142,6 +164,7 @@ def normalize_item(raw: Any, where: str = "item") -> Json:
             for c in content
         ]
         item["content"] = content
+    if kind in _WITH_STATUS:
         item.setdefault("status", "completed")
     given = item.get("id")
     if given is None:
@@ -165,6 +188,16 @@ def normalize_items(raw: Any, where: str = "items") -> list[Json]:
     return out
 
 
+def _load(rec: shortterm.Record) -> Json:
+    try:
+        data = json.loads(rec.text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise IntegrityError(f"{rec.path} is not a conversation record (a JSON object)")
+    return data
+
+
 def _text(data: Json) -> str:
     return json.dumps(data, ensure_ascii=False, sort_keys=True, indent=1) + "\n"
 
@@ -174,7 +207,7 @@ def get(store: StoreCore, scope: str, ulid: str, conversation_id: str) -> Conver
     rec = shortterm.read_record(store, _dir(ulid) + META, scope)
     if rec is None:
         raise NotFoundError(f"conversation {conversation_id} does not exist")
-    data = json.loads(rec.text)
+    data = _load(rec)
     return Conversation(
         conversation_id,
         int(data["created_at"]),
@@ -197,7 +230,7 @@ def stored_items(store: StoreCore, scope: str, ulid: str) -> list[StoredItem]:
     for rec in shortterm.read_records(store, prefix, scope):
         m = _ITEM_FILE.match(rec.path[len(prefix) :])
         if m is not None:
-            out.append(StoredItem(int(m.group(1)), json.loads(rec.text), rec))
+            out.append(StoredItem(int(m.group(1)), _load(rec), rec))
     out.sort(key=lambda s: (s.seq, s.item.get("id", "")))
     return out
 
@@ -255,7 +288,7 @@ def update(
     rec = shortterm.read_record(store, _dir(ulid) + META, scope)
     if rec is None:
         raise NotFoundError(f"conversation {conv.id} does not exist")
-    data = json.loads(rec.text)
+    data = _load(rec)
     data["metadata"] = metadata
     ops = shortterm.replace_ops(rec, _text(data), store.settings.limits.max_memory_bytes)
     shortterm.commit(store, scope, ops, actor=actor, session=session)

@@ -228,3 +228,40 @@ def test_redacting_an_item_version_erases_it_and_the_conversation_still_reads(
         ]
         s.redact(created.id, reason="PII", actor="user:admin")
     assert [i.content[0].text for i in c.conversations.items.list(made.id).data] == ["kept"]  # type: ignore[union-attr]
+
+
+def test_every_answer_validates_against_the_sdks_own_models(workspace: Path, served: str) -> None:
+    """The client builds its models leniently; here each raw answer is validated strictly."""
+    from openai.types.conversations import (
+        Conversation,
+        ConversationDeletedResource,
+        ConversationItem,
+        ConversationItemList,
+    )
+    from pydantic import TypeAdapter
+
+    c = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"})).with_raw_response
+    made = c.conversations.create(
+        items=[{"role": "user", "content": "hi"}], extra_body={"memory_store": STORE, "scope": SCOPE}
+    ).http_response.json()
+    Conversation.model_validate(made, strict=False)
+    cid = made["id"]
+    added = c.conversations.items.create(
+        cid,
+        items=[
+            {"role": "assistant", "content": "hello"},
+            {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{}", "id": "fc_1"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "42"},
+        ],
+    ).http_response.json()
+    ConversationItemList.model_validate(added)
+    listed = c.conversations.items.list(cid, order="asc").http_response.json()
+    page = ConversationItemList.model_validate(listed)
+    assert [i.type for i in page.data] == ["message", "message", "function_call", "function_call_output"]
+    one = c.conversations.items.retrieve(page.data[1].id, conversation_id=cid).http_response.json()
+    TypeAdapter(ConversationItem).validate_python(one)
+    Conversation.model_validate(c.conversations.update(cid, metadata={"a": "b"}).http_response.json())
+    Conversation.model_validate(
+        c.conversations.items.delete(page.data[0].id, conversation_id=cid).http_response.json()
+    )
+    ConversationDeletedResource.model_validate(c.conversations.delete(cid).http_response.json())
