@@ -45,7 +45,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from gitmem.engine import shortterm
 from gitmem.engine.batch import BatchOp
-from gitmem.errors import IntegrityError
+from gitmem.errors import IntegrityError, InvalidInputError
 from gitmem.integrations.common import decode_segment, encode_segment, store_lock, valid_identity, valid_scope
 from gitmem.model.reserved import CHECKPOINTS
 from gitmem.store import Store
@@ -325,6 +325,28 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         with self._lock:
             paths = shortterm.paths_under(self.store.core, prefix, self.scope)
             self._commit([BatchOp("delete", p) for p in paths])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Every record of one thread (all namespaces, checkpoints, blobs and writes) copied to
+        another, as one batch; a target with records of its own is refused."""
+        src = f"{CHECKPOINTS}{_seg(str(source_thread_id))}/"
+        dst = f"{CHECKPOINTS}{_seg(str(target_thread_id))}/"
+        core = self.store.core
+        with self._lock:
+            if shortterm.paths_under(core, dst, self.scope):
+                raise InvalidInputError(
+                    f"thread {target_thread_id!r} already has checkpoints: not copied onto"
+                )
+            ops: list[BatchOp] = []
+            for rec in shortterm.read_records(core, src, self.scope):
+                data = json.loads(rec.text)
+                if isinstance(data, dict) and "thread_id" in data:
+                    data["thread_id"] = str(target_thread_id)
+                ops += shortterm.write_ops(dst + rec.path[len(src) :], _text(data), self._limit(), op="write")
+            self._commit(ops)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         if current is None:

@@ -29,6 +29,8 @@ def test_langgraphs_conformance_suite(workspace: Path) -> None:
     report = asyncio.run(conformance.validate(saver))
     report.print_report()
     assert report.passed_all_base()
+    assert report.results["copy_thread"].passed  # the one extended capability GitmemSaver has
+    assert all(r.tests_failed == 0 for r in report.results.values())
 
 
 # ---------------------------------------------------------------------- real graphs vs InMemorySaver
