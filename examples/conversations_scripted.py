@@ -43,7 +43,8 @@ class ScriptedUpstream:
     """An OpenAI-compatible ``POST /v1/responses`` on 127.0.0.1 that echoes its input.
 
     ``requests`` keeps every body it received. A last user message containing ``FAIL`` gets a
-    500; with ``BREAK`` a stream stops after its first delta, without a final event.
+    500; with ``BREAK`` a stream stops after its first delta, without a final event; with
+    ``BADEND`` a stream ends with ``response.failed``.
     """
 
     def __init__(self) -> None:
@@ -141,6 +142,13 @@ class ScriptedUpstream:
             {"type": "response.output_item.done", "output_index": 0, "item": message},
             {"type": "response.completed", "response": response},
         ]
+        if "BADEND" in last:
+            failed = {
+                **response,
+                "status": "failed",
+                "error": {"code": "server_error", "message": "scripted"},
+            }
+            events[-1] = {"type": "response.failed", "response": failed}
         for n, event in enumerate(events):
             if "BREAK" in last and n == 3:
                 return  # the connection closes mid-stream

@@ -111,8 +111,11 @@ def test_an_upstream_failure_appends_nothing(workspace: Path, served: str, upstr
         except openai.APIError:
             events = []
     assert not any(e.type == "response.completed" for e in events)
+    with c.responses.create(model="m", conversation=conv.id, input="BADEND please", stream=True) as s:
+        events = list(s)
+    assert events[-1].type == "response.failed"
     assert len(versions(workspace)) == before and stored(c, conv.id) == []
-    assert len(upstream.requests) == 3
+    assert len(upstream.requests) == 4
 
 
 def test_an_unreachable_or_missing_upstream(workspace: Path) -> None:
@@ -175,3 +178,27 @@ def test_the_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert log[-1].split()[:2] == ["created", log[-1].split()[1]] and log[-1].split()[1].endswith(
         "/conversation.json"
     )
+
+
+def test_a_review_tokens_turn_lands_on_its_proposal(workspace: Path, served: str, upstream: Any) -> None:
+    owner = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
+    conv = owner.conversations.create(items=[{"role": "user", "content": "seed"}], extra_body=BIND)
+    reviewed = client(served, token(workspace, actor="user:intern", stores={"notes": "rw"}, review=True))
+    before = len(versions(workspace))
+    first = reviewed.responses.create(model="m", conversation=conv.id, input="proposed turn")
+    assert len(versions(workspace)) == before  # nothing published: it waits for a reviewer
+    assert texts(stored(owner, conv.id)) == ["seed"]
+    assert texts(stored(reviewed, conv.id)) == ["seed", "proposed turn", first.output_text]
+    # Its next turn sends the model what it sees: its own proposed turn included.
+    reviewed.responses.create(model="m", conversation=conv.id, input="next")
+    assert texts(upstream.requests[-1]["input"]) == ["seed", "proposed turn", first.output_text, "next"]
+
+
+def test_a_confined_token_and_bad_includes(workspace: Path, served: str) -> None:
+    confined = client(served, token(workspace, actor="user:carol", stores={"notes": "rw"}, scope="u1"))
+    with pytest.raises(openai.PermissionDeniedError):
+        confined.conversations.create(extra_body={**BIND, "scope": {"kind": "user", "value": "u2"}})
+    conv = confined.conversations.create(extra_body=BIND)
+    with pytest.raises(openai.BadRequestError):
+        confined.conversations.items.list(conv.id, include=["nonsense"])  # type: ignore[list-item]
+    assert confined.conversations.items.list(conv.id, include=["message.output_text.logprobs"]).data == []
