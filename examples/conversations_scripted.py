@@ -49,6 +49,7 @@ class ScriptedUpstream:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.sent: list[bytes] = []  # the body of each answer, as written
         self.turns = 0
         upstream = self
 
@@ -104,6 +105,7 @@ class ScriptedUpstream:
         }
         if not body.get("stream"):
             data = json.dumps(response).encode()
+            self.sent.append(data)
             h.send_response(200)
             h.send_header("content-type", "application/json")
             h.send_header("content-length", str(len(data)))
@@ -113,6 +115,7 @@ class ScriptedUpstream:
         h.send_response(200)
         h.send_header("content-type", "text/event-stream")
         h.end_headers()
+        self.sent.append(b"")
         pending = {**message, "status": "in_progress", "content": []}
         words = text.split(" ")
         events: list[dict[str, Any]] = [
@@ -153,7 +156,9 @@ class ScriptedUpstream:
             if "BREAK" in last and n == 3:
                 return  # the connection closes mid-stream
             event["sequence_number"] = n
-            h.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            chunk = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+            self.sent[-1] += chunk
+            h.wfile.write(chunk)
             h.wfile.flush()
 
     def __enter__(self) -> ScriptedUpstream:

@@ -202,3 +202,21 @@ def test_a_confined_token_and_bad_includes(workspace: Path, served: str) -> None
     with pytest.raises(openai.BadRequestError):
         confined.conversations.items.list(conv.id, include=["nonsense"])  # type: ignore[list-item]
     assert confined.conversations.items.list(conv.id, include=["message.output_text.logprobs"]).data == []
+
+
+def test_the_answer_is_the_upstreams_byte_for_byte(workspace: Path, served: str, upstream: Any) -> None:
+    import httpx
+
+    secret = token(workspace, actor="user:alice", stores={"notes": "rw"})
+    cid = client(served, secret).conversations.create(extra_body=BIND).id
+    h = {"authorization": f"Bearer {secret}"}
+    plain = httpx.post(
+        served + "/v1/responses", json={"model": "m", "conversation": cid, "input": "a"}, headers=h
+    )
+    assert plain.status_code == 200 and plain.content == upstream.sent[-1]
+    body = {"model": "m", "conversation": {"id": cid}, "input": "b", "stream": True}
+    with httpx.stream("POST", served + "/v1/responses", json=body, headers=h) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        got = b"".join(r.iter_raw())
+    assert got == upstream.sent[-1] and got.count(b"event: ") > 5
+    assert len(stored(client(served, secret), cid)) == 4  # two turns, each its input and output
