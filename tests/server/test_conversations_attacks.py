@@ -134,3 +134,83 @@ def test_forged_conversation_ids_never_leave_their_store(workspace: Path, served
         intruder.conversations.items.list(made.id)
     with pytest.raises(openai.NotFoundError):
         intruder.conversations.items.create(made.id, items=[{"role": "user", "content": "x"}])
+
+
+def test_sigkill_of_the_server_loses_no_acknowledged_item(workspace: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from serverkit import free_port
+
+    gitmem.create_store("notes", home=workspace).close()
+    secret = token(workspace, actor="user:alice", stores={"notes": "rw"})
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "serve",
+        "--home",
+        str(workspace),
+        "--port",
+        str(port),
+        "--log-level",
+        "error",
+    ]
+    proc = subprocess.Popen(cmd)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url + "/healthz")
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("gitmem serve did not start") from None
+                time.sleep(0.1)
+        c = client(url, secret)
+        cid = c.conversations.create(extra_body=BIND).id
+        acked: list[str] = []
+        errors: list[BaseException] = []
+
+        def append() -> None:
+            n = 0
+            while True:
+                try:
+                    c.conversations.items.create(
+                        cid,
+                        items=[{"role": "user", "content": f"m{n}"}, {"role": "user", "content": f"m{n}b"}],
+                    )
+                except Exception as exc:  # noqa: BLE001 - the kill ends it
+                    errors.append(exc)
+                    return
+                acked.append(f"m{n}")
+                n += 1
+
+        writer = threading.Thread(target=append)
+        writer.start()
+        while len(acked) < 8 and writer.is_alive():
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        writer.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert len(acked) >= 8 and errors
+    with gitmem.open_store("notes", home=workspace) as s:
+        ulid = conv.parse_id(cid)[0]
+        texts = [i["content"][0]["text"] for i in conv.items(s.core, "u1", ulid)]
+    assert set(acked) <= set(texts)
+    assert all(f"{t}b" in texts for t in texts if not t.endswith("b"))  # each call whole, or not at all
+    verify = subprocess.run(
+        [sys.executable, "-m", "gitmem", "verify", "notes", "--home", str(workspace)],
+        capture_output=True,
+        text=True,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
