@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from gitmem.errors import InvalidInputError
 from gitmem.model import frontmatter
 from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.reserved import SHORTTERM_PREFIXES
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
@@ -116,6 +117,11 @@ def search(
         # Every path under the prefix sorts between prefix and prefix + U+10FFFF.
         where = "AND d.path >= ? AND d.path < ?"
         params += [path_prefix, path_prefix + "\U0010ffff"]
+    if not any((path_prefix or "/").startswith(p) for p in SHORTTERM_PREFIXES):
+        # Conversations and checkpoints are short-term records: searched only when asked for by prefix.
+        for reserved in SHORTTERM_PREFIXES:
+            where += " AND NOT (d.path >= ? AND d.path < ?)"
+            params += [reserved, reserved + "\U0010ffff"]
     params.append(limit)
     try:
         rows = index.db.execute((_QUERY if snippets else _QUERY_BARE).format(prefix=where), params).fetchall()

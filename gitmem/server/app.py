@@ -1,5 +1,6 @@
 """The server's ASGI app: the Anthropic memory stores API, git smart HTTP (``/git/``), remote MCP
-(``/mcp``), the web console (``/console/``), the Databricks-shaped entries API (``/api/2.1/unity-catalog/``), ``/healthz`` and
+(``/mcp``), the web console (``/console/``), the Databricks-shaped entries API (``/api/2.1/unity-catalog/``),
+OpenAI-compatible conversations (``/v1/conversations``, ``/v1/responses``), ``/healthz`` and
 ``/metrics``.
 
 ``create_app(home)`` builds it; :func:`serve` runs it on uvicorn. In front of every route: a request
@@ -31,12 +32,14 @@ from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
 from gitmem.server.console import Console
+from gitmem.server.conversations_api import ConversationsApi
 from gitmem.server.databricks_api import DatabricksApi
 from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.receipts_api import ReceiptsApi
+from gitmem.server.responses_proxy import ResponsesProxy
 from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
 
@@ -131,8 +134,11 @@ def create_app(
     max_body: int = MAX_BODY_BYTES,
     body_timeout: float = BODY_TIMEOUT_SECONDS,
     idle_seconds: float = 60.0,
+    responses_upstream: str | None = None,
 ) -> Any:
-    """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace)."""
+    """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace).
+    ``responses_upstream``: the model server ``/v1/responses`` forwards to (default:
+    ``$GITMEM_RESPONSES_UPSTREAM``; docs/conversations.md)."""
     pool = StorePool(home, idle_seconds=idle_seconds)
     tokens = TokenStore(pool.home)
     metrics = Metrics()
@@ -140,6 +146,12 @@ def create_app(
     console = Console(pool, tokens, max_body=max_body)
     databricks = DatabricksApi(pool, tokens, metrics, max_body, body_timeout)
     git_http = GitHttp(pool.home, tokens)
+    conversations = ConversationsApi(pool, tokens, metrics, max_body, body_timeout)
+    responses = ResponsesProxy(
+        conversations,
+        responses_upstream or config.env("GITMEM_RESPONSES_UPSTREAM"),
+        config.env("GITMEM_RESPONSES_UPSTREAM_KEY"),
+    )
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
     except ImportError:  # pragma: no cover - served without /mcp then
@@ -181,6 +193,8 @@ def create_app(
             *ReceiptsApi(api).routes(),
             *console.routes(),
             *databricks.routes(),
+            *conversations.routes(),
+            *responses.routes(),
             Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),
             *([Route("/mcp", mcp_http, methods=["GET", "POST", "DELETE"])] if mcp_http else []),
         ],

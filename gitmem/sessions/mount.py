@@ -25,6 +25,7 @@ from typing import Any
 import pygit2
 
 from gitmem.errors import IntegrityError
+from gitmem.model.reserved import SHORTTERM_PREFIXES
 from gitmem.sessions.state import Mount, write_json_atomic
 from gitmem.store import Store
 
@@ -121,6 +122,8 @@ def tree_files(store: Store, tip: pygit2.Oid | None) -> dict[str, str]:
 def _walk(tree: pygit2.Tree, base: str, out: dict[str, str]) -> None:
     for entry in tree:
         path = f"{base}/{entry.name}"
+        if not base and path + "/" in SHORTTERM_PREFIXES:
+            continue  # conversations and checkpoints are not mounted (docs/conversations.md)
         if isinstance(entry, pygit2.Tree):
             _walk(entry, path, out)
         elif isinstance(entry, pygit2.Blob):
@@ -201,8 +204,12 @@ def _entries(root: Path, out: Scan) -> Iterator[tuple[str, str]]:
         prefix = "" if rel == "." else "/" + rel.replace(os.sep, "/")
         if prefix == "":
             if MARKER_DIR in dirnames:
-                _reserved(os.path.join(top, MARKER_DIR), out)
-            dirnames[:] = [d for d in dirnames if d != MARKER_DIR]
+                _reserved(os.path.join(top, MARKER_DIR), out, f"/{MARKER_DIR}")
+            for d in dirnames:
+                if f"/{d}/" in SHORTTERM_PREFIXES:
+                    why = f"/{d}/ is reserved for conversations and checkpoints: not synced"
+                    _reserved(os.path.join(top, d), out, f"/{d}", why)
+            dirnames[:] = [d for d in dirnames if d != MARKER_DIR and f"/{d}/" not in SHORTTERM_PREFIXES]
         for d in list(dirnames):
             if os.path.islink(os.path.join(dirpath, d)):
                 out.unusable[f"{prefix}/{d}"] = "a symbolic link is not a memory"
@@ -223,15 +230,22 @@ def _entries(root: Path, out: Scan) -> Iterator[tuple[str, str]]:
                 yield f"{prefix}/{name}", full
 
 
-def _reserved(marker_dir: str, out: Scan) -> None:
-    """Files an agent put under ``/.gitmem/`` (reserved for the marker): reported, never synced."""
+def _reserved(
+    marker_dir: str, out: Scan, top: str, why: str = "/.gitmem/ is reserved for gitmem's marker: not synced"
+) -> None:
+    """Files an agent put under ``/.gitmem/`` (reserved for the marker), or under the short-term
+    prefixes (``/conversations/``, ``/checkpoints/``): reported, never synced."""
     for dirpath, _dirnames, filenames in os.walk(marker_dir):
         rel = os.path.relpath(dirpath, marker_dir)
-        base = f"/{MARKER_DIR}" + ("" if rel == "." else "/" + rel.replace(os.sep, "/"))
+        base = top + ("" if rel == "." else "/" + rel.replace(os.sep, "/"))
         for name in filenames:
-            if rel == "." and (name == MARKER_FILE or name.startswith(("put-", f".{MARKER_FILE}.tmp"))):
+            if (
+                top == f"/{MARKER_DIR}"
+                and rel == "."
+                and (name == MARKER_FILE or name.startswith(("put-", f".{MARKER_FILE}.tmp")))
+            ):
                 continue
-            out.unusable[f"{base}/{name}"] = "/.gitmem/ is reserved for gitmem's marker: not synced"
+            out.unusable[f"{base}/{name}"] = why
 
 
 def snapshot(root: Path) -> frozenset[tuple[str, int, int]]:

@@ -27,6 +27,7 @@ from gitmem.engine import proposals
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
 from gitmem.git.treediff import diff_trees
 from gitmem.model.caller import Caller
+from gitmem.model.reserved import is_shortterm
 from gitmem.model.versions import Version
 from gitmem.sessions.mount import (
     Marker,
@@ -459,6 +460,8 @@ def _refresh(
         new_files = dict(marker.files)
         touched = []
         for _kind, path, _old, new in diff_trees(store.core.repo, old_tree, store.core.tree_of(tip)):
+            if is_shortterm(path):
+                continue  # not mounted (docs/conversations.md)
             touched.append(path)
             if new is None:
                 new_files.pop(path, None)
