@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Store",
+    "copy_store",
     "create_store",
     "delete_store",
     "list_stores",
@@ -409,6 +410,41 @@ def create_store(
     ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
     ledger.remember_settings(core)
     return Store(core)
+
+
+def copy_store(
+    source: Store,
+    name: str,
+    *,
+    description: str = "",
+    metadata: dict[str, str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    actor: str | None = None,
+) -> Store:
+    """A new store ``name`` holding every scope of ``source`` with its history (the same commits,
+    versions and ids), with the source's limits; ``source`` is only read. Its ledger starts with
+    ``store_created`` and ``store_copied`` (the source and each scope's tip)."""
+    from gitmem.engine.copying import copy_history
+
+    s = source.settings
+    target = create_store(
+        name,
+        description=description,
+        metadata=metadata,
+        limits=s.limits,
+        retention=s.retention,
+        home=home,
+        actor=actor,
+    )
+    try:
+        copy_history(source.core, target.core, actor=actor)
+        if s.guard != target.settings.guard or s.acl != target.settings.acl:
+            target.update_settings(actor=actor, guard=s.guard, acl=s.acl)
+    except BaseException:
+        target.close()
+        delete_store(name, home)
+        raise
+    return target
 
 
 def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) -> None:

@@ -33,6 +33,8 @@ from gitmem.server.anthropic_api import AnthropicApi
 from gitmem.server.console import Console
 from gitmem.server.databricks_api import DatabricksApi
 from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
+from gitmem.server.dreamer import DreamRunner
+from gitmem.server.dreams_api import DreamsApi
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
@@ -139,6 +141,7 @@ def create_app(
     console = Console(pool, tokens, max_body=max_body)
     databricks = DatabricksApi(pool, tokens, metrics, max_body)
     git_http = GitHttp(pool.home, tokens)
+    dreams = DreamRunner(pool.home)  # Anthropic's dreams and memory pipelines (docs/dreams.md)
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
     except ImportError:  # pragma: no cover - served without /mcp then
@@ -162,8 +165,12 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
-            yield
+        dreams.start()
+        try:
+            async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
+                yield
+        finally:
+            dreams.close()  # a running dream stops at its next step and ends failed
         pool.close()  # uvicorn waited for in-flight requests before this runs
 
     app = Starlette(
@@ -172,6 +179,7 @@ def create_app(
             Route("/metrics", prometheus, methods=["GET"]),
             *api.routes(),
             *ReviewApi(api).routes(),
+            *DreamsApi(api, dreams).routes(),
             *console.routes(),
             *databricks.routes(),
             Route("/git/{rest:path}", git_http, methods=["GET", "HEAD", "POST"]),
@@ -186,6 +194,7 @@ def create_app(
     app.state.pool = pool
     app.state.tokens = tokens
     app.state.metrics = metrics
+    app.state.dreams = dreams
     return _Front(app, metrics, max_body)
 
 
