@@ -31,7 +31,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("History", ("log", "show", "diff", "restore")),
     ("Stores", ("store", "export", "import", "reindex", "maintain")),
     ("Sessions", ("session", "revert-session")),
-    ("Audit and redaction", ("audit", "redact", "verify", "prune", "review")),
+    ("Audit and redaction", ("audit", "redact", "verify", "prune", "review", "dream")),
     ("Git", ("clone", "fetch", "hooks", "replica")),
     ("Server", ("serve", "token", "mcp")),
     ("Help", ("help", "completion")),
@@ -209,6 +209,7 @@ COMMAND_MODULES = (
     "serve",
     "tokens",
     "review",
+    "dreams",
 )
 
 for _name in COMMAND_MODULES:

@@ -68,6 +68,7 @@ def dream_json(d: Dream) -> Json:
         "session_id": d.session_id,
         "usage": dict(d.usage),
         "gitmem": {  # gitmem's extension: where the changes are and why each was made
+            "store": d.store,
             "scope": d.scope,
             "review": d.review,
             "proposal_id": d.proposal_id,

@@ -282,3 +282,95 @@ def test_a_secret_the_model_writes_is_refused_by_the_guard_and_reported(env: dic
         ["git", "--git-dir", str(home / "stores" / "notes.git"), "log", "--all", "-p"], capture_output=True, check=True
     )
     assert out.stdout and secret.encode() not in out.stdout
+
+
+def test_update_existing_without_review_publishes_each_change_and_says_which_landed(env: dict[str, Any]) -> None:
+    w, sid, home = env["writer"], env["sid"], env["home"]
+    d = w.beta.dreams.create(
+        inputs=inputs(sid),
+        model="m",
+        output_behavior={"type": "update_existing", "memory_store_id": sid},
+        extra_body={"gitmem": {"review": False}},
+    )
+    d = finished(w, d.id)
+    ext = d.model_extra["gitmem"]
+    assert d.status == "completed" and ext["review"] is False and ext["proposal_id"] is None
+    assert [(c["path"], c["landed"]) for c in ext["changes"]] == [("/prefs/coffee-again.md", True), ("/facts/office.md", True)]
+    after = contents(home)
+    assert "/prefs/coffee-again.md" not in after and after["/facts/office.md"] == "The office is in Lisbon.\n"
+    with gitmem.open_store("notes", home) as s:
+        mine = s.versions(session=d.session_id)
+        assert sorted(v.id for v in mine) == sorted(c["version_id"] for c in ext["changes"])
+        assert {v.actor for v in mine} == {"service:dreamer"}
+
+
+def _serve(home: Path, port: int, model_url: str) -> subprocess.Popen[bytes]:
+    import os
+    import sys
+
+    env = {**os.environ, "GITMEM_DREAM_BASE_URL": model_url, "GITMEM_DREAM_API_KEY": "scripted"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gitmem", "serve", "--home", str(home), "--port", str(port), "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def test_a_server_killed_mid_run_ends_the_dream_failed_and_nothing_reaches_the_scope(
+    workspace: Path, model: Script
+) -> None:
+    import signal
+
+    from serverkit import free_port
+
+    seed(workspace)
+    secret = token(workspace, actor="user:bob", stores={"notes": "rw"})
+    model.gate_turn = 2  # the merge is written, the stale fact not yet
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    model_url = __import__("os").environ["GITMEM_DREAM_BASE_URL"]
+    before = contents(workspace)
+    server = _serve(workspace, port, model_url)
+    try:
+        c = client(url, secret, max_retries=8)
+        sid = wait_for(lambda: _store_id(c), "the server to answer")
+        d = c.beta.dreams.create(
+            inputs=inputs(sid), model="m", output_behavior={"type": "update_existing", "memory_store_id": sid}
+        )
+        wait_for(model.reached.is_set, "the model's third turn")
+        server.send_signal(signal.SIGKILL)
+        server.wait(30)
+        model.release.set()
+        server = _serve(workspace, port, model_url)
+        d = wait_for(lambda: _retrieve(c, d.id), "the restarted server")
+        assert d.status == "failed" and d.error.type == "internal_error" and d.ended_at is not None
+        ext = d.model_extra["gitmem"]
+        assert ext["proposal_id"] in d.error.message and "not applied" in d.error.message
+        assert contents(workspace) == before  # never applied outside review
+        with gitmem.open_store("notes", workspace) as s:
+            vs = proposals.versions(s.core, ext["proposal_id"])
+            assert [(v.operation, v.path) for v in vs] == [("deleted", "/prefs/coffee-again.md")]
+        # the store is free again: a new update_existing dream runs to the end
+        model.gate_turn = None
+        again = c.beta.dreams.create(
+            inputs=inputs(sid), model="m", output_behavior={"type": "update_existing", "memory_store_id": sid}
+        )
+        assert finished(c, again.id).status == "completed"
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _store_id(c: anthropic.Anthropic) -> str | None:
+    try:
+        return next(s.id for s in c.beta.memory_stores.list() if s.name == "notes")
+    except anthropic.APIConnectionError:
+        return None
+
+
+def _retrieve(c: anthropic.Anthropic, dream_id: str) -> Any:
+    try:
+        return c.beta.dreams.retrieve(dream_id)
+    except anthropic.APIConnectionError:
+        return None
