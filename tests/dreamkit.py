@@ -37,7 +37,9 @@ CONSOLIDATE: list[list[Block]] = [
     [text(MERGE_REASON), memory(2, command="delete", path="/memories/prefs/coffee-again.md")],
     [
         text(STALE_REASON),
-        memory(3, command="str_replace", path="/memories/facts/office.md", old_str="Berlin", new_str="Lisbon"),
+        memory(
+            3, command="str_replace", path="/memories/facts/office.md", old_str="Berlin", new_str="Lisbon"
+        ),
     ],
     [text("The store is consolidated.")],
 ]
@@ -70,7 +72,12 @@ def _reply(script: Script, body: Json) -> Json:
         "content": blocks,
         "stop_reason": "tool_use" if uses_tools else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": 100 + turn, "output_tokens": 10, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        "usage": {
+            "input_tokens": 100 + turn,
+            "output_tokens": 10,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
     }
 
 

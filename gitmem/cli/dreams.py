@@ -29,7 +29,8 @@ InstructionsOpt = Annotated[
     str | None, typer.Option("--instructions", "-i", help="Guidance for the dream (1-4,096 characters).")
 ]
 NewOpt = Annotated[
-    bool, typer.Option("--create-new", help="Write a new store copied from this one (the input is not changed).")
+    bool,
+    typer.Option("--create-new", help="Write a new store copied from this one (the input is not changed)."),
 ]
 NoReviewOpt = Annotated[
     bool, typer.Option("--no-review", help="update_existing: publish each change instead of a proposal.")
@@ -76,7 +77,10 @@ def run(
     store: StoreArg,
     session: Annotated[
         list[str] | None,
-        typer.Option("--session", help="A session to dream over (repeatable); default: the sessions since the last run."),
+        typer.Option(
+            "--session",
+            help="A session to dream over (repeatable); default: the sessions since the last run.",
+        ),
     ] = None,
     model: ModelOpt = None,
     instructions: InstructionsOpt = None,
@@ -102,18 +106,30 @@ def run(
             if model is None:
                 raise InvalidInputError("--model: which model runs the dream")
             d = dream_runs.new_dream(
-                jobs, h, store, sessions=list(session), model=model, instructions=instructions,
-                behavior=behavior, review=not no_review, scope=scope, requested_by=who, trigger="cli",
+                jobs,
+                h,
+                store,
+                sessions=list(session),
+                model=model,
+                instructions=instructions,
+                behavior=behavior,
+                review=not no_review,
+                scope=scope,
+                requested_by=who,
+                trigger="cli",
             )
         else:
             if jobs.pipeline(store) is None:
                 if model is None:
-                    raise InvalidInputError(f"store {store!r} has no memory pipeline: give --model (or --session)")
+                    raise InvalidInputError(
+                        f"store {store!r} has no memory pipeline: give --model (or --session)"
+                    )
                 p = Pipeline(store, model, instructions, behavior, not no_review, scope)
                 dream_runs.set_pipeline(jobs, h, p)
-            d = dream_runs.trigger(jobs, h, store, trigger="cli", requested_by=who)
-            if d is None:
+            found = dream_runs.trigger(jobs, h, store, trigger="cli", requested_by=who)
+            if found is None:
                 return None
+            d = found
         DreamRunner(h).run(d.id)
         return jobs.get(d.id)
 
@@ -139,7 +155,9 @@ def run(
 def schedule(
     store: StoreArg,
     model: Annotated[str, typer.Option("--model", "-m", help="The model that runs the dreams.")],
-    every: Annotated[int, typer.Option("--every", min=0, help="Seconds between runs by gitmem serve; 0: manual only.")] = 0,
+    every: Annotated[
+        int, typer.Option("--every", min=0, help="Seconds between runs by gitmem serve; 0: manual only.")
+    ] = 0,
     instructions: InstructionsOpt = None,
     create_new: NewOpt = False,
     no_review: NoReviewOpt = False,
@@ -154,7 +172,15 @@ def schedule(
         from gitmem.server.dream_jobs import Pipeline
 
         h = _home(home)
-        p = Pipeline(store, model, instructions, "create_new" if create_new else "update_existing", not no_review, scope, every)
+        p = Pipeline(
+            store,
+            model,
+            instructions,
+            "create_new" if create_new else "update_existing",
+            not no_review,
+            scope,
+            every,
+        )
         return dream_runs.set_pipeline(_jobs(h), h, p).to_dict()
 
     def render(p: Any) -> None:
@@ -167,7 +193,9 @@ def schedule(
 @dream_app.command("list")
 def list_(
     store: Annotated[str | None, typer.Option("--store", help="Only the dreams of this store.")] = None,
-    status: Annotated[str | None, typer.Option("--status", help="pending, running, completed, failed or canceled.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="pending, running, completed, failed or canceled.")
+    ] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:

@@ -21,7 +21,6 @@ import datetime as dt
 import fcntl
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,7 +207,9 @@ class DreamJobs:
 
         def change(d: Dream) -> None:
             if d.status in ("completed", "failed"):
-                raise InvalidInputError(f"dream {d.id} is {d.status}: only a pending or running dream can be canceled")
+                raise InvalidInputError(
+                    f"dream {d.id} is {d.status}: only a pending or running dream can be canceled"
+                )
             if d.status == "canceled":
                 return
             if d.status == "pending":
@@ -303,7 +304,9 @@ class DreamJobs:
             data = json.loads(self._pipeline_path(store).read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        return Pipeline(**{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Pipeline)}})
+        return Pipeline(
+            **{k: v for k, v in data.items() if k in {f.name for f in dataclasses.fields(Pipeline)}}
+        )
 
     def save_pipeline(self, p: Pipeline) -> None:
         with self.locked():

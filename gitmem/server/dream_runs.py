@@ -70,7 +70,9 @@ def new_dream(
             raise InvalidInputError(f"memory store {s.settings.id} is archived: a dream cannot read it")
         for sid in sessions:
             if not s.versions(scope=scope, session=sid, limit=1):
-                raise NotFoundError(f"session {sid} wrote no version in scope {scope!r} of memory store {s.settings.id}")
+                raise NotFoundError(
+                    f"session {sid} wrote no version in scope {scope!r} of memory store {s.settings.id}"
+                )
         store_id = s.settings.id
     dream = Dream(
         id="",
@@ -113,7 +115,9 @@ def sessions_since(home: Path, store: str, scope: str, since: str | None) -> tup
     return out, stamp
 
 
-def trigger(jobs: DreamJobs, home: Path, store: str, *, trigger: str = "cli", requested_by: str = "user:local") -> Dream | None:
+def trigger(
+    jobs: DreamJobs, home: Path, store: str, *, trigger: str = "cli", requested_by: str = "user:local"
+) -> Dream | None:
     """Run a store's pipeline now: a dream over the sessions since its last run (None: no session
     wrote anything since). The pipeline's ``last_run_at`` moves to the newest version covered."""
     p = jobs.pipeline(store)

@@ -37,9 +37,11 @@ from gitmem.engine import proposals
 from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, NotFoundError
 from gitmem.ids import new_id
-from gitmem.integrations.anthropic_tool import MemoryBackend, ToolError
+from anthropic.tools import ToolError
+
+from gitmem.integrations.anthropic_tool import MemoryBackend
 from gitmem.server import dream_runs
-from gitmem.server.dream_jobs import ACTOR, Dream, DreamJobs
+from gitmem.server.dream_jobs import Dream, DreamJobs
 from gitmem.store import Store, copy_store, open_store
 
 log = logging.getLogger("gitmem.server")
@@ -156,7 +158,9 @@ def first_message(store: Store, dream: Dream) -> str:
 class Dreamer:
     """One dream's run: the conversation with the model and the tool calls."""
 
-    def __init__(self, jobs: DreamJobs, dream: Dream, client: Any, *, max_turns: int, stopping: threading.Event):
+    def __init__(
+        self, jobs: DreamJobs, dream: Dream, client: Any, *, max_turns: int, stopping: threading.Event
+    ):
         self.jobs = jobs
         self.dream = dream
         self.client = client
@@ -177,7 +181,9 @@ class Dreamer:
         with open_store(d.store, home) as source:
             if d.behavior == "create_new":
                 name = _output_name(d)
-                with copy_store(source, name, description=f"dream {d.id} of {d.store}", home=home, actor=d.actor) as out:
+                with copy_store(
+                    source, name, description=f"dream {d.id} of {d.store}", home=home, actor=d.actor
+                ) as out:
                     out_id = out.settings.id
 
                 def set_output(x: Dream) -> None:
@@ -237,7 +243,9 @@ class Dreamer:
 
         self._save(change)
 
-    def _tool(self, backend: _Backend, name: str, data: Any, reasoning: str, owner: str | None) -> tuple[str, bool]:
+    def _tool(
+        self, backend: _Backend, name: str, data: Any, reasoning: str, owner: str | None
+    ) -> tuple[str, bool]:
         if not isinstance(data, dict):
             return "Error: the tool input must be an object", True
         if name == "search_memories":
@@ -251,7 +259,12 @@ class Dreamer:
         except ToolError as exc:
             message = str(exc)
             if command in WRITES:
-                refused = {"command": command, "path": data.get("path") or data.get("old_path"), "message": message, "reasoning": reasoning}
+                refused = {
+                    "command": command,
+                    "path": data.get("path") or data.get("old_path"),
+                    "message": message,
+                    "reasoning": reasoning,
+                }
                 self._save(lambda x: x.refused.append(refused))
             return message, True
         except (KeyError, TypeError, ValueError) as exc:
@@ -284,12 +297,17 @@ class Dreamer:
 
     def _search(self, backend: _Backend, data: dict[str, Any]) -> str:
         query = str(data.get("query") or "")
-        limit = data.get("limit") if isinstance(data.get("limit"), int) else 10
+        raw = data.get("limit")
+        limit = raw if isinstance(raw, int) else 10
         try:
-            hits = backend.store.search(query, scope=backend.scope, limit=max(1, min(int(limit), 50)))
+            hits = backend.store.search(query, scope=backend.scope, limit=max(1, min(limit, 50)))
         except GitmemError as exc:
             return f"Error: {exc.message}"
-        return json.dumps([{"path": f"/memories{h.path}", "snippet": getattr(h, "snippet", "")} for h in hits]) if hits else "No memories match."
+        return (
+            json.dumps([{"path": f"/memories{h.path}", "snippet": getattr(h, "snippet", "")} for h in hits])
+            if hits
+            else "No memories match."
+        )
 
 
 def _memory_command(b: _Backend, data: dict[str, Any]) -> str:

@@ -226,7 +226,9 @@ class DreamsApi:
         name = call.params["name"]
         ok = call.token.may_write(name) if write else call.token.may_read(name)
         if not ok:
-            raise ForbiddenError(f"token {call.token.id} may not {'write' if write else 'read'} store {name!r}")
+            raise ForbiddenError(
+                f"token {call.token.id} may not {'write' if write else 'read'} store {name!r}"
+            )
         return name
 
     def get_pipeline(self, call: Call) -> Json:
@@ -247,7 +249,9 @@ class DreamsApi:
         if not isinstance(review, bool) or not isinstance(every, int) or not isinstance(scope, str):
             raise InvalidInputError("review: a boolean, every_seconds: an integer, scope: a string")
         if behavior == "create_new" and not call.token.admin:
-            raise ForbiddenError(f"token {call.token.id} is not an admin token: create_new creates a memory store")
+            raise ForbiddenError(
+                f"token {call.token.id} is not an admin token: create_new creates a memory store"
+            )
         if call.token.review:
             review = True
         if call.token.scope is not None and scope != call.token.scope:
@@ -268,9 +272,15 @@ class DreamsApi:
         p = self.jobs.pipeline(name)
         if p is not None and call.token.scope is not None and p.scope != call.token.scope:
             raise ForbiddenError(f"token {call.token.id} may not use scope {p.scope!r}")
-        d = dream_runs.trigger(self.jobs, self.api.pool.home, name, trigger="api", requested_by=call.token.actor)
+        d = dream_runs.trigger(
+            self.jobs, self.api.pool.home, name, trigger="api", requested_by=call.token.actor
+        )
         if d is None:
-            return {"type": "dream_pipeline_run", "dream": None, "message": "no session wrote anything since the last run"}
+            return {
+                "type": "dream_pipeline_run",
+                "dream": None,
+                "message": "no session wrote anything since the last run",
+            }
         self.runner.submit(d.id)
         return {"type": "dream_pipeline_run", "dream": dream_json(d)}
 
@@ -308,7 +318,9 @@ def _behavior(value: Any, store_id: str) -> str:
     if value is None:
         return "create_new"
     if not isinstance(value, dict) or value.get("type") not in dream_runs.BEHAVIORS:
-        raise InvalidInputError("output_behavior: {type: create_new} or {type: update_existing, memory_store_id}")
+        raise InvalidInputError(
+            "output_behavior: {type: create_new} or {type: update_existing, memory_store_id}"
+        )
     if value["type"] == "create_new":
         if set(value) != {"type"}:
             raise InvalidInputError("output_behavior: create_new takes no other field")

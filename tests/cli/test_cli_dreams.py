@@ -89,7 +89,9 @@ def test_a_schedule_starts_a_run_when_due_and_not_before(home: Path, model: Scri
 
 
 def test_run_refuses_bad_input_and_writes_nothing(home: Path, model: Script) -> None:
-    bad = gm(home, "dream", "run", "notes", "--session", "sesn_one", "--model", "m", "--instructions", "x" * 4097)
+    bad = gm(
+        home, "dream", "run", "notes", "--session", "sesn_one", "--model", "m", "--instructions", "x" * 4097
+    )
     assert bad.exit_code != 0 and "4096" in bad.output
     missing = gm(home, "dream", "run", "nope", "--session", "sesn_one", "--model", "m")
     assert missing.exit_code != 0

@@ -13,7 +13,17 @@ from typing import Any
 
 import anthropic
 import pytest
-from dreamkit import CONSOLIDATE, MERGE_REASON, SESSION_NOTE, STALE_REASON, STORE, Script, memory, scripted_model, text
+from dreamkit import (
+    CONSOLIDATE,
+    MERGE_REASON,
+    SESSION_NOTE,
+    STALE_REASON,
+    STORE,
+    Script,
+    memory,
+    scripted_model,
+    text,
+)
 from serverkit import client, running, token
 
 import gitmem
@@ -114,7 +124,10 @@ def test_update_existing_lands_exactly_the_scripted_changes_as_a_proposal(env: d
         p = proposals.get(s.core, ext["proposal_id"])
         assert p.status == "open" and p.owner == d.session_id
         vs = proposals.versions(s.core, p.id)
-        assert [(v.operation, v.path) for v in vs] == [("deleted", "/prefs/coffee-again.md"), ("modified", "/facts/office.md")]
+        assert [(v.operation, v.path) for v in vs] == [
+            ("deleted", "/prefs/coffee-again.md"),
+            ("modified", "/facts/office.md"),
+        ]
         assert {(v.actor, v.session) for v in vs} == {("service:dreamer", d.session_id)}
         diffs = {x.path: x for x in review.diff(s.core, p.id)}
         assert set(diffs) == {"/prefs/coffee-again.md", "/facts/office.md"}
@@ -138,7 +151,9 @@ def test_update_existing_lands_exactly_the_scripted_changes_as_a_proposal(env: d
 
 
 def _refs_and_objects(path: Path) -> tuple[str, str]:
-    refs = subprocess.run(["git", "--git-dir", str(path), "for-each-ref"], capture_output=True, text=True, check=True)
+    refs = subprocess.run(
+        ["git", "--git-dir", str(path), "for-each-ref"], capture_output=True, text=True, check=True
+    )
     objects = subprocess.run(
         ["git", "--git-dir", str(path), "cat-file", "--batch-all-objects", "--batch-check"],
         capture_output=True,
@@ -148,7 +163,9 @@ def _refs_and_objects(path: Path) -> tuple[str, str]:
     return refs.stdout, objects.stdout
 
 
-def test_create_new_copies_the_store_with_history_and_leaves_the_input_byte_identical(env: dict[str, Any]) -> None:
+def test_create_new_copies_the_store_with_history_and_leaves_the_input_byte_identical(
+    env: dict[str, Any],
+) -> None:
     a, sid, home = env["admin"], env["sid"], env["home"]
     with gitmem.open_store("notes", home) as s:
         path, history = s.path, [v.id for v in s.versions()]
@@ -263,15 +280,23 @@ def test_a_secret_the_model_writes_is_refused_by_the_guard_and_reported(env: dic
     w, sid, model, home = env["writer"], env["sid"], env["model"], env["home"]
     secret = "AKIA" + "IOSFODNN7EXAMPLE"
     model.turns[:] = [
-        [text("Keep the deploy key."), memory(1, command="create", path="/memories/keys.md", file_text=f"aws {secret}\n")],
+        [
+            text("Keep the deploy key."),
+            memory(1, command="create", path="/memories/keys.md", file_text=f"aws {secret}\n"),
+        ],
         [text("Done.")],
     ]
-    d = finished(w, w.beta.dreams.create(
-        inputs=inputs(sid), model="m", output_behavior={"type": "update_existing", "memory_store_id": sid}
-    ).id)
+    d = finished(
+        w,
+        w.beta.dreams.create(
+            inputs=inputs(sid), model="m", output_behavior={"type": "update_existing", "memory_store_id": sid}
+        ).id,
+    )
     ext = d.model_extra["gitmem"]
     assert ext["changes"] == [] and ext["proposal_id"] is None
-    assert ext["refused"][0]["path"] == "/memories/keys.md" and "secret" in ext["refused"][0]["message"].lower()
+    assert (
+        ext["refused"][0]["path"] == "/memories/keys.md" and "secret" in ext["refused"][0]["message"].lower()
+    )
     tool_result = model.requests[1]["messages"][-1]["content"][0]
     assert tool_result["is_error"] is True
     with gitmem.open_store("notes", home) as s:
@@ -279,12 +304,16 @@ def test_a_secret_the_model_writes_is_refused_by_the_guard_and_reported(env: dic
         mine = [p for p in proposals.proposals(s.core) if p.owner == d.session_id]
         assert all(proposals.versions(s.core, p.id) == [] for p in mine)  # at most an empty record
     out = subprocess.run(
-        ["git", "--git-dir", str(home / "stores" / "notes.git"), "log", "--all", "-p"], capture_output=True, check=True
+        ["git", "--git-dir", str(home / "stores" / "notes.git"), "log", "--all", "-p"],
+        capture_output=True,
+        check=True,
     )
     assert out.stdout and secret.encode() not in out.stdout
 
 
-def test_update_existing_without_review_publishes_each_change_and_says_which_landed(env: dict[str, Any]) -> None:
+def test_update_existing_without_review_publishes_each_change_and_says_which_landed(
+    env: dict[str, Any],
+) -> None:
     w, sid, home = env["writer"], env["sid"], env["home"]
     d = w.beta.dreams.create(
         inputs=inputs(sid),
@@ -295,7 +324,10 @@ def test_update_existing_without_review_publishes_each_change_and_says_which_lan
     d = finished(w, d.id)
     ext = d.model_extra["gitmem"]
     assert d.status == "completed" and ext["review"] is False and ext["proposal_id"] is None
-    assert [(c["path"], c["landed"]) for c in ext["changes"]] == [("/prefs/coffee-again.md", True), ("/facts/office.md", True)]
+    assert [(c["path"], c["landed"]) for c in ext["changes"]] == [
+        ("/prefs/coffee-again.md", True),
+        ("/facts/office.md", True),
+    ]
     after = contents(home)
     assert "/prefs/coffee-again.md" not in after and after["/facts/office.md"] == "The office is in Lisbon.\n"
     with gitmem.open_store("notes", home) as s:
@@ -310,7 +342,18 @@ def _serve(home: Path, port: int, model_url: str) -> subprocess.Popen[bytes]:
 
     env = {**os.environ, "GITMEM_DREAM_BASE_URL": model_url, "GITMEM_DREAM_API_KEY": "scripted"}
     return subprocess.Popen(
-        [sys.executable, "-m", "gitmem", "serve", "--home", str(home), "--port", str(port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "gitmem",
+            "serve",
+            "--home",
+            str(home),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
