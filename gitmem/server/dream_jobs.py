@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem import config
-from gitmem.errors import ConflictError, InvalidInputError, NotFoundError
+from gitmem.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
 from gitmem.git.locks import file_lock
 from gitmem.ids import is_id, new_id
 
@@ -151,6 +151,10 @@ class DreamJobs:
             return Dream.from_dict(json.loads(self._path(dream_id).read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise NotFoundError(f"dream {dream_id} does not exist") from None
+        except (ValueError, TypeError):
+            raise IntegrityError(
+                f"the record of dream {dream_id} is corrupt (dreams/{dream_id}.json)"
+            ) from None
 
     def all(self) -> list[Dream]:
         """Every dream, newest first."""

@@ -32,13 +32,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from anthropic.tools import ToolError
+
 from gitmem import config
 from gitmem.engine import proposals
 from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, NotFoundError
 from gitmem.ids import new_id
-from anthropic.tools import ToolError
-
 from gitmem.integrations.anthropic_tool import MemoryBackend
 from gitmem.server import dream_runs
 from gitmem.server.dream_jobs import Dream, DreamJobs
