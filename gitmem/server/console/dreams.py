@@ -73,7 +73,7 @@ def dream_page(ctx: Ctx) -> Page:
                 except NotFoundError:
                     text = ""
                 landed.append((c, diff.unified(text)))
-    reasons = {}
+    reasons: dict[str, list[str]] = {}
     for c in d.changes:
         reasons.setdefault(c["path"], []).append(c["reasoning"])
         if c.get("previous_path"):
