@@ -417,3 +417,59 @@ def _retrieve(c: anthropic.Anthropic, dream_id: str) -> Any:
         return c.beta.dreams.retrieve(dream_id)
     except anthropic.APIConnectionError:
         return None
+
+
+def test_the_pipeline_endpoints_dream_over_the_sessions_since_the_last_run(env: dict[str, Any]) -> None:
+    w, r, home = env["writer"], env["reader"], env["home"]
+    base = "/v1/gitmem/stores/notes/dream_pipeline"
+    with pytest.raises(anthropic.NotFoundError):
+        w.get(base, cast_to=object)
+    with pytest.raises(anthropic.PermissionDeniedError):
+        r.post(base, body={"model": "m"}, cast_to=object)
+    with pytest.raises(anthropic.PermissionDeniedError):  # create_new creates a store: admin only
+        w.post(base, body={"model": "m", "output_behavior": "create_new"}, cast_to=object)
+    p = w.post(base, body={"model": "m", "instructions": "Be brief."}, cast_to=object)
+    assert p["behavior"] == "update_existing" and p["review"] is True and p["every_seconds"] == 0  # type: ignore[index]
+    run = w.post(base + "/run", cast_to=object)
+    d = run["dream"]  # type: ignore[index]
+    assert d["inputs"][1]["session_ids"] == [SESSION] and d["gitmem"]["trigger"] == "api"
+    assert finished(w, d["id"]).status == "completed"
+    assert w.get(base, cast_to=object)["last_dream"] == d["id"]  # type: ignore[index]
+    again = w.post(base + "/run", cast_to=object)
+    assert again["dream"] is None  # type: ignore[index]
+    with gitmem.open_store("notes", home) as s:
+        s.write("/notes/later.md", "later\n", session="sesn_work2")
+    third = w.post(base + "/run", cast_to=object)["dream"]  # type: ignore[index]
+    assert third["inputs"][1]["session_ids"] == ["sesn_work2"]
+    finished(w, third["id"])
+
+
+def test_create_new_canceled_mid_run_keeps_its_partial_writes_in_the_output_store(
+    env: dict[str, Any],
+) -> None:
+    a, sid, model, home = env["admin"], env["sid"], env["model"], env["home"]
+    model.gate_turn = 2
+    before = contents(home)
+    d = a.beta.dreams.create(inputs=inputs(sid), model="m")
+    wait_for(model.reached.is_set, "the model's third turn")
+    assert a.beta.dreams.cancel(d.id).status == "canceled"
+    model.release.set()
+    jobs = DreamJobs(home)
+    wait_for(lambda: jobs.stopped(jobs.get(d.id)), "the worker to let go")
+    d = a.beta.dreams.retrieve(d.id)
+    assert d.status == "canceled" and d.outputs
+    out = contents(home, d.model_extra["gitmem"]["output_store"])
+    assert "/prefs/coffee-again.md" not in out and out["/facts/office.md"] == STORE["/facts/office.md"]
+    assert contents(home) == before
+
+
+def test_a_pending_dream_found_at_start_is_run(workspace: Path, model: Script) -> None:
+    from gitmem.server.dream_runs import new_dream
+
+    seed(workspace)
+    jobs = DreamJobs(workspace)
+    d = new_dream(jobs, workspace, "notes", sessions=[SESSION], model="m", behavior="update_existing")
+    secret = token(workspace, actor="user:bob", stores={"notes": "rw"})
+    with running(workspace) as url:  # the server's start picks it up
+        got = finished(client(url, secret), d.id)
+    assert got.status == "completed" and len(got.model_extra["gitmem"]["changes"]) == 2
