@@ -1,5 +1,5 @@
 """A scripted model for the dream tests: a Messages API server on 127.0.0.1 that answers
-``POST /v1/messages`` with fixed content blocks, turn by turn (the turn is the number of assistant
+``POST /v1/messages`` (and ``/v1/chat/completions``, OpenAI-compatible) with fixed content blocks, turn by turn (the turn is the number of assistant
 messages in the request, so every conversation gets the same script from its start)."""
 
 from __future__ import annotations
@@ -81,6 +81,39 @@ def _reply(script: Script, body: Json) -> Json:
     }
 
 
+def _chat_reply(script: Script, body: Json) -> Json:
+    """The same script as an OpenAI-compatible chat completion (text as content, tool_use blocks
+    as function tool calls)."""
+    turn = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+    if script.gate_turn is not None and turn >= script.gate_turn:
+        script.reached.set()
+        script.release.wait(120)
+    blocks = script.turns[min(turn, len(script.turns) - 1)]
+    calls = [
+        {
+            "id": b["id"],
+            "type": "function",
+            "function": {"name": b["name"], "arguments": json.dumps(b["input"])},
+        }
+        for b in blocks
+        if b["type"] == "tool_use"
+    ]
+    message: Json = {
+        "role": "assistant",
+        "content": " ".join(b["text"] for b in blocks if b["type"] == "text"),
+    }
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": f"chatcmpl-{turn}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": 100 + turn, "completion_tokens": 10, "total_tokens": 110 + turn},
+    }
+
+
 @contextmanager
 def scripted_model(script: Script) -> Iterator[str]:
     """Serve ``script``; yields the base URL (give it to the dreamer as GITMEM_DREAM_BASE_URL)."""
@@ -92,12 +125,16 @@ def scripted_model(script: Script) -> Iterator[str]:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
-            if not self.path.startswith("/v1/messages"):
+            if self.path.startswith("/v1/chat/completions"):
+                answer = _chat_reply
+            elif self.path.startswith("/v1/messages"):
+                answer = _reply
+            else:
                 self.send_response(404)
                 self.end_headers()
                 return
             script.requests.append(body)
-            data = json.dumps(_reply(script, body)).encode()
+            data = json.dumps(answer(script, body)).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))

@@ -37,36 +37,18 @@ from anthropic.tools import ToolError
 from gitmem import config
 from gitmem.engine import proposals
 from gitmem.engine.memories import Memory
-from gitmem.errors import GitmemError, NotFoundError
+from gitmem.errors import ConfigError, GitmemError, NotFoundError
 from gitmem.ids import new_id
 from gitmem.integrations.anthropic_tool import MemoryBackend
-from gitmem.server import dream_runs
+from gitmem.server import dream_models, dream_runs
 from gitmem.server.dream_jobs import Dream, DreamJobs
 from gitmem.store import Store, copy_store, open_store
 
 log = logging.getLogger("gitmem.server")
-MAX_TOKENS = 4096
 SESSION_CHARS = 4000  # of each version's content in the first message
 PROMPT_CHARS = 120_000  # of the sessions' versions in all
-SYSTEM = (
-    "You consolidate a memory store. The memory tool works on it (/memories is its root). Read the "
-    "store and the versions the past sessions wrote, then reorganize the store: merge duplicates "
-    "into one memory, replace stale or contradicted facts with the latest value, and add insights "
-    "the sessions surfaced. Before each change, say in one sentence why you make it. Never store "
-    "secrets or credentials. Stop when the store is consolidated."
-)
-SEARCH_TOOL: dict[str, Any] = {
-    "name": "search_memories",
-    "description": "Full-text search of the store's memories; returns paths and snippets, best first.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-        "required": ["query"],
-    },
-}
-MEMORY_TOOL: dict[str, Any] = {"type": "memory_20250818", "name": "memory"}
-BETAS = ["context-management-2025-06-27"]
 WRITES = ("create", "str_replace", "insert", "delete", "rename")
+PROVIDERS = ("anthropic", "openai")
 
 
 class DreamStopped(Exception):
@@ -76,18 +58,13 @@ class DreamStopped(Exception):
 def settings() -> dict[str, Any]:
     """The dreamer's settings, from the environment (docs/dreams.md)."""
     return {
+        "provider": config.env("GITMEM_DREAM_PROVIDER") or "anthropic",
         "base_url": config.env("GITMEM_DREAM_BASE_URL") or None,
         "api_key": config.env("GITMEM_DREAM_API_KEY") or config.env("ANTHROPIC_API_KEY") or None,
         "workers": int(config.env("GITMEM_DREAM_WORKERS") or "2"),
         "max_turns": int(config.env("GITMEM_DREAM_MAX_TURNS") or "40"),
         "tick_seconds": float(config.env("GITMEM_DREAM_TICK_SECONDS") or "30"),
     }
-
-
-def anthropic_client(base_url: str | None, api_key: str | None) -> Any:
-    import anthropic
-
-    return anthropic.Anthropic(base_url=base_url, api_key=api_key or "unset", max_retries=2, timeout=300.0)
 
 
 class _Backend(MemoryBackend):
@@ -159,11 +136,19 @@ class Dreamer:
     """One dream's run: the conversation with the model and the tool calls."""
 
     def __init__(
-        self, jobs: DreamJobs, dream: Dream, client: Any, *, max_turns: int, stopping: threading.Event
+        self,
+        jobs: DreamJobs,
+        dream: Dream,
+        client: Any,
+        *,
+        max_turns: int,
+        stopping: threading.Event,
+        provider: str = "anthropic",
     ):
         self.jobs = jobs
         self.dream = dream
         self.client = client
+        self.provider = provider
         self.max_turns = max_turns
         self.stopping = stopping
 
@@ -201,45 +186,26 @@ class Dreamer:
         d = self.dream
         assert d.session_id is not None
         backend = _Backend(target, d.scope, d.session_id, d.actor, owner)
-        messages: list[dict[str, Any]] = [{"role": "user", "content": first_message(source, d)}]
+        chat = dream_models.conversation(self.provider, self.client, d.model, first_message(source, d))
         for _turn in range(self.max_turns):
             self._check()
-            extra: dict[str, Any] = {}
-            if d.speed:
-                extra["speed"] = d.speed
-            reply = self.client.beta.messages.create(
-                model=d.model,
-                max_tokens=MAX_TOKENS,
-                system=SYSTEM,
-                tools=[MEMORY_TOOL, SEARCH_TOOL],
-                messages=messages,
-                betas=BETAS,
-            )
-            self._count(reply)
-            content = [b.model_dump(exclude_none=True) for b in reply.content]
-            messages.append({"role": "assistant", "content": content})
-            reasoning = " ".join(b.text.strip() for b in reply.content if b.type == "text").strip()
-            results = []
-            for block in reply.content:
-                if block.type != "tool_use":
-                    continue
+            turn = chat.turn()
+            self._count(turn.usage)
+            outputs = []
+            for call in turn.calls:
                 self._check()
-                text, is_error = self._tool(backend, block.name, block.input, reasoning, owner)
-                results.append(
-                    {"type": "tool_result", "tool_use_id": block.id, "content": text, "is_error": is_error}
-                )
-            if reply.stop_reason != "tool_use" or not results:
+                text, is_error = self._tool(backend, call.name, call.input, turn.reasoning, owner)
+                outputs.append((call, text, is_error))
+            if turn.done:
                 return
-            messages.append({"role": "user", "content": results})
+            chat.results(outputs)
         raise GitmemError(f"the dream used its {self.max_turns} turns without finishing")
 
-    def _count(self, reply: Any) -> None:
-        u = reply.usage
-
+    def _count(self, usage: dict[str, int]) -> None:
         def change(x: Dream) -> None:
             x.turns += 1
             for key in x.usage:
-                x.usage[key] += int(getattr(u, key, 0) or 0)
+                x.usage[key] += usage.get(key, 0)
 
         self._save(change)
 
@@ -347,7 +313,10 @@ class DreamRunner:
         self.workers = max(1, workers or s["workers"])
         self.max_turns = max_turns or s["max_turns"]
         self.tick_seconds = tick_seconds or s["tick_seconds"]
-        self.client = client or (lambda: anthropic_client(s["base_url"], s["api_key"]))
+        if s["provider"] not in PROVIDERS:
+            raise ConfigError(f"GITMEM_DREAM_PROVIDER: one of {', '.join(PROVIDERS)}, not {s['provider']!r}")
+        self.provider = str(s["provider"])
+        self.client = client or (lambda: dream_models.client(self.provider, s["base_url"], s["api_key"]))
         self.stopping = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
         self._ticker: threading.Thread | None = None
@@ -396,7 +365,14 @@ class DreamRunner:
             d = self.jobs.update(dream_id, start)
             if d.status != "running":
                 return
-            dreamer = Dreamer(self.jobs, d, self.client(), max_turns=self.max_turns, stopping=self.stopping)
+            dreamer = Dreamer(
+                self.jobs,
+                d,
+                self.client(),
+                max_turns=self.max_turns,
+                stopping=self.stopping,
+                provider=self.provider,
+            )
             outcome, error = "completed", None
             try:
                 dreamer.run(self.home)

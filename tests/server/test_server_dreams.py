@@ -473,3 +473,32 @@ def test_a_pending_dream_found_at_start_is_run(workspace: Path, model: Script) -
     with running(workspace) as url:  # the server's start picks it up
         got = finished(client(url, secret), d.id)
     assert got.status == "completed" and len(got.model_extra["gitmem"]["changes"]) == 2
+
+
+def test_an_openai_compatible_endpoint_runs_the_same_dream(
+    workspace: Path, model: Script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    monkeypatch.setenv("GITMEM_DREAM_PROVIDER", "openai")
+    monkeypatch.setenv("GITMEM_DREAM_BASE_URL", os.environ["GITMEM_DREAM_BASE_URL"] + "/v1")
+    seed(workspace)
+    secret = token(workspace, actor="user:bob", stores={"notes": "rw"})
+    with running(workspace) as url:
+        c = client(url, secret)
+        sid = next(s.id for s in c.beta.memory_stores.list() if s.name == "notes")
+        d = c.beta.dreams.create(
+            inputs=inputs(sid),
+            model="gpt-x",
+            output_behavior={"type": "update_existing", "memory_store_id": sid},
+        )
+        d = finished(c, d.id)
+    assert d.status == "completed", d.error
+    changes = d.model_extra["gitmem"]["changes"]
+    assert [(x["path"], x["reasoning"]) for x in changes] == [
+        ("/prefs/coffee-again.md", MERGE_REASON),
+        ("/facts/office.md", STALE_REASON),
+    ]
+    assert d.usage.input_tokens == 100 + 101 + 102 + 103
+    last = model.requests[-1]["messages"]
+    assert last[0]["role"] == "system" and last[-1]["role"] == "tool"
