@@ -115,6 +115,18 @@ def sessions_since(home: Path, store: str, scope: str, since: str | None) -> tup
     return out, stamp
 
 
+def may_run(store: str, token_review: bool, token_admin: bool, p: Pipeline | None) -> str | None:
+    """Why a caller may not run ``p`` (None: it may): a review token never starts writes that
+    skip review, and only an admin starts a dream that creates a store."""
+    if p is None:
+        return None
+    if token_review and p.behavior == "update_existing" and not p.review:
+        return f"the pipeline of store {store!r} publishes without review: a review token cannot run it"
+    if p.behavior == "create_new" and not token_admin:
+        return f"the pipeline of store {store!r} creates a store (create_new): only an admin token runs it"
+    return None
+
+
 def trigger(
     jobs: DreamJobs, home: Path, store: str, *, trigger: str = "cli", requested_by: str = "user:local"
 ) -> Dream | None:

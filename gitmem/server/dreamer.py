@@ -327,6 +327,8 @@ class DreamRunner:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="gitmem-dream")
+        if schedule:
+            _RUNNERS[self.home.resolve()] = self
         failed, pending = self.jobs.recover()
         for dream_id in failed:
             log.warning("dream %s failed: its worker stopped before it ended", dream_id)
@@ -337,6 +339,8 @@ class DreamRunner:
             self._ticker.start()
 
     def close(self) -> None:
+        if _RUNNERS.get(self.home.resolve()) is self:
+            del _RUNNERS[self.home.resolve()]
         self.stopping.set()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
@@ -419,6 +423,14 @@ class DreamRunner:
                 self.submit(d.id)
                 started.append(d.id)
         return started
+
+
+_RUNNERS: dict[Path, DreamRunner] = {}  # the started runner of each workspace served here
+
+
+def runner_for(home: str | Path) -> DreamRunner | None:
+    """The running server's runner of ``home`` in this process (the console hands it dreams)."""
+    return _RUNNERS.get(Path(home).resolve())
 
 
 def _epoch(value: str | None) -> float | None:

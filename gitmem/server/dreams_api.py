@@ -272,6 +272,9 @@ class DreamsApi:
         p = self.jobs.pipeline(name)
         if p is not None and call.token.scope is not None and p.scope != call.token.scope:
             raise ForbiddenError(f"token {call.token.id} may not use scope {p.scope!r}")
+        refusal = dream_runs.may_run(name, call.token.review, call.token.admin, p)
+        if refusal is not None:
+            raise ForbiddenError(refusal)
         d = dream_runs.trigger(
             self.jobs, self.api.pool.home, name, trigger="api", requested_by=call.token.actor
         )

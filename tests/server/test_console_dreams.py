@@ -5,6 +5,7 @@ dream of a store the token may not read is a 404."""
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,3 +75,42 @@ def test_a_reviewer_sees_the_reasoning_and_the_diff_and_accepts_one_change(
             assert c.get(f"/console/stores/notes/dreams/{dreamt}").status_code == 404
             assert c.get(f"/console/stores/other/dreams/{dreamt}").status_code == 404
             assert c.get("/console/stores/other/dreams/drm_01" + "0" * 24).status_code == 404
+
+
+def test_dream_now_runs_the_pipeline_and_a_review_token_cannot_run_one_without_review(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitmem.server.dream_jobs import Pipeline
+
+    with gitmem.create_store("notes", home=workspace) as s:
+        for path, content in STORE.items():
+            s.write(path, content, actor="user:alice")
+        s.write(SESSION_NOTE[0], SESSION_NOTE[1], session="sesn_one")
+    jobs = DreamJobs(workspace)
+    writer = token(workspace, actor="user:w", stores={"notes": "rw"})
+    agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
+    with scripted_model(Script([list(t) for t in CONSOLIDATE])) as model_url:
+        monkeypatch.setenv("GITMEM_DREAM_BASE_URL", model_url)
+        with running(workspace) as url:
+            jobs.save_pipeline(Pipeline("notes", "m", review=False))
+            with sign_in(url, agent) as c:
+                page = c.get("/console/stores/notes/dreams")
+                assert page.status_code == 200 and 'id="run-form"' not in page.text
+                refused = c.post("/console/stores/notes/dreams/run", data={"csrf": csrf_of(page.text)})
+                assert refused.status_code == 403 and jobs.all() == []
+            jobs.save_pipeline(Pipeline("notes", "m"))
+            with sign_in(url, writer) as c:
+                page = c.get("/console/stores/notes/dreams")
+                assert 'id="run-form"' in page.text
+                assert c.post("/console/stores/notes/dreams/run", data={}).status_code in (400, 403)  # no CSRF
+                assert jobs.all() == []
+                done = c.post("/console/stores/notes/dreams/run", data={"csrf": csrf_of(page.text)})
+                assert done.status_code == 303
+                (d,) = jobs.all()
+                assert done.headers["location"].endswith(f"/dreams/{d.id}")
+                deadline = time.monotonic() + 60
+                while not jobs.get(d.id).final and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert jobs.get(d.id).status == "completed" and jobs.get(d.id).trigger == "console"
+                again = c.post("/console/stores/notes/dreams/run", data={"csrf": csrf_of(page.text)})
+                assert again.status_code == 303 and again.headers["location"].endswith("nothing=1")

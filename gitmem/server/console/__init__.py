@@ -162,6 +162,7 @@ class Console:
             Route(s + "/proposals/{proposal}/erase", p(review.erase_confirm), methods=["GET"]),
             Route(s + "/proposals/{proposal}/erase", p(review.erase_do, post=True), methods=["POST"]),
             Route(s + "/dreams", p(dreams.dreams_page), methods=["GET"]),
+            Route(s + "/dreams/run", p(dreams.run_do, post=True), methods=["POST"]),
             Route(s + "/dreams/{dream}", p(dreams.dream_page), methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
         ]

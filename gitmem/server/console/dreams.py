@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitmem.errors import NotFoundError
+from gitmem.errors import ForbiddenError, NotFoundError
+from gitmem.server import dream_runs
 from gitmem.server.console import diff
 from gitmem.server.console.browse import store_url
 from gitmem.server.console.review import _views, proposal_url
-from gitmem.server.console.web import Ctx, Page
+from gitmem.server.console.web import Ctx, Page, Redirect
 from gitmem.server.dream_jobs import Dream, DreamJobs
 from gitmem.server.review_api import reviewer_refusal
 
@@ -29,11 +30,14 @@ def _jobs(ctx: Ctx) -> DreamJobs:
 def dreams_page(ctx: Ctx) -> Page:
     name = ctx.readable(ctx.params["store"])
     rows = [d for d in _jobs(ctx).all() if d.store == name and ctx.token.may_read(name, d.scope)]
+    pipeline = _jobs(ctx).pipeline(name)
     values: dict[str, Any] = {
         "title": f"Dreams: {name}",
         "name": name,
         "rows": rows,
-        "pipeline": _jobs(ctx).pipeline(name),
+        "pipeline": pipeline,
+        "may_run": pipeline is not None and _run_refusal(ctx, name, pipeline) is None,
+        "nothing": ctx.query.get("nothing") == "1",
         "dream_url": dream_url,
         "store_url": store_url,
     }
@@ -95,3 +99,31 @@ def dream_page(ctx: Ctx) -> Page:
         "store_url": store_url,
     }
     return Page("dream.html", values)
+
+
+def _run_refusal(ctx: Ctx, name: str, p: Any) -> str | None:
+    t = ctx.token
+    if not t.may_write(name, p.scope):
+        return f"token {t.id} may not write store {name!r}"
+    return dream_runs.may_run(name, t.review, t.admin, p)
+
+
+def run_do(ctx: Ctx) -> Redirect:
+    """Run the store's pipeline now (the sessions since its last run); the server's runner runs it."""
+    from gitmem.server.dreamer import runner_for
+
+    name = ctx.readable(ctx.params["store"])
+    jobs = _jobs(ctx)
+    p = jobs.pipeline(name)
+    if p is None:
+        raise NotFoundError(f"store {name!r} has no memory pipeline: set one with gitmem dream schedule")
+    refusal = _run_refusal(ctx, name, p)
+    if refusal is not None:
+        raise ForbiddenError(refusal)
+    d = dream_runs.trigger(jobs, ctx.pool.home, name, trigger="console", requested_by=ctx.token.actor)
+    if d is None:
+        return Redirect(store_url(name, "/dreams", nothing="1"))
+    runner = runner_for(ctx.pool.home)
+    if runner is not None:
+        runner.submit(d.id)
+    return Redirect(dream_url(name, d.id))
