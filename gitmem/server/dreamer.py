@@ -191,10 +191,11 @@ class Dreamer:
             self._check()
             turn = chat.turn()
             self._count(turn.usage)
+            reasoning = _withheld(turn.reasoning, target)
             outputs = []
             for call in turn.calls:
                 self._check()
-                text, is_error = self._tool(backend, call.name, call.input, turn.reasoning, owner)
+                text, is_error = self._tool(backend, call.name, call.input, reasoning, owner)
                 outputs.append((call, text, is_error))
             if turn.done:
                 return
@@ -237,6 +238,10 @@ class Dreamer:
             return f"Error: bad input for {command!r}: {exc}", True
         new = backend.versions[before:]
         if new:
+            core = backend.store.core
+            # The store's own acl.review may put the dreamer in review mode even when the dream
+            # asked for none: then its changes are in a proposal all the same, and said so.
+            owner = owner or proposals.route(core, backend.scope, backend.actor, backend.session)
             landed = owner is None
             entries = [
                 {
@@ -251,7 +256,7 @@ class Dreamer:
                 }
                 for v in new
             ]
-            proposal = proposals.open_proposal(backend.store.core, backend.scope, owner) if owner else None
+            proposal = proposals.open_proposal(core, backend.scope, owner) if owner else None
 
             def change(x: Dream) -> None:
                 x.changes.extend(entries)
@@ -274,6 +279,20 @@ class Dreamer:
             if hits
             else "No memories match."
         )
+
+
+def _withheld(text: str, store: Store) -> str:
+    """``text`` with what the store's guard finds (secrets, PII) replaced: a dream's reasoning is
+    kept in its record and shown in the console, so it must not carry what the store refuses."""
+    from gitmem.model.guard import GuardPolicy, scan
+
+    try:
+        policy = GuardPolicy.from_dict(store.settings.guard, f"the guard of {store.name}")
+    except GitmemError:
+        policy = GuardPolicy()
+    for f in sorted(scan(text, policy), key=lambda f: f.start, reverse=True):
+        text = text[: f.start] + f"[{f.kind} withheld]" + text[f.end :]
+    return text
 
 
 def _memory_command(b: _Backend, data: dict[str, Any]) -> str:

@@ -171,3 +171,18 @@ def test_a_corrupt_job_file_is_skipped_by_the_listing_and_refused_by_id(env: dic
     with gitmem.open_store("notes", env["home"]) as s:
         assert proposals.get(s.core, d.model_extra["gitmem"]["proposal_id"]).status == "open"
     assert json.loads((env["home"] / "dreams" / f"{d.id}.json").read_text())["status"] == "completed"
+
+
+def test_the_stores_own_review_rule_outranks_a_dream_asking_for_none(env: dict[str, Any]) -> None:
+    w, sid, home = env["writer"], env["sid"], env["home"]
+    with gitmem.open_store("notes", home) as s:
+        s.update_settings(acl={"review": {"*": ["service:*"]}}, actor="user:admin")
+    before = contents(home)
+    d = w.beta.dreams.create(
+        inputs=inputs(sid), model="m", output_behavior=update(sid), extra_body={"gitmem": {"review": False}}
+    )
+    d = finished(w, d.id)
+    ext = d.model_extra["gitmem"]
+    assert d.status == "completed" and ext["proposal_id"] is not None
+    assert [c["landed"] for c in ext["changes"]] == [False, False]
+    assert contents(home) == before

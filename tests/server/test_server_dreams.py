@@ -281,7 +281,7 @@ def test_a_secret_the_model_writes_is_refused_by_the_guard_and_reported(env: dic
     secret = "AKIA" + "IOSFODNN7EXAMPLE"
     model.turns[:] = [
         [
-            text("Keep the deploy key."),
+            text(f"Keep the deploy key {secret}."),
             memory(1, command="create", path="/memories/keys.md", file_text=f"aws {secret}\n"),
         ],
         [text("Done.")],
@@ -297,6 +297,8 @@ def test_a_secret_the_model_writes_is_refused_by_the_guard_and_reported(env: dic
     assert (
         ext["refused"][0]["path"] == "/memories/keys.md" and "secret" in ext["refused"][0]["message"].lower()
     )
+    assert ext["refused"][0]["reasoning"] == "Keep the deploy key [secret withheld]."
+    assert secret not in (home / "dreams" / f"{d.id}.json").read_text()
     tool_result = model.requests[1]["messages"][-1]["content"][0]
     assert tool_result["is_error"] is True
     with gitmem.open_store("notes", home) as s:
