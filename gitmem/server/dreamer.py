@@ -362,7 +362,10 @@ class DreamRunner:
             del _RUNNERS[self.home.resolve()]
         self.stopping.set()
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            # Not waiting: a model call in flight may take minutes. Its dream stops after it (the
+            # stop is checked before every step) and ends failed; if the process is gone first,
+            # the next start finds it running without a worker and ends it failed then.
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def submit(self, dream_id: str) -> Future[None]:
         if self._pool is None:
