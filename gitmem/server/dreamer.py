@@ -1,4 +1,5 @@
-"""The dreamer: runs dream jobs (docs/dreams.md) with a model, through the Anthropic Messages API.
+"""The dreamer: runs dream jobs (docs/dreams.md) with a model, through the Anthropic Messages API
+(or an OpenAI-compatible endpoint: :mod:`gitmem.server.dream_models`).
 
 A dream is a conversation with a model that has Claude's memory tool (``memory_20250818``: view,
 create, str_replace, insert, delete, rename) on one scope of a store, and a ``search_memories``
@@ -15,7 +16,12 @@ Where the writes go:
 - ``update_existing`` with review (the default): the input store, in review mode: every change
   lands in the dream's proposal (``gitmem review``), never in the scope;
 - ``update_existing`` without review (asked for explicitly): each change is published as its own
-  version, and the dream lists which ones landed.
+  version, and the dream lists which ones landed (unless the store's ``acl.review`` reviews the
+  dreamer anyway).
+
+The engine's review entry points this module uses, kept few for the move onto an explicit caller:
+``proposals.reviewing`` (in :meth:`Dreamer.run`), ``proposals.owner_tip`` (``_Backend._tree``),
+``proposals.route`` and ``proposals.open_proposal`` (``Dreamer._tool``).
 
 :class:`DreamRunner` runs jobs in a pool of ``GITMEM_DREAM_WORKERS`` threads (default 2), picks up
 pending ones and fails orphaned running ones after a restart, and starts memory pipelines when due.
