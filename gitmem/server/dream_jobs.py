@@ -324,6 +324,13 @@ class DreamJobs:
                 out.append(p)
         return out
 
+    @contextlib.contextmanager
+    def pipeline_run(self) -> Iterator[None]:
+        """Held while a pipeline run picks its sessions and records itself: two servers (or a
+        server and ``gitmem dream run``) never start the same run twice."""
+        with file_lock(self.dir / "pipelines.lock"):
+            yield
+
     def delete_pipeline(self, store: str) -> None:
         with self.locked():
             self._pipeline_path(store).unlink(missing_ok=True)

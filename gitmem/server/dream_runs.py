@@ -132,29 +132,32 @@ def trigger(
 ) -> Dream | None:
     """Run a store's pipeline now: a dream over the sessions since its last run (None: no session
     wrote anything since). The pipeline's ``last_run_at`` moves to the newest version covered."""
-    p = jobs.pipeline(store)
-    if p is None:
-        raise NotFoundError(f"store {store!r} has no memory pipeline: create one with gitmem dream schedule")
-    sessions, newest = sessions_since(home, store, p.scope, p.last_run_at)
-    if not sessions:
-        return None
-    d = new_dream(
-        jobs,
-        home,
-        store,
-        sessions=sessions,
-        model=p.model,
-        instructions=p.instructions,
-        behavior=p.behavior,
-        review=p.review,
-        scope=p.scope,
-        requested_by=requested_by,
-        trigger=trigger,
-    )
-    p.last_run_at = newest or config.now_rfc3339()
-    p.last_dream = d.id
-    jobs.save_pipeline(p)
-    return d
+    with jobs.pipeline_run():
+        p = jobs.pipeline(store)
+        if p is None:
+            raise NotFoundError(
+                f"store {store!r} has no memory pipeline: create one with gitmem dream schedule"
+            )
+        sessions, newest = sessions_since(home, store, p.scope, p.last_run_at)
+        if not sessions:
+            return None
+        d = new_dream(
+            jobs,
+            home,
+            store,
+            sessions=sessions,
+            model=p.model,
+            instructions=p.instructions,
+            behavior=p.behavior,
+            review=p.review,
+            scope=p.scope,
+            requested_by=requested_by,
+            trigger=trigger,
+        )
+        p.last_run_at = newest or config.now_rfc3339()
+        p.last_dream = d.id
+        jobs.save_pipeline(p)
+        return d
 
 
 def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline) -> Pipeline:
