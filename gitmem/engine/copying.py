@@ -1,41 +1,57 @@
-"""A store's history copied into another, new store: every scope's commits, byte for byte.
+"""A store's history copied into a new store: every ref, byte for byte (docs/dreams.md).
 
-What a dream with ``output_behavior: create_new`` starts from (docs/dreams.md): a new store whose
-scopes are the source's branches at the moment of the copy, with the same commits (so the same
-version and memory ids and the same history), fetched in-process by libgit2 from the source's
-object database. The source is only read. The copy's own ledger records where it came from
-(``store_copied``: the source's id and name, and each scope's tip), and its index is derived from
-the copied commits on first use, as after a push.
+What a dream with ``output_behavior: create_new`` starts from. ``gitmem.store.copy_store`` makes
+the copy the way a backup is restored (docs/operations.md#backup): a bundle of every ref and the
+private files a bundle cannot carry (the ledger's secret and anchor, the deny-list), restored
+under the new name with new settings and checked as ``gitmem verify`` does. So the copy has the
+same commits (the same version and memory ids, redaction marks and all), the source's ledger
+continued (its redactions and compactions recorded, with the same key), its deny-list, and a
+``store_copied`` entry naming the source. The source is only read.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+from pathlib import Path
+
+from gitmem import config
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
-from gitmem.errors import ConflictError
+from gitmem.ids import new_id
+
+PRIVATE = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)
 
 
-def copy_history(source: StoreCore, target: StoreCore, *, actor: str | None = None) -> dict[str, str]:
-    """Bring every scope of ``source`` into the empty store ``target``; returns scope -> tip.
+def write_backup(
+    source: StoreCore, dest: Path, name: str, description: str, metadata: dict[str, str]
+) -> config.StoreSettings:
+    """Into ``dest``: the source's private files and the settings of the new store ``name`` (a new
+    id, the source's limits, retention, acl and guard; not archived)."""
+    for f in PRIVATE:
+        path = source.gitmem_dir / f
+        if path.is_file():
+            shutil.copyfile(path, dest / f)
+    now = config.now_rfc3339()
+    settings = dataclasses.replace(
+        source.settings,
+        id=new_id("memstore"),
+        name=name,
+        description=description,
+        metadata=metadata,
+        created_at=now,
+        updated_at=now,
+        archived_at=None,
+    )
+    config.save_settings(dest / config.SETTINGS_FILE, settings)
+    return settings
 
-    ``target`` must have no scope yet (a new store): a copy never overwrites history."""
-    if target.scopes():
-        raise ConflictError(f"store {target.name!r} already has scopes: a copy goes into a new store only")
-    remote = target.repo.remotes.create_anonymous(str(source.path))
-    remote.fetch(["+refs/heads/*:refs/gitmem/copying/*"])
-    tips: dict[str, str] = {}
-    for name in list(target.repo.references):
-        if not name.startswith("refs/gitmem/copying/"):
-            continue
-        ref = target.repo.references[name]
-        scope, tip = name[len("refs/gitmem/copying/") :], ref.target
-        target.repo.references.create(f"refs/heads/{scope}", tip, force=False)
-        ref.delete()
-        tips[scope] = str(tip)
+
+def record_copy(source: StoreCore, target: StoreCore, *, actor: str | None = None) -> None:
+    tips = {s: str(t) for s in target.scopes() if (t := target.tip(s)) is not None}
     ledger.append(
         target,
         "store_copied",
         {"source_id": source.settings.id, "source_name": source.name, "tips": tips},
         actor=actor,
     )
-    return tips
