@@ -114,6 +114,7 @@ class Pipeline:
 
 
 def _write_json(path: Path, data: Json) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(json.dumps(data, sort_keys=True))
@@ -131,9 +132,7 @@ class DreamJobs:
     """The dream records of one workspace."""
 
     def __init__(self, home: str | os.PathLike[str]) -> None:
-        self.dir = Path(home) / DIR
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "pipelines").mkdir(exist_ok=True)
+        self.dir = Path(home) / DIR  # made by the first write: serving a workspace adds nothing to it
 
     # ------------------------------------------------------------------ records
     def _path(self, dream_id: str) -> Path:
@@ -159,7 +158,7 @@ class DreamJobs:
     def all(self) -> list[Dream]:
         """Every dream, newest first."""
         out = []
-        for f in self.dir.glob("drm_*.json"):
+        for f in self.dir.glob("drm_*.json") if self.dir.is_dir() else []:
             try:
                 out.append(Dream.from_dict(json.loads(f.read_text(encoding="utf-8"))))
             except (OSError, ValueError, TypeError):
@@ -240,6 +239,7 @@ class DreamJobs:
     @contextlib.contextmanager
     def running(self, dream_id: str) -> Iterator[bool]:
         """Hold the dream's run lock for the block; yields False when another worker has it."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.dir / f"{dream_id}.run", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
@@ -318,7 +318,8 @@ class DreamJobs:
 
     def pipelines(self) -> list[Pipeline]:
         out = []
-        for f in sorted((self.dir / "pipelines").glob("*.json")):
+        where = self.dir / "pipelines"
+        for f in sorted(where.glob("*.json")) if where.is_dir() else []:
             p = self.pipeline(f.stem)
             if p is not None:
                 out.append(p)
