@@ -102,7 +102,10 @@ def test_dream_now_runs_the_pipeline_and_a_review_token_cannot_run_one_without_r
             with sign_in(url, writer) as c:
                 page = c.get("/console/stores/notes/dreams")
                 assert 'id="run-form"' in page.text
-                assert c.post("/console/stores/notes/dreams/run", data={}).status_code in (400, 403)  # no CSRF
+                assert c.post("/console/stores/notes/dreams/run", data={}).status_code in (
+                    400,
+                    403,
+                )  # no CSRF
                 assert jobs.all() == []
                 done = c.post("/console/stores/notes/dreams/run", data={"csrf": csrf_of(page.text)})
                 assert done.status_code == 303
