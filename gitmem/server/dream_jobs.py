@@ -108,6 +108,7 @@ class Pipeline:
     every_seconds: int = 0
     last_run_at: str | None = None  # the created_at of the versions the last run covered up to
     last_dream: str | None = None
+    edge: list[str] = field(default_factory=list)  # versions at last_run_at it covered (times are seconds)
 
     def to_dict(self) -> Json:
         return dataclasses.asdict(self)

@@ -94,25 +94,39 @@ def new_dream(
     return jobs.create(dream)
 
 
-def sessions_since(home: Path, store: str, scope: str, since: str | None) -> tuple[list[str], str | None]:
+def sessions_since(
+    home: Path, store: str, scope: str, since: str | None, edge: list[str] | None = None
+) -> tuple[list[str], str | None, list[str]]:
     """The sessions that wrote versions in ``scope`` after ``since`` (not the dreamer's own),
-    oldest first, at most :data:`MAX_SESSIONS`; and the time of the newest version counted."""
+    oldest first, at most :data:`MAX_SESSIONS`; the time of the newest version counted, and the
+    versions counted at that time. Version times are whole seconds: a version at ``since`` itself
+    counts unless ``edge`` (the last run's versions at that time) holds it."""
     after = dt.datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    covered = set(edge or [])
     with open_store(store, home) as s:
         found = s.versions(scope=scope, since=after)
-    found = [v for v in found if v.session and v.actor != ACTOR and (after is None or v.created_at > after)]
+    found = [
+        v
+        for v in found
+        if v.session
+        and v.actor != ACTOR
+        and (after is None or v.created_at > after or (v.created_at == after and v.id not in covered))
+    ]
     found.sort(key=lambda v: (v.created_at, v.id))
     out: list[str] = []
-    newest = None
+    counted = []
     for v in found:
         if v.session not in out:
             if len(out) == MAX_SESSIONS:
                 break
             assert v.session is not None
             out.append(v.session)
-        newest = v.created_at
-    stamp = newest.astimezone(dt.UTC).isoformat().replace("+00:00", "Z") if newest else None
-    return out, stamp
+        counted.append(v)
+    if not counted:
+        return out, None, []
+    newest = counted[-1].created_at
+    stamp = newest.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    return out, stamp, [v.id for v in counted if v.created_at == newest]
 
 
 def may_run(store: str, token_review: bool, token_admin: bool, p: Pipeline | None) -> str | None:
@@ -138,7 +152,7 @@ def trigger(
             raise NotFoundError(
                 f"store {store!r} has no memory pipeline: create one with gitmem dream schedule"
             )
-        sessions, newest = sessions_since(home, store, p.scope, p.last_run_at)
+        sessions, newest, edge = sessions_since(home, store, p.scope, p.last_run_at, p.edge)
         if not sessions:
             return None
         d = new_dream(
@@ -155,6 +169,7 @@ def trigger(
             trigger=trigger,
         )
         p.last_run_at = newest or config.now_rfc3339()
+        p.edge = edge
         p.last_dream = d.id
         jobs.save_pipeline(p)
         return d
@@ -171,6 +186,6 @@ def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline) -> Pipeline:
         pass  # the store exists
     old = jobs.pipeline(p.store)
     if old is not None and p.last_run_at is None:
-        p.last_run_at, p.last_dream = old.last_run_at, old.last_dream
+        p.last_run_at, p.last_dream, p.edge = old.last_run_at, old.last_dream, old.edge
     jobs.save_pipeline(p)
     return p

@@ -96,3 +96,22 @@ def test_run_refuses_bad_input_and_writes_nothing(home: Path, model: Script) -> 
     missing = gm(home, "dream", "run", "nope", "--session", "sesn_one", "--model", "m")
     assert missing.exit_code != 0
     assert DreamJobs(home).all() == []
+
+
+def test_a_session_writing_in_the_same_second_as_the_last_run_is_not_missed(
+    home: Path, model: Script
+) -> None:
+    from gitmem.server import dream_runs
+
+    with gitmem.open_store("notes", home) as s:
+        s.write("/a.md", "a\n", session="sesn_a")
+        s.write("/b.md", "b\n", session="sesn_b")
+        stamp = max(v.created_at for v in s.versions())
+        a_id = s.versions(session="sesn_a")[0].id
+    found, newest, edge = dream_runs.sessions_since(home, "notes", "main", None)
+    assert found == ["sesn_one", "sesn_a", "sesn_b"] and edge
+    when = stamp.isoformat().replace("+00:00", "Z")
+    # a run that covered only sesn_a's version at that second: sesn_b's, at the same second, still counts
+    again, _, _ = dream_runs.sessions_since(home, "notes", "main", when, [a_id])
+    assert "sesn_b" in again and "sesn_a" not in again
+    assert dream_runs.sessions_since(home, "notes", "main", newest, edge)[0] == []
