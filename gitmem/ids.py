@@ -18,7 +18,7 @@ _lock = threading.Lock()
 _last = [0, 0]  # [ms, random]
 
 ULID_RE = "[0-9A-HJKMNP-TV-Z]{26}"
-_ID_RE = re.compile(rf"^(mem|memver|memstore|sesn|redact|compact|prop)_{ULID_RE}\Z")
+_ID_RE = re.compile(rf"^(mem|memver|memstore|sesn|redact|compact|prop|drm)_{ULID_RE}\Z")
 
 
 def _encode(value: int) -> str:

@@ -57,6 +57,7 @@ __all__ = [
     "all_refs",
     "handle_path",
     "resolve_store",
+    "copy_store",
     "create_store",
     "delete_store",
     "list_stores",
@@ -610,6 +611,45 @@ def _create(
     ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
     ledger.remember_settings(core)
     return Store(core)
+
+
+def copy_store(
+    source: Store,
+    name: str,
+    *,
+    description: str = "",
+    metadata: dict[str, str] | None = None,
+    home: str | os.PathLike[str] | None = None,
+    actor: str | None = None,
+) -> Store:
+    """A new store ``name`` holding every scope of ``source`` with its history (the same commits,
+    versions and ids) and its ledger continued, with the source's limits, acl and guard; ``source``
+    is only read. Made as a backup is restored (``restore_store``) and verified the same way; its
+    ledger ends with ``store_copied`` naming the source."""
+    import tempfile
+
+    from gitmem.engine.copying import record_copy, write_backup
+
+    validate_store_name(name)
+    config.validate_description(description)
+    meta = config.validate_metadata(metadata or {})
+    if not source.scopes():  # nothing to bundle: an empty store like it
+        with create_store(name, description=description, metadata=meta, limits=source.settings.limits,
+                          retention=source.settings.retention, home=home, actor=actor) as empty:  # fmt: skip
+            empty.update_settings(actor=actor, acl=source.settings.acl, guard=source.settings.guard)
+            record_copy(source.core, empty.core, actor=actor)
+        return open_store(name, home)
+    from gitmem.engine.transfer import export_bundle
+
+    with tempfile.TemporaryDirectory(prefix="gitmem-copy-") as tmp:
+        bundle, backup = Path(tmp) / "source.bundle", Path(tmp) / "backup"
+        backup.mkdir()
+        export_bundle(source.core, bundle)
+        write_backup(source.core, backup, name, description, meta)
+        restore_store(name, bundle, backup=backup, home=home, actor=actor)
+    copy = open_store(name, home)
+    record_copy(source.core, copy.core, actor=actor)
+    return copy
 
 
 def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) -> None:

@@ -31,7 +31,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("History", ("log", "show", "diff", "restore")),
     ("Stores", ("store", "export", "import", "reindex", "maintain")),
     ("Sessions", ("session", "revert-session")),
-    ("Audit and redaction", ("audit", "redact", "verify", "prune", "review", "receipt", "witness", "tlog")),
+    ("Audit and redaction", ("audit", "redact", "verify", "prune", "review", "receipt", "witness", "tlog", "dream")),
     ("Git", ("clone", "fetch", "hooks", "replica")),
     ("Server", ("serve", "token", "mcp")),
     ("Help", ("help", "completion")),
@@ -210,6 +210,7 @@ COMMAND_MODULES = (
     "tokens",
     "review",
     "tlog",
+    "dreams",
 )
 
 for _name in COMMAND_MODULES:

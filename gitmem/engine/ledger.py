@@ -63,6 +63,7 @@ KINDS = (
     "proposal_accepted",
     "proposal_rejected",
     "proposal_erased",
+    "store_copied",
 )
 REJECTED_LOG = "rejected.jsonl"  # rejected pushes, server-side (written by the pre-receive hook)
 SETTINGS_SEEN = "settings_seen.json"  # the settings gitmem last wrote or recorded (hand-edit detection)

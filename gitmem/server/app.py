@@ -35,6 +35,8 @@ from gitmem.server.console import Console
 from gitmem.server.conversations_api import ConversationsApi
 from gitmem.server.databricks_api import DatabricksApi
 from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
+from gitmem.server.dreamer import DreamRunner
+from gitmem.server.dreams_api import DreamsApi
 from gitmem.server.git_http import GitHttp
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
@@ -152,6 +154,7 @@ def create_app(
         responses_upstream or config.env("GITMEM_RESPONSES_UPSTREAM"),
         config.env("GITMEM_RESPONSES_UPSTREAM_KEY"),
     )
+    dreams = DreamRunner(pool.home)  # Anthropic's dreams and memory pipelines (docs/dreams.md)
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
     except ImportError:  # pragma: no cover - served without /mcp then
@@ -178,10 +181,14 @@ def create_app(
         from gitmem.server.witness_http import start_worker
 
         witnesses = start_worker(pool.home)  # cosignatures in the background (docs/transparency.md)
-        async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
-            yield
-        if witnesses is not None:
-            witnesses.stop()
+        dreams.start()
+        try:
+            async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
+                yield
+        finally:
+            dreams.close()  # a running dream stops at its next step and ends failed
+            if witnesses is not None:
+                witnesses.stop()
         pool.close()  # uvicorn waited for in-flight requests before this runs
 
     app = Starlette(
@@ -191,6 +198,7 @@ def create_app(
             *api.routes(),
             *ReviewApi(api).routes(),
             *ReceiptsApi(api).routes(),
+            *DreamsApi(api, dreams).routes(),
             *console.routes(),
             *databricks.routes(),
             *conversations.routes(),
@@ -207,6 +215,7 @@ def create_app(
     app.state.pool = pool
     app.state.tokens = tokens
     app.state.metrics = metrics
+    app.state.dreams = dreams
     return _Front(app, metrics, max_body)
 
 

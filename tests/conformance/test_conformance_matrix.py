@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
+import httpx2 as httpx
 import pytest
 from consolekit import csrf_of, sign_in
 from matrix import NA, RUN, TODO, Cell

@@ -22,7 +22,6 @@ import pytest
 
 import gitmem
 from gitmem.audit.verify import verify
-from tests.helpers import git
 from tests.engine.test_group_processes import (
     _commit_order,
     _data,
@@ -33,6 +32,7 @@ from tests.engine.test_group_processes import (
     _wait_for,
     scope_held,
 )
+from tests.helpers import git
 
 # One write in a process of its own; prints {"id": ...} or {"none": true} or {"error": class}.
 ONE_WRITE = r"""

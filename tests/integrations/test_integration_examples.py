@@ -38,3 +38,20 @@ def test_live_example_imports_and_parses_its_options() -> None:
     with pytest.raises(SystemExit) as exit_info:
         live.main(["--help"])
     assert exit_info.value.code == 0
+
+
+def test_dream_example_runs_end_to_end_and_skips_the_live_part_without_a_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("uvicorn")
+    for name in ("ANTHROPIC_API_KEY", "GITMEM_DREAM_BASE_URL", "GITMEM_DREAM_API_KEY"):
+        monkeypatch.setenv(name, "")  # recorded, so that what the example sets is undone after it
+        monkeypatch.delenv(name)
+    assert load("dream").main(["--home", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert ": completed, 800 input / 80 output tokens" in out
+    assert "proposed deleted /prefs/coffee-again.md: The two coffee notes say the same thing" in out
+    assert "accepted prop_" in out and ": accepted" in out
+    assert "/facts/office.md: The office is in Lisbon." in out
+    assert "/prefs/coffee-again.md" not in out.split("accepted prop_", 1)[1]
+    assert out.rstrip().endswith("skipped: ANTHROPIC_API_KEY is not set")

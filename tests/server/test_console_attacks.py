@@ -28,9 +28,9 @@ import gitmem  # noqa: E402
 from gitmem.audit import review  # noqa: E402
 from gitmem.engine import proposals  # noqa: E402
 from gitmem.server.console import internals  # noqa: E402
-from tests.helpers import CheckedThread  # noqa: E402
 from tests.browserkit import browser_sign_in, chromium, needs_browser  # noqa: E402
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
+from tests.helpers import CheckedThread  # noqa: E402
 from tests.serverkit import running, token  # noqa: E402
 
 # Each payload sets window.__pwned to a name saying where it came from, should it ever run.

@@ -90,7 +90,7 @@ def test_a_hand_made_record_is_an_error_not_a_crash_or_a_silent_gap(workspace: P
 
 
 def test_a_body_that_is_not_an_object_and_unknown_fields(workspace: Path, served: str) -> None:
-    import httpx
+    import httpx2 as httpx
 
     secret = token(workspace, actor="user:alice", stores={"notes": "rw"})
     h = {"authorization": f"Bearer {secret}"}
@@ -142,7 +142,7 @@ def test_sigkill_of_the_server_loses_no_acknowledged_item(workspace: Path) -> No
     import sys
     import time
 
-    import httpx
+    import httpx2 as httpx
     from serverkit import free_port
 
     gitmem.create_store("notes", home=workspace).close()

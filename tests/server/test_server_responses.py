@@ -205,7 +205,7 @@ def test_a_confined_token_and_bad_includes(workspace: Path, served: str) -> None
 
 
 def test_the_answer_is_the_upstreams_byte_for_byte(workspace: Path, served: str, upstream: Any) -> None:
-    import httpx
+    import httpx2 as httpx
 
     secret = token(workspace, actor="user:alice", stores={"notes": "rw"})
     cid = client(served, secret).conversations.create(extra_body=BIND).id

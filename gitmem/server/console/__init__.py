@@ -19,7 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gitmem.errors import AuthenticationError, InvalidInputError
-from gitmem.server.console import audit, browse, review
+from gitmem.server.console import audit, browse, dreams, review
 from gitmem.server.console.auth import COOKIE, PRE_COOKIE, SESSION_SECONDS, Sessions, csrf_ok
 from gitmem.server.console.web import (
     HERE,
@@ -161,6 +161,9 @@ class Console:
             Route(s + "/proposals/{proposal}/reject", p(review.reject_do, post=True), methods=["POST"]),
             Route(s + "/proposals/{proposal}/erase", p(review.erase_confirm), methods=["GET"]),
             Route(s + "/proposals/{proposal}/erase", p(review.erase_do, post=True), methods=["POST"]),
+            Route(s + "/dreams", p(dreams.dreams_page), methods=["GET"]),
+            Route(s + "/dreams/run", p(dreams.run_do, post=True), methods=["POST"]),
+            Route(s + "/dreams/{dream}", p(dreams.dream_page), methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
         ]
         return [Mount(PREFIX, app=SecurityHeaders(_Inner(inner, self.renderer)))]

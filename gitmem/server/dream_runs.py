@@ -1,0 +1,191 @@
+"""Asking for a dream: the checks every face shares (the Dreams API, ``gitmem dream``, memory
+pipelines), and the pipelines' "sessions since the last run" (docs/dreams.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from gitmem import config
+from gitmem.errors import InvalidInputError, NotFoundError
+from gitmem.model.paths import validate_scope
+from gitmem.model.versions import validate_session
+from gitmem.server.dream_jobs import ACTOR, Dream, DreamJobs, Pipeline
+from gitmem.store import open_store
+
+MAX_INSTRUCTIONS = 4096
+MAX_SESSIONS = 100
+BEHAVIORS = ("create_new", "update_existing")
+
+
+def check_instructions(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_INSTRUCTIONS:
+        raise InvalidInputError(f"instructions: from 1 to {MAX_INSTRUCTIONS} characters")
+    return value
+
+
+def check_sessions(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise InvalidInputError("session_ids: a list of session ids")
+    if not 1 <= len(value) <= MAX_SESSIONS:
+        raise InvalidInputError(f"session_ids: from 1 to {MAX_SESSIONS} ids")
+    if len(set(value)) != len(value):
+        raise InvalidInputError("session_ids: no duplicates")
+    for s in value:
+        try:
+            validate_session(s)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"session_ids: {exc.message}") from None
+    return sorted(value)
+
+
+def new_dream(
+    jobs: DreamJobs,
+    home: Path,
+    store: str,
+    *,
+    sessions: list[str],
+    model: str,
+    speed: str | None = None,
+    instructions: str | None = None,
+    behavior: str = "create_new",
+    review: bool = True,
+    scope: str = "main",
+    requested_by: str = "user:local",
+    trigger: str = "api",
+) -> Dream:
+    """Record a pending dream over ``store`` (by name) after checking what it asks for."""
+    if behavior not in BEHAVIORS:
+        raise InvalidInputError(f"output_behavior: one of {', '.join(BEHAVIORS)}")
+    if not isinstance(model, str) or not 1 <= len(model) <= 256:
+        raise InvalidInputError("model: a model id of 1 to 256 characters")
+    check_instructions(instructions)
+    validate_scope(scope)
+    sessions = check_sessions(sessions) if sessions else []
+    with open_store(store, home) as s:
+        if s.settings.archived_at is not None:
+            raise InvalidInputError(f"memory store {s.settings.id} is archived: a dream cannot read it")
+        for sid in sessions:
+            if not s.versions(scope=scope, session=sid, limit=1):
+                raise NotFoundError(
+                    f"session {sid} wrote no version in scope {scope!r} of memory store {s.settings.id}"
+                )
+        store_id = s.settings.id
+    dream = Dream(
+        id="",
+        store=store,
+        store_id=store_id,
+        sessions=sessions,
+        model=model,
+        speed=speed,
+        instructions=instructions,
+        behavior=behavior,
+        scope=scope,
+        review=review if behavior == "update_existing" else False,
+        output=store if behavior == "update_existing" else None,
+        output_id=store_id if behavior == "update_existing" else None,
+        actor=ACTOR,
+        requested_by=requested_by,
+        trigger=trigger,
+    )
+    return jobs.create(dream)
+
+
+def sessions_since(
+    home: Path, store: str, scope: str, since: str | None, edge: list[str] | None = None
+) -> tuple[list[str], str | None, list[str]]:
+    """The sessions that wrote versions in ``scope`` after ``since`` (not the dreamer's own),
+    oldest first, at most :data:`MAX_SESSIONS`; the time of the newest version counted, and the
+    versions counted at that time. Version times are whole seconds: a version at ``since`` itself
+    counts unless ``edge`` (the last run's versions at that time) holds it."""
+    after = dt.datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
+    covered = set(edge or [])
+    with open_store(store, home) as s:
+        found = s.versions(scope=scope, since=after)
+    found = [
+        v
+        for v in found
+        if v.session
+        and v.actor != ACTOR
+        and (after is None or v.created_at > after or (v.created_at == after and v.id not in covered))
+    ]
+    found.sort(key=lambda v: (v.created_at, v.id))
+    out: list[str] = []
+    counted = []
+    for v in found:
+        if v.session not in out:
+            if len(out) == MAX_SESSIONS:
+                break
+            assert v.session is not None
+            out.append(v.session)
+        counted.append(v)
+    if not counted:
+        return out, None, []
+    newest = counted[-1].created_at
+    stamp = newest.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    return out, stamp, [v.id for v in counted if v.created_at == newest]
+
+
+def may_run(store: str, token_review: bool, token_admin: bool, p: Pipeline | None) -> str | None:
+    """Why a caller may not run ``p`` (None: it may): a review token never starts writes that
+    skip review, and only an admin starts a dream that creates a store."""
+    if p is None:
+        return None
+    if token_review and p.behavior == "update_existing" and not p.review:
+        return f"the pipeline of store {store!r} publishes without review: a review token cannot run it"
+    if p.behavior == "create_new" and not token_admin:
+        return f"the pipeline of store {store!r} creates a store (create_new): only an admin token runs it"
+    return None
+
+
+def trigger(
+    jobs: DreamJobs, home: Path, store: str, *, trigger: str = "cli", requested_by: str = "user:local"
+) -> Dream | None:
+    """Run a store's pipeline now: a dream over the sessions since its last run (None: no session
+    wrote anything since). The pipeline's ``last_run_at`` moves to the newest version covered."""
+    with jobs.pipeline_run():
+        p = jobs.pipeline(store)
+        if p is None:
+            raise NotFoundError(
+                f"store {store!r} has no memory pipeline: create one with gitmem dream schedule"
+            )
+        sessions, newest, edge = sessions_since(home, store, p.scope, p.last_run_at, p.edge)
+        if not sessions:
+            return None
+        d = new_dream(
+            jobs,
+            home,
+            store,
+            sessions=sessions,
+            model=p.model,
+            instructions=p.instructions,
+            behavior=p.behavior,
+            review=p.review,
+            scope=p.scope,
+            requested_by=requested_by,
+            trigger=trigger,
+        )
+        p.last_run_at = newest or config.now_rfc3339()
+        p.edge = edge
+        p.last_dream = d.id
+        jobs.save_pipeline(p)
+        return d
+
+
+def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline) -> Pipeline:
+    if p.behavior not in BEHAVIORS:
+        raise InvalidInputError(f"output_behavior: one of {', '.join(BEHAVIORS)}")
+    check_instructions(p.instructions)
+    validate_scope(p.scope)
+    if p.every_seconds < 0:
+        raise InvalidInputError("every: a number of seconds, 0 for manual runs only")
+    with open_store(p.store, home):
+        pass  # the store exists
+    old = jobs.pipeline(p.store)
+    if old is not None and p.last_run_at is None:
+        p.last_run_at, p.last_dream, p.edge = old.last_run_at, old.last_dream, old.edge
+    jobs.save_pipeline(p)
+    return p

@@ -1,0 +1,480 @@
+"""The dreamer: runs dream jobs (docs/dreams.md) with a model, through the Anthropic Messages API
+(or an OpenAI-compatible endpoint: :mod:`gitmem.server.dream_models`).
+
+A dream is a conversation with a model that has Claude's memory tool (``memory_20250818``: view,
+create, str_replace, insert, delete, rename) on one scope of a store, and a ``search_memories``
+tool. The first message gives it the instructions, what the store holds and the versions each input
+session wrote. Every tool call runs through :class:`gitmem.integrations.anthropic_tool.MemoryBackend`
+on the public ``Store`` API, as the dream's own session (``sesn_...``) and actor
+(``service:dreamer``): the same guard, limits and review rules as any other caller. The text the
+model wrote beside a tool call is kept as that change's reasoning.
+
+Where the writes go:
+
+- ``create_new``: a new store copied from the input (``gitmem.store.copy_store``, history kept),
+  written directly; the input is only read;
+- ``update_existing`` with review (the default): the input store, in review mode: every change
+  lands in the dream's proposal (``gitmem review``), never in the scope;
+- ``update_existing`` without review (asked for explicitly): each change is published as its own
+  version, and the dream lists which ones landed (unless the store's ``acl.review`` reviews the
+  dreamer anyway).
+
+The engine's review entry points this module uses, kept few for the move onto an explicit caller:
+``proposals.reviewing`` (in :meth:`Dreamer.run`), ``proposals.owner_tip`` (``_Backend._tree``),
+``proposals.route`` and ``proposals.open_proposal`` (``Dreamer._tool``).
+
+:class:`DreamRunner` runs jobs in a pool of ``GITMEM_DREAM_WORKERS`` threads (default 2), picks up
+pending ones and fails orphaned running ones after a restart, and starts memory pipelines when due.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from anthropic.tools import ToolError
+
+from gitmem import config
+from gitmem.engine import proposals
+from gitmem.engine.memories import Memory
+from gitmem.errors import ConfigError, GitmemError, NotFoundError
+from gitmem.ids import new_id
+from gitmem.integrations.anthropic_tool import MemoryBackend
+from gitmem.server import dream_models, dream_runs
+from gitmem.server.dream_jobs import Dream, DreamJobs
+from gitmem.store import Store, copy_store, open_store
+
+log = logging.getLogger("gitmem.server")
+SESSION_CHARS = 4000  # of each version's content in the first message
+PROMPT_CHARS = 120_000  # of the sessions' versions in all
+WRITES = ("create", "str_replace", "insert", "delete", "rename")
+PROVIDERS = ("anthropic", "openai")
+
+
+class DreamStopped(Exception):
+    """The dream was canceled, or its server is stopping."""
+
+
+def settings() -> dict[str, Any]:
+    """The dreamer's settings, from the environment (docs/dreams.md)."""
+    return {
+        "provider": config.env("GITMEM_DREAM_PROVIDER") or "anthropic",
+        "base_url": config.env("GITMEM_DREAM_BASE_URL") or None,
+        "api_key": config.env("GITMEM_DREAM_API_KEY") or config.env("ANTHROPIC_API_KEY") or None,
+        "workers": int(config.env("GITMEM_DREAM_WORKERS") or "2"),
+        "max_turns": int(config.env("GITMEM_DREAM_MAX_TURNS") or "40"),
+        "tick_seconds": float(config.env("GITMEM_DREAM_TICK_SECONDS") or "30"),
+    }
+
+
+class _Backend(MemoryBackend):
+    """The memory tool on the dream's view of the scope: with review on, the scope with the
+    dream's own proposal on top (what it wrote before is what it reads back)."""
+
+    def __init__(self, store: Store, scope: str, session: str, actor: str, owner: str | None) -> None:
+        super().__init__(store, scope, session, actor)
+        self.owner = owner
+
+    def _tree(self) -> Any:
+        core = self.store.core
+        tip = proposals.owner_tip(core, self.scope, self.owner) if self.owner else None
+        return core.tree_of(tip if tip is not None else core.tip(self.scope))
+
+    def _memories_under(self, store_path: str) -> list[Memory]:
+        if self.owner is None:
+            return super()._memories_under(store_path)
+        tree = self._tree()
+        prefix = "" if store_path == "/" else store_path[1:] + "/"
+        out: list[Memory] = []
+
+        def walk(t: Any, rel: str) -> None:
+            for entry in t:
+                path = rel + entry.name
+                if entry.type_str == "tree":
+                    walk(self.store.core.repo[entry.id], path + "/")
+                elif path.startswith(prefix):
+                    out.append(self.store.read("/" + path, scope=self.scope, session=self.owner))
+
+        if tree is not None:
+            walk(tree, "")
+        return out
+
+
+def _sessions_text(store: Store, scope: str, sessions: list[str]) -> str:
+    parts, used = [], 0
+    for sid in sessions:
+        found = sorted(store.versions(scope=scope, session=sid), key=lambda v: (v.created_at, v.id))
+        parts.append(f"## Session {sid}: {len(found)} version(s)")
+        for v in found:
+            if used > PROMPT_CHARS:
+                parts.append("(the rest is left out: too long)")
+                break
+            text = ""
+            if v.operation != "deleted" and v.redaction is None:
+                try:
+                    text = store.read(v.path, scope=scope, version=v.id).content or ""
+                except NotFoundError:
+                    text = ""
+            text = text[:SESSION_CHARS]
+            used += len(text)
+            when = v.created_at.isoformat() if v.created_at else ""
+            parts.append(f"### {v.operation} /memories{v.path} at {when}\n{text}")
+    return "\n".join(parts)
+
+
+def first_message(store: Store, dream: Dream) -> str:
+    listing = [m for m in store.list("/", scope=dream.scope) if isinstance(m, Memory)]
+    paths = "\n".join(f"- /memories{m.path} ({m.size} bytes)" for m in listing) or "(empty)"
+    text = f"# The memory store {dream.store} (scope {dream.scope})\n{paths}\n\n"
+    text += "# The past sessions\n" + _sessions_text(store, dream.scope, dream.sessions)
+    if dream.instructions:
+        text += f"\n\n# Instructions\n{dream.instructions}"
+    return text
+
+
+class Dreamer:
+    """One dream's run: the conversation with the model and the tool calls."""
+
+    def __init__(
+        self,
+        jobs: DreamJobs,
+        dream: Dream,
+        client: Any,
+        *,
+        max_turns: int,
+        stopping: threading.Event,
+        provider: str = "anthropic",
+    ):
+        self.jobs = jobs
+        self.dream = dream
+        self.client = client
+        self.provider = provider
+        self.max_turns = max_turns
+        self.stopping = stopping
+
+    def _check(self) -> None:
+        if self.jobs.cancel_requested(self.dream.id):
+            raise DreamStopped("canceled")
+        if self.stopping.is_set():
+            raise DreamStopped("the server is stopping")
+
+    def _save(self, change: Callable[[Dream], None]) -> None:
+        self.dream = self.jobs.update(self.dream.id, change)
+
+    def run(self, home: Path) -> None:
+        d = self.dream
+        with open_store(d.store, home) as source:
+            if d.behavior == "create_new":
+                name = _output_name(d)
+                with copy_store(
+                    source, name, description=f"dream {d.id} of {d.store}", home=home, actor=d.actor
+                ) as out:
+                    out_id = out.settings.id
+
+                def set_output(x: Dream) -> None:
+                    x.output, x.output_id = name, out_id
+
+                self._save(set_output)
+                with open_store(name, home) as target:
+                    self._converse(source, target, owner=None)
+            else:
+                owner = d.session_id if d.review else None
+                with proposals.reviewing(owner is not None, owner=owner):
+                    self._converse(source, source, owner=owner)
+
+    def _converse(self, source: Store, target: Store, *, owner: str | None) -> None:
+        d = self.dream
+        assert d.session_id is not None
+        backend = _Backend(target, d.scope, d.session_id, d.actor, owner)
+        chat = dream_models.conversation(self.provider, self.client, d.model, first_message(source, d))
+        for _turn in range(self.max_turns):
+            self._check()
+            turn = chat.turn()
+            self._count(turn.usage)
+            reasoning = _withheld(turn.reasoning, target)
+            outputs = []
+            for call in turn.calls:
+                self._check()
+                text, is_error = self._tool(backend, call.name, call.input, reasoning, owner)
+                outputs.append((call, text, is_error))
+            if turn.done:
+                return
+            chat.results(outputs)
+        raise GitmemError(f"the dream used its {self.max_turns} turns without finishing")
+
+    def _count(self, usage: dict[str, int]) -> None:
+        def change(x: Dream) -> None:
+            x.turns += 1
+            for key in x.usage:
+                x.usage[key] += usage.get(key, 0)
+
+        self._save(change)
+
+    def _tool(
+        self, backend: _Backend, name: str, data: Any, reasoning: str, owner: str | None
+    ) -> tuple[str, bool]:
+        if not isinstance(data, dict):
+            return "Error: the tool input must be an object", True
+        if name == "search_memories":
+            return self._search(backend, data), False
+        if name != "memory":
+            return f"Error: unknown tool {name!r}", True
+        command = data.get("command")
+        before = len(backend.versions)
+        try:
+            text = _memory_command(backend, data)
+        except ToolError as exc:
+            message = str(exc)
+            if command in WRITES:
+                refused = {
+                    "command": command,
+                    "path": data.get("path") or data.get("old_path"),
+                    "message": message,
+                    "reasoning": reasoning,
+                }
+                self._save(lambda x: x.refused.append(refused))
+            return message, True
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"Error: bad input for {command!r}: {exc}", True
+        new = backend.versions[before:]
+        if new:
+            core = backend.store.core
+            # The store's own acl.review may put the dreamer in review mode even when the dream
+            # asked for none: then its changes are in a proposal all the same, and said so.
+            owner = owner or proposals.route(core, backend.scope, backend.actor, backend.session)
+            landed = owner is None
+            entries = [
+                {
+                    "version_id": v.id,
+                    "memory_id": v.memory_id,
+                    "path": v.path,
+                    "previous_path": v.previous_path,
+                    "operation": v.operation,
+                    "command": command,
+                    "reasoning": reasoning,
+                    "landed": landed,
+                }
+                for v in new
+            ]
+            proposal = proposals.open_proposal(core, backend.scope, owner) if owner else None
+
+            def change(x: Dream) -> None:
+                x.changes.extend(entries)
+                if proposal is not None:
+                    x.proposal_id = proposal.id
+
+            self._save(change)
+        return text, False
+
+    def _search(self, backend: _Backend, data: dict[str, Any]) -> str:
+        query = str(data.get("query") or "")
+        raw = data.get("limit")
+        limit = raw if isinstance(raw, int) else 10
+        try:
+            hits = backend.store.search(query, scope=backend.scope, limit=max(1, min(limit, 50)))
+        except GitmemError as exc:
+            return f"Error: {exc.message}"
+        return (
+            json.dumps([{"path": f"/memories{h.path}", "snippet": getattr(h, "snippet", "")} for h in hits])
+            if hits
+            else "No memories match."
+        )
+
+
+def _withheld(text: str, store: Store) -> str:
+    """``text`` with what the store's guard finds (secrets, PII) replaced: a dream's reasoning is
+    kept in its record and shown in the console, so it must not carry what the store refuses."""
+    from gitmem.model.guard import GuardPolicy, scan
+
+    try:
+        policy = GuardPolicy.from_dict(store.settings.guard, f"the guard of {store.name}")
+    except GitmemError:
+        policy = GuardPolicy()
+    for f in sorted(scan(text, policy), key=lambda f: f.start, reverse=True):
+        text = text[: f.start] + f"[{f.kind} withheld]" + text[f.end :]
+    return text
+
+
+def _memory_command(b: _Backend, data: dict[str, Any]) -> str:
+    command = data.get("command")
+    run: dict[str, Callable[[], str]] = {
+        "view": lambda: b.view(data["path"], data.get("view_range")),
+        "create": lambda: b.create(data["path"], data["file_text"]),
+        "str_replace": lambda: b.str_replace(data["path"], data["old_str"], data.get("new_str")),
+        "insert": lambda: b.insert(data["path"], int(data["insert_line"]), data["insert_text"]),
+        "delete": lambda: b.delete(data["path"]),
+        "rename": lambda: b.rename(data["old_path"], data["new_path"]),
+    }
+    if command not in run:
+        raise ToolError(f"Error: unknown command {command!r}")
+    return b.locked(run[str(command)])
+
+
+def _output_name(d: Dream) -> str:
+    return f"{d.store[:40]}-dream-{d.id[-10:].lower()}"
+
+
+class DreamRunner:
+    """Runs the dream jobs of a workspace with at most ``workers`` at a time."""
+
+    def __init__(
+        self,
+        home: str | Path,
+        *,
+        workers: int | None = None,
+        client: Callable[[], Any] | None = None,
+        max_turns: int | None = None,
+        tick_seconds: float | None = None,
+    ) -> None:
+        s = settings()
+        self.home = Path(home)
+        self.jobs = DreamJobs(self.home)
+        self.workers = max(1, workers or s["workers"])
+        self.max_turns = max_turns or s["max_turns"]
+        self.tick_seconds = tick_seconds or s["tick_seconds"]
+        if s["provider"] not in PROVIDERS:
+            raise ConfigError(f"GITMEM_DREAM_PROVIDER: one of {', '.join(PROVIDERS)}, not {s['provider']!r}")
+        self.provider = str(s["provider"])
+        self.client = client or (lambda: dream_models.client(self.provider, s["base_url"], s["api_key"]))
+        self.stopping = threading.Event()
+        self._pool: ThreadPoolExecutor | None = None
+        self._ticker: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, *, schedule: bool = True) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="gitmem-dream")
+        if schedule:
+            _RUNNERS[self.home.resolve()] = self
+        failed, pending = self.jobs.recover()
+        for dream_id in failed:
+            log.warning("dream %s failed: its worker stopped before it ended", dream_id)
+        for dream_id in pending:
+            self.submit(dream_id)
+        if schedule and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="gitmem-dream-schedule", daemon=True)
+            self._ticker.start()
+
+    def close(self) -> None:
+        if _RUNNERS.get(self.home.resolve()) is self:
+            del _RUNNERS[self.home.resolve()]
+        self.stopping.set()
+        if self._pool is not None:
+            # Not waiting: a model call in flight may take minutes. Its dream stops after it (the
+            # stop is checked before every step) and ends failed; if the process is gone first,
+            # the next start finds it running without a worker and ends it failed then.
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def submit(self, dream_id: str) -> Future[None]:
+        if self._pool is None:
+            self.start(schedule=False)
+        assert self._pool is not None
+        return self._pool.submit(self.run, dream_id)
+
+    # ------------------------------------------------------------------ one dream
+    def run(self, dream_id: str) -> None:
+        """Run one dream to its end (in the calling thread)."""
+        with self.jobs.running(dream_id) as mine:
+            if not mine:
+                return  # another worker has it
+            d = self.jobs.get(dream_id)
+            if d.status != "pending":
+                return
+
+            def start(x: Dream) -> None:
+                if x.status == "pending":
+                    x.status = "running"
+                    x.session_id = x.session_id or new_id("sesn")
+
+            d = self.jobs.update(dream_id, start)
+            if d.status != "running":
+                return
+            dreamer = Dreamer(
+                self.jobs,
+                d,
+                self.client(),
+                max_turns=self.max_turns,
+                stopping=self.stopping,
+                provider=self.provider,
+            )
+            outcome, error = "completed", None
+            try:
+                dreamer.run(self.home)
+            except DreamStopped as exc:
+                outcome = "canceled" if str(exc) == "canceled" else "failed"
+                if outcome == "failed":
+                    error = {"type": "internal_error", "message": f"the dream stopped: {exc}"}
+            except GitmemError as exc:
+                outcome, error = "failed", {"type": exc.type_name, "message": exc.message}
+            except Exception as exc:  # the model endpoint, the network: the dream fails, the server goes on
+                log.exception("dream %s failed", dream_id)
+                outcome = "failed"
+                error = {"type": _api_error_type(exc), "message": f"{type(exc).__name__}: {exc}"[:2000]}
+
+            def end(x: Dream) -> None:
+                x.worker_stopped = True
+                if x.status == "running":  # a cancel already ended it: canceled stays
+                    x.status = outcome
+                    x.error = error
+                    x.ended_at = config.now_rfc3339()
+
+            self.jobs.update(dream_id, end)
+
+    # ------------------------------------------------------------------ pipelines
+    def _tick(self) -> None:
+        while not self.stopping.wait(self.tick_seconds):
+            try:
+                self.run_due()
+            except Exception:  # pragma: no cover - logged, the next tick tries again
+                log.exception("memory pipelines: a scheduled run failed")
+
+    def run_due(self, now: float | None = None) -> list[str]:
+        """Start every pipeline whose schedule is due; returns the dreams started."""
+        started = []
+        now = time.time() if now is None else now
+        for p in self.jobs.pipelines():
+            if p.every_seconds <= 0:
+                continue
+            last = _epoch(p.last_run_at)
+            if last is not None and now - last < p.every_seconds:
+                continue
+            d = dream_runs.trigger(self.jobs, self.home, p.store, trigger="schedule")
+            if d is not None:
+                self.submit(d.id)
+                started.append(d.id)
+        return started
+
+
+_RUNNERS: dict[Path, DreamRunner] = {}  # the started runner of each workspace served here
+
+
+def runner_for(home: str | Path) -> DreamRunner | None:
+    """The running server's runner of ``home`` in this process (the console hands it dreams)."""
+    return _RUNNERS.get(Path(home).resolve())
+
+
+def _epoch(value: str | None) -> float | None:
+    import datetime as dt
+
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _api_error_type(exc: Exception) -> str:
+    name = type(exc).__name__
+    if "Timeout" in name:
+        return "timeout"
+    if "RateLimit" in name:
+        return "rate_limit_error"
+    if "Authentication" in name or "PermissionDenied" in name:
+        return "authentication_error"
+    return "internal_error"
