@@ -96,3 +96,10 @@ class GuardRejectedError(InvalidInputError):
     def __init__(self, message: str, findings: tuple[object, ...] = ()) -> None:
         super().__init__(message)
         self.findings = findings
+
+
+class UnavailableError(GitmemError):
+    """A service gitmem depends on cannot be reached now (the cluster's database); try again."""
+
+    exit_code = 8
+    type_name = "unavailable"

@@ -33,7 +33,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sessions", ("session", "revert-session")),
     ("Audit and redaction", ("audit", "redact", "verify", "prune", "review")),
     ("Git", ("clone", "fetch", "hooks", "replica")),
-    ("Server", ("serve", "token", "mcp")),
+    ("Server", ("serve", "token", "mcp", "cluster")),
     ("Help", ("help", "completion")),
 )
 
@@ -209,6 +209,7 @@ COMMAND_MODULES = (
     "serve",
     "tokens",
     "review",
+    "cluster",
 )
 
 for _name in COMMAND_MODULES:
