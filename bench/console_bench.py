@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -221,10 +221,10 @@ def serve() -> None:
     section("8. gitmem serve answers the official Anthropic SDK")
     try:
         import anthropic
-        import httpx
+        import httpx2 as httpx
     except ImportError:
         sys.exit(
-            "demo failed: the serve step needs the anthropic SDK (pip install 'gitmem-store[anthropic,server]')"
+            "demo failed: the serve step needs the server and the Anthropic SDK (pip install 'gitmem-store[demo]')"
         )
     made = json.loads(gm("token", "create", "--actor", "user:demo", "--store", "notes:ro", "--json").stdout)
     secret = made["secret"]

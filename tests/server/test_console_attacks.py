@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import pytest
 
 pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")

@@ -27,7 +27,7 @@ def url(seeded: Seeded) -> Iterator[str]:
 
 
 def test_pages_need_a_sign_in(url: str) -> None:
-    import httpx
+    import httpx2 as httpx
 
     reply = httpx.get(url + "/console/stores/notes", follow_redirects=False)
     assert reply.status_code == 303
@@ -35,7 +35,7 @@ def test_pages_need_a_sign_in(url: str) -> None:
 
 
 def test_a_wrong_token_is_refused(url: str) -> None:
-    import httpx
+    import httpx2 as httpx
 
     with httpx.Client(base_url=url) as c:
         page = c.get("/console/login")
@@ -45,7 +45,7 @@ def test_a_wrong_token_is_refused(url: str) -> None:
 
 
 def test_session_cookie_flags_and_security_headers(url: str, seeded: Seeded) -> None:
-    import httpx
+    import httpx2 as httpx
 
     with httpx.Client(base_url=url) as c:
         page = c.get("/console/login")
@@ -59,7 +59,7 @@ def test_session_cookie_flags_and_security_headers(url: str, seeded: Seeded) -> 
 
 
 def test_the_cookie_is_secure_behind_https(url: str, seeded: Seeded) -> None:
-    import httpx
+    import httpx2 as httpx
 
     with httpx.Client(base_url=url, headers={"x-forwarded-proto": "https"}) as c:
         page = c.get("/console/login")
@@ -212,7 +212,7 @@ def test_content_is_escaped_in_every_page(url: str, seeded: Seeded) -> None:
 
 
 def test_the_login_never_redirects_off_site(url: str, seeded: Seeded) -> None:
-    import httpx
+    import httpx2 as httpx
 
     with httpx.Client(base_url=url) as c:
         page = c.get("/console/login")
