@@ -15,7 +15,9 @@ cluster_app = typer.Typer(
 )
 DatabaseOpt = Annotated[
     str | None,
-    typer.Option("--database", help="PostgreSQL URL ($GITMEM_CLUSTER_DATABASE), e.g. postgresql://host/gitmem."),
+    typer.Option(
+        "--database", help="PostgreSQL URL ($GITMEM_CLUSTER_DATABASE), e.g. postgresql://host/gitmem."
+    ),
 ]
 
 
@@ -49,7 +51,9 @@ def init(
 
         with _state(database) as state:
             applied = state.init()
-            imported = ClusterTokenStore(state).import_records(TokenStore(common.home(home))) if import_tokens else 0
+            imported = (
+                ClusterTokenStore(state).import_records(TokenStore(common.home(home))) if import_tokens else 0
+            )
         return {"migrations_applied": applied, "tokens_imported": imported}
 
     common.run(
@@ -65,7 +69,9 @@ def init(
 @cluster_app.command("join")
 def join(
     name: Annotated[str, typer.Argument(help="This node's name, unique in the cluster.")],
-    url: Annotated[str, typer.Option("--url", help="The base URL other nodes reach this node's gitmem serve at.")],
+    url: Annotated[
+        str, typer.Option("--url", help="The base URL other nodes reach this node's gitmem serve at.")
+    ],
     database: DatabaseOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -92,12 +98,18 @@ def status(database: DatabaseOpt = None, json: common.JsonOpt = False) -> None:
         common.print_table(
             ["NODE", "URL", "HEALTH", "SEEN"],
             [
-                [n.name, n.url, ("draining" if n.draining else "up") if n.healthy else "down", f"{n.seen_seconds_ago:.0f}s ago"]
+                [
+                    n.name,
+                    n.url,
+                    ("draining" if n.draining else "up") if n.healthy else "down",
+                    f"{n.seen_seconds_ago:.0f}s ago",
+                ]
                 for n in v["nodes"]
             ],
         )
         common.print_table(
-            ["STORE", "HOME", "REPLICAS"], [[p.store_id, p.home, ",".join(p.replicas) or "-"] for p in v["placements"]]
+            ["STORE", "HOME", "REPLICAS"],
+            [[p.store_id, p.home, ",".join(p.replicas) or "-"] for p in v["placements"]],
         )
         typer.echo(f"{v['pending']} replication item(s) pending")
 
@@ -118,7 +130,11 @@ def move(
             state.check_schema()
             return state.move(store, node)
 
-    common.run(json, call, lambda p: typer.echo(f"{p.store_id}: home {p.home}, replicas {','.join(p.replicas) or '-'}"))
+    common.run(
+        json,
+        call,
+        lambda p: typer.echo(f"{p.store_id}: home {p.home}, replicas {','.join(p.replicas) or '-'}"),
+    )
 
 
 @cluster_app.command("drain")

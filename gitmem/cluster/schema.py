@@ -3,7 +3,7 @@
 ``migrate(conn)`` takes a transaction-level advisory lock, so that nodes starting together apply
 each migration exactly once; the table ``gitmem_schema`` records what is applied. A database whose
 schema is newer than this code knows is refused: an old node must not write to a layout it does not
-understand (docs/cluster.md#schema).
+understand (docs/cluster.md#what-is-built).
 """
 
 from __future__ import annotations
@@ -29,10 +29,17 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         CREATE TABLE placements (
             store_id    text PRIMARY KEY,
+            name        text NOT NULL DEFAULT '',
             home        text NOT NULL REFERENCES nodes(name),
             replicas    text[] NOT NULL DEFAULT '{}',
             placed_at   timestamptz NOT NULL DEFAULT now()
         );
+        CREATE INDEX placements_name ON placements (name);
+        CREATE TABLE cluster_secret (
+            one         boolean PRIMARY KEY DEFAULT true CHECK (one),
+            secret      bytea NOT NULL
+        );
+        INSERT INTO cluster_secret (secret) VALUES (uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()));
         CREATE TABLE leases (
             store_id    text PRIMARY KEY,
             holder      text NOT NULL REFERENCES nodes(name),
@@ -113,4 +120,6 @@ def check(conn: Any) -> None:
     current = applied(conn)
     if current != LATEST:
         hint = "run 'gitmem cluster init'" if current < LATEST else "upgrade this node"
-        raise ConfigError(f"the cluster database has schema version {current}, this gitmem needs {LATEST}: {hint}")
+        raise ConfigError(
+            f"the cluster database has schema version {current}, this gitmem needs {LATEST}: {hint}"
+        )

@@ -141,9 +141,13 @@ class ClusterState:
             raise NotFoundError(f"node {name!r} has not joined the cluster")
 
     def nodes(self) -> list[Node]:
-        rows = self.conn().execute(
-            "SELECT name, url, draining, extract(epoch FROM now() - last_seen) FROM nodes ORDER BY name"
-        ).fetchall()
+        rows = (
+            self.conn()
+            .execute(
+                "SELECT name, url, draining, extract(epoch FROM now() - last_seen) FROM nodes ORDER BY name"
+            )
+            .fetchall()
+        )
         return [Node(n, u, float(s) <= self.healthy_seconds, bool(d), float(s)) for n, u, d, s in rows]
 
     def node(self, name: str) -> Node:
@@ -153,7 +157,9 @@ class ClusterState:
         raise NotFoundError(f"node {name!r} has not joined the cluster")
 
     # ------------------------------------------------------------------ placement
-    def place(self, store_id: str, home: str | None = None, replicas: int | Sequence[str] = 1) -> Placement:
+    def place(
+        self, store_id: str, home: str | None = None, replicas: int | Sequence[str] = 1, name: str = ""
+    ) -> Placement:
         """Place a new store: ``home`` (else the healthy, non-draining node homing fewest stores)
         and its replicas (a count, picked the same way, or names). Placing a placed store is a
         conflict: use :meth:`move`."""
@@ -174,8 +180,8 @@ class ClusterState:
                 for r in chosen:
                     self._require_node(conn, r)
             conn.execute(
-                "INSERT INTO placements (store_id, home, replicas) VALUES (%s, %s, %s)",
-                (store_id, home, chosen),
+                "INSERT INTO placements (store_id, name, home, replicas) VALUES (%s, %s, %s, %s)",
+                (store_id, name, home, chosen),
             )
         return Placement(store_id, home, tuple(chosen))
 
@@ -193,15 +199,43 @@ class ClusterState:
             raise NotFoundError(f"node {name!r} has not joined the cluster")
 
     def placement(self, store_id: str) -> Placement:
-        row = self.conn().execute(
-            "SELECT home, replicas FROM placements WHERE store_id = %s", (store_id,)
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute("SELECT home, replicas FROM placements WHERE store_id = %s", (store_id,))
+            .fetchone()
+        )
         if row is None:
             raise NotFoundError(f"store {store_id} is not placed in the cluster")
         return Placement(store_id, row[0], tuple(row[1]))
 
+    def home_url(self, store: str) -> tuple[str, str]:
+        """(home node, its URL) of the store with this id, else of the one store with this name."""
+        rows = (
+            self.conn()
+            .execute(
+                "SELECT p.home, n.url, p.store_id = %s FROM placements p JOIN nodes n ON n.name = p.home"
+                " WHERE p.store_id = %s OR p.name = %s",
+                (store, store, store),
+            )
+            .fetchall()
+        )
+        by_id = [r for r in rows if r[2]]
+        chosen = by_id or (rows if len(rows) == 1 else [])
+        if not chosen:
+            raise NotFoundError(f"store {store} is not placed in the cluster")
+        return chosen[0][0], chosen[0][1]
+
+    def secret(self) -> bytes:
+        """The cluster's secret, which signs requests one node forwards to another."""
+        row = self.conn().execute("SELECT secret FROM cluster_secret").fetchone()
+        return bytes(row[0])
+
     def placements(self) -> list[Placement]:
-        rows = self.conn().execute("SELECT store_id, home, replicas FROM placements ORDER BY store_id").fetchall()
+        rows = (
+            self.conn()
+            .execute("SELECT store_id, home, replicas FROM placements ORDER BY store_id")
+            .fetchall()
+        )
         return [Placement(s, h, tuple(r)) for s, h, r in rows]
 
     def move(self, store_id: str, node: str) -> Placement:
@@ -284,30 +318,40 @@ class ClusterState:
         )
 
     def lease(self, store_id: str) -> Lease:
-        row = self.conn().execute(
-            "SELECT holder, epoch, expires_at > now() FROM leases WHERE store_id = %s", (store_id,)
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute("SELECT holder, epoch, expires_at > now() FROM leases WHERE store_id = %s", (store_id,))
+            .fetchone()
+        )
         if row is None:
             raise NotFoundError(f"store {store_id} has no lease")
         return Lease(store_id, row[0], int(row[1]), bool(row[2]))
 
     def fence_ok(self, store_id: str, node: str, epoch: int) -> bool:
         """Whether ``node`` may publish a write of the store under ``epoch`` right now."""
-        row = self.conn().execute(
-            "SELECT 1 FROM leases WHERE store_id = %s AND holder = %s AND epoch = %s AND expires_at > now()",
-            (store_id, node, epoch),
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute(
+                "SELECT 1 FROM leases WHERE store_id = %s AND holder = %s AND epoch = %s AND expires_at > now()",
+                (store_id, node, epoch),
+            )
+            .fetchone()
+        )
         return row is not None
 
     # ------------------------------------------------------------------ replication queue
     def enqueue(self, store_id: str, target: str, epoch: int, kind: str, payload: dict[str, Any]) -> int:
         from psycopg.types.json import Jsonb
 
-        row = self.conn().execute(
-            "INSERT INTO replication_queue (store_id, target, epoch, kind, payload)"
-            " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-            (store_id, target, epoch, kind, Jsonb(payload)),
-        ).fetchone()
+        row = (
+            self.conn()
+            .execute(
+                "INSERT INTO replication_queue (store_id, target, epoch, kind, payload)"
+                " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                (store_id, target, epoch, kind, Jsonb(payload)),
+            )
+            .fetchone()
+        )
         return int(row[0])
 
     def claim(self, target: str, limit: int = 16, seconds: float = CLAIM_SECONDS) -> list[QueueItem]:
@@ -343,9 +387,16 @@ class ClusterState:
 
     def pending(self, store_id: str | None = None) -> int:
         if store_id is None:
-            row = self.conn().execute("SELECT count(*) FROM replication_queue WHERE done_at IS NULL").fetchone()
+            row = (
+                self.conn().execute("SELECT count(*) FROM replication_queue WHERE done_at IS NULL").fetchone()
+            )
         else:
-            row = self.conn().execute(
-                "SELECT count(*) FROM replication_queue WHERE done_at IS NULL AND store_id = %s", (store_id,)
-            ).fetchone()
+            row = (
+                self.conn()
+                .execute(
+                    "SELECT count(*) FROM replication_queue WHERE done_at IS NULL AND store_id = %s",
+                    (store_id,),
+                )
+                .fetchone()
+            )
         return int(row[0])

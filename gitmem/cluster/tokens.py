@@ -1,5 +1,5 @@
 """API tokens kept in the cluster's PostgreSQL, so a token works on every node and a revocation is
-refused everywhere at the next request (docs/cluster.md#tokens).
+refused everywhere at the next request (docs/cluster.md#what-is-built).
 
 :class:`ClusterTokenStore` is the workspace's :class:`~gitmem.server.tokens.TokenStore` with its
 storage swapped: the same records (the token's fields and the SHA-256 of its secret, never the

@@ -130,10 +130,13 @@ def create_app(
     max_body: int = MAX_BODY_BYTES,
     body_timeout: float = BODY_TIMEOUT_SECONDS,
     idle_seconds: float = 60.0,
+    tokens: TokenStore | None = None,
 ) -> Any:
-    """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace)."""
+    """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace).
+    ``tokens``: where tokens live (default the workspace's ``tokens.json``; a cluster node passes
+    the cluster's, docs/cluster.md)."""
     pool = StorePool(home, idle_seconds=idle_seconds)
-    tokens = TokenStore(pool.home)
+    tokens = tokens if tokens is not None else TokenStore(pool.home)
     metrics = Metrics()
     api = AnthropicApi(pool, tokens, metrics, max_body, body_timeout)
     console = Console(pool, tokens, max_body=max_body)

@@ -21,7 +21,9 @@ def _run(*args: str) -> tuple[int, str]:
 def test_init_join_status_move_drain(database: str, tmp_path: Path) -> None:
     home = tmp_path / "ws"
     _token, secret = TokenStore(home).create(actor="user:alice", stores={"*": "rw"})
-    code, out = _run("cluster", "init", "--database", database, "--import-tokens", "--home", str(home), "--json")
+    code, out = _run(
+        "cluster", "init", "--database", database, "--import-tokens", "--home", str(home), "--json"
+    )
     assert code == 0, out
     assert json.loads(out) == {"migrations_applied": [1], "tokens_imported": 1}
     code, out = _run("cluster", "init", "--database", database, "--json")

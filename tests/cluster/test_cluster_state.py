@@ -134,7 +134,9 @@ def test_only_one_of_many_racing_takeovers_wins_each_epoch(database: str) -> Non
 
 def test_the_replication_queue_hands_each_item_to_one_claimer(state: ClusterState) -> None:
     state.join("n2", "http://n2")
-    ids = [state.enqueue("memstore_q", "n2", 1, "push", {"ref": "refs/heads/main", "n": i}) for i in range(20)]
+    ids = [
+        state.enqueue("memstore_q", "n2", 1, "push", {"ref": "refs/heads/main", "n": i}) for i in range(20)
+    ]
     claimed: list[int] = []
     lock = threading.Lock()
     dsn = state.dsn
