@@ -14,6 +14,7 @@ from typing import Any
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
+from gitmem.git.fence import write_fence
 
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
 
@@ -60,33 +61,51 @@ class ClusterNode:
                 continue
 
     def tick(self) -> None:
-        """One heartbeat: say we are alive, place new local stores, take or renew our leases."""
+        """One heartbeat: say we are alive, place new local stores, take or renew the leases of the
+        stores homed here and fence each local copy: open while the lease holds, shut otherwise."""
         self.state.heartbeat(self.name)
-        self.sync_placements()
+        local = self.sync_placements()
         for p in self.state.placements():
+            path = local.get(p.store_id)
             if p.home != self.name:
                 self.epochs.pop(p.store_id, None)
+                if path is not None:  # a copy here that is not the home never takes a write
+                    write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)
                 continue
+            started = time.monotonic()  # before the renewal reaches the database
             held = self.epochs.get(p.store_id)
-            if held is not None and self.state.renew(p.store_id, self.name, held, self.lease_seconds):
-                continue
-            try:
-                self.epochs[p.store_id] = self.state.acquire(p.store_id, self.name, self.lease_seconds).epoch
-            except ConflictError:  # the old home's lease has not run out yet
+            if held is None or not self.state.renew(p.store_id, self.name, held, self.lease_seconds):
+                try:
+                    held = self.state.acquire(p.store_id, self.name, self.lease_seconds).epoch
+                except ConflictError:  # the old home's lease has not run out yet
+                    held = None
+            if held is None:
                 self.epochs.pop(p.store_id, None)
+                if path is not None:
+                    write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)
+                continue
+            self.epochs[p.store_id] = held
+            if path is not None:
+                write_fence(
+                    path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
+                )
 
-    def sync_placements(self) -> None:
-        """Place every store of this workspace that the cluster does not know yet, homed here."""
-        from gitmem.store import list_stores
+    def sync_placements(self) -> dict[str, Path]:
+        """Place every store of this workspace that the cluster does not know yet, homed here;
+        the local stores by id (their repositories)."""
+        from gitmem.store import list_stores, store_path
 
         placed = {p.store_id for p in self.state.placements()}
+        local: dict[str, Path] = {}
         for settings in list_stores(self.home):
+            local[settings.id] = store_path(settings.name, self.home)
             if settings.id in placed:
                 continue
             with contextlib.suppress(ConflictError):  # another node placed it meanwhile
                 self.state.place(settings.id, home=self.name, replicas=self.replicas, name=settings.name)
         with self._cache_lock:
             self._cache.clear()
+        return local
 
     # ------------------------------------------------------------------ routing
     def home_of(self, store: str) -> tuple[str, str] | None:
@@ -152,7 +171,7 @@ class _Placing:
             elif message["type"] == "http.response.body" and not message.get("more_body") and ok:
                 import anyio.to_thread
 
-                await anyio.to_thread.run_sync(self.node.sync_placements)  # before the client hears
+                await anyio.to_thread.run_sync(self.node.tick)  # placed and fenced before the client hears
             await send(message)
 
         await self.app(scope, receive, placing_send)
