@@ -5,6 +5,7 @@ homes, places the stores it creates, and serves every face with the proxy in fro
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -13,9 +14,10 @@ from typing import Any
 
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
-from gitmem.errors import ConflictError, GitmemError, NotFoundError
+from gitmem.errors import ConflictError, ForbiddenError, GitmemError, NotFoundError
 from gitmem.git.fence import write_fence
 
+SIGNATURE = "x-gitmem-cluster-signature"
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
 
 
@@ -28,20 +30,26 @@ class ClusterNode:
     replicas: int = 1
     heartbeat_seconds: float = 2.0
     lease_seconds: float = 10.0
+    healthy_seconds: float = 15.0
     state: ClusterState = field(init=False)
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
     forwarded: int = field(default=0, init=False)
+    failovers: list[tuple[str, int]] = field(default_factory=list, init=False)  # (store id, epoch) taken over
+    replication_errors: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        self.state = ClusterState(self.database)
+        self.state = ClusterState(self.database, healthy_seconds=self.healthy_seconds)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cache: dict[str, tuple[float, tuple[str, str] | None]] = {}
         self._cache_lock = threading.Lock()
+        self._sent: dict[tuple[str, str], str] = {}  # (store, replica) -> digest it was brought level to
+        self._secret = b""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.state.check_schema()
+        self._secret = self.state.secret()
         self.state.join(self.name, self.url)
         self.tick()
         self._thread = threading.Thread(target=self._loop, name=f"gitmem-cluster-{self.name}", daemon=True)
@@ -89,6 +97,8 @@ class ClusterNode:
                 write_fence(
                     path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
                 )
+                self.replicate(p.store_id, path, p.replicas)
+        self.fail_over(local)
 
     def sync_placements(self) -> dict[str, Path]:
         """Place every store of this workspace that the cluster does not know yet, homed here;
@@ -106,6 +116,144 @@ class ClusterNode:
         with self._cache_lock:
             self._cache.clear()
         return local
+
+    # ------------------------------------------------------------------ replication and failover
+    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> None:
+        """Bring every replica level with this home's copy (async: after the writes were
+        acknowledged here); a replica that is down is tried again at the next beat."""
+        from gitmem.cluster import replication
+
+        urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
+        refs = replication.refs_of(path)
+        state = replication.state_of(path)
+        digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()
+        for replica in replicas:
+            if replica not in urls or self._sent.get((store_id, replica)) == digest:
+                continue
+            try:
+                self._send(store_id, urls[replica], refs, state, path)
+            except (GitmemError, OSError) as exc:
+                self.replication_errors.append(f"{store_id} -> {replica}: {exc}")
+                continue
+            self._sent[(store_id, replica)] = digest
+
+    def _send(
+        self, store_id: str, url: str, refs: dict[str, str], state: dict[str, str | None], path: Path
+    ) -> None:
+        import httpx2 as httpx
+
+        from gitmem.cluster import replication
+        from gitmem.errors import UnavailableError
+
+        secret = self.state.secret()
+        where = f"/cluster/v1/stores/{store_id}"
+        have_path = where + "/refs"
+        with httpx.Client(timeout=httpx.Timeout(120.0, connect=5.0)) as client:
+            try:
+                got = client.get(url + have_path, headers={SIGNATURE: replication.sign(
+                    secret, self.name, "GET", have_path, hashlib.sha256(b"").hexdigest())})  # fmt: skip
+                got.raise_for_status()
+                have = got.json()["refs"]
+                bundle = replication.make_bundle(path, have) or b""
+                body = replication.frame(replication.envelope(refs, state), bundle)
+                put_path = where + "/replicate"
+                sent = client.post(url + put_path, content=body, headers={SIGNATURE: replication.sign(
+                    secret, self.name, "POST", put_path, hashlib.sha256(body).hexdigest())})  # fmt: skip
+                sent.raise_for_status()
+            except httpx.HTTPError as exc:
+                raise UnavailableError(f"replica {url}: {exc}") from None
+
+    def fail_over(self, local: dict[str, Path]) -> None:
+        """Take over the stores whose home is down, where this node holds the freshest copy: move
+        the placement here and take the lease (possible only once the old home's ran out)."""
+        healthy = {n.name for n in self.state.nodes() if n.healthy}
+        for p in self.state.placements():
+            if p.home in healthy or p.home == self.name or self.name not in p.replicas:
+                continue
+            if p.store_id not in local:
+                continue
+            live = [r for r in p.replicas if r in healthy]
+            if self.state.freshest_replica(p.store_id, live) != self.name:
+                continue
+            started = time.monotonic()
+            try:
+                lease = self.state.acquire(p.store_id, self.name, self.lease_seconds)
+            except ConflictError:  # the old home's lease has not run out yet
+                continue
+            self.state.move(p.store_id, self.name)
+            self.epochs[p.store_id] = lease.epoch
+            self.failovers.append((p.store_id, lease.epoch))
+            write_fence(local[p.store_id], node=self.name, epoch=lease.epoch, renewed_at=started,
+                        lease_seconds=self.lease_seconds)  # fmt: skip
+
+    def replica_app(self) -> Any:
+        """The endpoints other nodes replicate into (signed with the cluster's secret)."""
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        from gitmem.cluster import replication
+        from gitmem.store import store_path
+
+        def where(store_id: str) -> Path:
+            placement = self.state.placement(store_id)
+            if self.name not in placement.replicas:
+                raise ForbiddenError(f"this node is not a replica of {store_id}")
+            name = self.state.name_of(store_id)
+            return store_path(name, self.home)
+
+        async def refs(request: Request) -> Any:
+            import anyio.to_thread
+
+            try:
+                replication.verify_signature(
+                    self._secret, request.headers.get(SIGNATURE), "GET", request.url.path, b""
+                )
+                path = await anyio.to_thread.run_sync(where, request.path_params["store_id"])
+                have = await anyio.to_thread.run_sync(replication.refs_of, path)
+            except GitmemError as exc:
+                return JSONResponse(
+                    {"error": str(exc)}, status_code=403 if isinstance(exc, ForbiddenError) else 404
+                )
+            return JSONResponse({"refs": have})
+
+        async def replicate(request: Request) -> Any:
+            import anyio.to_thread
+
+            body = await request.body()
+            store_id = request.path_params["store_id"]
+            try:
+                replication.verify_signature(
+                    self._secret, request.headers.get(SIGNATURE), "POST", request.url.path, body
+                )
+                path = await anyio.to_thread.run_sync(where, store_id)
+                env, bundle = replication.unframe(body)
+                refs_sent, state = replication.parse_envelope(env)
+                await anyio.to_thread.run_sync(self._apply, store_id, path, bundle, refs_sent, state, env)
+            except GitmemError as exc:
+                return JSONResponse(
+                    {"error": str(exc)}, status_code=403 if isinstance(exc, ForbiddenError) else 400
+                )
+            return JSONResponse({"ok": True})
+
+        return Starlette(routes=[
+            Route("/cluster/v1/stores/{store_id}/refs", refs, methods=["GET"]),
+            Route("/cluster/v1/stores/{store_id}/replicate", replicate, methods=["POST"]),
+        ])  # fmt: skip
+
+    def _apply(self, store_id: str, path: Path, bundle: bytes, refs: dict[str, str],
+               state: dict[str, str | None], env: bytes) -> None:  # fmt: skip
+        from gitmem.cluster import replication
+
+        new = not path.exists()
+        replication.apply(path, bundle, refs, state)
+        write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)  # a replica never writes
+        if new:
+            from gitmem.push.hookinstall import install_hooks
+
+            install_hooks(path, label=store_id)
+        self.state.record_position(store_id, self.name, hashlib.sha256(env).hexdigest())
 
     # ------------------------------------------------------------------ routing
     def home_of(self, store: str) -> tuple[str, str] | None:
@@ -136,10 +284,19 @@ class ClusterNode:
         def counted(_node: str) -> None:
             self.forwarded += 1
 
-        return ClusterProxy(
+        proxy = ClusterProxy(
             _Placing(inner, self), node=self.name, secret=self.state.secret(), home_of=self.home_of,
             client=client, on_forward=counted,
         )  # fmt: skip
+        replica = self.replica_app()
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and scope["path"].startswith("/cluster/v1/"):
+                await replica(scope, receive, send)
+            else:
+                await proxy(scope, receive, send)
+
+        return app
 
 
 class _Placing:

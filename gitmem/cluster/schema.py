@@ -55,6 +55,13 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             generation  bigint NOT NULL
         );
         INSERT INTO token_generation (generation) VALUES (0);
+        CREATE TABLE replica_positions (
+            store_id    text NOT NULL,
+            node        text NOT NULL REFERENCES nodes(name),
+            refs_sha256 text NOT NULL,
+            applied_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (store_id, node)
+        );
         CREATE TABLE replication_queue (
             id          bigserial PRIMARY KEY,
             store_id    text NOT NULL,

@@ -225,6 +225,12 @@ class ClusterState:
             raise NotFoundError(f"store {store} is not placed in the cluster")
         return chosen[0][0], chosen[0][1]
 
+    def name_of(self, store_id: str) -> str:
+        row = self.conn().execute("SELECT name FROM placements WHERE store_id = %s", (store_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"store {store_id} is not placed in the cluster")
+        return str(row[0])
+
     def secret(self) -> bytes:
         """The cluster's secret, which signs requests one node forwards to another."""
         row = self.conn().execute("SELECT secret FROM cluster_secret").fetchone()
@@ -338,6 +344,28 @@ class ClusterState:
             .fetchone()
         )
         return row is not None
+
+    # ------------------------------------------------------------------ replica positions
+    def record_position(self, store_id: str, node: str, refs_sha256: str) -> None:
+        """A replica says it is level with the home's refs of this digest (now)."""
+        self.conn().execute(
+            "INSERT INTO replica_positions (store_id, node, refs_sha256) VALUES (%s, %s, %s)"
+            " ON CONFLICT (store_id, node) DO UPDATE SET refs_sha256 = EXCLUDED.refs_sha256, applied_at = now()",
+            (store_id, node, refs_sha256),
+        )
+
+    def freshest_replica(self, store_id: str, among: Sequence[str]) -> str | None:
+        """Of the nodes ``among``, the one whose copy of the store was brought level most recently."""
+        row = (
+            self.conn()
+            .execute(
+                "SELECT node FROM replica_positions WHERE store_id = %s AND node = ANY(%s)"
+                " ORDER BY applied_at DESC, node LIMIT 1",
+                (store_id, list(among)),
+            )
+            .fetchone()
+        )
+        return str(row[0]) if row else None
 
     # ------------------------------------------------------------------ replication queue
     def enqueue(self, store_id: str, target: str, epoch: int, kind: str, payload: dict[str, Any]) -> int:

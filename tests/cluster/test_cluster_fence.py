@@ -50,8 +50,8 @@ def test_a_garbled_or_expired_fence_refuses_every_write(tmp_path: Path) -> None:
 def test_a_home_that_stops_renewing_is_fenced_and_a_replica_takes_over(database: str, tmp_path: Path) -> None:
     with ClusterState(database) as s:
         s.init()
-    old = _node(database, tmp_path / "n0", "n0", lease=1.0)
-    new = _node(database, tmp_path / "n1", "n1", lease=1.0)
+    old = _node(database, tmp_path / "n0", "n0", lease=4.0)
+    new = _node(database, tmp_path / "n1", "n1", lease=4.0)
     old.start()
     new.start()
     try:

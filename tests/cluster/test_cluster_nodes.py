@@ -32,7 +32,9 @@ class Running:
 
 
 @contextmanager
-def cluster(database: str, root: Path, n: int = 3) -> Iterator[list[Running]]:
+def cluster(
+    database: str, root: Path, n: int = 3, lease_seconds: float = 10.0, healthy_seconds: float = 15.0
+) -> Iterator[list[Running]]:
     with ClusterState(database) as s:
         s.init()
     nodes: list[Running] = []
@@ -40,7 +42,10 @@ def cluster(database: str, root: Path, n: int = 3) -> Iterator[list[Running]]:
         for i in range(n):
             port = free_port()
             url = f"http://127.0.0.1:{port}"
-            node = ClusterNode(root / f"n{i}", database, f"n{i}", url, replicas=1, heartbeat_seconds=0.5)
+            node = ClusterNode(
+                root / f"n{i}", database, f"n{i}", url, replicas=1, heartbeat_seconds=0.5,
+                lease_seconds=lease_seconds, healthy_seconds=healthy_seconds,
+            )  # fmt: skip
             (root / f"n{i}").mkdir(parents=True)
             node.start()
             server = uvicorn.Server(
@@ -58,7 +63,7 @@ def cluster(database: str, root: Path, n: int = 3) -> Iterator[list[Running]]:
         for r in nodes:
             r.server.should_exit = True
             r.thread.join(timeout=30)
-            r.node.stop()
+            r.node.stop()  # stopping twice is harmless
 
 
 def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -82,10 +87,13 @@ def test_any_node_answers_and_writes_land_once_at_the_home(database: str, tmp_pa
             assert sorted(m.path for m in s.list("/via/")) == ["/via/n0.md", "/via/n1.md", "/via/n2.md"]
             assert len([v for v in s.versions() if v.path.startswith("/via/")]) == 3
             assert {v.actor for v in s.versions() if v.path.startswith("/via/")} == {"user:admin"}
-        for home in ("n1", "n2"):  # no node but the home holds the store
-            assert not (tmp_path / home / "stores").exists() or not list(
-                (tmp_path / home / "stores").iterdir()
-            )
+        # a copy is only at the home and at its one replica, and the replica's copy takes no write
+        nodes[0].node.tick()
+        holders = sorted(n for n in ("n0", "n1", "n2") if (tmp_path / n / "stores" / "notes.git").exists())
+        assert holders == sorted(("n0", *placement.replicas))
+        replica_git = tmp_path / placement.replicas[0] / "stores" / "notes.git"
+        with gitmem.open_store(replica_git) as copy, pytest.raises(gitmem.errors.ForbiddenError):
+            copy.write("/x.md", "a replica never takes a write\n")
         # reads through any node see the same memories
         listed = [
             sorted(m.path for m in c.beta.memory_stores.memories.list(store.id) if m.type == "memory")
