@@ -31,6 +31,7 @@ class ClusterNode:
     heartbeat_seconds: float = 2.0
     lease_seconds: float = 10.0
     healthy_seconds: float = 15.0
+    sync: bool = False  # acknowledge a write only once a replica holds it (docs/cluster.md)
     state: ClusterState = field(init=False)
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
     forwarded: int = field(default=0, init=False)
@@ -44,6 +45,7 @@ class ClusterNode:
         self._cache: dict[str, tuple[float, tuple[str, str] | None]] = {}
         self._cache_lock = threading.Lock()
         self._sent: dict[tuple[str, str], str] = {}  # (store, replica) -> digest it was brought level to
+        self._locks: dict[str, threading.Lock] = {}
         self._secret = b""
 
     # ------------------------------------------------------------------ lifecycle
@@ -118,24 +120,50 @@ class ClusterNode:
         return local
 
     # ------------------------------------------------------------------ replication and failover
-    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> None:
-        """Bring every replica level with this home's copy (async: after the writes were
-        acknowledged here); a replica that is down is tried again at the next beat."""
+    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> int:
+        """Bring every healthy replica level with this home's copy; the number of replicas that
+        are level now. One replication of a store at a time: each sends the state as it is when it
+        starts, so a later one never carries older refs than an earlier one."""
         from gitmem.cluster import replication
 
-        urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
-        refs = replication.refs_of(path)
-        state = replication.state_of(path)
-        digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()
-        for replica in replicas:
-            if replica not in urls or self._sent.get((store_id, replica)) == digest:
-                continue
-            try:
-                self._send(store_id, urls[replica], refs, state, path)
-            except (GitmemError, OSError) as exc:
-                self.replication_errors.append(f"{store_id} -> {replica}: {exc}")
-                continue
-            self._sent[(store_id, replica)] = digest
+        with self._store_lock(store_id):
+            urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
+            refs = replication.refs_of(path)
+            state = replication.state_of(path)
+            digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()
+            level = 0
+            for replica in replicas:
+                if self._sent.get((store_id, replica)) == digest:
+                    level += 1
+                    continue
+                if replica not in urls:
+                    continue
+                try:
+                    self._send(store_id, urls[replica], refs, state, path)
+                except (GitmemError, OSError) as exc:
+                    self.replication_errors.append(f"{store_id} -> {replica}: {exc}")
+                    continue
+                self._sent[(store_id, replica)] = digest
+                level += 1
+            return level
+
+    def _store_lock(self, store_id: str) -> threading.Lock:
+        with self._cache_lock:
+            return self._locks.setdefault(store_id, threading.Lock())
+
+    def replicate_now(self, store: str) -> bool:
+        """After a write to ``store`` here (sync mode): True once at least one replica holds it,
+        or when the store is not homed here (nothing of ours to replicate)."""
+        from gitmem.store import store_path
+
+        try:
+            placement = self.state.resolve(store)
+        except NotFoundError:
+            return True
+        if placement.home != self.name:
+            return True
+        path = store_path(self.state.name_of(placement.store_id), self.home)
+        return not placement.replicas or self.replicate(placement.store_id, path, placement.replicas) > 0
 
     def _send(
         self, store_id: str, url: str, refs: dict[str, str], state: dict[str, str | None], path: Path
@@ -284,8 +312,11 @@ class ClusterNode:
         def counted(_node: str) -> None:
             self.forwarded += 1
 
+        served: Any = _Placing(inner, self)
+        if self.sync:
+            served = _SyncAck(served, self)
         proxy = ClusterProxy(
-            _Placing(inner, self), node=self.name, secret=self.state.secret(), home_of=self.home_of,
+            served, node=self.name, secret=self.state.secret(), home_of=self.home_of,
             client=client, on_forward=counted,
         )  # fmt: skip
         replica = self.replica_app()
@@ -332,3 +363,69 @@ class _Placing:
             await send(message)
 
         await self.app(scope, receive, placing_send)
+
+
+def serve_node(
+    home: Path,
+    *,
+    database: str,
+    name: str,
+    url: str,
+    host: str,
+    port: int,
+    log_level: str,
+    sync: bool,
+    replicas: int = 1,
+) -> None:
+    """``gitmem serve --cluster-node NAME``: join, serve every face behind the proxy, leave the
+    heartbeat (and so the leases) when stopped."""
+    import uvicorn
+
+    from gitmem.server.app import uvicorn_options
+
+    node = ClusterNode(Path(home), database, name, url, sync=sync, replicas=replicas)
+    node.start()
+    try:
+        uvicorn.run(node.app(), **uvicorn_options(host=host, port=port, log_level=log_level))
+    finally:
+        node.stop()
+
+
+class _SyncAck:
+    """``replication: sync``: a write to a store homed here is answered only once a replica holds
+    it. The answer is held back (API and push answers are small) while the home brings a replica
+    level; when none confirms, the client gets 503: the write is durable at the home, but not
+    acknowledged as replicated."""
+
+    WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+    def __init__(self, app: Any, node: ClusterNode) -> None:
+        self.app, self.node = app, node
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from gitmem.cluster.proxy import store_named
+
+        store = store_named(scope["path"]) if scope["type"] == "http" else None
+        if store is None or scope["method"] not in self.WRITES:
+            await self.app(scope, receive, send)
+            return
+        held: list[Any] = []
+
+        async def hold(message: Any) -> None:
+            held.append(message)
+
+        await self.app(scope, receive, hold)
+        status = next((m["status"] for m in held if m["type"] == "http.response.start"), 500)
+        if 200 <= status < 300:
+            import anyio.to_thread
+
+            if not await anyio.to_thread.run_sync(self.node.replicate_now, store):
+                from gitmem.cluster.proxy import _unavailable
+
+                await _unavailable(
+                    send,
+                    "the write is durable at the store's home, but no replica confirmed it (replication: sync)",
+                )
+                return
+        for message in held:
+            await send(message)

@@ -208,6 +208,22 @@ class ClusterState:
             raise NotFoundError(f"store {store_id} is not placed in the cluster")
         return Placement(store_id, row[0], tuple(row[1]))
 
+    def resolve(self, store: str) -> Placement:
+        """The placement of the store with this id, else of the one store with this name."""
+        rows = (
+            self.conn()
+            .execute(
+                "SELECT store_id, home, replicas FROM placements WHERE store_id = %s OR name = %s",
+                (store, store),
+            )
+            .fetchall()
+        )
+        by_id = [r for r in rows if r[0] == store]
+        chosen = by_id or (rows if len(rows) == 1 else [])
+        if not chosen:
+            raise NotFoundError(f"store {store} is not placed in the cluster")
+        return Placement(chosen[0][0], chosen[0][1], tuple(chosen[0][2]))
+
     def home_url(self, store: str) -> tuple[str, str]:
         """(home node, its URL) of the store with this id, else of the one store with this name."""
         rows = (
