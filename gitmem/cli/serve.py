@@ -42,6 +42,12 @@ def serve(
     replicas: Annotated[
         int, typer.Option("--replicas", min=0, help="Replicas of each store this node creates (cluster).")
     ] = 1,
+    lease_seconds: Annotated[
+        float,
+        typer.Option(
+            "--lease-seconds", min=1.0, help="A cluster write lease's length (failover takes longer)."
+        ),
+    ] = 10.0,
     json: common.JsonOpt = False,
 ) -> None:
     """Serve the workspace's stores as Anthropic's memory stores API (base_url for the SDK).
@@ -72,6 +78,7 @@ def serve(
             serve_node(
                 config.workspace_home(common.home(home)), database=url, name=cluster_node, url=cluster_url or f"http://{host}:{port}",
                 host=host, port=port, log_level=log_level, sync=replication == "sync", replicas=replicas,
+                lease_seconds=lease_seconds,
             )  # fmt: skip
             return
         run(common.home(home), host=host, port=port, workers=workers, log_level=log_level)

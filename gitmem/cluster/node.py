@@ -30,7 +30,7 @@ class ClusterNode:
     replicas: int = 1
     heartbeat_seconds: float = 2.0
     lease_seconds: float = 10.0
-    healthy_seconds: float = 15.0
+    healthy_seconds: float | None = None  # default: 1.5 leases
     sync: bool = False  # acknowledge a write only once a replica holds it (docs/cluster.md)
     state: ClusterState = field(init=False)
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
@@ -39,6 +39,8 @@ class ClusterNode:
     replication_errors: list[str] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
+        if self.healthy_seconds is None:
+            self.healthy_seconds = 1.5 * self.lease_seconds
         self.state = ClusterState(self.database, healthy_seconds=self.healthy_seconds)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -376,6 +378,7 @@ def serve_node(
     log_level: str,
     sync: bool,
     replicas: int = 1,
+    lease_seconds: float = 10.0,
 ) -> None:
     """``gitmem serve --cluster-node NAME``: join, serve every face behind the proxy, leave the
     heartbeat (and so the leases) when stopped."""
@@ -383,7 +386,10 @@ def serve_node(
 
     from gitmem.server.app import uvicorn_options
 
-    node = ClusterNode(Path(home), database, name, url, sync=sync, replicas=replicas)
+    node = ClusterNode(
+        Path(home), database, name, url, sync=sync, replicas=replicas, lease_seconds=lease_seconds,
+        heartbeat_seconds=min(2.0, lease_seconds / 4),
+    )  # fmt: skip
     node.start()
     try:
         uvicorn.run(node.app(), **uvicorn_options(host=host, port=port, log_level=log_level))
