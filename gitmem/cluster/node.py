@@ -132,7 +132,7 @@ class ClusterNode:
             urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
             refs = replication.refs_of(path)
             state = replication.state_of(path)
-            digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()
+            digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()  # what, not when
             level = 0
             for replica in replicas:
                 if self._sent.get((store_id, replica)) == digest:
@@ -185,7 +185,8 @@ class ClusterNode:
                 got.raise_for_status()
                 have = got.json()["refs"]
                 bundle = replication.make_bundle(path, have) or b""
-                body = replication.frame(replication.envelope(refs, state), bundle)
+                env = replication.envelope(refs, state, self.state.next_seq())
+                body = replication.frame(env, bundle)
                 put_path = where + "/replicate"
                 sent = client.post(url + put_path, content=body, headers={SIGNATURE: replication.sign(
                     secret, self.name, "POST", put_path, hashlib.sha256(body).hexdigest())})  # fmt: skip
@@ -259,8 +260,8 @@ class ClusterNode:
                 )
                 path = await anyio.to_thread.run_sync(where, store_id)
                 env, bundle = replication.unframe(body)
-                refs_sent, state = replication.parse_envelope(env)
-                await anyio.to_thread.run_sync(self._apply, store_id, path, bundle, refs_sent, state, env)
+                refs_sent, state, seq = replication.parse_envelope(env)
+                await anyio.to_thread.run_sync(self._apply, store_id, path, bundle, refs_sent, state, seq)
             except GitmemError as exc:
                 return JSONResponse(
                     {"error": str(exc)}, status_code=403 if isinstance(exc, ForbiddenError) else 400
@@ -272,18 +273,31 @@ class ClusterNode:
             Route("/cluster/v1/stores/{store_id}/replicate", replicate, methods=["POST"]),
         ])  # fmt: skip
 
-    def _apply(self, store_id: str, path: Path, bundle: bytes, refs: dict[str, str],
-               state: dict[str, str | None], env: bytes) -> None:  # fmt: skip
+    def _apply(
+        self,
+        store_id: str,
+        path: Path,
+        bundle: bytes,
+        refs: dict[str, str],
+        state: dict[str, str | None],
+        seq: int,
+    ) -> None:
         from gitmem.cluster import replication
 
-        new = not path.exists()
-        replication.apply(path, bundle, refs, state)
-        write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)  # a replica never writes
-        if new:
-            from gitmem.push.hookinstall import install_hooks
+        with self._store_lock(store_id):
+            new = not path.exists()
+            if not new:  # an older (replayed, or overtaken) replication never rolls the copy back
+                replication.check_and_record_seq(path, seq)
+            replication.apply(path, bundle, refs, state)
+            write_fence(
+                path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0
+            )  # a replica never writes
+            if new:
+                replication.check_and_record_seq(path, seq)
+                from gitmem.push.hookinstall import install_hooks
 
-            install_hooks(path, label=store_id)
-        self.state.record_position(store_id, self.name, hashlib.sha256(env).hexdigest())
+                install_hooks(path, label=store_id)
+            self.state.record_position(store_id, self.name, f"#{seq}")
 
     # ------------------------------------------------------------------ routing
     def home_of(self, store: str) -> tuple[str, str] | None:

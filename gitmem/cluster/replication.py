@@ -175,18 +175,38 @@ def apply(git_dir: Path, bundle: bytes, refs: dict[str, str], state: dict[str, s
         os.replace(tmp, path)
 
 
-def envelope(refs: dict[str, str], state: dict[str, str | None]) -> bytes:
-    return json.dumps({"refs": refs, "state": state}, sort_keys=True).encode()
+def envelope(refs: dict[str, str], state: dict[str, str | None], seq: int = 0) -> bytes:
+    """What one replication carries besides the bundle; ``seq`` orders replications cluster-wide."""
+    return json.dumps({"refs": refs, "state": state, "seq": seq}, sort_keys=True).encode()
 
 
-def parse_envelope(body: bytes) -> tuple[dict[str, str], dict[str, str | None]]:
+def parse_envelope(body: bytes) -> tuple[dict[str, str], dict[str, str | None], int]:
     try:
         data: Any = json.loads(body)
-        refs, state = data["refs"], data["state"]
-        assert isinstance(refs, dict) and isinstance(state, dict)
+        refs, state, seq = data["refs"], data["state"], data["seq"]
+        assert isinstance(refs, dict) and isinstance(state, dict) and isinstance(seq, int)
     except (ValueError, KeyError, AssertionError):
         raise InvalidInputError("a malformed replication request") from None
-    return refs, state
+    return refs, state, seq
+
+
+SEQ_FILE = "gitmem/replica_seq"
+
+
+def check_and_record_seq(git_dir: Path, seq: int) -> None:
+    """Refuse a replication older than (or as old as) the last one applied to this copy: a signed
+    request replayed later must not roll a replica back."""
+    path = git_dir / SEQ_FILE
+    try:
+        last = int(path.read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        last = 0
+    if seq <= last:
+        raise ForbiddenError(f"a replication older than the one applied (#{seq} <= #{last}): refused")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".replica_seq.tmp")
+    tmp.write_text(str(seq))
+    os.replace(tmp, path)
 
 
 def frame(env: bytes, bundle: bytes) -> bytes:

@@ -55,6 +55,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             generation  bigint NOT NULL
         );
         INSERT INTO token_generation (generation) VALUES (0);
+        CREATE SEQUENCE replication_seq;
         CREATE TABLE replica_positions (
             store_id    text NOT NULL,
             node        text NOT NULL REFERENCES nodes(name),

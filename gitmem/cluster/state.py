@@ -370,6 +370,10 @@ class ClusterState:
             (store_id, node, refs_sha256),
         )
 
+    def next_seq(self) -> int:
+        """A number larger than every one handed out before, cluster-wide (a replication's order)."""
+        return int(self.conn().execute("SELECT nextval('replication_seq')").fetchone()[0])
+
     def freshest_replica(self, store_id: str, among: Sequence[str]) -> str | None:
         """Of the nodes ``among``, the one whose copy of the store was brought level most recently."""
         row = (

@@ -107,3 +107,38 @@ def test_the_replica_is_level_and_takes_over_when_the_home_stops(database: str, 
             back.stop()
     with ClusterState(database) as s:
         assert s.lease(store.id).epoch == 2
+
+
+def test_a_replayed_replication_cannot_roll_a_replica_back(database: str, tmp_path: Path) -> None:
+    """A signed replication request captured and sent again later is refused by the replica."""
+    import hashlib
+
+    import httpx2 as httpx
+
+    from gitmem.cluster import replication
+    from gitmem.cluster.node import SIGNATURE
+
+    with cluster(database, tmp_path, n=2) as nodes:
+        home, replica = nodes
+        store = gitmem.create_store("notes", home=tmp_path / "n0")
+        home.node.tick()
+        home_git = store.path
+        with gitmem.open_store(home_git) as s:
+            s.write("/a.md", "first\n")
+        state = home.node.state
+        old_refs, old_state = replication.refs_of(home_git), replication.state_of(home_git)
+        old_env = replication.envelope(old_refs, old_state, state.next_seq())
+        old_body = replication.frame(old_env, replication.make_bundle(home_git, {}) or b"")
+        with gitmem.open_store(home_git) as s:
+            s.write("/a.md", "second\n")
+        home.node.tick()  # the replica is level with the second write (a newer seq)
+        copy_git = tmp_path / "n1" / "stores" / "notes.git"
+        assert replication.refs_of(copy_git) == replication.refs_of(home_git)
+        path = f"/cluster/v1/stores/{store.settings.id}/replicate"
+        signed = replication.sign(state.secret(), "n0", "POST", path, hashlib.sha256(old_body).hexdigest())
+        reply = httpx.post(replica.url + path, content=old_body, headers={SIGNATURE: signed})
+        assert reply.status_code == 403 and "older than the one applied" in reply.text
+        assert replication.refs_of(copy_git) == replication.refs_of(home_git)
+        forged = httpx.post(replica.url + path, content=old_body, headers={SIGNATURE: "n0:1:" + "0" * 64})
+        assert forged.status_code == 403
+        store.close()
