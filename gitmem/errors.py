@@ -126,6 +126,13 @@ class GuardRejectedError(InvalidInputError):
         self.findings = findings
 
 
+class UnavailableError(GitmemError):
+    """A service gitmem depends on cannot be reached now (the cluster's database); try again."""
+
+    exit_code = 8
+    type_name = "unavailable"
+
+
 def from_os_error(exc: BaseException, where: str = "") -> GitmemError | None:
     """The GitmemError a face reports for an error the file system raised (None: no mapping):
     a full disk or quota (also as SQLite reports it), and a read-only file system, said as such."""

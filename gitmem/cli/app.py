@@ -33,7 +33,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Sessions", ("session", "revert-session")),
     ("Audit and redaction", ("audit", "redact", "verify", "prune", "review", "receipt", "witness", "tlog", "dream")),
     ("Git", ("clone", "fetch", "hooks", "replica")),
-    ("Server", ("serve", "token", "mcp")),
+    ("Server", ("serve", "token", "mcp", "cluster")),
     ("Help", ("help", "completion")),
 )
 
@@ -211,6 +211,7 @@ COMMAND_MODULES = (
     "review",
     "tlog",
     "dreams",
+    "cluster",
 )
 
 for _name in COMMAND_MODULES:

@@ -20,6 +20,7 @@ import pygit2
 
 from gitmem.errors import GitmemError, NotFoundError
 from gitmem.git import intent
+from gitmem.git.fence import check_fence
 from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import Staging, loose_writer
@@ -188,8 +189,10 @@ class Repo:
     def cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str = "gitmem") -> bool:
         """Move ref ``name`` from ``old`` to ``new`` only if it still points at ``old``.
 
-        Returns False on a lost race (the ref moved, or another writer holds its lock).
+        Returns False on a lost race (the ref moved, or another writer holds its lock). A store in a
+        cluster moves no ref unless this node holds its write lease (:func:`gitmem.git.fence.check_fence`).
         """
+        check_fence(self.path)
         try:
             if old is None:
                 self._seen_target(new, lambda: self._repo.references.create(name, new, force=False))

@@ -152,8 +152,14 @@ def pre_receive(
         from gitmem.git.repo import recover_intent_log
 
         recover_intent_log(git_dir)
+    from gitmem.errors import ForbiddenError
+    from gitmem.git.fence import check_fence
     from gitmem.push.pushlock import rewrite_running
 
+    try:
+        check_fence(git_dir)  # a store in a cluster takes pushes only at the lease holder
+    except ForbiddenError as exc:
+        return [f"gitmem: push rejected: {exc}"]
     if (git_dir / "gitmem" / "journal.json").exists() or rewrite_running(git_dir):
         from gitmem.audit.journal import guard_push  # pushes and rewrites exclude each other
 

@@ -137,12 +137,14 @@ def create_app(
     body_timeout: float = BODY_TIMEOUT_SECONDS,
     idle_seconds: float = 60.0,
     responses_upstream: str | None = None,
+    tokens: TokenStore | None = None,
 ) -> Any:
     """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace).
     ``responses_upstream``: the model server ``/v1/responses`` forwards to (default:
-    ``$GITMEM_RESPONSES_UPSTREAM``; docs/conversations.md)."""
+    ``$GITMEM_RESPONSES_UPSTREAM``; docs/conversations.md). ``tokens``: where tokens live (default
+    the workspace's ``tokens.json``; a cluster node passes the cluster's, docs/cluster.md)."""
     pool = StorePool(home, idle_seconds=idle_seconds)
-    tokens = TokenStore(pool.home)
+    tokens = tokens if tokens is not None else TokenStore(pool.home)
     metrics = Metrics()
     api = AnthropicApi(pool, tokens, metrics, max_body, body_timeout)
     console = Console(pool, tokens, max_body=max_body)

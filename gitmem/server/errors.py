@@ -25,6 +25,7 @@ from gitmem.errors import (
     PathConflictError,
     PreconditionFailedError,
     RateLimitedError,
+    UnavailableError,
 )
 
 # Most specific first: the first class the error is an instance of decides.
@@ -40,6 +41,7 @@ STATUSES: tuple[tuple[type[GitmemError], int, str], ...] = (
     (InvalidInputError, 400, "invalid_request_error"),
     (ForbiddenError, 403, "permission_error"),
     (IntegrityError, 500, "api_error"),
+    (UnavailableError, 503, "overloaded_error"),
     (GitmemError, 500, "api_error"),
 )
 

@@ -37,15 +37,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("audit", ("gitmem.audit",)),
     ("push", ("gitmem.push",)),
     ("store", ("gitmem.store",)),
-    ("faces", ("gitmem.cli", "gitmem.sessions", "gitmem.integrations", "gitmem.server")),
+    ("faces", ("gitmem.cli", "gitmem.sessions", "gitmem.integrations", "gitmem.server", "gitmem.cluster")),
 ]
 # Which face may import which other face: the CLI fronts the others; the server serves the integrations
 # (MCP over HTTP) and the sessions (the console's sessions page).
 FACE_IMPORTS: dict[str, set[str]] = {
-    "gitmem.cli": {"gitmem.sessions", "gitmem.integrations", "gitmem.server"},
+    "gitmem.cli": {"gitmem.sessions", "gitmem.integrations", "gitmem.server", "gitmem.cluster"},
     "gitmem.server": {"gitmem.integrations", "gitmem.sessions"},  # the console shows and reverts sessions
     "gitmem.sessions": set(),
     "gitmem.integrations": set(),
+    "gitmem.cluster": {"gitmem.server"},  # the cluster keeps the server's tokens in PostgreSQL
 }
 ENTRY_MODULES = {"gitmem", "gitmem.__main__", "gitmem.hook"}
 

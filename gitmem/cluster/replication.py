@@ -1,0 +1,222 @@
+"""Replicas carry a store whole: its refs and objects, and the server-side state that only the
+repository's private directory holds (docs/cluster.md#replication).
+
+The home sends each replica what changed since the replica's own refs: a ``git bundle`` of every
+ref (``--all``) minus the commits the replica already has, and the state files below. The replica
+fetches the bundle into its copy with every ref forced (a redaction's rewrite included), prunes
+refs the home no longer has, writes the state files atomically, and fences its copy shut: it takes
+no write until a failover makes it the home. Both requests are signed with the cluster's secret
+(:func:`sign`), so nothing but a node of the cluster can write a replica.
+
+git bundles are made and read with the git command (libgit2 has no bundles).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gitmem import config
+from gitmem.errors import ForbiddenError, IntegrityError, InvalidInputError
+
+# What a promoted replica needs besides git: the settings, the ledger's key and anchor, the
+# deny-list and deny-patterns (a redaction must stay redacted), the push receipts (they fix the ids
+# and actors of pushed commits) and the push log.
+STATE_FILES = (
+    "gitmem.yaml",
+    "gitmem/secret",
+    "gitmem/ledger_head",
+    "gitmem/denylist",
+    "gitmem/denypatterns",
+    "gitmem/receipts.jsonl",
+    "gitmem/pushes.jsonl",
+)
+MAX_SKEW_SECONDS = 300  # a signed request older than this is refused (replays)
+
+
+def sign(secret: bytes, node: str, method: str, path: str, body_sha256: str, at: int | None = None) -> str:
+    at = int(time.time()) if at is None else at
+    message = "\n".join((node, method, path, body_sha256, str(at))).encode()
+    return f"{node}:{at}:{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
+
+
+def verify_signature(secret: bytes, header: str | None, method: str, path: str, body: bytes) -> str:
+    """The signing node's name; ForbiddenError unless ``header`` signs exactly this request."""
+    if not header or header.count(":") < 2:
+        raise ForbiddenError("a replication request must be signed by a cluster node")
+    node, at, mac = header.rsplit(":", 2)
+    try:
+        when = int(at)
+    except ValueError:
+        raise ForbiddenError("a replication request must be signed by a cluster node") from None
+    expected = sign(secret, node, method, path, hashlib.sha256(body).hexdigest(), when)
+    if not hmac.compare_digest(header, expected) or abs(time.time() - when) > MAX_SKEW_SECONDS:
+        raise ForbiddenError("a replication request must be signed by a cluster node")
+    return node
+
+
+def _git(git_dir: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    proc = subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args],
+        input=stdin,
+        capture_output=True,
+        env=config.plain_git_env(),
+        check=False,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        raise IntegrityError(
+            f"git {args[0]} in {git_dir} failed: {proc.stderr.decode(errors='replace')[-500:]}"
+        )
+    return proc.stdout
+
+
+def refs_of(git_dir: Path) -> dict[str, str]:
+    """Every ref of a repository (``refs/...`` -> commit id); empty for a missing one."""
+    if not git_dir.exists():
+        return {}
+    out = _git(git_dir, "for-each-ref", "--format=%(refname) %(objectname)")
+    refs: dict[str, str] = {}
+    for line in out.decode().splitlines():
+        name, _, oid = line.partition(" ")
+        if name and oid:
+            refs[name] = oid
+    return refs
+
+
+def state_of(git_dir: Path) -> dict[str, str | None]:
+    """The state files, base64 (None: absent on the home, so removed on the replica)."""
+    files: dict[str, str | None] = {}
+    for rel in STATE_FILES:
+        path = git_dir / rel
+        files[rel] = base64.b64encode(path.read_bytes()).decode() if path.exists() else None
+    return files
+
+
+def make_bundle(git_dir: Path, have: dict[str, str]) -> bytes | None:
+    """A bundle of every ref, minus what the replica ``have``s (only ids this repository knows);
+    None when the replica is level (same refs)."""
+    mine = refs_of(git_dir)
+    if mine == have:
+        return None
+    if not mine:
+        return b""
+    known = [oid for oid in set(have.values()) if _has(git_dir, oid)]
+    with tempfile.TemporaryDirectory(prefix="gitmem-bundle-") as tmp:
+        out = Path(tmp) / "b.bundle"
+        # the exclusions on stdin, so a replica with many refs needs no long argv
+        spec = "".join(f"^{oid}\n" for oid in known)
+        proc = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "bundle", "create", str(out), "--all", "--stdin"],
+            input=spec.encode(), capture_output=True, env=config.plain_git_env(), check=False, timeout=600,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            if b"empty bundle" in proc.stderr or b"Refusing to create empty bundle" in proc.stderr:
+                return b""  # only ref deletions or moves to commits the replica has
+            raise IntegrityError(
+                f"git bundle create in {git_dir} failed: {proc.stderr.decode(errors='replace')[-500:]}"
+            )
+        return out.read_bytes()
+
+
+def _has(git_dir: Path, oid: str) -> bool:
+    proc = subprocess.run(
+        ["git", f"--git-dir={git_dir}", "cat-file", "-e", f"{oid}^{{commit}}"],
+        capture_output=True, env=config.plain_git_env(), check=False,
+    )  # fmt: skip
+    return proc.returncode == 0
+
+
+def apply(git_dir: Path, bundle: bytes, refs: dict[str, str], state: dict[str, str | None]) -> None:
+    """Make the replica's copy at ``git_dir`` level with the home: objects from ``bundle``, refs
+    exactly ``refs`` (forced: rewrites included; refs the home lacks deleted), state files as sent."""
+    if not git_dir.exists():
+        git_dir.mkdir(parents=True)
+        _git(git_dir, "init", "--bare", "-q")
+    if bundle:
+        with tempfile.NamedTemporaryFile(prefix="gitmem-bundle-", suffix=".bundle") as fh:
+            fh.write(bundle)
+            fh.flush()
+            _git(git_dir, "bundle", "verify", "-q", fh.name)
+            _git(git_dir, "fetch", "-q", "--no-write-fetch-head", fh.name, "+refs/*:refs/gitmem-incoming/*")
+    current = refs_of(git_dir)
+    lines = []
+    for name, oid in refs.items():
+        if not name.startswith("refs/") or name.startswith("refs/gitmem-incoming/"):
+            raise InvalidInputError(f"a replicated ref must be under refs/: {name!r}")
+        lines.append(f"update {name} {oid}")
+    for name in current:
+        if name not in refs:
+            lines.append(f"delete {name}")
+    if lines:
+        _git(git_dir, "update-ref", "--stdin", stdin=("\n".join(lines) + "\n").encode())
+    for rel, data in state.items():
+        if rel not in STATE_FILES:
+            raise InvalidInputError(f"not a replicated state file: {rel!r}")
+        path = git_dir / rel
+        if data is None:
+            path.unlink(missing_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.replica-tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(base64.b64decode(data))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+
+
+def envelope(refs: dict[str, str], state: dict[str, str | None], seq: int = 0) -> bytes:
+    """What one replication carries besides the bundle; ``seq`` orders replications cluster-wide."""
+    return json.dumps({"refs": refs, "state": state, "seq": seq}, sort_keys=True).encode()
+
+
+def parse_envelope(body: bytes) -> tuple[dict[str, str], dict[str, str | None], int]:
+    try:
+        data: Any = json.loads(body)
+        refs, state, seq = data["refs"], data["state"], data["seq"]
+        assert isinstance(refs, dict) and isinstance(state, dict) and isinstance(seq, int)
+    except (ValueError, KeyError, AssertionError):
+        raise InvalidInputError("a malformed replication request") from None
+    return refs, state, seq
+
+
+SEQ_FILE = "gitmem/replica_seq"
+
+
+def check_and_record_seq(git_dir: Path, seq: int) -> None:
+    """Refuse a replication older than (or as old as) the last one applied to this copy: a signed
+    request replayed later must not roll a replica back."""
+    path = git_dir / SEQ_FILE
+    try:
+        last = int(path.read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        last = 0
+    if seq <= last:
+        raise ForbiddenError(f"a replication older than the one applied (#{seq} <= #{last}): refused")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".replica_seq.tmp")
+    tmp.write_text(str(seq))
+    os.replace(tmp, path)
+
+
+def frame(env: bytes, bundle: bytes) -> bytes:
+    """One request body: the envelope's length (decimal, one line), the envelope, the bundle."""
+    return str(len(env)).encode() + b"\n" + env + bundle
+
+
+def unframe(body: bytes) -> tuple[bytes, bytes]:
+    head, sep, rest = body.partition(b"\n")
+    if not sep or not head.isdigit() or int(head) > len(rest):
+        raise InvalidInputError("a malformed replication request")
+    n = int(head)
+    return rest[:n], rest[n:]

@@ -1,0 +1,109 @@
+"""The write fence: a store in a cluster moves no ref, by the library or by a push, unless this node
+holds its lease; a home that stops renewing is fenced before anyone can take its lease over."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import gitmem
+from gitmem.cluster.node import ClusterNode
+from gitmem.cluster.state import ClusterState
+from gitmem.errors import ConflictError, ForbiddenError
+from gitmem.git.fence import check_fence, fence_path, write_fence
+
+
+def _node(database: str, home: Path, name: str, lease: float = 30.0) -> ClusterNode:
+    home.mkdir(parents=True, exist_ok=True)
+    return ClusterNode(home, database, name, f"http://{name}", heartbeat_seconds=3600, lease_seconds=lease)
+
+
+def test_a_store_without_a_fence_is_never_fenced(tmp_path: Path) -> None:
+    with gitmem.open_store(gitmem.create_store("notes", home=tmp_path).path) as s:
+        assert s.write("/a.md", "a\n") is not None
+        check_fence(s.path)
+
+
+def test_a_garbled_or_expired_fence_refuses_every_write(tmp_path: Path) -> None:
+    with gitmem.open_store(gitmem.create_store("notes", home=tmp_path).path) as s:
+        fence_path(s.path).write_text("{not json")
+        with pytest.raises(ForbiddenError, match="garbled"):
+            s.write("/a.md", "a\n")
+        write_fence(s.path, node="n0", epoch=3, renewed_at=time.monotonic(), lease_seconds=0)
+        with pytest.raises(ForbiddenError, match="epoch 3"):
+            s.write("/a.md", "a\n")
+        body = json.loads(fence_path(s.path).read_text())
+        write_fence(s.path, node="n0", epoch=3, renewed_at=time.monotonic(), lease_seconds=60)
+        assert s.write("/a.md", "a\n") is not None
+        body = json.loads(fence_path(s.path).read_text())
+        body["boot_id"] = "another-boot"  # written before a reboot: expired, whatever it says
+        fence_path(s.path).write_text(json.dumps(body))
+        with pytest.raises(ForbiddenError):
+            s.write("/b.md", "b\n")
+        assert [m.path for m in s.list("/")] == ["/a.md"]
+
+
+def test_a_home_that_stops_renewing_is_fenced_and_a_replica_takes_over(database: str, tmp_path: Path) -> None:
+    with ClusterState(database) as s:
+        s.init()
+    old = _node(database, tmp_path / "n0", "n0", lease=4.0)
+    new = _node(database, tmp_path / "n1", "n1", lease=4.0)
+    old.start()
+    new.start()
+    try:
+        store = gitmem.create_store("notes", home=tmp_path / "n0")
+        old.tick()  # placed here, lease taken at epoch 1, fence open
+        assert old.epochs == {store.settings.id: 1}
+        with gitmem.open_store(store.path) as s:
+            assert s.write("/before.md", "written while the lease held\n") is not None
+        # n0 loses the database (its heartbeats stop): its fence runs out on its own clock
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                check_fence(store.path)
+            except ForbiddenError:
+                break
+            assert time.monotonic() < deadline, "the fence never closed"
+            time.sleep(0.05)
+        with gitmem.open_store(store.path) as s, pytest.raises(ForbiddenError, match="epoch 1"):
+            s.write("/after.md", "a deposed home must not publish\n")
+        # a push straight into the deposed home's repository is refused by its hook
+        work = tmp_path / "clone"
+        subprocess.run(
+            ["git", "clone", "-q", f"file://{store.path}", str(work)], check=True, capture_output=True
+        )
+        (work / "pushed.md").write_text("x\n")
+        subprocess.run(["git", "-C", str(work), "add", "pushed.md"], check=True)
+        subprocess.run(
+            ["git", "-C", str(work), "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-qm", "x"],
+            check=True,
+        )
+        push = subprocess.run(
+            ["git", "-C", str(work), "push", "origin", "main"], capture_output=True, text=True
+        )
+        assert push.returncode != 0 and "does not hold the store's write lease" in push.stderr
+        # once the database's lease ran out, the replica takes it over at epoch 2
+        new.state.move(store.settings.id, "n1")
+        while True:
+            try:
+                lease = new.state.acquire(store.settings.id, "n1", 30)
+                break
+            except ConflictError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert lease.epoch == 2
+        # the old home comes back: it renews nothing, takes nothing, and keeps its copy shut
+        old.tick()
+        assert store.settings.id not in old.epochs
+        with gitmem.open_store(store.path) as s, pytest.raises(ForbiddenError):
+            s.write("/after.md", "still refused\n")
+        with gitmem.open_store(store.path) as s:
+            assert [m.path for m in s.list("/")] == ["/before.md"]
+        store.close()
+    finally:
+        old.stop()
+        new.stop()
