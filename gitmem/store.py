@@ -630,7 +630,7 @@ def copy_store(
 
     from gitmem.engine.copying import record_copy, write_backup
 
-    validate_store_name(name)
+    validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
     if not source.scopes():  # nothing to bundle: an empty store like it
@@ -638,7 +638,8 @@ def copy_store(
                           retention=source.settings.retention, home=home, actor=actor) as empty:  # fmt: skip
             empty.update_settings(actor=actor, acl=source.settings.acl, guard=source.settings.guard)
             record_copy(source.core, empty.core, actor=actor)
-        return open_store(name, home)
+            copy_id = empty.id
+        return open_store(copy_id, home)  # by id: the copy may share its name with the source
     from gitmem.engine.transfer import export_bundle
 
     with tempfile.TemporaryDirectory(prefix="gitmem-copy-") as tmp:
@@ -646,8 +647,8 @@ def copy_store(
         backup.mkdir()
         export_bundle(source.core, bundle)
         write_backup(source.core, backup, name, description, meta)
-        restore_store(name, bundle, backup=backup, home=home, actor=actor)
-    copy = open_store(name, home)
+        restored = restore_store(name, bundle, backup=backup, home=home, actor=actor)
+    copy = open_store(restored.settings.id, home)  # by id: names need not be unique
     record_copy(source.core, copy.core, actor=actor)
     return copy
 

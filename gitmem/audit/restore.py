@@ -36,7 +36,12 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ANCHOR = re.compile(r"^\d+ [0-9a-f]{64}$")
 LOG_KEY = checkpoints.KEY_FILE  # the transparency log's key: restored into gitmem/tlog/ (0600)
-PRIVATE_FILES = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE, LOG_KEY)  # and receipts, proposals
+PRIVATE_FILES = (
+    ledger.SECRET_FILE,
+    ledger.DENYLIST_FILE,
+    ledger.ANCHOR_FILE,
+    LOG_KEY,
+)  # and receipts, proposals
 MAX_PRIVATE_BYTES = 64 * 1024 * 1024  # a deny-list of a million ids is 41 MB
 
 

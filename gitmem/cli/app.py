@@ -31,7 +31,10 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("History", ("log", "show", "diff", "restore")),
     ("Stores", ("store", "export", "import", "reindex", "maintain")),
     ("Sessions", ("session", "revert-session")),
-    ("Audit and redaction", ("audit", "redact", "verify", "prune", "review", "receipt", "witness", "tlog", "dream")),
+    (
+        "Audit and redaction",
+        ("audit", "redact", "verify", "prune", "review", "receipt", "witness", "tlog", "dream"),
+    ),
     ("Git", ("clone", "fetch", "hooks", "replica")),
     ("Server", ("serve", "token", "mcp", "cluster")),
     ("Help", ("help", "completion")),

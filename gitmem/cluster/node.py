@@ -107,16 +107,16 @@ class ClusterNode:
     def sync_placements(self) -> dict[str, Path]:
         """Place every store of this workspace that the cluster does not know yet, homed here;
         the local stores by id (their repositories)."""
-        from gitmem.store import list_stores, store_path
+        from gitmem.store import all_refs, handle_path
 
         placed = {p.store_id for p in self.state.placements()}
         local: dict[str, Path] = {}
-        for settings in list_stores(self.home):
-            local[settings.id] = store_path(settings.name, self.home)
-            if settings.id in placed:
+        for ref in all_refs(self.home, strict=False):
+            local[ref.id] = handle_path(ref.handle, self.home)
+            if ref.id in placed:
                 continue
             with contextlib.suppress(ConflictError):  # another node placed it meanwhile
-                self.state.place(settings.id, home=self.name, replicas=self.replicas, name=settings.name)
+                self.state.place(ref.id, home=self.name, replicas=self.replicas, name=ref.settings.name)
         with self._cache_lock:
             self._cache.clear()
         return local
@@ -156,15 +156,15 @@ class ClusterNode:
     def replicate_now(self, store: str) -> bool:
         """After a write to ``store`` here (sync mode): True once at least one replica holds it,
         or when the store is not homed here (nothing of ours to replicate)."""
-        from gitmem.store import store_path
-
         try:
             placement = self.state.resolve(store)
         except NotFoundError:
             return True
         if placement.home != self.name:
             return True
-        path = store_path(self.state.name_of(placement.store_id), self.home)
+        path = self.sync_placements().get(placement.store_id)
+        if path is None:
+            return False
         return not placement.replicas or self.replicate(placement.store_id, path, placement.replicas) > 0
 
     def _send(
@@ -225,14 +225,16 @@ class ClusterNode:
         from starlette.routing import Route
 
         from gitmem.cluster import replication
-        from gitmem.store import store_path
+        from gitmem.store import all_refs, handle_path
 
         def where(store_id: str) -> Path:
             placement = self.state.placement(store_id)
             if self.name not in placement.replicas:
                 raise ForbiddenError(f"this node is not a replica of {store_id}")
-            name = self.state.name_of(store_id)
-            return store_path(name, self.home)
+            for ref in all_refs(self.home, strict=False):  # a copy it had as a home (any layout)
+                if ref.id == store_id:
+                    return handle_path(ref.handle, self.home)
+            return handle_path(store_id, self.home)  # a new copy is named by the store's id
 
         async def refs(request: Request) -> Any:
             import anyio.to_thread

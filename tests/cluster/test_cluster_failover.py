@@ -13,7 +13,7 @@ import anthropic
 import gitmem
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
-from tests.cluster.test_cluster_nodes import cluster
+from tests.cluster.test_cluster_nodes import cluster, the_copy
 
 
 def _objects(git_dir: Path) -> set[str]:
@@ -53,8 +53,8 @@ def test_the_replica_is_level_and_takes_over_when_the_home_stops(database: str, 
             via_replica.beta.memory_stores.memories.create(
                 store.id, path=f"/m{i}.md", content=f"memory {i}\n"
             )
-        home_git = gitmem.store.store_path("notes", tmp_path / "n0")
-        copy_git = gitmem.store.store_path("notes", tmp_path / "n1")
+        home_git = the_copy(tmp_path / "n0")
+        copy_git = the_copy(tmp_path / "n1")
         home.node.tick()  # replicate now rather than at the next beat
         assert not home.node.replication_errors, home.node.replication_errors
         assert _refs(copy_git) == _refs(home_git)
@@ -132,7 +132,7 @@ def test_a_replayed_replication_cannot_roll_a_replica_back(database: str, tmp_pa
         with gitmem.open_store(home_git) as s:
             s.write("/a.md", "second\n")
         home.node.tick()  # the replica is level with the second write (a newer seq)
-        copy_git = tmp_path / "n1" / "stores" / "notes.git"
+        copy_git = the_copy(tmp_path / "n1")
         assert replication.refs_of(copy_git) == replication.refs_of(home_git)
         path = f"/cluster/v1/stores/{store.settings.id}/replicate"
         signed = replication.sign(state.secret(), "n0", "POST", path, hashlib.sha256(old_body).hexdigest())

@@ -19,6 +19,7 @@ import anthropic
 import gitmem
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
+from tests.cluster.test_cluster_nodes import the_copy
 from tests.helpers import CheckedThread, join_all
 from tests.serverkit import free_port
 
@@ -92,7 +93,7 @@ def test_sigkill_of_the_home_loses_no_acknowledged_write(database: str, tmp_path
             _until(lambda: len(acked) >= 30, "no writes after the failover")
             stop.set()
             join_all(threads, timeout=300)
-            new_home = Path(tmp_path / replica / "stores" / "notes.git")
+            new_home = the_copy(tmp_path / replica)
             with gitmem.open_store(new_home) as s:
                 present = {m.path for m in s.list("/")}
                 missing = [p for p in acked if p not in present]
@@ -107,7 +108,7 @@ def test_sigkill_of_the_home_loses_no_acknowledged_write(database: str, tmp_path
             assert state.lease(store.id).epoch >= 2
             # the old home restarts: it refuses to publish with its stale epoch, and is brought level
             procs[0] = _start(tmp_path / "n0", "n0", ports[0], database)
-            old_copy = tmp_path / "n0" / "stores" / "notes.git"
+            old_copy = the_copy(tmp_path / "n0")
             with gitmem.open_store(old_copy) as s:
                 try:
                     s.write("/stale.md", "x\n")
