@@ -152,9 +152,12 @@ def test_other_store_and_scope_stay_out_of_reach(env: Env) -> None:
     theirs = api.memories.create(env["other"], path="/s.md", content="s")
     team = api.memories.create(env["sid"], path="/t.md", content="t", extra_query={"scope": "team"})
     mine = token(env["home"], stores={"notes": "rw"}, scope="main")
-    for path in [
+    for path in [  # a store without a grant answers as an unknown one (docs/access.md): 404
         "/v1/memory_stores/OTHER/memories",
         f"/v1/memory_stores/OTHER/memories/{theirs.id}",
+    ]:
+        assert call(env, "GET", path, mine).status_code == 404, path
+    for path in [
         "/v1/memory_stores/SID/memories?scope=team",
         "/v1/memory_stores/SID/memories?scope=main&scope=team",
         f"/v1/memory_stores/SID/memory_versions/{team.memory_version_id}?scope=team",
@@ -179,7 +182,9 @@ def test_other_store_and_scope_stay_out_of_reach(env: Env) -> None:
 def test_permission_error_does_not_name_a_store_the_token_cannot_see(env: Env) -> None:
     mine = token(env["home"], stores={"notes": "rw"})
     r = call(env, "GET", "/v1/memory_stores/OTHER/memories", mine)
-    assert r.status_code == 403 and "secret" not in r.text
+    unknown = call(env, "GET", "/v1/memory_stores/memstore_01M8TJRDFD0BMAR4RAN4RXPJ7T/memories", mine)
+    assert r.status_code == unknown.status_code == 404 and "secret" not in r.text
+    assert r.json()["error"]["type"] == unknown.json()["error"]["type"]  # no existence oracle
 
 
 # ---------------------------------------------------------------------- cursors
