@@ -44,3 +44,33 @@ def test_a_replication_signed_by_a_node_that_is_not_the_home_is_refused(
         assert got.status_code == 403, got.text
         assert _refs(copy_git) == before
         del replica, other
+
+
+def test_a_garbled_envelope_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    import subprocess
+
+    import pytest
+
+    from gitmem.errors import InvalidInputError
+
+    git_dir = tmp_path / "copy.git"
+    subprocess.run(["git", "init", "--bare", "-q", str(git_dir)], check=True)
+    (git_dir / "gitmem.yaml").write_text("kept\n")
+    bad_states: list[dict[str, object]] = [
+        {"gitmem.yaml": "not base64 !!"},
+        {"gitmem.yaml": 7},
+        {"../../x": None},
+        {"gitmem/../../../x": "eA=="},
+    ]
+    for state in bad_states:
+        with pytest.raises(InvalidInputError):
+            replication.apply(git_dir, b"", {}, state)  # type: ignore[arg-type]
+        assert (git_dir / "gitmem.yaml").read_text() == "kept\n"
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(InvalidInputError):
+        replication.apply(git_dir, b"", {"HEAD": "0" * 40}, {})
+    with pytest.raises(InvalidInputError):
+        replication.apply(git_dir, b"", {"refs/heads/x": 5}, {"gitmem.yaml": None})  # type: ignore[dict-item]
+    assert (git_dir / "gitmem.yaml").read_text() == "kept\n"
+    with pytest.raises(InvalidInputError):  # one ref name smuggling a second update-ref command
+        replication.apply(git_dir, b"", {f"refs/heads/x {'0' * 40}\ndelete refs/heads/main": "0" * 40}, {})
