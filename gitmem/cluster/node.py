@@ -227,10 +227,14 @@ class ClusterNode:
         from gitmem.cluster import replication
         from gitmem.store import all_refs, handle_path
 
-        def where(store_id: str) -> Path:
+        def where(store_id: str, writer: str | None = None) -> Path:
             placement = self.state.placement(store_id)
             if self.name not in placement.replicas:
                 raise ForbiddenError(f"this node is not a replica of {store_id}")
+            if writer is not None and writer != placement.home:
+                # only the store's home writes its replicas: a deposed or hung home that resumes
+                # must not roll a copy back to what it had
+                raise ForbiddenError(f"{writer} is not the home of {store_id}: replication refused")
             for ref in all_refs(self.home, strict=False):  # a copy it had as a home (any layout)
                 if ref.id == store_id:
                     return handle_path(ref.handle, self.home)
@@ -257,10 +261,10 @@ class ClusterNode:
             body = await request.body()
             store_id = request.path_params["store_id"]
             try:
-                replication.verify_signature(
+                signer = replication.verify_signature(
                     self._secret, request.headers.get(SIGNATURE), "POST", request.url.path, body
                 )
-                path = await anyio.to_thread.run_sync(where, store_id)
+                path = await anyio.to_thread.run_sync(where, store_id, signer)
                 env, bundle = replication.unframe(body)
                 refs_sent, state, seq = replication.parse_envelope(env)
                 await anyio.to_thread.run_sync(self._apply, store_id, path, bundle, refs_sent, state, seq)

@@ -138,7 +138,28 @@ def _has(git_dir: Path, oid: str) -> bool:
 
 def apply(git_dir: Path, bundle: bytes, refs: dict[str, str], state: dict[str, str | None]) -> None:
     """Make the replica's copy at ``git_dir`` level with the home: objects from ``bundle``, refs
-    exactly ``refs`` (forced: rewrites included; refs the home lacks deleted), state files as sent."""
+    exactly ``refs`` (forced: rewrites included; refs the home lacks deleted), state files as sent.
+    Everything sent is checked (and decoded) before anything is written."""
+    for name, oid in refs.items():
+        if (
+            not isinstance(name, str)
+            or not isinstance(oid, str)
+            or not name.startswith("refs/")
+            or name.startswith("refs/gitmem-incoming/")
+            or any(c.isspace() or c == "\0" for c in name)  # one update-ref --stdin line each
+            or not (len(oid) in (40, 64) and all(c in "0123456789abcdef" for c in oid))
+        ):
+            raise InvalidInputError(f"a replicated ref must be under refs/: {name!r}")
+    files: dict[str, bytes | None] = {}
+    for rel, data in state.items():
+        if rel not in STATE_FILES:
+            raise InvalidInputError(f"not a replicated state file: {rel!r}")
+        if data is not None and not isinstance(data, str):
+            raise InvalidInputError(f"a malformed replicated state file: {rel!r}")
+        try:
+            files[rel] = None if data is None else base64.b64decode(data, validate=True)
+        except ValueError:
+            raise InvalidInputError(f"a malformed replicated state file: {rel!r}") from None
     if not git_dir.exists():
         git_dir.mkdir(parents=True)
         _git(git_dir, "init", "--bare", "-q")
@@ -151,26 +172,22 @@ def apply(git_dir: Path, bundle: bytes, refs: dict[str, str], state: dict[str, s
     current = refs_of(git_dir)
     lines = []
     for name, oid in refs.items():
-        if not name.startswith("refs/") or name.startswith("refs/gitmem-incoming/"):
-            raise InvalidInputError(f"a replicated ref must be under refs/: {name!r}")
         lines.append(f"update {name} {oid}")
     for name in current:
         if name not in refs:
             lines.append(f"delete {name}")
     if lines:
         _git(git_dir, "update-ref", "--stdin", stdin=("\n".join(lines) + "\n").encode())
-    for rel, data in state.items():
-        if rel not in STATE_FILES:
-            raise InvalidInputError(f"not a replicated state file: {rel!r}")
+    for rel, content in files.items():
         path = git_dir / rel
-        if data is None:
+        if content is None:
             path.unlink(missing_ok=True)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.replica-tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
-            out.write(base64.b64decode(data))
+            out.write(content)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
