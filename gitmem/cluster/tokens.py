@@ -36,10 +36,22 @@ class ClusterTokenStore(TokenStore):
     def __init__(self, state: ClusterState) -> None:  # no workspace: nothing is read from disk
         self.state = state
         self.path = _Where()  # type: ignore[assignment]
+        self._home = ""  # grants are by store id: no workspace resolves a name here
         self._lock = threading.Lock()
         self._generation: int | None = None
         self._records: dict[str, dict[str, Any]] = {}
         self._tokens = {}
+
+    def _store_id(self, name: str) -> str:
+        """A grant names a store by id, or by a name one placed store carries (docs/stores.md)."""
+        from gitmem.ids import is_id
+
+        if is_id(name, "memstore"):
+            return name
+        return self.state.resolve(name).store_id
+
+    def _read_migrated(self) -> dict[str, dict[str, Any]]:
+        return self._read()  # the cluster's records were made with ids
 
     def _load(self) -> dict[str, dict[str, Any]]:
         row = self.state.conn().execute("SELECT generation FROM token_generation").fetchone()

@@ -32,13 +32,13 @@ def admit_write(
     """A write to ``scope`` by ``caller``: ForbiddenError when it may not; its attribution."""
     if caller is None:
         return Admitted(actor, session, False)
-    caller.check_write(store.name, scope)
+    caller.check_write(store.settings.id, scope)
     return Admitted(caller.claim_actor(actor), caller.claim_session(session), caller.review)
 
 
 def admit_read(store: StoreCore, caller: Caller | None, scope: str | None) -> None:
     if caller is not None:
-        caller.check_read(store.name, scope)
+        caller.check_read(store.settings.id, scope)
 
 
 def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:
@@ -62,7 +62,7 @@ def admit_redaction(store: StoreCore, caller: Caller | None, scopes: list[str]) 
             "mode never does; ask an admin to redact"
         )
     for scope in scopes:
-        if not caller.may_write(store.name, scope):
+        if not caller.may_write(store.settings.id, scope):
             raise AccessError(
                 f"{caller.who} may not redact this content: it is also in the history of scope "
                 f"{scope!r}, which it may not write"
@@ -74,7 +74,7 @@ def admit_decision(store: StoreCore, caller: Caller | None, scope: str, right: s
     """A review decision (accept, reject: ``review``; erase: ``erase``) on ``scope``."""
     if caller is None:
         return None
-    caller.check_read(store.name, scope)
+    caller.check_read(store.settings.id, scope)
     caller.require(right, "decide proposals" if right == "review" else "erase proposals")
     if caller.review:
         raise AccessError(f"{caller.who} is in review mode: it may not decide proposals")
@@ -83,5 +83,5 @@ def admit_decision(store: StoreCore, caller: Caller | None, scope: str, right: s
 
 def admit_right(store: StoreCore, caller: Caller | None, right: str, what: str) -> None:
     if caller is not None:
-        caller.check_read(store.name, None)
+        caller.check_read(store.settings.id, None)
         caller.require(right, what)

@@ -28,13 +28,13 @@ from starlette.routing import Route
 from gitmem.engine import conversations as conv
 from gitmem.engine.proposals import reviewing
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
-from gitmem.model.paths import validate_scope, validate_store_name
+from gitmem.model.paths import validate_scope
 from gitmem.server import errors
 from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
-from gitmem.store import store_path
+from gitmem.store import resolve_store
 
 log = logging.getLogger("gitmem.server.conversations")
 Json = dict[str, Any]
@@ -191,15 +191,13 @@ class ConversationsApi:
         name = ms.get("name") if isinstance(ms, dict) else ms
         if not isinstance(name, str) or not name:
             raise InvalidInputError('memory_store: required, {"name": <store name or memstore_ id>}')
-        if name.startswith("memstore_"):
-            name = self.pool.name_of(name)
-        else:
-            try:
-                validate_store_name(name)
-            except InvalidInputError:
-                raise NotFoundError(f"memory store {name!r} does not exist") from None
-        if not token.may_read(name) or not store_path(name, self.pool.home).is_dir():
+        try:  # an id, or a name one store carries (docs/stores.md); the pool's key is its handle
+            ref = resolve_store(name, self.pool.home)
+        except (NotFoundError, InvalidInputError):
+            raise NotFoundError(f"memory store {name!r} does not exist") from None
+        if not token.may_read(ref.id):  # no grant: exactly as a store that does not exist
             raise NotFoundError(f"memory store {name!r} does not exist")
+        name = ref.handle
         raw = body.get("scope")
         kind, value = "scope", None
         if isinstance(raw, dict):

@@ -158,10 +158,13 @@ def test_the_replication_queue_hands_each_item_to_one_claimer(state: ClusterStat
 
 
 def test_a_token_works_on_every_node_and_a_revocation_is_refused_everywhere(state: ClusterState) -> None:
+    state.join("n1", "http://n1")
+    state.place("memstore_01M8TEZ543XZ8RZEPZK95SNDH6", home="n1", replicas=0, name="notes")
     node_a, node_b = ClusterTokenStore(state), ClusterTokenStore(ClusterState(state.dsn))
-    token, secret = node_a.create(actor="user:alice", stores={"notes": "rw"})
+    token, secret = node_a.create(actor="user:alice", stores={"notes": "rw"})  # the name, as a grant by id
     assert node_b.authenticate(secret).actor == "user:alice"
-    assert node_b.authenticate(secret).may_write("notes")
+    assert node_b.authenticate(secret).may_write("memstore_01M8TEZ543XZ8RZEPZK95SNDH6")
+    assert token.stores == {"memstore_01M8TEZ543XZ8RZEPZK95SNDH6": "rw"}
     node_a.revoke(token.id)
     with pytest.raises(AuthenticationError):
         node_b.authenticate(secret)  # no cache outlives the revocation
