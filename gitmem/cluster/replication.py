@@ -1,5 +1,5 @@
 """Replicas carry a store whole: its refs and objects, and the server-side state that only the
-repository's private directory holds (docs/cluster.md#replication).
+repository's private directory holds (docs/cluster.md#replication-and-failover).
 
 The home sends each replica what changed since the replica's own refs: a ``git bundle`` of every
 ref (``--all``) minus the commits the replica already has, and the state files below. The replica
