@@ -402,7 +402,7 @@ def redact(
     if row.blob is None:
         raise InvalidInputError(f"version {version_id} deleted {row.path}: it has no content to redact")
     if caller is not None:
-        caller.check_read(store.name, row.scope)  # a version it cannot read: as if unknown
+        caller.check_read(store.settings.id, row.scope)  # a version it cannot read: as if unknown
         # every scope the content is in, proposals' chains included, before any live-match check
         access.admit_redaction(store, caller, _scopes_holding(store, [row.blob]))
     scopes, rows = _check_blobs(store, [row.blob], f"version {version_id}")

@@ -13,6 +13,7 @@ a new key becomes trusted when a checkpoint is signed both by it and by a truste
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -167,8 +168,12 @@ def remember(store: StoreCore) -> None:
     data = {"keys": sorted(trusted), "checkpoints": notes[:1] + notes[1:][-(MAX_SEEN - 1) :]}
     path = checkpoints.tlog_dir(store) / SEEN_FILE
     tmp = path.with_name(f"{SEEN_FILE}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:  # a store on a read-only mount still verifies; it only remembers nothing new
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def inclusion(store: StoreCore, index: int, size: int) -> list[bytes]:

@@ -119,7 +119,7 @@ def run(
                 trigger="cli",
             )
         else:
-            if jobs.pipeline(store) is None:
+            if jobs.pipeline(dream_runs.handle_of(store, h)) is None:  # keyed by the store's handle
                 if model is None:
                     raise InvalidInputError(
                         f"store {store!r} has no memory pipeline: give --model (or --session)"
@@ -202,12 +202,15 @@ def list_(
     """Dreams, newest first."""
 
     def call() -> Any:
+        from gitmem.server import dream_runs
         from gitmem.server.dreams_api import dream_json
 
+        h = _home(home)
+        handle = dream_runs.handle_of(store, h) if store is not None else None
         return [
             dream_json(d)
-            for d in _jobs(_home(home)).all()
-            if (store is None or d.store == store) and (status is None or d.status == status)
+            for d in _jobs(h).all()
+            if (handle is None or d.store == handle) and (status is None or d.status == status)
         ]
 
     def render(rows: Any) -> None:

@@ -118,22 +118,28 @@ def receipt_verify(
 def witness_init(
     directory: DirOpt,
     name: Annotated[str, typer.Option("--name", help="The witness's key name (e.g. witness.example/w1).")],
+    json: common.JsonOpt = False,
 ) -> None:
     """Create a witness key (0600) and print its cosignature verifier key."""
     from gitmem.audit.witness import Witness
 
-    common.run(False, lambda: Witness(directory, name).vkey, typer.echo)
+    common.run(json, lambda: Witness(directory, name).vkey, typer.echo)
 
 
 @witness_app.command("add-log")
 def witness_add_log(
     directory: DirOpt,
     vkey: Annotated[str, typer.Argument(help="The log's verifier key (gitmem tlog show STORE).")],
+    json: common.JsonOpt = False,
 ) -> None:
     """Trust a log: its checkpoints are cosigned when consistent."""
     from gitmem.audit.witness import Witness
 
-    common.run(False, lambda: Witness(directory).add_log(vkey), lambda _: typer.echo(f"trusting {vkey}"))
+    def call() -> dict[str, str]:
+        Witness(directory).add_log(vkey)
+        return {"trusting": vkey}
+
+    common.run(json, call, lambda _: typer.echo(f"trusting {vkey}"))
 
 
 @witness_app.command("serve")
@@ -145,6 +151,7 @@ def witness_serve(
     log: Annotated[list[str] | None, typer.Option("--log", help="Trust this log vkey (repeatable).")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free).")] = 8090,
+    json: common.JsonOpt = False,
 ) -> None:
     """Serve tlog-witness's add-checkpoint (POST /add-checkpoint) until Ctrl-C."""
     from gitmem.audit.witness import Witness
@@ -163,7 +170,7 @@ def witness_serve(
         finally:
             server.server_close()
 
-    common.run(False, call)
+    common.run(json, call)
 
 
 @tlog_app.command("show")
@@ -194,7 +201,9 @@ def tlog_show(
 
 @tlog_app.command("rotate-key")
 def tlog_rotate_key(
-    store: Annotated[str, typer.Argument(help="Store name or path.")], home: common.HomeOpt = None
+    store: Annotated[str, typer.Argument(help="Store name or path.")],
+    home: common.HomeOpt = None,
+    json: common.JsonOpt = False,
 ) -> None:
     """Replace the log key; the newest checkpoint is signed by both keys (tell witnesses the new one)."""
 
@@ -203,7 +212,7 @@ def tlog_rotate_key(
 
         return transparency.rotate_key(s.core)
 
-    common.run(False, common.with_store(store, home, fn), lambda v: typer.echo(f"new log key: {v}"))
+    common.run(json, common.with_store(store, home, fn), lambda v: typer.echo(f"new log key: {v}"))
 
 
 @tlog_app.command("cosign")

@@ -18,7 +18,6 @@ from pathlib import Path
 from gitmem import config
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
-from gitmem.ids import new_id
 
 PRIVATE = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)
 
@@ -26,8 +25,10 @@ PRIVATE = (ledger.SECRET_FILE, ledger.DENYLIST_FILE, ledger.ANCHOR_FILE)
 def write_backup(
     source: StoreCore, dest: Path, name: str, description: str, metadata: dict[str, str]
 ) -> config.StoreSettings:
-    """Into ``dest``: the source's private files and the settings of the new store ``name`` (a new
-    id, the source's limits, retention, acl and guard; not archived)."""
+    """Into ``dest``: the source's private files and the settings of the new store ``name`` (the
+    source's limits, retention, acl and guard; not archived). The settings keep the source's id, as
+    the backup made with the source's bundle must (``restore_store`` refuses another store's
+    settings); the restore gives the copy its own id, since the source still holds that one."""
     for f in PRIVATE:
         path = source.gitmem_dir / f
         if path.is_file():
@@ -35,7 +36,6 @@ def write_backup(
     now = config.now_rfc3339()
     settings = dataclasses.replace(
         source.settings,
-        id=new_id("memstore"),
         name=name,
         description=description,
         metadata=metadata,

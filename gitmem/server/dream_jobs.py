@@ -299,9 +299,10 @@ class DreamJobs:
 
     # ------------------------------------------------------------------ pipelines
     def _pipeline_path(self, store: str) -> Path:
-        from gitmem.model.paths import validate_store_name
+        from gitmem.model.paths import is_store_handle
 
-        validate_store_name(store)
+        if not is_store_handle(store):  # a handle (the store's id), never a path
+            raise InvalidInputError(f"invalid store handle {store!r}: a memory store id")
         return self.dir / "pipelines" / f"{store}.json"
 
     def pipeline(self, store: str) -> Pipeline | None:

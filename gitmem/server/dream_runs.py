@@ -12,7 +12,7 @@ from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_session
 from gitmem.server.dream_jobs import ACTOR, Dream, DreamJobs, Pipeline
-from gitmem.store import open_store
+from gitmem.store import open_store, resolve_store
 
 MAX_INSTRUCTIONS = 4096
 MAX_SESSIONS = 100
@@ -57,7 +57,8 @@ def new_dream(
     requested_by: str = "user:local",
     trigger: str = "api",
 ) -> Dream:
-    """Record a pending dream over ``store`` (by name) after checking what it asks for."""
+    """Record a pending dream over ``store`` (its id, its handle, or a name one store carries;
+    the dream records the store's handle) after checking what it asks for."""
     if behavior not in BEHAVIORS:
         raise InvalidInputError(f"output_behavior: one of {', '.join(BEHAVIORS)}")
     if not isinstance(model, str) or not 1 <= len(model) <= 256:
@@ -65,6 +66,7 @@ def new_dream(
     check_instructions(instructions)
     validate_scope(scope)
     sessions = check_sessions(sessions) if sessions else []
+    store = handle_of(store, home)
     with open_store(store, home) as s:
         if s.settings.archived_at is not None:
             raise InvalidInputError(f"memory store {s.settings.id} is archived: a dream cannot read it")
@@ -92,6 +94,12 @@ def new_dream(
         trigger=trigger,
     )
     return jobs.create(dream)
+
+
+def handle_of(store: str, home: Path) -> str:
+    """The handle (directory stem; the id in this release's layout) of the store ``store`` names:
+    an id, a handle, or a name exactly one store carries (gitmem.engine.resolve)."""
+    return resolve_store(store, home).handle
 
 
 def sessions_since(
@@ -146,6 +154,7 @@ def trigger(
 ) -> Dream | None:
     """Run a store's pipeline now: a dream over the sessions since its last run (None: no session
     wrote anything since). The pipeline's ``last_run_at`` moves to the newest version covered."""
+    store = handle_of(store, home)
     with jobs.pipeline_run():
         p = jobs.pipeline(store)
         if p is None:
@@ -182,8 +191,7 @@ def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline) -> Pipeline:
     validate_scope(p.scope)
     if p.every_seconds < 0:
         raise InvalidInputError("every: a number of seconds, 0 for manual runs only")
-    with open_store(p.store, home):
-        pass  # the store exists
+    p.store = handle_of(p.store, home)  # the store exists; pipelines are keyed by its handle
     old = jobs.pipeline(p.store)
     if old is not None and p.last_run_at is None:
         p.last_run_at, p.last_dream, p.edge = old.last_run_at, old.last_dream, old.edge

@@ -171,17 +171,17 @@ class Dreamer:
         d = self.dream
         with open_store(d.store, home) as source:
             if d.behavior == "create_new":
-                name = _output_name(d)
+                name = _output_name(d, source.name)
                 with copy_store(
-                    source, name, description=f"dream {d.id} of {d.store}", home=home, actor=d.actor
+                    source, name, description=f"dream {d.id} of {d.store_id}", home=home, actor=d.actor
                 ) as out:
-                    out_id = out.settings.id
+                    out_id, out_handle = out.settings.id, out.path.stem
 
                 def set_output(x: Dream) -> None:
-                    x.output, x.output_id = name, out_id
+                    x.output, x.output_id = out_handle, out_id  # by handle: names may repeat
 
                 self._save(set_output)
-                with open_store(name, home) as target:
+                with open_store(out_id, home) as target:
                     self._converse(source, target, owner=None)
             else:
                 owner = d.session_id if d.review else None
@@ -316,8 +316,9 @@ def _memory_command(b: _Backend, data: dict[str, Any]) -> str:
     return b.locked(run[str(command)])
 
 
-def _output_name(d: Dream) -> str:
-    return f"{d.store[:40]}-dream-{d.id[-10:].lower()}"
+def _output_name(d: Dream, source_name: str) -> str:
+    """The display name of a create_new dream's store (free text: its id is its own)."""
+    return f"{source_name[:40]}-dream-{d.id[-10:].lower()}"
 
 
 class DreamRunner:

@@ -223,7 +223,14 @@ class DreamsApi:
 
     # ------------------------------------------------------------------ memory pipelines
     def _store(self, call: Call, *, write: bool = False) -> str:
-        name = call.params["name"]
+        """The handle (pool key) of the store in the URL: an id, or a name one store carries; a
+        store the token may not see is refused as one it may not read."""
+        try:
+            name = dream_runs.handle_of(call.params["name"], self.api.pool.home)
+        except NotFoundError:
+            raise ForbiddenError(
+                f"token {call.token.id} may not read store {call.params['name']!r}"
+            ) from None
         ok = call.token.may_write(name) if write else call.token.may_read(name)
         if not ok:
             raise ForbiddenError(

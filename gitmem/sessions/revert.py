@@ -76,7 +76,7 @@ def revert_session(
         return result
     for sc in sorted({item.scope for item in items}):  # every scope allowed before anything is written
         if caller is not None:
-            caller.check_write(store.name, sc)
+            caller.check_write(store.settings.id, sc)
     for sc in sorted({item.scope for item in items}):
         ops = [
             op

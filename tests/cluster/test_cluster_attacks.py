@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import anthropic
-import httpx
+import httpx2 as httpx
 
 import gitmem
 from gitmem.cluster import replication

@@ -36,7 +36,7 @@ from gitmem.errors import GitmemError, GuardRejectedError, NotFoundError
 from gitmem.model.caller import FACES, OPERATIONS, Caller
 from gitmem.server.door import caller_for
 from gitmem.server.tokens import TokenStore
-from gitmem.store import Store
+from gitmem.store import Store, resolve_store
 
 NAME = "cat.s.notes"  # a Databricks-shaped name, so that every face serves the same store
 DBX = f"/api/2.1/unity-catalog/memory-stores/{NAME}"
@@ -152,7 +152,7 @@ class _Model(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = tmp_path_factory.mktemp("conformance") / "ws"
-    store = gitmem.create_store(NAME, home=home)
+    store = gitmem.create_store(NAME, home=home, full_name=NAME)  # the Databricks face finds it by this
     gitmem.create_store("other", home=home).close()
     with gitmem.create_store("gated", home=home) as gated:
         gated.write("/seed.md", "seed\n", actor="user:seed")
@@ -580,7 +580,7 @@ def git_file(w: World, cell: Cell, tmp: Path | None = None) -> Got:
         return Got("allowed" if r.returncode == 0 and full else "nothing", detail=r.stdout[-500:])
     path = _path(cell)
     if cell.caller == "review":  # the store's acl.review names this pusher
-        gated = w.home / "stores" / "gated.git"
+        gated = resolve_store("gated", w.home).path  # stores/<id>.git: addressed by id
         r = _push_one(f"file://{gated}", work, path, "add", {"GITMEM_ACTOR": "user:pusher"})
         return Got("refused", "git", r.stderr) if r.returncode else Got("allowed")
     message = f"add with {fake_token(3)}" if cell.case == "secret-message" else "add"

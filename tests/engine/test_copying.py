@@ -1,6 +1,6 @@
 """``copy_store`` (a dream's ``create_new``): every scope with its history, the same version and
 memory ids, the ledger continued (its redactions recorded), the source only read, a copy that
-verifies, and a refusal to copy over a store that exists."""
+verifies, and each copy a store of its own (its own id, though names may repeat)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 import gitmem
 from gitmem.audit.verify import verify
 from gitmem.engine import ledger
-from gitmem.errors import ConflictError
 from gitmem.store import copy_store
 from tests.helpers import git
 
@@ -41,12 +40,15 @@ def test_a_copy_keeps_every_scope_and_its_history_and_verifies(workspace: Path) 
             assert set(entry.data["tips"]) == {"main", "team"}
             assert b"gone" not in git(c.path, "log", "--all", "-p").stdout.encode()
             c.write("/new.md", "only in the copy\n")
+            copy_id = c.settings.id
         assert git(s.path, "for-each-ref").stdout == refs
         with pytest.raises(gitmem.errors.NotFoundError):
             s.read("/new.md")
-        with pytest.raises(ConflictError):
-            copy_store(s, "dst", home=workspace)  # the name is taken; nothing else happens
-        with gitmem.open_store("dst", workspace) as c:
+        with copy_store(s, "dst", home=workspace) as again:  # names may repeat: another store
+            assert again.settings.id not in (s.settings.id, copy_id) and again.name == "dst"
+            with pytest.raises(gitmem.errors.NotFoundError):
+                again.read("/new.md")
+        with gitmem.open_store(copy_id, workspace) as c:
             assert c.read("/new.md").content == "only in the copy\n"
 
 

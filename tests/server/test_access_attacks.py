@@ -34,11 +34,12 @@ def fake_token(seed: int) -> str:
             return "ghp_" + body
 
 
-def token_caller(**kw: object) -> Caller:
+def token_caller(store: Store, **kw: object) -> Caller:
+    """A token's caller with ``rw`` on ``store`` (grants are keyed by store id)."""
     base: dict[str, object] = {
         "actor": "user:t",
         "token_id": "apikey_x",
-        "stores": {"notes": "rw"},
+        "stores": {store.id: "rw"},
         "rights": DEFAULT_RW_RIGHTS,
         "session_bound": True,
     }
@@ -58,7 +59,7 @@ def seeded(store: Store) -> Store:
 
 
 def test_a_bound_session_or_actor_cannot_be_claimed(seeded: Store) -> None:
-    c = token_caller(session="sesn_mine")
+    c = token_caller(seeded, session="sesn_mine")
     before = tips(seeded)
     with pytest.raises(AccessError, match="may not claim 'sesn_theirs'"):
         seeded.write("/x.md", "x\n", session="sesn_theirs", caller=c)
@@ -73,8 +74,8 @@ def test_a_bound_session_or_actor_cannot_be_claimed(seeded: Store) -> None:
 
 def test_read_only_and_other_store_callers_write_nothing(seeded: Store) -> None:
     before = tips(seeded)
-    ro = token_caller(stores={"notes": "ro"}, rights=frozenset())
-    elsewhere = token_caller(stores={"other": "rw"})
+    ro = token_caller(seeded, stores={seeded.id: "ro"}, rights=frozenset())
+    elsewhere = token_caller(seeded, stores={"memstore_other": "rw"})
     old = seeded.versions("/a.md")[0].id
     for c in (ro, elsewhere):
         with pytest.raises(AccessError):
@@ -95,7 +96,7 @@ def test_a_scope_confined_caller_cannot_erase_or_restore_another_scope(seeded: S
     seeded.write("/s.md", "later\n", actor="user:seed")
     team_v = [v for v in seeded.versions("/s.md", scope="team") if v.operation == "created"][0]
     main_v = [v for v in seeded.versions("/s.md", scope="main") if v.operation == "created"][0]
-    c = token_caller(scope="team", rights=frozenset({"write", "redact"}))
+    c = token_caller(seeded, scope="team", rights=frozenset({"write", "redact"}))
     before = tips(seeded)
     with pytest.raises(AccessError, match="scope 'main'"):
         seeded.redact(team_v.id, reason="x", caller=c)
@@ -109,7 +110,7 @@ def test_a_scope_confined_caller_cannot_erase_or_restore_another_scope(seeded: S
 
 
 def test_review_mode_covers_every_change_and_decides_nothing(seeded: Store) -> None:
-    c = token_caller(session="sesn_rev", review=True, rights=DEFAULT_REVIEW_RIGHTS)
+    c = token_caller(seeded, session="sesn_rev", review=True, rights=DEFAULT_REVIEW_RIGHTS)
     main = seeded.core.tip("main")
     seeded.batch([BatchOp("write", "/b.md", "b\n")], caller=c)
     seeded.write("/a.md", "alpha, proposed\n", caller=c)
@@ -146,8 +147,10 @@ def test_redaction_needs_the_right_not_just_write(seeded: Store) -> None:
     seeded.write("/r.md", "new\n", actor="user:seed")
     assert old is not None
     with pytest.raises(AccessError, match="'redact' right"):
-        seeded.redact(old.id, reason="x", caller=token_caller())
-    done = seeded.redact(old.id, reason="x", caller=token_caller(rights=frozenset({"write", "redact"})))
+        seeded.redact(old.id, reason="x", caller=token_caller(seeded))
+    done = seeded.redact(
+        old.id, reason="x", caller=token_caller(seeded, rights=frozenset({"write", "redact"}))
+    )
     assert done.actor == "user:t"
 
 
@@ -165,6 +168,7 @@ def test_the_guard_reads_paths_and_descriptions(seeded: Store) -> None:
 
 
 def test_an_mcp_client_cannot_claim_another_tokens_session(workspace: Path) -> None:
+    gitmem.create_store("notes", home=workspace)  # a grant names a store that exists
     tokens = TokenStore(workspace)
     mine, _ = tokens.create(stores={"notes": "rw"})
     theirs, _ = tokens.create(stores={"notes": "rw"})
@@ -182,6 +186,7 @@ def test_an_mcp_client_cannot_claim_another_tokens_session(workspace: Path) -> N
 
 
 def test_unknown_rights_are_refused(workspace: Path) -> None:
+    gitmem.create_store("notes", home=workspace)
     with pytest.raises(gitmem.InvalidInputError, match="unknown right"):
         TokenStore(workspace).create(stores={"notes": "rw"}, rights=("write", "root"))
 
@@ -193,6 +198,7 @@ def test_the_cli_grants_an_explicit_right(workspace: Path) -> None:
 
     from gitmem.cli.app import app
 
+    gitmem.create_store("notes", home=workspace)
     args = ["--json", "token", "create", "--store", "notes", "--right", "redact", "--home", str(workspace)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

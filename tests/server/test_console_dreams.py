@@ -86,19 +86,20 @@ def test_dream_now_runs_the_pipeline_and_a_review_token_cannot_run_one_without_r
         for path, content in STORE.items():
             s.write(path, content, actor="user:alice")
         s.write(SESSION_NOTE[0], SESSION_NOTE[1], session="sesn_one")
+        store_id = s.settings.id  # pipelines are keyed by the store's handle, its id
     jobs = DreamJobs(workspace)
     writer = token(workspace, actor="user:w", stores={"notes": "rw"})
     agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
     with scripted_model(Script([list(t) for t in CONSOLIDATE])) as model_url:
         monkeypatch.setenv("GITMEM_DREAM_BASE_URL", model_url)
         with running(workspace) as url:
-            jobs.save_pipeline(Pipeline("notes", "m", review=False))
+            jobs.save_pipeline(Pipeline(store_id, "m", review=False))
             with sign_in(url, agent) as c:
                 page = c.get("/console/stores/notes/dreams")
                 assert page.status_code == 200 and 'id="run-form"' not in page.text
                 refused = c.post("/console/stores/notes/dreams/run", data={"csrf": csrf_of(page.text)})
                 assert refused.status_code == 403 and jobs.all() == []
-            jobs.save_pipeline(Pipeline("notes", "m"))
+            jobs.save_pipeline(Pipeline(store_id, "m"))
             with sign_in(url, writer) as c:
                 page = c.get("/console/stores/notes/dreams")
                 assert 'id="run-form"' in page.text

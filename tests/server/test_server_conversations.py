@@ -107,6 +107,7 @@ def test_the_official_client_round_trip(workspace: Path, served: str) -> None:
 def test_access_follows_the_token(workspace: Path, served: str) -> None:
     rw = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
     ro = client(served, token(workspace, actor="user:bob", stores={"notes": "ro"}))
+    gitmem.create_store("elsewhere", home=workspace).close()  # a grant names a store that exists (by id)
     other = client(served, token(workspace, actor="user:eve", stores={"elsewhere": "rw"}))
     confined = client(served, token(workspace, actor="user:carol", stores={"notes": "rw"}, scope="other"))
     made = rw.conversations.create(extra_body={"memory_store": STORE, "scope": SCOPE})

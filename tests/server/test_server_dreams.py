@@ -305,8 +305,9 @@ def test_a_secret_the_model_writes_is_refused_by_the_guard_and_reported(env: dic
         assert "/keys.md" not in contents(home)
         mine = [p for p in proposals.proposals(s.core) if p.owner == d.session_id]
         assert all(proposals.versions(s.core, p.id) == [] for p in mine)  # at most an empty record
+        git_dir = s.path  # stores/<id>.git: a store's directory follows its id
     out = subprocess.run(
-        ["git", "--git-dir", str(home / "stores" / "notes.git"), "log", "--all", "-p"],
+        ["git", "--git-dir", str(git_dir), "log", "--all", "-p"],
         capture_output=True,
         check=True,
     )

@@ -137,6 +137,7 @@ def test_an_unreachable_or_missing_upstream(workspace: Path) -> None:
 def test_access_and_the_guard(workspace: Path, served: str, upstream: Any) -> None:
     rw = client(served, token(workspace, actor="user:alice", stores={"notes": "rw"}))
     ro = client(served, token(workspace, actor="user:bob", stores={"notes": "ro"}))
+    gitmem.create_store("other", home=workspace).close()  # a grant needs a store (docs/stores.md)
     none = client(served, token(workspace, actor="user:eve", stores={"other": "rw"}))
     conv = rw.conversations.create(extra_body=BIND)
     with pytest.raises(openai.PermissionDeniedError):

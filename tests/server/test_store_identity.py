@@ -107,7 +107,7 @@ def test_a_grant_follows_the_store_id_across_renames(workspace: Path) -> None:
         boss.beta.memory_stores.update(a_id, name="renamed away")
         boss.beta.memory_stores.update(b_id, name="alpha")  # B takes A's old name
         assert [m.path for m in c.beta.memory_stores.memories.list(a_id)] == ["/secret-a.md"]
-        with pytest.raises(anthropic.PermissionDeniedError):
+        with pytest.raises(anthropic.NotFoundError):  # no grant: the same 404 as no store (door)
             c.beta.memory_stores.memories.list(b_id)
         assert [s.id for s in c.beta.memory_stores.list()] == [a_id]
         # a name resolves to the store that carries it now: the token may not read that one
@@ -211,7 +211,7 @@ def test_a_workspace_of_the_old_layout_keeps_working(workspace: Path) -> None:
             http.get("/git/notes.git/info/refs?service=git-upload-pack", auth=("x", secret)).status_code
             == 200
         )
-        with pytest.raises(anthropic.PermissionDeniedError):
+        with pytest.raises(anthropic.NotFoundError):  # no grant: the same 404 as no store (door)
             c.beta.memory_stores.memories.list(newer_id)
     with gitmem.open_store("notes", workspace) as s:  # the old directory name is a handle: first
         assert s.id == sid
