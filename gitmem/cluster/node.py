@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,10 @@ from gitmem.git.fence import write_fence
 
 SIGNATURE = "x-gitmem-cluster-signature"
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
+# A replication's body: a bundle of a whole store and its state. It streams to a spooled file,
+# hashed as it comes, and is read into memory only once its signature holds.
+MAX_REPLICATION_BYTES = 4 << 30
+SPOOL_BYTES = 8 << 20
 
 
 @dataclass
@@ -49,6 +54,7 @@ class ClusterNode:
         self._sent: dict[tuple[str, str], str] = {}  # (store, replica) -> digest it was brought level to
         self._locks: dict[str, threading.Lock] = {}
         self._secret = b""
+        self._local: dict[str, Path] = {}  # store id -> this node's repository of it (last listing)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -119,6 +125,7 @@ class ClusterNode:
                 self.state.place(ref.id, home=self.name, replicas=self.replicas, name=ref.settings.name)
         with self._cache_lock:
             self._cache.clear()
+            self._local = dict(local)
         return local
 
     # ------------------------------------------------------------------ replication and failover
@@ -162,7 +169,9 @@ class ClusterNode:
             return True
         if placement.home != self.name:
             return True
-        path = self.sync_placements().get(placement.store_id)
+        path = self._local.get(placement.store_id)  # from the last listing: no workspace scan per write
+        if path is None or not path.is_dir():
+            path = self.sync_placements().get(placement.store_id)
         if path is None:
             return False
         return not placement.replicas or self.replicate(placement.store_id, path, placement.replicas) > 0
@@ -258,12 +267,35 @@ class ClusterNode:
         async def replicate(request: Request) -> Any:
             import anyio.to_thread
 
-            body = await request.body()
+            header = request.headers.get(SIGNATURE)
+            if not header or header.count(":") < 2:  # not even shaped like a node's signature
+                return JSONResponse(
+                    {"error": "a replication request must be signed by a cluster node"}, status_code=403
+                )
+            spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - closed below
+            digest, size = hashlib.sha256(), 0
+            try:
+                async for chunk in request.stream():  # never more than the cap, never all in memory
+                    size += len(chunk)
+                    if size > MAX_REPLICATION_BYTES:
+                        return JSONResponse(
+                            {"error": f"a replication request is at most {MAX_REPLICATION_BYTES} bytes"},
+                            status_code=413,
+                        )
+                    digest.update(chunk)
+                    spool.write(chunk)
+                try:
+                    signer = replication.verify_signature(
+                        self._secret, header, "POST", request.url.path, b"", body_sha256=digest.hexdigest()
+                    )
+                except ForbiddenError as exc:
+                    return JSONResponse({"error": str(exc)}, status_code=403)
+                spool.seek(0)
+                body = spool.read()  # signed by a node of the cluster: now it may be read whole
+            finally:
+                spool.close()
             store_id = request.path_params["store_id"]
             try:
-                signer = replication.verify_signature(
-                    self._secret, request.headers.get(SIGNATURE), "POST", request.url.path, body
-                )
                 path = await anyio.to_thread.run_sync(where, store_id, signer)
                 env, bundle = replication.unframe(body)
                 refs_sent, state, seq = replication.parse_envelope(env)

@@ -49,8 +49,11 @@ def sign(secret: bytes, node: str, method: str, path: str, body_sha256: str, at:
     return f"{node}:{at}:{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
 
 
-def verify_signature(secret: bytes, header: str | None, method: str, path: str, body: bytes) -> str:
-    """The signing node's name; ForbiddenError unless ``header`` signs exactly this request."""
+def verify_signature(
+    secret: bytes, header: str | None, method: str, path: str, body: bytes, body_sha256: str | None = None
+) -> str:
+    """The signing node's name; ForbiddenError unless ``header`` signs exactly this request
+    (``body_sha256``: the body's digest, when it was hashed as it streamed in)."""
     if not header or header.count(":") < 2:
         raise ForbiddenError("a replication request must be signed by a cluster node")
     node, at, mac = header.rsplit(":", 2)
@@ -58,7 +61,8 @@ def verify_signature(secret: bytes, header: str | None, method: str, path: str, 
         when = int(at)
     except ValueError:
         raise ForbiddenError("a replication request must be signed by a cluster node") from None
-    expected = sign(secret, node, method, path, hashlib.sha256(body).hexdigest(), when)
+    digest = body_sha256 if body_sha256 is not None else hashlib.sha256(body).hexdigest()
+    expected = sign(secret, node, method, path, digest, when)
     if not hmac.compare_digest(header, expected) or abs(time.time() - when) > MAX_SKEW_SECONDS:
         raise ForbiddenError("a replication request must be signed by a cluster node")
     return node

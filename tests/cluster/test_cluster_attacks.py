@@ -8,6 +8,7 @@ from pathlib import Path
 
 import anthropic
 import httpx2 as httpx
+import pytest
 
 import gitmem
 from gitmem.cluster import replication
@@ -74,3 +75,25 @@ def test_a_garbled_envelope_is_refused_before_anything_is_written(tmp_path: Path
     assert (git_dir / "gitmem.yaml").read_text() == "kept\n"
     with pytest.raises(InvalidInputError):  # one ref name smuggling a second update-ref command
         replication.apply(git_dir, b"", {f"refs/heads/x {'0' * 40}\ndelete refs/heads/main": "0" * 40}, {})
+
+
+def test_an_unsigned_or_oversized_replication_is_refused_before_its_body_is_read(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a signature nothing is read; a signed-looking request past the cap gets 413 after
+    at most the cap is read (the body streams to a spooled file, never whole into memory)."""
+    import httpx2 as httpx
+
+    from gitmem.cluster import node as node_mod
+
+    monkeypatch.setattr(node_mod, "MAX_REPLICATION_BYTES", 1024)
+    with cluster(database, tmp_path, n=2) as nodes:
+        url = nodes[1].url + "/cluster/v1/stores/memstore_00000000000000000000000000/replicate"
+        unsigned = httpx.post(url, content=b"x" * 100)
+        assert unsigned.status_code == 403
+        big = httpx.post(url, content=b"x" * 5000, headers={"x-gitmem-cluster-signature": "n0:1:" + "0" * 64})
+        assert big.status_code == 413
+        forged = httpx.post(
+            url, content=b"x" * 100, headers={"x-gitmem-cluster-signature": "n0:1:" + "0" * 64}
+        )
+        assert forged.status_code == 403
