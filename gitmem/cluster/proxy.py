@@ -5,7 +5,7 @@ names (the Anthropic API's ``/v1/memory_stores/{id}``, git's ``/git/{store}.git`
 API's ``memory-stores/{name}``, the console's ``/console/stores/{name}``), looks up its home in the
 shared state, and when that is another node streams the request there and the answer back,
 unchanged. A forwarded request carries ``x-gitmem-forwarded``: the sending node's name and an
-HMAC-SHA256 of it with the method and path under the cluster's secret, so the home serves it
+HMAC-SHA256 of it with the method, path, query and time under the cluster's secret (believed for a minute), so the home serves it
 itself; a client cannot forge it to make a replica serve a store it does not home.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
@@ -43,9 +44,17 @@ def store_named(path: str) -> str | None:
     return None
 
 
-def forward_mac(secret: bytes, node: str, method: str, path: str) -> str:
-    message = "\n".join((node, method, path)).encode("utf-8")
-    return f"{node}:{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
+FORWARD_SKEW_SECONDS = 60  # a forwarding header older (or newer) than this is not believed
+
+
+def forward_mac(
+    secret: bytes, node: str, method: str, path: str, query: str = "", at: int | None = None
+) -> str:
+    """``node:time:mac`` over the node, method, path, query and time: a captured header serves
+    no other request, and none at all a minute later."""
+    at = int(time.time()) if at is None else at
+    message = "\n".join((node, method, path, query, str(at))).encode("utf-8")
+    return f"{node}:{at}:{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
 
 
 class ClusterProxy:
@@ -71,9 +80,15 @@ class ClusterProxy:
     def _forwarded_by_peer(self, scope: Scope) -> bool:
         for key, value in scope.get("headers", []):
             if key == FORWARDED:
-                sender = value.decode("latin-1").split(":", 1)[0]
-                expected = forward_mac(self.secret, sender, scope["method"], scope["path"])
-                return hmac.compare_digest(value.decode("latin-1"), expected)
+                text = value.decode("latin-1")
+                parts = text.split(":")
+                if len(parts) != 3 or not parts[1].isdigit():
+                    return False
+                sender, at = parts[0], int(parts[1])
+                query = scope.get("query_string", b"").decode("latin-1")
+                expected = forward_mac(self.secret, sender, scope["method"], scope["path"], query, at)
+                fresh = abs(time.time() - at) <= FORWARD_SKEW_SECONDS
+                return hmac.compare_digest(text, expected) and fresh
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -104,10 +119,9 @@ class ClusterProxy:
                     return
 
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in HOP_BY_HOP]
-        headers.append(
-            (FORWARDED, forward_mac(self.secret, self.node, scope["method"], scope["path"]).encode())
-        )
         query = scope.get("query_string", b"").decode("latin-1")
+        mac = forward_mac(self.secret, self.node, scope["method"], scope["path"], query)
+        headers.append((FORWARDED, mac.encode()))
         url = base.rstrip("/") + scope["path"] + (f"?{query}" if query else "")
         request = self.client.build_request(scope["method"], url, headers=headers, content=body())
         try:

@@ -166,3 +166,28 @@ def test_a_forged_forwarding_header_is_not_believed(database: str, tmp_path: Pat
         # n1 does not believe the header: it forwards to the home, which answers with the store
         assert reply.status_code == 200, reply.text
         assert reply.json()["id"] == sid and nodes[1].node.forwarded == 1
+
+
+def test_a_captured_forwarding_header_serves_no_other_request_and_expires() -> None:
+    """The header a node forwards with is bound to its method, path, query and minute."""
+    from gitmem.cluster import proxy
+
+    secret = b"s" * 32
+    app = proxy.ClusterProxy(None, node="n1", secret=secret, home_of=lambda _s: None, client=None)  # type: ignore[arg-type]
+
+    def scope(header: str, path: str = "/v1/memory_stores/x", query: bytes = b"") -> dict[str, object]:
+        return {
+            "method": "GET",
+            "path": path,
+            "query_string": query,
+            "headers": [(proxy.FORWARDED, header.encode())],
+        }
+
+    now = int(time.time())
+    good = proxy.forward_mac(secret, "n0", "GET", "/v1/memory_stores/x", "", now)
+    assert app._forwarded_by_peer(scope(good))
+    assert not app._forwarded_by_peer(scope(good, path="/v1/memory_stores/y"))  # another path
+    assert not app._forwarded_by_peer(scope(good, query=b"at=2026-01-01"))  # another query
+    old = proxy.forward_mac(secret, "n0", "GET", "/v1/memory_stores/x", "", now - 3600)
+    assert not app._forwarded_by_peer(scope(old))  # replayed an hour later
+    assert not app._forwarded_by_peer(scope("n0:" + "0" * 64))  # the old, timeless form
