@@ -195,15 +195,20 @@ class Repo:
         check_fence(self.path)
         try:
             if old is None:
-                self._seen_target(new, lambda: self._repo.references.create(name, new, force=False))
+                return self._seen_target(
+                    new, lambda repo: bool(repo.references.create(name, new, force=False))
+                )
+
+            def move(repo: pygit2.Repository) -> bool:
+                ref = repo.references.get(name)
+                if ref is None or ref.target != old:
+                    return False
+                # libgit2 compares the ref against the value it was loaded with under the ref
+                # lock, so this is a compare-and-swap even across processes.
+                ref.set_target(new, message)
                 return True
-            ref = self._repo.references.get(name)
-            if ref is None or ref.target != old:
-                return False
-            # libgit2 compares the ref against the value it was loaded with under the ref lock,
-            # so this is a compare-and-swap even across processes.
-            self._seen_target(new, lambda: ref.set_target(new, message))
-            return True
+
+            return self._seen_target(new, move)
         except pygit2.AlreadyExistsError:
             return False
         except (pygit2.GitError, OSError) as exc:
@@ -214,20 +219,32 @@ class Repo:
                 return False
             raise GitmemError(f"cannot update {name} in {self.path}: {exc}") from None
 
-    def _seen_target(self, new: pygit2.Oid, move: Callable[[], object]) -> None:
-        """``move()``, again if libgit2 did not find ``new``: it checks that a ref's target exists
-        and looks in the pack directory once more on a miss, and a repack or merge swapping packs
-        in another process while it lists the directory can hide the (written, flushed) object
-        from that one look."""
+    def _seen_target(self, new: pygit2.Oid, move: Callable[[pygit2.Repository], bool]) -> bool:
+        """``move(repo)``, again if libgit2 did not find ``new``: it checks that a ref's target
+        exists, and a repack or merge swapping packs in another process can hide the (written,
+        flushed) object from this thread's object database: from one look at the pack directory
+        (listed while the packs were swapped), or for good (a pack whose index it loaded was
+        deleted before it opened the pack, and is found first again and again). The first retry
+        looks once more; later ones reopen this thread's repository, whose fresh object database
+        lists the packs as they are now. Retries back off (1, 2, 4 ... ms, 255 ms in all)."""
         for attempt in range(_MISSING_TARGET_RETRIES + 1):
             try:
-                move()
-                return
+                return move(self._repo)
             except pygit2.GitError as exc:
                 if "doesn't exist" not in str(exc) or attempt == _MISSING_TARGET_RETRIES:
                     raise
-            time.sleep(0.001 * (attempt + 1))
-            self._repo.odb.exists(new)  # a miss makes libgit2 list the pack directory again
+            time.sleep(0.001 * (1 << attempt))
+            if attempt == 0:
+                self._repo.odb.exists(new)  # a miss makes libgit2 list the pack directory again
+            else:
+                self._reopen_thread_repository()
+        return False  # not reached: the last attempt returns or raises
+
+    def _reopen_thread_repository(self) -> None:
+        """Drop this thread's repository and loose writer; the next use opens them afresh (an
+        active staging pack keeps its own, and is written already when a ref moves)."""
+        self._local.repo = None
+        self._local.loose = None
 
     def sync_ref_file(self, name: str) -> None:
         """fsync a loose ref file and its directory (after it moved), else packed-refs."""
@@ -443,7 +460,7 @@ class Repo:
             repo.free()
 
 
-_MISSING_TARGET_RETRIES = 3  # Repo.cas: looks again for a new target a pack swap hid
+_MISSING_TARGET_RETRIES = 8  # Repo.cas: looks again for a new target a pack swap hid
 
 STORE_LOCK = "lock"  # $GIT_DIR/gitmem/lock: exclusive for a history rewrite (gitmem.audit.journal)
 

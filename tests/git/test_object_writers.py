@@ -267,12 +267,13 @@ def test_a_ref_move_looks_again_for_a_target_a_pack_swap_hid(store: Store) -> No
     assert tip is not None
     calls = []
 
-    def hidden_once() -> None:
+    def hidden_once(repo: pygit2.Repository) -> bool:
         calls.append(1)
         if len(calls) == 1:
             raise pygit2.GitError("target OID for the reference doesn't exist on the repository")
+        return True
 
-    core._seen_target(tip, hidden_once)
+    assert core._seen_target(tip, hidden_once) is True
     assert len(calls) == 2
     missing = pygit2.Oid(hex="1" * 40)
     with pytest.raises(GitmemError, match="cannot update refs/heads/main"):
