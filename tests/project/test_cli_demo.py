@@ -23,11 +23,17 @@ class Step:
     code: int | None  # None: the transcript does not show it (the tour checked it was 0)
 
 
+# Only a hang guard, never a speed check: the tour takes about 20 s on a quiet machine and took over
+# 180 s with both cores saturated; a machine that busy must still pass (the speed target of the
+# first hour is measured from a clean clone, docs/performance.md).
+HANG_GUARD_S = 1800
+
+
 def run_demo(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     tmp.mkdir()
     env = dict(os.environ, TMPDIR=str(tmp))  # its workspace lands here, to see it deleted (or kept)
     return subprocess.run(
-        [sys.executable, str(DEMO), *args], env=env, capture_output=True, text=True, timeout=180
+        [sys.executable, str(DEMO), *args], env=env, capture_output=True, text=True, timeout=HANG_GUARD_S
     )
 
 
