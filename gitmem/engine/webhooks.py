@@ -1,0 +1,301 @@
+"""Webhook endpoints, Standard Webhooks signatures and one delivery attempt (docs/webhooks.md).
+
+An admin configures endpoints (``gitmem webhook add``, or the admin API of ``gitmem serve``);
+they live in ``<home>/webhooks/endpoints.json`` (0600, in a 0700 directory) with their secrets,
+``whsec_<base64 of 32 random bytes>``, shown once at creation and never again. A delivery is
+an HTTP POST of the event's JSON with ``webhook-id``, ``webhook-timestamp`` and
+``webhook-signature: v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">``, as the Standard
+Webhooks spec has it (what ``standardwebhooks`` and the anthropic SDK's ``webhooks.unwrap``
+verify).
+
+SSRF: every address an endpoint's host resolves to must be a global one (no loopback, private,
+link-local, multicast or reserved range) unless the endpoint was added with ``allow_private``;
+the check runs when it is added and again at each delivery, and the connection goes to the very
+address checked (no second lookup a rebinding DNS could answer differently). Redirects are not
+followed (a 3xx is a failure).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import http.client
+import ipaddress
+import json
+import secrets
+import socket
+import ssl
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from gitmem.config import now_rfc3339
+from gitmem.engine import events
+from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
+from gitmem.ids import new_ulid
+
+MAX_ENDPOINTS = 32
+MAX_URL = 2048
+USER_AGENT = "gitmem-webhooks/1"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    id: str
+    url: str
+    secret: str = field(repr=False)
+    events: tuple[str, ...] = events.EVENT_TYPES
+    allow_private: bool = False
+    description: str = ""
+    created_at: str = ""
+    resumed_at: str | None = None  # set by ``enable``: a stopped endpoint starts again
+
+    def public(self) -> dict[str, Any]:
+        """What ``list`` shows: everything but the secret."""
+        return {
+            "id": self.id,
+            "url": self.url,
+            "events": list(self.events),
+            "allow_private": self.allow_private,
+            "description": self.description,
+            "created_at": self.created_at,
+        }
+
+
+def _file(home: Path) -> Path:
+    return events.webhooks_dir(home) / events.ENDPOINTS_FILE
+
+
+def load_endpoints(home: Path) -> list[Endpoint]:
+    try:
+        raw = json.loads(_file(home).read_text())
+    except FileNotFoundError:
+        return []
+    return [
+        Endpoint(
+            id=e["id"],
+            url=e["url"],
+            secret=e["secret"],
+            events=tuple(e.get("events") or events.EVENT_TYPES),
+            allow_private=bool(e.get("allow_private")),
+            description=str(e.get("description", "")),
+            created_at=str(e.get("created_at", "")),
+            resumed_at=e.get("resumed_at"),
+        )
+        for e in raw.get("endpoints", [])
+    ]
+
+
+def _save(home: Path, endpoints: list[Endpoint]) -> None:
+    rows = [{**e.public(), "secret": e.secret, "resumed_at": e.resumed_at} for e in endpoints]
+    d = events.webhooks_dir(home)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    d.chmod(0o700)
+    events.write_atomic(_file(home), json.dumps({"endpoints": rows}, indent=1).encode())
+
+
+def get_endpoint(home: Path, endpoint_id: str) -> Endpoint:
+    for e in load_endpoints(home):
+        if e.id == endpoint_id:
+            return e
+    raise NotFoundError(f"no webhook endpoint {endpoint_id!r}")
+
+
+def validate_url(url: str) -> tuple[str, str, int]:
+    """``(scheme, host, port)`` of an http(s) URL without credentials (InvalidInputError else)."""
+    if not isinstance(url, str) or len(url) > MAX_URL or any(ord(c) < 33 for c in url):
+        raise InvalidInputError("a webhook URL is an http:// or https:// URL of at most 2048 characters")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInputError(f"invalid webhook URL {url!r}: use http:// or https:// with a host")
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInputError("a webhook URL carries no credentials: the signature authenticates it")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise InvalidInputError(f"invalid port in webhook URL {url!r}") from None
+    return parts.scheme, parts.hostname, port
+
+
+def destination(url: str, allow_private: bool) -> tuple[str, int]:
+    """The address to connect to for ``url``: its host resolved once, every address checked
+    (ForbiddenError for a non-global one unless ``allow_private``)."""
+    _scheme, host, port = validate_url(url)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InvalidInputError(f"webhook host {host!r} does not resolve: {exc}") from None
+    addresses = [str(info[4][0]) for info in infos]
+    for a in addresses:
+        ip = ipaddress.ip_address(a.split("%", 1)[0])
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if not ip.is_global and not allow_private:
+            raise ForbiddenError(
+                f"webhook host {host!r} resolves to {a}, not a public address: "
+                "add the endpoint with allow_private to deliver there (docs/webhooks.md#ssrf)"
+            )
+    return addresses[0], port
+
+
+def add_endpoint(
+    home: Path,
+    url: str,
+    *,
+    types: list[str] | None = None,
+    allow_private: bool = False,
+    description: str = "",
+) -> tuple[Endpoint, str]:
+    """Configure an endpoint; returns it and its secret (shown this once). Its deliveries start
+    with the events after this moment."""
+    destination(url, allow_private)
+    chosen = tuple(dict.fromkeys(types)) if types else events.EVENT_TYPES
+    unknown = [t for t in chosen if t not in events.EVENT_TYPES]
+    if unknown:
+        raise InvalidInputError(f"unknown event type {unknown[0]!r}: use {', '.join(events.EVENT_TYPES)}")
+    if len(description) > 500 or any(ord(c) < 32 for c in description):
+        raise InvalidInputError("a description is at most 500 characters, without control characters")
+    secret = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+    endpoint = Endpoint(
+        id=f"whep_{new_ulid()}",
+        url=url,
+        secret=secret,
+        events=chosen,
+        allow_private=allow_private,
+        description=description,
+        created_at=now_rfc3339(),
+    )
+    with events.locked(events.webhooks_dir(home) / ".lock"):
+        current = load_endpoints(home)
+        if len(current) >= MAX_ENDPOINTS:
+            raise InvalidInputError(f"at most {MAX_ENDPOINTS} webhook endpoints")
+        events.workspace_ids_unlocked(home)
+        events.begin(home, endpoint.id)  # the cursor first: no event is sent from before it
+        _save(home, [*current, endpoint])
+    return endpoint, secret
+
+
+def remove_endpoint(home: Path, endpoint_id: str) -> None:
+    with events.locked(events.webhooks_dir(home) / ".lock"):
+        current = load_endpoints(home)
+        if not any(e.id == endpoint_id for e in current):
+            raise NotFoundError(f"no webhook endpoint {endpoint_id!r}")
+        _save(home, [e for e in current if e.id != endpoint_id])
+    events.state_path(home, endpoint_id).unlink(missing_ok=True)
+
+
+def resume_endpoint(home: Path, endpoint_id: str) -> Endpoint:
+    """Start a stopped endpoint again, from the event it stopped at (nothing was skipped)."""
+    with events.locked(events.webhooks_dir(home) / ".lock"):
+        current = load_endpoints(home)
+        found = [e for e in current if e.id == endpoint_id]
+        if not found:
+            raise NotFoundError(f"no webhook endpoint {endpoint_id!r}")
+        resumed = Endpoint(**{**found[0].__dict__, "resumed_at": now_rfc3339()})
+        _save(home, [resumed if e.id == endpoint_id else e for e in current])
+    return resumed
+
+
+# ---------------------------------------------------------------------- signing and sending
+def _key(secret: str) -> bytes:
+    return base64.b64decode(secret.removeprefix("whsec_"))
+
+
+def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """``v1,<base64 HMAC-SHA256>`` of ``<msg_id>.<timestamp>.<body>`` (Standard Webhooks)."""
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    return "v1," + base64.b64encode(hmac.new(_key(secret), signed, hashlib.sha256).digest()).decode("ascii")
+
+
+def body_of(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+class DeliveryError(Exception):
+    """A delivery that did not get a 2xx (the message says why)."""
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    """HTTPS to an address resolved and checked before, verifying the certificate for the host."""
+
+    def __init__(self, host: str, address: str, port: int, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+
+
+def post(endpoint: Endpoint, event: dict[str, Any], *, timeout: float = 10.0) -> int:
+    """One signed POST of ``event``; its HTTP status (DeliveryError for anything but 2xx)."""
+    scheme, host, _port = validate_url(endpoint.url)
+    try:
+        address, port = destination(endpoint.url, endpoint.allow_private)
+    except (ForbiddenError, InvalidInputError) as exc:
+        raise DeliveryError(str(exc)) from None
+    body = body_of(event)
+    ts = int(time.time())
+    parts = urlsplit(endpoint.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = {
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+        "webhook-id": event["id"],
+        "webhook-timestamp": str(ts),
+        "webhook-signature": sign(endpoint.secret, event["id"], ts, body),
+        "host": host if port in (80, 443) else f"{host}:{port}",
+    }
+    conn: http.client.HTTPConnection
+    if scheme == "https":
+        conn = _PinnedHTTPS(host, address, port, timeout)
+    else:
+        conn = http.client.HTTPConnection(address, port, timeout=timeout)
+    try:
+        conn.request("POST", target, body=body, headers=headers)
+        reply = conn.getresponse()
+        reply.read(64 * 1024)
+        status = reply.status
+    except (OSError, http.client.HTTPException) as exc:
+        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        conn.close()
+    if not 200 <= status < 300:
+        raise DeliveryError(f"HTTP {status}")
+    return status
+
+
+def describe(home: Path, endpoint: Endpoint) -> dict[str, Any]:
+    """An endpoint as ``list`` shows it: its settings (no secret) and its delivery state:
+    ``status`` ``active``, ``retrying`` (failures since the last success; ``next_attempt_at``)
+    or ``stopped`` (after the worker's failure limit; ``enable`` resumes where it stopped)."""
+    state = events.load_state(home, endpoint.id)
+    stopped = state.get("stopped_at")
+    if stopped and not (endpoint.resumed_at and endpoint.resumed_at > stopped):
+        status = "stopped"
+    elif state.get("failures"):
+        status = "retrying"
+    else:
+        status = "active"
+    out = endpoint.public()
+    out.update(
+        {
+            "status": status,
+            "failures": int(state.get("failures", 0)),
+            "delivered": int(state.get("delivered", 0)),
+            "last_delivered_at": state.get("last_delivered_at"),
+            "last_error": state.get("last_error"),
+            "stopped_at": stopped if status == "stopped" else None,
+        }
+    )
+    return out
+
+
+def test_event(home: Path) -> dict[str, Any]:
+    """The event ``webhook test`` sends: type ``gitmem.webhook_test``, a fresh id."""
+    return events.envelope(
+        f"wevt_{new_ulid()}", "gitmem.webhook_test", now_rfc3339(), {}, events.workspace_ids(home)
+    )

@@ -1,0 +1,260 @@
+"""Webhook deliveries of ``gitmem serve`` and its admin API (docs/webhooks.md).
+
+:class:`Deliveries` is a background worker: every ``interval`` seconds (and when woken) it hands
+each endpoint that is neither busy, waiting out a backoff nor stopped to a bounded thread pool.
+One run of an endpoint reads the events after its cursor (:func:`gitmem.engine.events.pending`),
+posts them one at a time, in order, and moves the cursor after each 2xx; the first failure ends
+the run and schedules the next after an exponential backoff (``backoff * 2**(failures-1)``, at
+most ``max_backoff``, with jitter); after ``max_failures`` failures in a row the endpoint stops
+(``webhook list`` shows it; ``webhook enable`` resumes it at the event it stopped on). A run
+holds a lock on the endpoint's state file, so several server processes never deliver one
+endpoint twice at once. Writes never wait for any of it: the events are read from history.
+
+The admin API (admin tokens only; the secret is in the answer of the create call alone)::
+
+    GET    /v1/gitmem/webhooks                     list
+    POST   /v1/gitmem/webhooks                     {"url", "events"?, "description"?, "allow_private"?}
+    DELETE /v1/gitmem/webhooks/{endpoint_id}
+    POST   /v1/gitmem/webhooks/{endpoint_id}/enable
+    POST   /v1/gitmem/webhooks/{endpoint_id}/test  one signed test event, sent now
+
+``allow_private`` through the API needs ``GITMEM_WEBHOOK_ALLOW_PRIVATE=1`` in the server's
+environment (a remote admin cannot point deliveries at the server's own network otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.routing import Route
+
+from gitmem import config
+from gitmem.engine import events, webhooks
+from gitmem.errors import ForbiddenError, InvalidInputError
+from gitmem.server.anthropic_api import AnthropicApi, Call, Json
+
+log = logging.getLogger("gitmem.webhooks")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How deliveries are paced (``GITMEM_WEBHOOK_*`` variables override the defaults)."""
+
+    concurrency: int = 4
+    interval: float = 0.5
+    timeout: float = 10.0
+    backoff: float = 1.0
+    max_backoff: float = 600.0
+    max_failures: int = 12
+
+    @classmethod
+    def from_environment(cls) -> Policy:
+        values: dict[str, Any] = {}
+        for name, cast in (
+            ("concurrency", int),
+            ("interval", float),
+            ("timeout", float),
+            ("backoff", float),
+            ("max_backoff", float),
+            ("max_failures", int),
+        ):
+            raw = config.env(f"GITMEM_WEBHOOK_{name.upper()}")
+            if raw is not None:
+                try:
+                    value = cast(raw)
+                except ValueError:
+                    raise InvalidInputError(
+                        f"GITMEM_WEBHOOK_{name.upper()}={raw!r} is not a number"
+                    ) from None
+                if value <= 0:
+                    raise InvalidInputError(f"GITMEM_WEBHOOK_{name.upper()} must be positive")
+                values[name] = value
+        return cls(**values)
+
+
+class Deliveries:
+    def __init__(self, home: Path, policy: Policy | None = None) -> None:
+        self.home = home
+        self.policy = policy or Policy.from_environment()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(self.policy.concurrency, thread_name_prefix="gitmem-webhook")
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="gitmem-webhooks", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop: a delivery in flight finishes (and its cursor is saved), no other starts."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._pool.shutdown(wait=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                endpoints = webhooks.load_endpoints(self.home)
+            except Exception:  # noqa: BLE001 - a bad file is logged, and read again next round
+                log.exception("webhooks: endpoints not read")
+                endpoints = []
+            for ep in endpoints:
+                with self._lock:
+                    if ep.id in self._busy:
+                        continue
+                    self._busy.add(ep.id)
+                self._pool.submit(self._guarded, ep)
+            self._wake.wait(self.policy.interval)
+            self._wake.clear()
+
+    def _guarded(self, ep: webhooks.Endpoint) -> None:
+        try:
+            path = events.state_path(self.home, ep.id)
+            with events.locked(path.with_name(f".{ep.id}.lock"), blocking=False) as mine:
+                if mine:
+                    self._run(ep)
+        except Exception:  # noqa: BLE001 - one endpoint's trouble must not stop the worker
+            log.exception("webhooks: endpoint %s", ep.id)
+        finally:
+            with self._lock:
+                self._busy.discard(ep.id)
+
+    def _run(self, ep: webhooks.Endpoint) -> None:
+        if not any(e.id == ep.id for e in webhooks.load_endpoints(self.home)):
+            return  # removed since the round began
+        if not events.state_path(self.home, ep.id).is_file():
+            events.begin(self.home, ep.id)
+        state = events.load_state(self.home, ep.id)
+        stopped = state.get("stopped_at")
+        if stopped:
+            if not (ep.resumed_at and ep.resumed_at > stopped):
+                return
+            state.pop("stopped_at")
+            state["failures"] = 0
+            state.pop("next_attempt", None)
+        if time.time() < float(state.get("next_attempt", 0)):
+            return
+        ids = events.workspace_ids(self.home)
+        for item in events.pending(self.home, state, ids, frozenset(ep.events)):
+            if self._stop.is_set():
+                return
+            if item.event is not None:
+                try:
+                    webhooks.post(ep, item.event, timeout=self.policy.timeout)
+                except webhooks.DeliveryError as exc:
+                    self._failed(ep, state, str(exc))
+                    return
+                state["failures"] = 0
+                state.pop("next_attempt", None)
+                state["delivered"] = int(state.get("delivered", 0)) + 1
+                state["last_delivered_at"] = config.now_rfc3339()
+            item.advance(state)
+            events.save_state(self.home, ep.id, state)
+
+    def _failed(self, ep: webhooks.Endpoint, state: events.State, error: str) -> None:
+        failures = int(state.get("failures", 0)) + 1
+        p = self.policy
+        delay = min(p.max_backoff, p.backoff * 2 ** (failures - 1)) * random.uniform(0.8, 1.0)
+        state.update(failures=failures, last_error=error, next_attempt=time.time() + delay)
+        if failures >= p.max_failures:
+            state["stopped_at"] = config.now_rfc3339()
+            log.warning("webhooks: endpoint %s stopped after %d failures: %s", ep.id, failures, error)
+        events.save_state(self.home, ep.id, state)
+
+
+class WebhooksApi:
+    """The admin API (module docstring); the Anthropic API's tokens, errors and threading."""
+
+    def __init__(self, api: AnthropicApi, deliveries: Deliveries) -> None:
+        self.api = api
+        self.deliveries = deliveries
+
+    @property
+    def home(self) -> Path:
+        return self.api.pool.home
+
+    def routes(self) -> list[Route]:
+        e = self.api.endpoint
+        base = "/v1/gitmem/webhooks"
+        return [
+            Route(base, e(self.list), methods=["GET"]),
+            Route(base, e(self.create, with_body=True), methods=["POST"]),
+            Route(base + "/{endpoint_id}", e(self.remove), methods=["DELETE"]),
+            Route(base + "/{endpoint_id}/enable", e(self.enable, with_body=True), methods=["POST"]),
+            Route(base + "/{endpoint_id}/test", e(self.test, with_body=True), methods=["POST"]),
+        ]
+
+    @staticmethod
+    def _admin(call: Call) -> None:
+        if not call.token.admin:
+            raise ForbiddenError(f"token {call.token.id} is not an admin token: webhooks need one")
+
+    def list(self, call: Call) -> Json:
+        self._admin(call)
+        return {"data": [webhooks.describe(self.home, ep) for ep in webhooks.load_endpoints(self.home)]}
+
+    def create(self, call: Call) -> Json:
+        self._admin(call)
+        try:
+            data = json.loads(call.raw or b"{}")
+        except ValueError:
+            raise InvalidInputError("the body is not JSON") from None
+        if not isinstance(data, dict) or set(data) - {"url", "events", "description", "allow_private"}:
+            raise InvalidInputError("the body is {url, events?, description?, allow_private?}")
+        url, types = data.get("url"), data.get("events")
+        if not isinstance(url, str):
+            raise InvalidInputError("url: a string is required")
+        if types is not None and not (isinstance(types, list) and all(isinstance(t, str) for t in types)):
+            raise InvalidInputError("events: a list of event types")
+        allow_private = data.get("allow_private", False)
+        if not isinstance(allow_private, bool):
+            raise InvalidInputError("allow_private: true or false")
+        if allow_private and config.env("GITMEM_WEBHOOK_ALLOW_PRIVATE") != "1":
+            raise ForbiddenError(
+                "allow_private through the API needs GITMEM_WEBHOOK_ALLOW_PRIVATE=1 on the server "
+                "(or `gitmem webhook add --allow-private` on its machine)"
+            )
+        description = data.get("description", "")
+        if not isinstance(description, str):
+            raise InvalidInputError("description: a string")
+        ep, secret = webhooks.add_endpoint(
+            self.home, url, types=types, allow_private=allow_private, description=description
+        )
+        self.deliveries.wake()
+        return {**webhooks.describe(self.home, ep), "secret": secret}
+
+    def remove(self, call: Call) -> Json:
+        self._admin(call)
+        webhooks.remove_endpoint(self.home, call.params["endpoint_id"])
+        return {"id": call.params["endpoint_id"], "type": "webhook_endpoint_deleted"}
+
+    def enable(self, call: Call) -> Json:
+        self._admin(call)
+        ep = webhooks.resume_endpoint(self.home, call.params["endpoint_id"])
+        self.deliveries.wake()
+        return webhooks.describe(self.home, ep)
+
+    def test(self, call: Call) -> Json:
+        self._admin(call)
+        ep = webhooks.get_endpoint(self.home, call.params["endpoint_id"])
+        event = webhooks.test_event(self.home)
+        try:
+            status = webhooks.post(ep, event, timeout=self.deliveries.policy.timeout)
+        except webhooks.DeliveryError as exc:
+            return {"id": event["id"], "delivered": False, "error": str(exc)}
+        return {"id": event["id"], "delivered": True, "status": status}
