@@ -39,6 +39,7 @@ from gitmem.config import now_rfc3339
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.engine.resolve import all_refs
 from gitmem.engine.rows import VersionRow
+from gitmem.errors import ConfigError
 from gitmem.git.repo import fsync_path
 from gitmem.ids import derived_ulid, new_ulid
 
@@ -166,11 +167,19 @@ def state_path(home: Path, endpoint_id: str) -> Path:
 
 
 def load_state(home: Path, endpoint_id: str) -> State:
+    path = state_path(home, endpoint_id)
     try:
-        state = json.loads(state_path(home, endpoint_id).read_text())
+        state = json.loads(path.read_text())
     except FileNotFoundError:
         return {"journal": 0, "stores": {}, "failures": 0}
-    assert isinstance(state, dict)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not (
+        isinstance(state, dict)
+        and isinstance(state.get("journal"), int)
+        and isinstance(state.get("stores"), dict)
+    ):
+        raise ConfigError(f"{path}: not a webhook cursor")
     return state
 
 
@@ -260,7 +269,7 @@ def pending(home: Path, state: State, ids: dict[str, str], types: frozenset[str]
         tips = _tips(path)
         if not tips:
             continue
-        cursors = stores.get(store_id, {})
+        cursors = stores.setdefault(store_id, {})  # the very dict the cursor moves update
         if all(_done(cursors.get(s), c) for s, c in tips.items()):
             continue  # the common case: nothing new, and the store's index is not opened
         try:
@@ -270,6 +279,8 @@ def pending(home: Path, state: State, ids: dict[str, str], types: frozenset[str]
             continue
         try:
             yield from _store_pending(core, store_id, cursors, ids)
+        except Exception as exc:  # noqa: BLE001 - its events wait; the other stores' go on
+            log.warning("webhooks: store %s not read: %s", store_id, exc)
         finally:
             core.close()
 

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from gitmem.config import now_rfc3339
 from gitmem.engine import events
-from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
+from gitmem.errors import ConfigError, ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.ids import new_ulid
 
 MAX_ENDPOINTS = 32
@@ -51,7 +51,7 @@ class Endpoint:
     allow_private: bool = False
     description: str = ""
     created_at: str = ""
-    resumed_at: str | None = None  # set by ``enable``: a stopped endpoint starts again
+    resumes: int = 0  # counted up by ``enable``: an endpoint stopped at a lower count starts again
 
     def public(self) -> dict[str, Any]:
         """What ``list`` shows: everything but the secret."""
@@ -70,10 +70,22 @@ def _file(home: Path) -> Path:
 
 
 def load_endpoints(home: Path) -> list[Endpoint]:
+    path = _file(home)
     try:
-        raw = json.loads(_file(home).read_text())
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict) or not isinstance(raw.get("endpoints", []), list):
+            raise ValueError("not {endpoints: [...]}")
     except FileNotFoundError:
         return []
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    try:
+        return _endpoints(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: a bad endpoint ({type(exc).__name__}: {exc})") from None
+
+
+def _endpoints(raw: dict[str, Any]) -> list[Endpoint]:
     return [
         Endpoint(
             id=e["id"],
@@ -83,14 +95,14 @@ def load_endpoints(home: Path) -> list[Endpoint]:
             allow_private=bool(e.get("allow_private")),
             description=str(e.get("description", "")),
             created_at=str(e.get("created_at", "")),
-            resumed_at=e.get("resumed_at"),
+            resumes=int(e.get("resumes", 0)),
         )
         for e in raw.get("endpoints", [])
     ]
 
 
 def _save(home: Path, endpoints: list[Endpoint]) -> None:
-    rows = [{**e.public(), "secret": e.secret, "resumed_at": e.resumed_at} for e in endpoints]
+    rows = [{**e.public(), "secret": e.secret, "resumes": e.resumes} for e in endpoints]
     d = events.webhooks_dir(home)
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     d.chmod(0o700)
@@ -194,7 +206,7 @@ def resume_endpoint(home: Path, endpoint_id: str) -> Endpoint:
         found = [e for e in current if e.id == endpoint_id]
         if not found:
             raise NotFoundError(f"no webhook endpoint {endpoint_id!r}")
-        resumed = Endpoint(**{**found[0].__dict__, "resumed_at": now_rfc3339()})
+        resumed = Endpoint(**{**found[0].__dict__, "resumes": found[0].resumes + 1})
         _save(home, [resumed if e.id == endpoint_id else e for e in current])
     return resumed
 
@@ -268,13 +280,18 @@ def post(endpoint: Endpoint, event: dict[str, Any], *, timeout: float = 10.0) ->
     return status
 
 
+def is_stopped(endpoint: Endpoint, state: events.State) -> bool:
+    """Stopped by the worker's failure limit and not enabled since."""
+    return bool(state.get("stopped_at")) and int(state.get("stopped_resumes", 0)) >= endpoint.resumes
+
+
 def describe(home: Path, endpoint: Endpoint) -> dict[str, Any]:
     """An endpoint as ``list`` shows it: its settings (no secret) and its delivery state:
     ``status`` ``active``, ``retrying`` (failures since the last success; ``next_attempt_at``)
     or ``stopped`` (after the worker's failure limit; ``enable`` resumes where it stopped)."""
     state = events.load_state(home, endpoint.id)
     stopped = state.get("stopped_at")
-    if stopped and not (endpoint.resumed_at and endpoint.resumed_at > stopped):
+    if is_stopped(endpoint, state):
         status = "stopped"
     elif state.get("failures"):
         status = "retrying"

@@ -140,10 +140,9 @@ class Deliveries:
         if not events.state_path(self.home, ep.id).is_file():
             events.begin(self.home, ep.id)
         state = events.load_state(self.home, ep.id)
-        stopped = state.get("stopped_at")
-        if stopped:
-            if not (ep.resumed_at and ep.resumed_at > stopped):
-                return
+        if webhooks.is_stopped(ep, state):
+            return
+        if state.get("stopped_at"):  # enabled since it stopped
             state.pop("stopped_at")
             state["failures"] = 0
             state.pop("next_attempt", None)
@@ -173,6 +172,7 @@ class Deliveries:
         state.update(failures=failures, last_error=error, next_attempt=time.time() + delay)
         if failures >= p.max_failures:
             state["stopped_at"] = config.now_rfc3339()
+            state["stopped_resumes"] = ep.resumes
             log.warning("webhooks: endpoint %s stopped after %d failures: %s", ep.id, failures, error)
         events.save_state(self.home, ep.id, state)
 
