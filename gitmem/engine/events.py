@@ -37,11 +37,12 @@ import pygit2
 
 from gitmem.config import now_rfc3339
 from gitmem.engine.core import StoreCore, open_core
-from gitmem.engine.resolve import all_refs
+from gitmem.engine.resolve import all_refs, by_handle, stores_dir
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ConfigError
 from gitmem.git.repo import fsync_path
-from gitmem.ids import derived_ulid, new_ulid
+from gitmem.ids import derived_ulid, is_id, new_ulid
+from gitmem.model.paths import is_store_handle
 
 WEBHOOKS_DIR = "webhooks"
 ENDPOINTS_FILE = "endpoints.json"
@@ -212,19 +213,73 @@ def _newest(core: StoreCore, scope: str) -> str | None:
     return rows[0].id if rows else None
 
 
+_old_layout_ids: dict[str, str] = {}  # an old-layout store's directory -> its id (ids never change)
+
+
+def workspace_stores(home: Path) -> dict[str, Path]:
+    """Every store of the workspace by id, from one directory listing: a directory named by an
+    id is that store's; only an old-layout one (named by its name) has its settings read, once
+    per process (:func:`gitmem.engine.resolve.all_refs` reads every store's settings)."""
+    out: dict[str, Path] = {}
+    try:
+        entries = list(os.scandir(stores_dir(home)))
+    except FileNotFoundError:
+        return out
+    for entry in entries:
+        handle = entry.name[: -len(".git")]
+        if entry.name.startswith(".") or not entry.name.endswith(".git") or not is_store_handle(handle):
+            continue  # a store being made, restored or deleted
+        if is_id(handle, "memstore"):
+            out[handle] = Path(entry.path)
+            continue
+        store_id = _old_layout_ids.get(entry.path)
+        if store_id is None:
+            ref = by_handle(handle, home)
+            if ref is None:
+                continue
+            store_id = _old_layout_ids[entry.path] = ref.settings.id
+        out[store_id] = Path(entry.path)
+    return out
+
+
 def _tips(path: Path) -> dict[str, str] | None:
-    """Each scope's tip (``refs/heads/*``), read without opening the store's index."""
+    """Each scope's tip (``refs/heads/*``), read from the ref files (a few small reads: no
+    repository opened); through pygit2 when they hold anything but plain object ids."""
+    try:
+        out: dict[str, str] = {}
+        packed = path / "packed-refs"
+        with contextlib.suppress(FileNotFoundError):
+            for line in packed.read_text().splitlines():
+                oid, _, name = line.partition(" ")
+                if name.startswith("refs/heads/") and len(oid) == 40:
+                    out[name[len("refs/heads/") :]] = oid
+        heads = path / "refs" / "heads"
+        for root, _dirs, files in os.walk(heads):
+            for f in files:
+                if f.endswith(".lock"):
+                    continue
+                text = (Path(root) / f).read_text().strip()
+                if len(text) != 40 or not all(c in "0123456789abcdef" for c in text):
+                    return _tips_pygit2(path)
+                out[str((Path(root) / f).relative_to(heads))] = text
+        if not out and not (path / "HEAD").is_file():
+            return None
+        return out
+    except (OSError, UnicodeError):
+        return _tips_pygit2(path)
+
+
+def _tips_pygit2(path: Path) -> dict[str, str] | None:
     try:
         repo = pygit2.Repository(str(path))
     except (pygit2.GitError, KeyError):
         return None
     try:
-        out = {}
-        for name in repo.references:
-            if name.startswith("refs/heads/"):
-                target = repo.references[name].target
-                out[name[len("refs/heads/") :]] = str(target)
-        return out
+        return {
+            name[len("refs/heads/") :]: str(repo.references[name].target)
+            for name in repo.references
+            if name.startswith("refs/heads/")
+        }
     finally:
         repo.free()
 
@@ -256,7 +311,7 @@ def pending(home: Path, state: State, ids: dict[str, str], types: frozenset[str]
             continue
         yield _journal_pending(entry, ids, types)
     stores: dict[str, Any] = state["stores"]
-    present = {ref.settings.id: ref.path for ref in all_refs(home, strict=False)}
+    present = workspace_stores(home)
     for store_id in sorted(set(stores) - set(present)):  # deleted: nothing left to read
 
         def forget(s: State, store_id: str = store_id) -> None:

@@ -49,7 +49,7 @@ class Policy:
     """How deliveries are paced (``GITMEM_WEBHOOK_*`` variables override the defaults)."""
 
     concurrency: int = 4
-    interval: float = 0.5
+    interval: float = 1.0
     timeout: float = 10.0
     backoff: float = 1.0
     max_backoff: float = 600.0
