@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
+from gitmem import webhooks
 from gitmem.cli import common
 from gitmem.config import workspace_home
-from gitmem.engine import webhooks
 
 webhook_app = typer.Typer(
     help="Add, list, remove and test the webhook endpoints of gitmem serve.", no_args_is_help=True

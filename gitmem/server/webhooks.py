@@ -26,64 +26,23 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from starlette.routing import Route
 
-from gitmem import config
-from gitmem.engine import events, webhooks
+from gitmem import config, webhooks
 from gitmem.errors import ForbiddenError, InvalidInputError
 from gitmem.server.anthropic_api import AnthropicApi, Call, Json
 
 log = logging.getLogger("gitmem.webhooks")
 
 
-@dataclass(frozen=True)
-class Policy:
-    """How deliveries are paced (``GITMEM_WEBHOOK_*`` variables override the defaults)."""
-
-    concurrency: int = 4
-    interval: float = 1.0
-    timeout: float = 10.0
-    backoff: float = 1.0
-    max_backoff: float = 600.0
-    max_failures: int = 12
-
-    @classmethod
-    def from_environment(cls) -> Policy:
-        values: dict[str, Any] = {}
-        for name, cast in (
-            ("concurrency", int),
-            ("interval", float),
-            ("timeout", float),
-            ("backoff", float),
-            ("max_backoff", float),
-            ("max_failures", int),
-        ):
-            raw = config.env(f"GITMEM_WEBHOOK_{name.upper()}")
-            if raw is not None:
-                try:
-                    value = cast(raw)
-                except ValueError:
-                    raise InvalidInputError(
-                        f"GITMEM_WEBHOOK_{name.upper()}={raw!r} is not a number"
-                    ) from None
-                if value <= 0:
-                    raise InvalidInputError(f"GITMEM_WEBHOOK_{name.upper()} must be positive")
-                values[name] = value
-        return cls(**values)
-
-
 class Deliveries:
-    def __init__(self, home: Path, policy: Policy | None = None) -> None:
+    def __init__(self, home: Path, policy: webhooks.Policy | None = None) -> None:
         self.home = home
-        self.policy = policy or Policy.from_environment()
+        self.policy = policy or webhooks.Policy.from_environment()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._busy: set[str] = set()
@@ -124,8 +83,7 @@ class Deliveries:
 
     def _guarded(self, ep: webhooks.Endpoint) -> None:
         try:
-            path = events.state_path(self.home, ep.id)
-            with events.locked(path.with_name(f".{ep.id}.lock"), blocking=False) as mine:
+            with webhooks.endpoint_lock(self.home, ep.id) as mine:
                 if mine:
                     self._run(ep)
         except Exception:  # noqa: BLE001 - one endpoint's trouble must not stop the worker
@@ -135,46 +93,7 @@ class Deliveries:
                 self._busy.discard(ep.id)
 
     def _run(self, ep: webhooks.Endpoint) -> None:
-        if not any(e.id == ep.id for e in webhooks.load_endpoints(self.home)):
-            return  # removed since the round began
-        if not events.state_path(self.home, ep.id).is_file():
-            events.begin(self.home, ep.id)
-        state = events.load_state(self.home, ep.id)
-        if webhooks.is_stopped(ep, state):
-            return
-        if state.get("stopped_at"):  # enabled since it stopped
-            state.pop("stopped_at")
-            state["failures"] = 0
-            state.pop("next_attempt", None)
-        if time.time() < float(state.get("next_attempt", 0)):
-            return
-        ids = events.workspace_ids(self.home)
-        for item in events.pending(self.home, state, ids, frozenset(ep.events)):
-            if self._stop.is_set():
-                return
-            if item.event is not None:
-                try:
-                    webhooks.post(ep, item.event, timeout=self.policy.timeout)
-                except webhooks.DeliveryError as exc:
-                    self._failed(ep, state, str(exc))
-                    return
-                state["failures"] = 0
-                state.pop("next_attempt", None)
-                state["delivered"] = int(state.get("delivered", 0)) + 1
-                state["last_delivered_at"] = config.now_rfc3339()
-            item.advance(state)
-            events.save_state(self.home, ep.id, state)
-
-    def _failed(self, ep: webhooks.Endpoint, state: events.State, error: str) -> None:
-        failures = int(state.get("failures", 0)) + 1
-        p = self.policy
-        delay = min(p.max_backoff, p.backoff * 2 ** (failures - 1)) * random.uniform(0.8, 1.0)
-        state.update(failures=failures, last_error=error, next_attempt=time.time() + delay)
-        if failures >= p.max_failures:
-            state["stopped_at"] = config.now_rfc3339()
-            state["stopped_resumes"] = ep.resumes
-            log.warning("webhooks: endpoint %s stopped after %d failures: %s", ep.id, failures, error)
-        events.save_state(self.home, ep.id, state)
+        webhooks.deliver_pending(self.home, ep, self.policy, self._stop.is_set)
 
 
 class WebhooksApi:

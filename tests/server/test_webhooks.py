@@ -26,7 +26,8 @@ from serverkit import client, running, token
 from standardwebhooks import Webhook
 
 import gitmem
-from gitmem.engine import events, webhooks
+from gitmem import webhooks
+from gitmem.engine import events
 from gitmem.engine.batch import BatchOp
 
 

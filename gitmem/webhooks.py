@@ -1,4 +1,6 @@
-"""Webhook endpoints, Standard Webhooks signatures and one delivery attempt (docs/webhooks.md).
+"""Webhooks, the library's API (docs/webhooks.md): endpoints, Standard Webhooks signatures, one
+delivery attempt, and one delivery run of an endpoint over the events after its cursor
+(:mod:`gitmem.engine.events`); ``gitmem serve`` schedules the runs (:mod:`gitmem.server.webhooks`).
 
 An admin configures endpoints (``gitmem webhook add``, or the admin API of ``gitmem serve``);
 they live in ``<home>/webhooks/endpoints.json`` (0600, in a 0700 directory) with their secrets,
@@ -18,21 +20,25 @@ followed (a 3xx is a failure).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import http.client
 import ipaddress
 import json
+import logging
+import random
 import secrets
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from gitmem.config import now_rfc3339
+from gitmem.config import env, now_rfc3339
 from gitmem.engine import events
 from gitmem.errors import ConfigError, ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.ids import new_ulid
@@ -40,6 +46,7 @@ from gitmem.ids import new_ulid
 MAX_ENDPOINTS = 32
 MAX_URL = 2048
 USER_AGENT = "gitmem-webhooks/1"
+log = logging.getLogger("gitmem.webhooks")
 
 
 @dataclass(frozen=True)
@@ -316,3 +323,93 @@ def test_event(home: Path) -> dict[str, Any]:
     return events.envelope(
         f"wevt_{new_ulid()}", "gitmem.webhook_test", now_rfc3339(), {}, events.workspace_ids(home)
     )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How deliveries are paced (``GITMEM_WEBHOOK_*`` variables override the defaults)."""
+
+    concurrency: int = 4
+    interval: float = 1.0
+    timeout: float = 10.0
+    backoff: float = 1.0
+    max_backoff: float = 600.0
+    max_failures: int = 12
+
+    @classmethod
+    def from_environment(cls) -> Policy:
+        values: dict[str, Any] = {}
+        for name, cast in (
+            ("concurrency", int),
+            ("interval", float),
+            ("timeout", float),
+            ("backoff", float),
+            ("max_backoff", float),
+            ("max_failures", int),
+        ):
+            raw = env(f"GITMEM_WEBHOOK_{name.upper()}")
+            if raw is not None:
+                try:
+                    value = cast(raw)
+                except ValueError:
+                    raise InvalidInputError(
+                        f"GITMEM_WEBHOOK_{name.upper()}={raw!r} is not a number"
+                    ) from None
+                if value <= 0:
+                    raise InvalidInputError(f"GITMEM_WEBHOOK_{name.upper()} must be positive")
+                values[name] = value
+        return cls(**values)
+
+
+def endpoint_lock(home: Path, endpoint_id: str) -> contextlib.AbstractContextManager[bool]:
+    """The lock a delivery run holds (non-blocking: yields False when another process runs it)."""
+    path = events.state_path(home, endpoint_id)
+    return events.locked(path.with_name(f".{endpoint_id}.lock"), blocking=False)
+
+
+def deliver_pending(home: Path, ep: Endpoint, policy: Policy, stopping: Callable[[], bool]) -> None:
+    """One run of an endpoint: the events after its cursor, posted one at a time, in order, the
+    cursor saved after each 2xx; the first failure ends the run and schedules the next attempt
+    (exponential backoff; a stop after ``policy.max_failures`` in a row). The caller holds the
+    endpoint's lock (:func:`endpoint_lock`). ``stopping`` ends the run between two events."""
+    if not any(e.id == ep.id for e in load_endpoints(home)):
+        return  # removed since the round began
+    if not events.state_path(home, ep.id).is_file():
+        events.begin(home, ep.id)
+    state = events.load_state(home, ep.id)
+    if is_stopped(ep, state):
+        return
+    if state.get("stopped_at"):  # enabled since it stopped
+        state.pop("stopped_at")
+        state["failures"] = 0
+        state.pop("next_attempt", None)
+    if time.time() < float(state.get("next_attempt", 0)):
+        return
+    ids = events.workspace_ids(home)
+    for item in events.pending(home, state, ids, frozenset(ep.events)):
+        if stopping():
+            return
+        if item.event is not None:
+            try:
+                post(ep, item.event, timeout=policy.timeout)
+            except DeliveryError as exc:
+                _failed(ep, policy, home, state, str(exc))
+                return
+            state["failures"] = 0
+            state.pop("next_attempt", None)
+            state["delivered"] = int(state.get("delivered", 0)) + 1
+            state["last_delivered_at"] = now_rfc3339()
+        item.advance(state)
+        events.save_state(home, ep.id, state)
+
+
+def _failed(ep: Endpoint, policy: Policy, home: Path, state: events.State, error: str) -> None:
+    failures = int(state.get("failures", 0)) + 1
+    p = policy
+    delay = min(p.max_backoff, p.backoff * 2 ** (failures - 1)) * random.uniform(0.8, 1.0)
+    state.update(failures=failures, last_error=error, next_attempt=time.time() + delay)
+    if failures >= p.max_failures:
+        state["stopped_at"] = now_rfc3339()
+        state["stopped_resumes"] = ep.resumes
+        log.warning("webhooks: endpoint %s stopped after %d failures: %s", ep.id, failures, error)
+    events.save_state(home, ep.id, state)
