@@ -28,6 +28,7 @@ import ipaddress
 import json
 import logging
 import random
+import re
 import secrets
 import socket
 import ssl
@@ -41,11 +42,12 @@ from urllib.parse import urlsplit
 from gitmem.config import env, now_rfc3339
 from gitmem.engine import events
 from gitmem.errors import ConfigError, ForbiddenError, InvalidInputError, NotFoundError
-from gitmem.ids import new_ulid
+from gitmem.ids import ULID_RE, new_ulid
 
 MAX_ENDPOINTS = 32
 MAX_URL = 2048
 USER_AGENT = "gitmem-webhooks/1"
+_ID_RE = re.compile(rf"^whep_{ULID_RE}\Z")
 log = logging.getLogger("gitmem.webhooks")
 
 
@@ -93,6 +95,9 @@ def load_endpoints(home: Path) -> list[Endpoint]:
 
 
 def _endpoints(raw: dict[str, Any]) -> list[Endpoint]:
+    for e in raw.get("endpoints", []):
+        if not (isinstance(e, dict) and isinstance(e.get("id"), str) and _ID_RE.match(e["id"])):
+            raise ValueError(f"not an endpoint id: {e.get('id') if isinstance(e, dict) else e!r}")
     return [
         Endpoint(
             id=e["id"],

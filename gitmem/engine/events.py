@@ -126,13 +126,21 @@ def record_store_event(store_path: Path, kind: str, store_id: str) -> None:
         journal = webhooks_dir(home) / JOURNAL_FILE
         with locked(webhooks_dir(home) / ".lock"):
             seq = _last_seq(journal) + 1
+            try:
+                with journal.open("rb") as f:
+                    f.seek(-1, os.SEEK_END)
+                    torn = f.read(1) != b"\n"  # a crash mid-append: end that line first
+            except (FileNotFoundError, OSError):
+                torn = False
             at = now_rfc3339()
             ms = int(dt.datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
             entry = {"seq": seq, "id": f"wevt_{derived_ulid(ms, kind, store_id, str(seq))}"}
             entry.update({"type": kind, "store_id": store_id, "created_at": at})
             fd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
+                os.write(
+                    fd, ("\n" if torn else "").encode() + (json.dumps(entry, sort_keys=True) + "\n").encode()
+                )
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -197,10 +205,15 @@ def begin(home: Path, endpoint_id: str) -> State:
         tips = _tips(ref.path)
         if not tips:
             continue
-        with contextlib.closing(open_core(ref.path)) as core:
-            stores[ref.settings.id] = {
-                s: {"commit": c, "version": _newest(core, s), "done": True} for s, c in tips.items()
-            }
+        newest: dict[str, str | None] = {}
+        try:
+            with contextlib.closing(open_core(ref.path)) as core:
+                newest = {s: _newest(core, s) for s in tips}
+        except Exception as exc:  # noqa: BLE001 - a store that cannot be opened still starts at its tips
+            log.warning("webhooks: store %s: newest versions not read: %s", ref.settings.id, exc)
+        stores[ref.settings.id] = {
+            s: {"commit": c, "version": newest.get(s), "done": True} for s, c in tips.items()
+        }
     state: State = {"journal": _last_seq(webhooks_dir(home) / JOURNAL_FILE), "stores": stores, "failures": 0}
     save_state(home, endpoint_id, state)
     return state
