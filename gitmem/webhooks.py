@@ -391,8 +391,9 @@ def deliver_pending(home: Path, ep: Endpoint, policy: Policy, stopping: Callable
     if time.time() < float(state.get("next_attempt", 0)):
         return
     ids = events.workspace_ids(home)
+    cursor = events.state_path(home, ep.id)
     for item in events.pending(home, state, ids, frozenset(ep.events)):
-        if stopping():
+        if stopping() or not cursor.is_file():  # a stop, or the endpoint was removed meanwhile
             return
         if item.event is not None:
             try:
