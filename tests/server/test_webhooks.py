@@ -341,3 +341,28 @@ def test_a_failing_or_hanging_receiver_does_not_slow_writes(
         loaded = min(writes(c, sid, 20) for _ in range(2))
         assert len(receiver.attempts) >= 1  # deliveries were being tried meanwhile
     assert loaded < 3 * floor + 0.5, (floor, loaded)
+
+
+def test_each_scope_sends_its_own_versions_once(workspace: Path, receiver: Receiver) -> None:
+    with gitmem.create_store("Scoped", home=workspace) as s:
+        sid = s.id
+        s.write("/before.md", "main, before the endpoint\n")
+    add(workspace, receiver)
+    with running(workspace):
+        with gitmem.open_store(sid, workspace) as s:
+            s.write("/a.md", "main\n")
+            s.write("/w.md", "work\n", scope="work")  # a scope new to the endpoint
+            s.write("/a.md", "main again\n")
+            s.write("/w.md", "work again\n", scope="work")
+            expected = {
+                scope: [v.id for v in reversed(s.versions(scope=scope)) if v.path != "/before.md"]
+                for scope in ("main", "work")
+            }
+        got = receiver.wait_for(4)
+        time.sleep(0.5)
+        got = receiver.payloads()
+    by_scope = {
+        scope: [p["data"]["memory_version_id"] for p in got if p["data"]["scope"] == scope]
+        for scope in ("main", "work")
+    }
+    assert by_scope == expected and len(got) == 4
