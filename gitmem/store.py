@@ -22,8 +22,10 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
+from gitmem.engine import events
 from gitmem.engine.batch import BatchOp, BatchResult
-from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path
+from gitmem.engine.core import GITMEM_DIR, StoreCore, list_stores, store_path
+from gitmem.engine.core import delete_store as _delete_store
 from gitmem.engine.resolve import (
     StoreRef,
     all_refs,
@@ -145,12 +147,17 @@ class Store:
         ):
             if value is not None:
                 changes[key] = value
+        was_archived = self._core.settings.archived_at is not None
         if full_name is not None and full_name != self._core.settings.full_name:
             home = self.path.parent.parent  # <home>/stores/<handle>.git
             with full_name_lock(home):
                 check_full_name_free(full_name, home, but=self.id)
-                return self._core.update_settings(actor=actor, full_name=full_name, **changes)
-        return self._core.update_settings(actor=actor, **changes)
+                new = self._core.update_settings(actor=actor, full_name=full_name, **changes)
+        else:
+            new = self._core.update_settings(actor=actor, **changes)
+        if new.archived_at is not None and not was_archived:  # webhooks (docs/webhooks.md)
+            events.record_store_event(self.path, "memory_store.archived", self.id)
+        return new
 
     def close(self) -> None:
         self._core.close()
@@ -530,6 +537,15 @@ class Store:
 
 
 # ---------------------------------------------------------------------- open / create / list
+def delete_store(name_or_id: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """Delete a store (by id, handle or unique name) and all its memories and versions,
+    permanently (:func:`gitmem.engine.core.delete_store`; journaled for webhooks)."""
+    store_id = resolve_store(name_or_id, home).settings.id
+    path = _delete_store(name_or_id, home)
+    events.record_store_event(path, "memory_store.deleted", store_id)
+    return path
+
+
 def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> Store:
     """A store by name in the workspace, or by path to a bare store or a clone of one.
 
@@ -610,6 +626,7 @@ def _create(
 
     ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
     ledger.remember_settings(core)
+    events.record_store_event(final, "memory_store.created", store_id)
     return Store(core)
 
 
@@ -753,6 +770,7 @@ def restore_store(
         restore.forget_caches(tmp)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    events.record_store_event(handle_path(settings.id, home), "memory_store.created", settings.id)
     return restore.Restored(settings, digest, scopes, count, sorted(files), report)
 
 

@@ -36,7 +36,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("audit", "redact", "verify", "prune", "review", "receipt", "witness", "tlog", "dream"),
     ),
     ("Git", ("clone", "fetch", "hooks", "replica")),
-    ("Server", ("serve", "token", "mcp", "cluster")),
+    ("Server", ("serve", "token", "webhook", "mcp", "cluster")),
     ("Help", ("help", "completion")),
 )
 
@@ -211,6 +211,7 @@ COMMAND_MODULES = (
     "audit",
     "serve",
     "tokens",
+    "webhooks",
     "review",
     "tlog",
     "dreams",

@@ -44,6 +44,7 @@ from gitmem.server.receipts_api import ReceiptsApi
 from gitmem.server.responses_proxy import ResponsesProxy
 from gitmem.server.review_api import ReviewApi
 from gitmem.server.tokens import TokenStore
+from gitmem.server.webhooks import Deliveries, WebhooksApi
 
 MAX_BODY_BYTES = 1 << 20  # a memory is at most 100 kB; JSON escaping can at most ~6x that
 BODY_TIMEOUT_SECONDS = 30.0  # a client has this long to send its whole body (slowloris: 408)
@@ -157,6 +158,7 @@ def create_app(
         config.env("GITMEM_RESPONSES_UPSTREAM_KEY"),
     )
     dreams = DreamRunner(pool.home)  # Anthropic's dreams and memory pipelines (docs/dreams.md)
+    deliveries = Deliveries(pool.home)  # webhooks, read from history in the background (docs/webhooks.md)
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
     except ImportError:  # pragma: no cover - served without /mcp then
@@ -184,11 +186,13 @@ def create_app(
 
         witnesses = start_worker(pool.home)  # cosignatures in the background (docs/transparency.md)
         dreams.start()
+        deliveries.start()
         try:
             async with mcp_http.run() if mcp_http is not None else contextlib.nullcontext():
                 yield
         finally:
             dreams.close()  # a running dream stops at its next step and ends failed
+            deliveries.close()  # a delivery in flight finishes and its cursor is saved
             if witnesses is not None:
                 witnesses.stop()
         pool.close()  # uvicorn waited for in-flight requests before this runs
@@ -201,6 +205,7 @@ def create_app(
             *ReviewApi(api).routes(),
             *ReceiptsApi(api).routes(),
             *DreamsApi(api, dreams).routes(),
+            *WebhooksApi(api, deliveries).routes(),
             *console.routes(),
             *databricks.routes(),
             *conversations.routes(),
@@ -218,6 +223,7 @@ def create_app(
     app.state.tokens = tokens
     app.state.metrics = metrics
     app.state.dreams = dreams
+    app.state.deliveries = deliveries
     return _Front(app, metrics, max_body)
 
 
