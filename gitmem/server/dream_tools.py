@@ -56,6 +56,22 @@ class Backend(MemoryBackend):
         return out
 
 
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "path": str,
+    "old_path": str,
+    "new_path": str,
+    "file_text": str,
+    "old_str": str,
+    "new_str": str,
+    "insert_text": str,
+    "insert_line": int,
+    "view_range": list,
+}
+_NAMES = {
+    k: "a list" if k == "view_range" else "an integer" if k == "insert_line" else "a string" for k in _TYPES
+}
+
+
 def memory_command(b: Backend, data: dict[str, Any]) -> str:
     command = data.get("command")
     run: dict[str, Callable[[], str]] = {
@@ -68,6 +84,15 @@ def memory_command(b: Backend, data: dict[str, Any]) -> str:
     }
     if command not in run:
         raise ToolError(f"Error: unknown command {command!r}")
+    for key, value in data.items():
+        kind = _TYPES.get(key)
+        if kind is not None and value is not None and not isinstance(value, kind):
+            raise ToolError(f"Error: {key} must be {_NAMES[key]}")
+    view_range = data.get("view_range")
+    if view_range is not None and (
+        len(view_range) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in view_range)
+    ):
+        raise ToolError("Error: view_range must be two line numbers")
     for key in ("path", "old_path", "new_path"):
         if isinstance(data.get(key), str) and reserved(to_store_path(data[key])):
             raise ToolError(
