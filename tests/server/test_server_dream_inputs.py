@@ -195,3 +195,41 @@ def test_the_dreams_writes_carry_its_caller_and_its_proposal_is_its_own(env: dic
         assert (p.owner, p.actor, p.session) == (d.session_id, "service:dreamer", d.session_id)
         # nothing was written by the requesting token's actor or session
         assert s.versions(actor="user:bob") == []
+
+
+def test_a_create_new_dream_killed_mid_run_ends_failed_naming_its_output_and_the_input_is_untouched(
+    workspace: Path, model: Script
+) -> None:
+    import os
+    import signal
+
+    from serverkit import free_port
+    from test_server_dreams import _refs_and_objects, _retrieve, _serve, _store_id, wait_for
+
+    seed(workspace)
+    admin = token(workspace, actor="user:admin", admin=True)
+    model.gate_turn = 2  # the merge is written in the copy, the stale fact not yet
+    port = free_port()
+    with gitmem.open_store("notes", workspace) as s:
+        before = _refs_and_objects(s.path)
+    server = _serve(workspace, port, os.environ["GITMEM_DREAM_BASE_URL"])
+    try:
+        c = client(f"http://127.0.0.1:{port}", admin, max_retries=8)
+        sid = wait_for(lambda: _store_id(c), "the server to answer")
+        d = c.beta.dreams.create(inputs=inputs(sid), model="m")
+        wait_for(model.reached.is_set, "the model's third turn")
+        server.send_signal(signal.SIGKILL)
+        server.wait(30)
+        server = _serve(workspace, port, os.environ["GITMEM_DREAM_BASE_URL"])
+        got = wait_for(lambda: _retrieve(c, d.id), "the restarted server")
+        assert got.status == "failed" and got.error.type == "internal_error"
+        name = got.model_extra["gitmem"]["output_store"]
+        assert name and f"memory store {name}" in got.error.message
+        out = contents(workspace, name)
+        assert "/prefs/coffee-again.md" not in out and out["/facts/office.md"] == "The office is in Berlin.\n"
+        with gitmem.open_store("notes", workspace) as s:
+            assert _refs_and_objects(s.path) == before
+    finally:
+        model.release.set()
+        server.terminate()
+        server.wait(30)
