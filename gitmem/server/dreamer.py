@@ -364,6 +364,7 @@ class DreamRunner:
                 provider=self.provider,
             )
             outcome, error = "completed", None
+            interrupted: BaseException | None = None
             try:
                 dreamer.run(self.home)
             except DreamStopped as exc:
@@ -376,6 +377,9 @@ class DreamRunner:
                 log.exception("dream %s failed", dream_id)
                 outcome = "failed"
                 error = {"type": _api_error_type(exc), "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            except BaseException as exc:  # Ctrl-C in `gitmem dream run`: recorded, then passed on
+                outcome, error = "failed", {"type": "internal_error", "message": "the dream was interrupted"}
+                interrupted = exc
 
             def end(x: Dream) -> None:
                 x.worker_stopped = True
@@ -385,6 +389,8 @@ class DreamRunner:
                     x.ended_at = config.now_rfc3339()
 
             self.jobs.update(dream_id, end)
+            if interrupted is not None:
+                raise interrupted
 
     # ------------------------------------------------------------------ pipelines
     def _tick(self) -> None:

@@ -233,3 +233,35 @@ def test_a_create_new_dream_killed_mid_run_ends_failed_naming_its_output_and_the
         model.release.set()
         server.terminate()
         server.wait(30)
+
+
+def test_ctrl_c_during_a_foreground_run_ends_the_dream_failed(env: dict[str, Any]) -> None:
+    import _thread
+    import threading
+
+    import gitmem.server.dreamer as dreamer
+    from gitmem.server.dream_jobs import DreamJobs
+    from gitmem.server.dream_runs import new_dream
+
+    home, model = env["home"], env["model"]
+    jobs = DreamJobs(home)
+    model.gate_turn = 1  # the second model call hangs: Ctrl-C then
+    runner = dreamer.DreamRunner(home, workers=1)
+    d = new_dream(jobs, home, "notes", sessions=[SESSION], model="m", behavior="update_existing")
+
+    def interrupt() -> None:
+        if model.reached.wait(60):
+            _thread.interrupt_main()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(d.id)  # as `gitmem dream run` does, in the main thread
+    finally:
+        runner.close()
+    got = jobs.get(d.id)
+    assert got.status == "failed" and got.error == {
+        "type": "internal_error",
+        "message": "the dream was interrupted",
+    }
+    assert got.worker_stopped and jobs.stopped(got)
