@@ -265,3 +265,33 @@ def test_ctrl_c_during_a_foreground_run_ends_the_dream_failed(env: dict[str, Any
         "message": "the dream was interrupted",
     }
     assert got.worker_stopped and jobs.stopped(got)
+
+
+def test_in_review_mode_the_dream_reads_back_what_it_proposed(env: dict[str, Any]) -> None:
+    w, sid, model, home = env["writer"], env["sid"], env["model"], env["home"]
+    model.turns[:] = [
+        [text("A new insight."), memory(1, command="create", path="/memories/insight.md", file_text="tea\n")],
+        [
+            text("Sharpen it."),
+            memory(2, command="str_replace", path="/memories/insight.md", old_str="tea", new_str="green tea"),
+        ],
+        [text("Check."), memory(3, command="view", path="/memories")],
+        [
+            text("Move it."),
+            memory(4, command="rename", old_path="/memories/insight.md", new_path="/memories/prefs/tea.md"),
+        ],
+        [text("Done.")],
+    ]
+    before = contents(home)
+    d = finished(w, w.beta.dreams.create(inputs=inputs(sid), model="m", output_behavior=update(sid)).id)
+    assert d.status == "completed", d.error
+    results = [m["messages"][-1]["content"][0] for m in model.requests[1:]]
+    assert not any(r["is_error"] for r in results), results
+    assert "/memories/insight.md" in results[2]["content"]  # its own proposal, on top of the scope
+    assert contents(home) == before
+    with gitmem.open_store("notes", home) as s:
+        p = d.model_extra["gitmem"]["proposal_id"]
+        vs = proposals.versions(s.core, p)
+        assert vs[-1].path == "/prefs/tea.md" and all(v.actor == "service:dreamer" for v in vs)
+        tip = proposals.tip_of(s.core, proposals.get(s.core, p))
+        assert proposals.text_at(s.core.tree_of(tip), "/prefs/tea.md") == "green tea\n"
