@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         client = anthropic.Anthropic(base_url=url, api_key=writer)
         store_id = next(m.id for m in client.beta.memory_stores.list() if m.name == "notes")
         live = dream_once(client, store_id, args.model)
-        print(f"its proposal is left open for review: {live.model_extra['gitmem']['proposal_id']}")
+        proposal = (live.model_extra or {}).get("gitmem", {}).get("proposal_id")
+        if proposal:
+            print(f"its proposal is left open for review: {proposal}")
         return 0 if live.status == "completed" else 1
 
 

@@ -535,6 +535,22 @@ class Store:
             self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode
         )
 
+    def conversation_items(
+        self, conversation: str, *, scope: str = "main", caller: Caller | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """The items of the conversation whose records are under ``/conversations/<conversation>/``
+        (its ULID) in ``scope``, oldest first, as the Conversations API returns them
+        (docs/conversations.md); an empty list when it has none."""
+        import re
+
+        from gitmem.engine import access, conversations
+        from gitmem.ids import ULID_RE
+
+        if not isinstance(conversation, str) or re.fullmatch(ULID_RE, conversation) is None:
+            raise InvalidInputError(f"invalid conversation {conversation!r}: expected its ULID")
+        access.admit_read(self._core, caller, scope)
+        return conversations.items(self._core, scope, conversation)
+
 
 # ---------------------------------------------------------------------- open / create / list
 def delete_store(name_or_id: str, home: str | os.PathLike[str] | None = None) -> Path:

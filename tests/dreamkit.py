@@ -52,6 +52,7 @@ class Script:
     release: threading.Event = field(default_factory=threading.Event)
     reached: threading.Event = field(default_factory=threading.Event)  # the gate turn was asked for
     requests: list[Json] = field(default_factory=list)
+    raw: bytes | None = None  # answer these bytes instead (a model server returning garbage)
 
 
 Json = dict[str, Any]
@@ -134,7 +135,7 @@ def scripted_model(script: Script) -> Iterator[str]:
                 self.end_headers()
                 return
             script.requests.append(body)
-            data = json.dumps(answer(script, body)).encode()
+            data = script.raw if script.raw is not None else json.dumps(answer(script, body)).encode()
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))

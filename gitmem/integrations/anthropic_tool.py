@@ -62,6 +62,7 @@ from gitmem.integrations.memory_paths import (
     format_size,
     to_store_path,
 )
+from gitmem.model.caller import Caller
 from gitmem.model.versions import Version
 from gitmem.store import BatchOp, Store
 
@@ -84,12 +85,19 @@ class MemoryBackend:
     """
 
     def __init__(
-        self, store: Store, scope: str = "main", session: str | None = None, actor: str | None = None
+        self,
+        store: Store,
+        scope: str = "main",
+        session: str | None = None,
+        actor: str | None = None,
+        *,
+        caller: Caller | None = None,
     ):
         self.store = store
         self.scope = scope
         self.session = session if session is not None else new_id("sesn")
         self.actor = actor
+        self.caller = caller  # who asks: every read and write goes through the engine's access checks
         self.versions: list[Version] = []
         self._lock = threading.Lock()
 
@@ -127,14 +135,18 @@ class MemoryBackend:
 
     def _memories_under(self, store_path: str) -> list[Memory]:
         prefix = "/" if store_path == "/" else store_path + "/"
-        return [m for m in self.store.list(prefix, scope=self.scope) if isinstance(m, Memory)]
+        return [
+            m for m in self.store.list(prefix, scope=self.scope, caller=self.caller) if isinstance(m, Memory)
+        ]
 
     def _record(self, version: Version | None) -> None:
         if version is not None:
             self.versions.append(version)
 
     def _batch(self, ops: list[BatchOp]) -> None:
-        result = self.store.batch(ops, scope=self.scope, actor=self.actor, session=self.session)
+        result = self.store.batch(
+            ops, scope=self.scope, actor=self.actor, session=self.session, caller=self.caller
+        )
         self.versions.extend(result.versions)
 
     def _rewrite(self, path: str, store_path: str, edit: Callable[[str], tuple[str, str]]) -> str:
@@ -146,7 +158,7 @@ class MemoryBackend:
             raise ToolError(f"The path {path} is not a file.")
         for _ in range(_EDIT_ATTEMPTS):
             try:
-                memory = self.store.read(store_path, scope=self.scope)
+                memory = self.store.read(store_path, scope=self.scope, caller=self.caller)
             except NotFoundError:
                 break
             new_content, result = edit(memory.content or "")
@@ -159,6 +171,7 @@ class MemoryBackend:
                         if_sha256=memory.content_sha256,
                         actor=self.actor,
                         session=self.session,
+                        caller=self.caller,
                     )
                 )
             except PreconditionFailedError:
@@ -176,7 +189,7 @@ class MemoryBackend:
             raise ToolError(f"The path {path} does not exist. Please provide a valid path.")
         if kind == "dir":
             return self._view_dir(path, store_path)
-        content = self.store.read(store_path, scope=self.scope).content or ""
+        content = self.store.read(store_path, scope=self.scope, caller=self.caller).content or ""
         lines = content.split("\n")
         if len(lines) > MAX_LINES:
             raise ToolError(f"File {path} exceeds maximum line limit of 999,999 lines.")
@@ -231,7 +244,12 @@ class MemoryBackend:
         try:
             self._record(
                 self.store.create(
-                    store_path, file_text, scope=self.scope, actor=self.actor, session=self.session
+                    store_path,
+                    file_text,
+                    scope=self.scope,
+                    actor=self.actor,
+                    session=self.session,
+                    caller=self.caller,
                 )
             )
         except GitmemError as exc:
@@ -300,7 +318,13 @@ class MemoryBackend:
         try:
             if kind == "file":
                 self._record(
-                    self.store.delete(store_path, scope=self.scope, actor=self.actor, session=self.session)
+                    self.store.delete(
+                        store_path,
+                        scope=self.scope,
+                        actor=self.actor,
+                        session=self.session,
+                        caller=self.caller,
+                    )
                 )
             elif kind == "dir":
                 ops = [
@@ -334,7 +358,9 @@ class MemoryBackend:
         try:
             if kind == "file":
                 self._record(
-                    self.store.rename(old, new, scope=self.scope, actor=self.actor, session=self.session)
+                    self.store.rename(
+                        old, new, scope=self.scope, actor=self.actor, session=self.session, caller=self.caller
+                    )
                 )
             else:
                 if new.startswith(old + "/"):

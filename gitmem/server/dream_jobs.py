@@ -285,6 +285,11 @@ class DreamJobs:
                             if x.proposal_id
                             else (f"memory store {x.output}" if x.output else "nowhere")
                         )
+                        if x.behavior == "create_new" and not x.output:
+                            where += (
+                                f" (a copy it had begun, if any, is the store described as "
+                                f"'dream {x.id} of {x.store_id}')"
+                            )
                         x.error = {
                             "type": "internal_error",
                             "message": f"the worker running this dream stopped (a server restart); "

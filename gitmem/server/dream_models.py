@@ -166,15 +166,16 @@ class OpenAIModel:
             )
 
 
-def client(provider: str, base_url: str | None, api_key: str | None) -> Any:
-    """The SDK client of ``provider`` (``anthropic`` or ``openai``) at ``base_url``."""
+def client(provider: str, base_url: str | None, api_key: str | None, *, timeout: float = 300.0) -> Any:
+    """The SDK client of ``provider`` (``anthropic`` or ``openai``) at ``base_url``; ``timeout``
+    seconds per request (``GITMEM_DREAM_TIMEOUT``)."""
     if provider == "openai":
         import openai
 
-        return openai.OpenAI(base_url=base_url, api_key=api_key or "unset", max_retries=2, timeout=300.0)
+        return openai.OpenAI(base_url=base_url, api_key=api_key or "unset", max_retries=2, timeout=timeout)
     import anthropic
 
-    return anthropic.Anthropic(base_url=base_url, api_key=api_key or "unset", max_retries=2, timeout=300.0)
+    return anthropic.Anthropic(base_url=base_url, api_key=api_key or "unset", max_retries=2, timeout=timeout)
 
 
 def conversation(provider: str, sdk_client: Any, model: str, first: str) -> AnthropicModel | OpenAIModel:

@@ -24,6 +24,9 @@ def check_instructions(value: object) -> str | None:
         return None
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_INSTRUCTIONS:
         raise InvalidInputError(f"instructions: from 1 to {MAX_INSTRUCTIONS} characters")
+    bad = next((c for c in value if (ord(c) < 32 and c not in "\t\n\r") or 0x7F <= ord(c) < 0xA0), None)
+    if bad is not None:
+        raise InvalidInputError(f"instructions: no control characters ({ord(bad):#04x})")
     return value
 
 

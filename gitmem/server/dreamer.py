@@ -19,9 +19,13 @@ Where the writes go:
   version, and the dream lists which ones landed (unless the store's ``acl.review`` reviews the
   dreamer anyway).
 
-The engine's review entry points this module uses, kept few for the move onto an explicit caller:
-``proposals.reviewing`` (in :meth:`Dreamer.run`), ``proposals.owner_tip`` (``_Backend._tree``),
-``proposals.route`` and ``proposals.open_proposal`` (``Dreamer._tool``).
+Every read and write carries the dream's :class:`gitmem.model.caller.Caller` (its actor and
+session, bound; read-write on the store it writes and nothing else, in its scope; review mode when
+its changes go to a proposal), so the engine's access checks, guard, limits and review routing
+decide as for any token. A cancel (or a server stopping) is seen within
+:data:`POLL_SECONDS` even while a model request is in flight: the request is abandoned, the
+writes made so far stay where they are. Reserved paths (short-term records, the SDK's marker)
+are refused to the model (:func:`gitmem.server.dream_prompt.reserved`).
 
 :class:`DreamRunner` runs jobs in a pool of ``GITMEM_DREAM_WORKERS`` threads (default 2), picks up
 pending ones and fails orphaned running ones after a restart, and starts memory pipelines when due.
@@ -29,7 +33,6 @@ pending ones and fails orphaned running ones after a restart, and starts memory 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -42,19 +45,19 @@ from anthropic.tools import ToolError
 
 from gitmem import config
 from gitmem.engine import proposals
-from gitmem.engine.memories import Memory
-from gitmem.errors import ConfigError, GitmemError, NotFoundError
+from gitmem.errors import ConfigError, GitmemError
 from gitmem.ids import new_id
-from gitmem.integrations.anthropic_tool import MemoryBackend
-from gitmem.server import dream_models, dream_runs
+from gitmem.model.caller import Caller
+from gitmem.server import dream_models, dream_prompt, dream_runs, dream_tools
 from gitmem.server.dream_jobs import Dream, DreamJobs
 from gitmem.store import Store, copy_store, open_store
 
 log = logging.getLogger("gitmem.server")
-SESSION_CHARS = 4000  # of each version's content in the first message
-PROMPT_CHARS = 120_000  # of the sessions' versions in all
 WRITES = ("create", "str_replace", "insert", "delete", "rename")
 PROVIDERS = ("anthropic", "openai")
+POLL_SECONDS = 0.1  # how often a model call in flight looks for a cancel
+MAX_CALLS = 50  # tool calls run per turn; more are answered with an error
+MESSAGE_CHARS = 1000  # of a refusal's message kept in the record
 
 
 class DreamStopped(Exception):
@@ -70,72 +73,8 @@ def settings() -> dict[str, Any]:
         "workers": int(config.env("GITMEM_DREAM_WORKERS") or "2"),
         "max_turns": int(config.env("GITMEM_DREAM_MAX_TURNS") or "40"),
         "tick_seconds": float(config.env("GITMEM_DREAM_TICK_SECONDS") or "30"),
+        "timeout": float(config.env("GITMEM_DREAM_TIMEOUT") or "300"),
     }
-
-
-class _Backend(MemoryBackend):
-    """The memory tool on the dream's view of the scope: with review on, the scope with the
-    dream's own proposal on top (what it wrote before is what it reads back)."""
-
-    def __init__(self, store: Store, scope: str, session: str, actor: str, owner: str | None) -> None:
-        super().__init__(store, scope, session, actor)
-        self.owner = owner
-
-    def _tree(self) -> Any:
-        core = self.store.core
-        tip = proposals.owner_tip(core, self.scope, self.owner) if self.owner else None
-        return core.tree_of(tip if tip is not None else core.tip(self.scope))
-
-    def _memories_under(self, store_path: str) -> list[Memory]:
-        if self.owner is None:
-            return super()._memories_under(store_path)
-        tree = self._tree()
-        prefix = "" if store_path == "/" else store_path[1:] + "/"
-        out: list[Memory] = []
-
-        def walk(t: Any, rel: str) -> None:
-            for entry in t:
-                path = rel + entry.name
-                if entry.type_str == "tree":
-                    walk(self.store.core.repo[entry.id], path + "/")
-                elif path.startswith(prefix):
-                    out.append(self.store.read("/" + path, scope=self.scope, session=self.owner))
-
-        if tree is not None:
-            walk(tree, "")
-        return out
-
-
-def _sessions_text(store: Store, scope: str, sessions: list[str]) -> str:
-    parts, used = [], 0
-    for sid in sessions:
-        found = sorted(store.versions(scope=scope, session=sid), key=lambda v: (v.created_at, v.id))
-        parts.append(f"## Session {sid}: {len(found)} version(s)")
-        for v in found:
-            if used > PROMPT_CHARS:
-                parts.append("(the rest is left out: too long)")
-                break
-            text = ""
-            if v.operation != "deleted" and v.redaction is None:
-                try:
-                    text = store.read(v.path, scope=scope, version=v.id).content or ""
-                except NotFoundError:
-                    text = ""
-            text = text[:SESSION_CHARS]
-            used += len(text)
-            when = v.created_at.isoformat() if v.created_at else ""
-            parts.append(f"### {v.operation} /memories{v.path} at {when}\n{text}")
-    return "\n".join(parts)
-
-
-def first_message(store: Store, dream: Dream) -> str:
-    listing = [m for m in store.list("/", scope=dream.scope) if isinstance(m, Memory)]
-    paths = "\n".join(f"- /memories{m.path} ({m.size} bytes)" for m in listing) or "(empty)"
-    text = f"# The memory store {dream.store} (scope {dream.scope})\n{paths}\n\n"
-    text += "# The past sessions\n" + _sessions_text(store, dream.scope, dream.sessions)
-    if dream.instructions:
-        text += f"\n\n# Instructions\n{dream.instructions}"
-    return text
 
 
 class Dreamer:
@@ -169,6 +108,7 @@ class Dreamer:
 
     def run(self, home: Path) -> None:
         d = self.dream
+        assert d.session_id is not None
         with open_store(d.store, home) as source:
             if d.behavior == "create_new":
                 name = _output_name(d, source.name)
@@ -182,31 +122,82 @@ class Dreamer:
 
                 self._save(set_output)
                 with open_store(out_id, home) as target:
-                    self._converse(source, target, owner=None)
+                    self._converse(source, target, self._caller(target, review=False))
             else:
-                owner = d.session_id if d.review else None
-                with proposals.reviewing(owner is not None, owner=owner):
-                    self._converse(source, source, owner=owner)
+                self._converse(source, source, self._caller(source, review=d.review))
 
-    def _converse(self, source: Store, target: Store, *, owner: str | None) -> None:
+    def _caller(self, target: Store, *, review: bool) -> Caller:
+        """Who the dream is: its own actor and session (bound), read-only on its input, read-write
+        on the store it writes, in its scope; in review mode when it asked for review or the
+        store's ``acl.review`` reviews the dreamer (so that it reads its proposal back)."""
         d = self.dream
-        assert d.session_id is not None
-        backend = _Backend(target, d.scope, d.session_id, d.actor, owner)
-        chat = dream_models.conversation(self.provider, self.client, d.model, first_message(source, d))
+        review = review or proposals.route(target.core, d.scope, d.actor, d.session_id) is not None
+        return Caller(
+            actor=d.actor,
+            session=d.session_id,
+            stores={d.store_id: "ro", target.settings.id: "rw"},
+            scope=d.scope,
+            review=review,
+            rights=frozenset({"write"}),
+            session_bound=True,
+        )
+
+    def _converse(self, source: Store, target: Store, caller: Caller) -> None:
+        d = self.dream
+        backend = dream_tools.Backend(target, d.scope, caller)
+        first = dream_prompt.first_message(
+            source,
+            d.scope,
+            caller,
+            label=d.store_id,
+            sessions=d.sessions,
+            instructions=d.instructions,
+        )
+        chat = dream_models.conversation(self.provider, self.client, d.model, first)
         for _turn in range(self.max_turns):
             self._check()
-            turn = chat.turn()
+            turn = self._ask(chat)
             self._count(turn.usage)
-            reasoning = _withheld(turn.reasoning, target)
+            reasoning = dream_prompt.withheld(turn.reasoning, target)
             outputs = []
-            for call in turn.calls:
+            for n, call in enumerate(turn.calls):
                 self._check()
-                text, is_error = self._tool(backend, call.name, call.input, reasoning, owner)
+                if n >= MAX_CALLS:
+                    outputs.append((call, f"Error: at most {MAX_CALLS} tool calls per turn", True))
+                    continue
+                text, is_error = self._tool(backend, call.name, call.input, reasoning)
                 outputs.append((call, text, is_error))
             if turn.done:
                 return
             chat.results(outputs)
         raise GitmemError(f"the dream used its {self.max_turns} turns without finishing")
+
+    def _ask(self, chat: Any) -> dream_models.Turn:
+        """One model turn, in a thread of its own: a cancel or a stop while it is in flight ends
+        the dream within :data:`POLL_SECONDS`; the request is abandoned (its answer, if it comes,
+        is dropped) and the client closed to let go of its connection."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                box["turn"] = chat.turn()
+            except BaseException as exc:  # handed to the dream's thread below
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name=f"gitmem-dream-model-{self.dream.id}", daemon=True).start()
+        while not done.wait(POLL_SECONDS):
+            try:
+                self._check()
+            except DreamStopped:
+                _close(self.client)
+                raise
+        if "error" in box:
+            raise box["error"]
+        turn: dream_models.Turn = box["turn"]
+        return turn
 
     def _count(self, usage: dict[str, int]) -> None:
         def change(x: Dream) -> None:
@@ -216,21 +207,19 @@ class Dreamer:
 
         self._save(change)
 
-    def _tool(
-        self, backend: _Backend, name: str, data: Any, reasoning: str, owner: str | None
-    ) -> tuple[str, bool]:
+    def _tool(self, backend: dream_tools.Backend, name: str, data: Any, reasoning: str) -> tuple[str, bool]:
         if not isinstance(data, dict):
             return "Error: the tool input must be an object", True
         if name == "search_memories":
-            return self._search(backend, data), False
+            return dream_tools.search(backend, data), False
         if name != "memory":
             return f"Error: unknown tool {name!r}", True
         command = data.get("command")
         before = len(backend.versions)
         try:
-            text = _memory_command(backend, data)
+            text = dream_tools.memory_command(backend, data)
         except ToolError as exc:
-            message = str(exc)
+            message = str(exc)[:MESSAGE_CHARS]
             if command in WRITES:
                 refused = {
                     "command": command,
@@ -245,9 +234,11 @@ class Dreamer:
         new = backend.versions[before:]
         if new:
             core = backend.store.core
-            # The store's own acl.review may put the dreamer in review mode even when the dream
-            # asked for none: then its changes are in a proposal all the same, and said so.
-            owner = owner or proposals.route(core, backend.scope, backend.actor, backend.session)
+            # Where the engine routed them: the caller's review mode, or the store's acl.review
+            # (which may review the dreamer even when the dream asked for none: said so).
+            caller = backend.caller
+            assert caller is not None
+            owner = proposals.route(core, backend.scope, caller.actor, caller.session, caller.review)
             landed = owner is None
             entries = [
                 {
@@ -272,48 +263,12 @@ class Dreamer:
             self._save(change)
         return text, False
 
-    def _search(self, backend: _Backend, data: dict[str, Any]) -> str:
-        query = str(data.get("query") or "")
-        raw = data.get("limit")
-        limit = raw if isinstance(raw, int) else 10
-        try:
-            hits = backend.store.search(query, scope=backend.scope, limit=max(1, min(limit, 50)))
-        except GitmemError as exc:
-            return f"Error: {exc.message}"
-        return (
-            json.dumps([{"path": f"/memories{h.path}", "snippet": getattr(h, "snippet", "")} for h in hits])
-            if hits
-            else "No memories match."
-        )
 
-
-def _withheld(text: str, store: Store) -> str:
-    """``text`` with what the store's guard finds (secrets, PII) replaced: a dream's reasoning is
-    kept in its record and shown in the console, so it must not carry what the store refuses."""
-    from gitmem.model.guard import GuardPolicy, scan
-
+def _close(client: Any) -> None:
     try:
-        policy = GuardPolicy.from_dict(store.settings.guard, f"the guard of {store.name}")
-    except GitmemError:
-        policy = GuardPolicy()
-    for f in sorted(scan(text, policy), key=lambda f: f.start, reverse=True):
-        text = text[: f.start] + f"[{f.kind} withheld]" + text[f.end :]
-    return text
-
-
-def _memory_command(b: _Backend, data: dict[str, Any]) -> str:
-    command = data.get("command")
-    run: dict[str, Callable[[], str]] = {
-        "view": lambda: b.view(data["path"], data.get("view_range")),
-        "create": lambda: b.create(data["path"], data["file_text"]),
-        "str_replace": lambda: b.str_replace(data["path"], data["old_str"], data.get("new_str")),
-        "insert": lambda: b.insert(data["path"], int(data["insert_line"]), data["insert_text"]),
-        "delete": lambda: b.delete(data["path"]),
-        "rename": lambda: b.rename(data["old_path"], data["new_path"]),
-    }
-    if command not in run:
-        raise ToolError(f"Error: unknown command {command!r}")
-    return b.locked(run[str(command)])
+        client.close()
+    except Exception:  # pragma: no cover - closing is a courtesy to the abandoned request
+        log.debug("closing a dream's model client failed", exc_info=True)
 
 
 def _output_name(d: Dream, source_name: str) -> str:
@@ -342,7 +297,9 @@ class DreamRunner:
         if s["provider"] not in PROVIDERS:
             raise ConfigError(f"GITMEM_DREAM_PROVIDER: one of {', '.join(PROVIDERS)}, not {s['provider']!r}")
         self.provider = str(s["provider"])
-        self.client = client or (lambda: dream_models.client(self.provider, s["base_url"], s["api_key"]))
+        self.client = client or (
+            lambda: dream_models.client(self.provider, s["base_url"], s["api_key"], timeout=s["timeout"])
+        )
         self.stopping = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
         self._ticker: threading.Thread | None = None
@@ -407,6 +364,7 @@ class DreamRunner:
                 provider=self.provider,
             )
             outcome, error = "completed", None
+            interrupted: BaseException | None = None
             try:
                 dreamer.run(self.home)
             except DreamStopped as exc:
@@ -419,6 +377,9 @@ class DreamRunner:
                 log.exception("dream %s failed", dream_id)
                 outcome = "failed"
                 error = {"type": _api_error_type(exc), "message": f"{type(exc).__name__}: {exc}"[:2000]}
+            except BaseException as exc:  # Ctrl-C in `gitmem dream run`: recorded, then passed on
+                outcome, error = "failed", {"type": "internal_error", "message": "the dream was interrupted"}
+                interrupted = exc
 
             def end(x: Dream) -> None:
                 x.worker_stopped = True
@@ -428,6 +389,8 @@ class DreamRunner:
                     x.ended_at = config.now_rfc3339()
 
             self.jobs.update(dream_id, end)
+            if interrupted is not None:
+                raise interrupted
 
     # ------------------------------------------------------------------ pipelines
     def _tick(self) -> None:

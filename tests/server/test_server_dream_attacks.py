@@ -99,6 +99,9 @@ def test_a_model_sending_nonsense_or_escaping_the_store_changes_nothing(env: dic
             memory(4, command="format_disk"),
             {"type": "tool_use", "id": "toolu_0005", "name": "shell", "input": {"cmd": "rm -rf /"}},
             {"type": "tool_use", "id": "toolu_0006", "name": "memory", "input": "not an object"},
+            memory(7, command="view", path=123),
+            memory(8, command="view", path="/memories/facts/office.md", view_range=["a", {}]),
+            memory(9, command="create", path="/memories/x.md", file_text={"not": "text"}),
         ],
         [text("Done.")],
     ]
@@ -116,7 +119,7 @@ def test_a_model_sending_nonsense_or_escaping_the_store_changes_nothing(env: dic
     )
     assert d.status == "completed" and d.model_extra["gitmem"]["changes"] == []
     results = model.requests[1]["messages"][-1]["content"]
-    assert len(results) == 6 and all(r["is_error"] for r in results)
+    assert len(results) == 9 and all(r["is_error"] for r in results)
     assert contents(home) == before
     assert not (home / "escape.md").exists() and not (home.parent / "escape.md").exists()
 

@@ -217,9 +217,10 @@ def test_cancel_mid_run_keeps_the_partial_writes_in_the_proposal(env: dict[str, 
     c = w.beta.dreams.cancel(d.id)
     assert c.status == "canceled" and c.ended_at is not None
     assert w.beta.dreams.cancel(d.id).status == "canceled"  # unchanged
-    model.release.set()
+    # the model's answer never comes (the gate holds it): the worker lets go all the same
     jobs = DreamJobs(home)
-    wait_for(lambda: jobs.stopped(jobs.get(d.id)), "the worker to let go")
+    wait_for(lambda: jobs.get(d.id).worker_stopped, "the worker to let go mid-model-call")
+    assert not model.release.is_set() and jobs.stopped(jobs.get(d.id))
     d = w.beta.dreams.retrieve(d.id)
     ext = d.model_extra["gitmem"]
     assert [c["path"] for c in ext["changes"]] == ["/prefs/coffee-again.md"]
@@ -229,6 +230,9 @@ def test_cancel_mid_run_keeps_the_partial_writes_in_the_proposal(env: dict[str, 
         assert [(v.operation, v.path) for v in vs] == [("deleted", "/prefs/coffee-again.md")]
     archived = w.beta.dreams.archive(d.id)
     assert archived.archived_at is not None
+    model.release.set()  # the abandoned request's answer, when it comes, changes nothing
+    wait_for(lambda: len(model.requests) >= 3, "the abandoned request")
+    assert jobs.get(d.id).status == "canceled" and jobs.get(d.id).changes == ext["changes"]
     assert d.id not in [x.id for x in w.beta.dreams.list()]
     assert d.id in [x.id for x in w.beta.dreams.list(include_archived=True)]
 
@@ -456,9 +460,9 @@ def test_create_new_canceled_mid_run_keeps_its_partial_writes_in_the_output_stor
     d = a.beta.dreams.create(inputs=inputs(sid), model="m")
     wait_for(model.reached.is_set, "the model's third turn")
     assert a.beta.dreams.cancel(d.id).status == "canceled"
-    model.release.set()
     jobs = DreamJobs(home)
-    wait_for(lambda: jobs.stopped(jobs.get(d.id)), "the worker to let go")
+    wait_for(lambda: jobs.get(d.id).worker_stopped, "the worker to let go mid-model-call")
+    assert not model.release.is_set()
     d = a.beta.dreams.retrieve(d.id)
     assert d.status == "canceled" and d.outputs
     out = contents(home, d.model_extra["gitmem"]["output_store"])
