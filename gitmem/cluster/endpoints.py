@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem import config
-from gitmem.cluster import handoff, replication
+from gitmem.cluster import handoff, purges, replication
 from gitmem.cluster.proxy import _unavailable, store_named
-from gitmem.errors import ForbiddenError, GitmemError
+from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
 from gitmem.git.fence import read_fence, write_fence
 
 if TYPE_CHECKING:
@@ -173,6 +173,11 @@ def apply_replication(
 
             install_hooks(path, label=store_id)
         self.state.record_position(store_id, self.name, f"#{seq}", seq)
+        digest, problem = purges.purge_copy(path)  # a redaction's retired objects leave this copy too
+        if digest:
+            purges.record(self.state, store_id, self.name, digest, problem)
+        if problem:
+            raise IntegrityError(f"the purge of {store_id} on {self.name} is not proved: {problem}")
 
 
 def _git(path: Path, *args: str, stdin: str = "") -> str:

@@ -83,7 +83,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     ),
     (
         2,
-        "move handoffs, replica positions by replication number, the sync ack point, lost writes",
+        "move handoffs, replica positions by replication number, the sync ack point, lost writes, purge proofs",
         """
         ALTER TABLE placements ADD COLUMN moving_to text REFERENCES nodes(name);
         ALTER TABLE replica_positions ADD COLUMN seq bigint NOT NULL DEFAULT 0;
@@ -105,8 +105,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE TABLE purges (
             store_id    text NOT NULL,
             node        text NOT NULL,
-            requested   bigint NOT NULL,
-            proved      bigint NOT NULL DEFAULT 0,
+            denylist_sha256 text NOT NULL,
+            proved      boolean NOT NULL,
             detail      text NOT NULL DEFAULT '',
             updated_at  timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (store_id, node)

@@ -44,9 +44,10 @@ class Running:
     thread: threading.Thread
 
 
-def serving(node: ClusterNode) -> Running:
-    """Start ``node`` and serve its app on its URL's port (in a thread)."""
-    node.start()
+def serving(node: ClusterNode, *, start: bool = True) -> Running:
+    """Start ``node`` (unless it runs) and serve its app on its URL's port (in a thread)."""
+    if start:
+        node.start()
     port = int(node.url.rsplit(":", 1)[1])
     server = uvicorn.Server(uvicorn.Config(node.app(), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
