@@ -17,11 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.audit.purge_proof import prove_purged
-from gitmem.engine.denylist import read_denylist
-from gitmem.errors import IntegrityError
-from gitmem.git.purge import existing_objects, purge
-from gitmem.git.repo import Repo, open_repository
+from gitmem.audit.copy_purge import purge_and_prove
 
 if TYPE_CHECKING:
     from gitmem.cluster.state import ClusterState
@@ -49,17 +45,9 @@ def purge_copy(git_dir: Path) -> tuple[str, str]:
     marker = git_dir / PROVED_FILE
     if not digest or (marker.exists() and marker.read_text().strip() == digest):
         return digest, ""
-    denied = read_denylist(git_dir)
-    try:
-        repo = Repo(open_repository(git_dir), git_dir)
-        present = sorted(denied & existing_objects(repo))
-        if present:
-            purge(repo, present)
-        proof = prove_purged(git_dir, object_ids=denied)
-    except IntegrityError as exc:
-        return digest, exc.message
-    if not proof.ok:
-        return digest, proof.reason()
+    problem = purge_and_prove(git_dir)
+    if problem:
+        return digest, problem
     tmp = marker.with_name(".replica_purged.tmp")
     tmp.write_text(digest)
     os.replace(tmp, marker)
