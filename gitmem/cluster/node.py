@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ class ClusterNode:
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
     forwarded: int = field(default=0, init=False)
     failovers: list[tuple[str, int]] = field(default_factory=list, init=False)  # (store id, epoch) taken over
-    replication_errors: list[str] = field(default_factory=list, init=False)
+    # the last errors of replications, moves and beats (bounded: a replica down for days is one error a beat)
+    replication_errors: deque[str] = field(default_factory=lambda: deque(maxlen=200), init=False)
     moves: list[tuple[str, str, int]] = field(
         default_factory=list, init=False
     )  # (store, to, epoch) handed over
@@ -80,7 +82,10 @@ class ClusterNode:
         while not self._stop.wait(self.heartbeat_seconds):
             try:
                 self.tick()
-            except GitmemError:  # the database is down: try again at the next beat
+            except Exception as exc:  # noqa: BLE001 - the database is down, a copy is unreadable, ...:
+                # the beat must go on (a dead heartbeat thread would never renew again); the
+                # fences close on their own clock meanwhile
+                self.replication_errors.append(f"beat: {type(exc).__name__}: {exc}")
                 continue
 
     def tick(self) -> None:

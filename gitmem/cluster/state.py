@@ -60,13 +60,33 @@ class QueueItem:
     attempts: int
 
 
+def _unavailable(exc: Exception) -> UnavailableError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return UnavailableError(f"the cluster database cannot be reached: {first}")
+
+
 def _connect(dsn: str) -> Any:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise InvalidInputError("the cluster needs psycopg: pip install 'gitmem-store[cluster]'") from exc
+
+    class Connection(psycopg.Connection[Any]):
+        """A lost database is UnavailableError (503, exit 8) at every statement, not a driver error."""
+
+        def execute(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().execute(*args, **kwargs)
+            except psycopg.OperationalError as exc:
+                raise _unavailable(exc) from None
+
     try:
-        return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        # keepalives and a TCP timeout: a database cut off by a partition fails a statement in
+        # seconds instead of hanging a heartbeat (the fence closes on its own clock meanwhile)
+        return Connection.connect(
+            dsn, autocommit=True, connect_timeout=10, keepalives=1, keepalives_idle=5,
+            keepalives_interval=2, keepalives_count=2, tcp_user_timeout=10000,
+        )  # fmt: skip
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnavailableError(f"the cluster database cannot be reached: {first}") from None
@@ -96,9 +116,14 @@ class ClusterState:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
+        import psycopg
+
         conn = self.conn()
-        with conn.transaction():
-            yield conn
+        try:
+            with conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:  # the commit itself met a lost database
+            raise _unavailable(exc) from None
 
     def close(self) -> None:
         with self._lock:

@@ -188,7 +188,7 @@ def test_a_forged_forwarding_header_is_not_believed(database: str, tmp_path: Pat
 
 
 def test_a_captured_forwarding_header_serves_no_other_request_and_expires() -> None:
-    """The header a node forwards with is bound to its method, path, query and minute."""
+    """The header a node forwards with is bound to its method, path, query and minute, once."""
     from gitmem.cluster import proxy
 
     secret = b"s" * 32
@@ -210,3 +210,9 @@ def test_a_captured_forwarding_header_serves_no_other_request_and_expires() -> N
     old = proxy.forward_mac(secret, "n0", "GET", "/v1/memory_stores/x", "", now - 3600)
     assert not app._forwarded_by_peer(scope(old))  # replayed an hour later
     assert not app._forwarded_by_peer(scope("n0:" + "0" * 64))  # the old, timeless form
+    assert not app._forwarded_by_peer(scope(good))  # replayed at once: believed once only
+    again = proxy.forward_mac(secret, "n0", "GET", "/v1/memory_stores/x", "", now)
+    assert app._forwarded_by_peer(scope(again))  # a new nonce: a new request
+    nonce = again.split(":")[2]
+    forged = proxy.forward_mac(b"x" * 32, "n0", "GET", "/v1/memory_stores/x", "", now, nonce)
+    assert not app._forwarded_by_peer(scope(forged))  # signed with another secret
