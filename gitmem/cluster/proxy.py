@@ -27,6 +27,8 @@ from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gitmem.errors import GitmemError
+
 FORWARDED = b"x-gitmem-forwarded"
 HOP_BY_HOP = {
     b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailers",
@@ -126,7 +128,11 @@ class ClusterProxy:
             await self.app(scope, receive, send)
             return
         store = store_named(scope["path"])
-        target = await _in_thread(self.home_of, store) if store else None
+        try:
+            target = await _in_thread(self.home_of, store) if store else None
+        except GitmemError as exc:  # the shared state cannot be read: no route, retry
+            await _unavailable(send, str(exc))
+            return
         if target is None or target[0] == self.node:
             await self.app(scope, receive, send)
             return
