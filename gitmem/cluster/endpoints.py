@@ -324,3 +324,67 @@ class SyncAck:
                 return
         for message in held:
             await send(message)
+
+
+class Figures:
+    """``/healthz`` and ``/metrics`` with the node's cluster figures added (:meth:`ClusterNode.figures`):
+    ``/healthz`` gains a ``cluster`` object (``status`` says ``degraded`` while the database is down),
+    ``/metrics`` the ``gitmem_cluster_*`` gauges."""
+
+    HELP = {
+        "leases_held": "Stores whose write lease this node holds",
+        "replicas_behind": "Replicas of the stores homed here not level after their last replication",
+        "forwarded": "Requests this node proxied to a store's home",
+        "failovers": "Stores this node took over from a lost home",
+        "moves": "Stores this node handed to another node",
+        "replication_errors": "Recent replication, move and beat errors (the last 200 at most)",
+        "lost_writes_found_here": "Commits of an async tail found on this node's old copies",
+        "nodes": "Nodes that joined the cluster",
+        "nodes_healthy": "Nodes seen within the health window",
+        "stores_placed_here": "Stores placed with this node as their home",
+        "moves_pending": "Requested moves not yet handed over (cluster-wide)",
+        "lost_writes": "Commits lost by async failovers, reported (cluster-wide)",
+        "purges_unproved": "Replica copies whose purge proof failed (cluster-wide)",
+        "database_up": "1 while the cluster's PostgreSQL answers",
+    }
+
+    def __init__(self, app: Any, node: ClusterNode) -> None:
+        self.app, self.node = app, node
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import anyio.to_thread
+
+        path = scope["path"] if scope["type"] == "http" and scope["method"] == "GET" else ""
+        if path not in ("/healthz", "/metrics"):
+            await self.app(scope, receive, send)
+            return
+        held: list[Any] = []
+
+        async def hold(message: Any) -> None:
+            held.append(message)
+
+        await self.app(scope, receive, hold)
+        start = next(m for m in held if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in held if m["type"] == "http.response.body")
+        figures = await anyio.to_thread.run_sync(self.node.figures)
+        if start["status"] == 200 and path == "/healthz":
+            data = json.loads(body)
+            data["cluster"] = figures
+            if figures["database"] != "up":
+                data["status"] = "degraded"
+            body = json.dumps(data).encode()
+        elif start["status"] == 200:
+            body += self.render(figures).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def render(self, figures: dict[str, Any]) -> str:
+        values = {k: v for k, v in figures.items() if isinstance(v, int)}
+        values["database_up"] = int(figures["database"] == "up")
+        lines = []
+        for key, value in values.items():
+            name = f"gitmem_cluster_{key}"
+            lines += [f"# HELP {name} {self.HELP.get(key, key)}", f"# TYPE {name} gauge", f"{name} {value}"]
+        return "\n".join(lines) + "\n"

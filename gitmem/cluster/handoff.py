@@ -181,3 +181,22 @@ def lost_writes(state: ClusterState, store_id: str | None = None) -> list[LostWr
         .fetchall()
     )
     return [LostWrite(s, n, int(e), r, c, m, b) for s, n, e, r, c, m, b in rows]
+
+
+def counts(state: ClusterState, node: str) -> dict[str, int]:
+    """Cluster-wide figures for a node's /healthz and /metrics (one statement)."""
+    row = (
+        state.conn()
+        .execute(
+            "SELECT (SELECT count(*) FROM nodes),"
+            " (SELECT count(*) FROM nodes WHERE last_seen > now() - make_interval(secs => %s)),"
+            " (SELECT count(*) FROM placements WHERE home = %s),"
+            " (SELECT count(*) FROM placements WHERE moving_to IS NOT NULL),"
+            " (SELECT count(*) FROM lost_writes),"
+            " (SELECT count(*) FROM purges WHERE NOT proved)",
+            (state.healthy_seconds, node),
+        )
+        .fetchone()
+    )
+    keys = ("nodes", "nodes_healthy", "stores_placed_here", "moves_pending", "lost_writes", "purges_unproved")
+    return {k: int(v) for k, v in zip(keys, row, strict=True)}

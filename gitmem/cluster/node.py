@@ -62,6 +62,7 @@ class ClusterNode:
         self._tick_lock = threading.Lock()
         self._writes: dict[str, int] = {}  # store (id or name, as requested) -> writes in flight here
         self._handing: set[str] = set()  # ids and names of the stores being handed over
+        self._behind: dict[str, int] = {}  # store homed here -> replicas not level after its last replication
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -102,6 +103,7 @@ class ClusterNode:
             path = local.get(p.store_id)
             if p.home != self.name:
                 self.epochs.pop(p.store_id, None)
+                self._forget_sent(p.store_id)  # what it sent as a home says nothing of later copies
                 if path is not None:  # a copy here that is not the home never takes a write
                     shut_fence(path, self.name)
                 continue
@@ -159,7 +161,7 @@ class ClusterNode:
             state = replication.state_of(path)
             digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()  # what, not when
             level: list[int] = []
-            for replica in replicas:
+            for replica in replicas:  # (the count behind is kept for /metrics, below)
                 sent = self._sent.get((store_id, replica))
                 if sent is not None and sent[0] == digest:
                     level.append(sent[1])
@@ -173,7 +175,14 @@ class ClusterNode:
                     continue
                 self._sent[(store_id, replica)] = (digest, seq)
                 level.append(seq)
+            self._behind[store_id] = len(replicas) - len(level)
             return level
+
+    def _forget_sent(self, store_id: str) -> None:
+        with self._store_lock(store_id):
+            for key in [k for k in self._sent if k[0] == store_id]:
+                del self._sent[key]
+            self._behind.pop(store_id, None)
 
     def _store_lock(self, store_id: str) -> threading.Lock:
         with self._cache_lock:
@@ -321,6 +330,26 @@ class ClusterNode:
             write_fence(local[p.store_id], node=self.name, epoch=lease.epoch, renewed_at=started,
                         lease_seconds=self.lease_seconds)  # fmt: skip
 
+    def figures(self) -> dict[str, Any]:
+        """This node's cluster figures (/healthz, /metrics); the database's when it answers."""
+        out: dict[str, Any] = {
+            "node": self.name,
+            "replication": "sync" if self.sync else "async",
+            "leases_held": len(self.epochs),
+            "replicas_behind": sum(v for k, v in self._behind.items() if k in self.epochs),
+            "forwarded": self.forwarded,
+            "failovers": len(self.failovers),
+            "moves": len(self.moves),
+            "replication_errors": len(self.replication_errors),
+            "lost_writes_found_here": len(self.lost),
+        }
+        try:
+            out.update(handoff.counts(self.state, self.name))
+            out["database"] = "up"
+        except GitmemError:
+            out["database"] = "down"
+        return out
+
     # ------------------------------------------------------------------ routing
     def home_of(self, store: str) -> tuple[str, str] | None:
         """(node, url) of the store's home, or None when it is not placed (served here)."""
@@ -366,7 +395,7 @@ class ClusterNode:
             else:
                 await proxy(scope, receive, send)
 
-        return app
+        return endpoints.Figures(app, self)
 
 
 def serve_node(

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import anthropic
+import httpx2 as httpx
 import pytest
 
 import gitmem
@@ -63,6 +64,9 @@ def test_postgresql_down_mid_write(postgres: Postgres, database: str, tmp_path: 
             _until(lambda: _fenced(home), "the home's fence never closed without the database")
             with gitmem.open_store(home) as s, pytest.raises(ForbiddenError):
                 s.write("/during.md", "no lease can be renewed: no write\n")
+            health = httpx.get(n0.url + "/healthz").json()
+            assert health["status"] == "degraded" and health["cluster"]["database"] == "down"
+            assert "gitmem_cluster_database_up 0" in httpx.get(n1.url + "/metrics").text
             time.sleep(1.0)  # a few beats against the dead database
             assert n0.node._thread is not None and n0.node._thread.is_alive()
             assert any("cannot be reached" in e for e in n0.node.replication_errors)
@@ -77,6 +81,11 @@ def test_postgresql_down_mid_write(postgres: Postgres, database: str, tmp_path: 
         current = the_copy(tmp_path / state.placement(store.id).home)
         assert {"/before0.md", "/before1.md", "/before2.md", "/after.md"} <= _paths(current)
         assert "/during.md" not in _paths(current)
+        _until(lambda: httpx.get(n1.url + "/healthz").json()["cluster"]["database"] == "up", "no figures")
+        health = httpx.get(n1.url + "/healthz").json()
+        assert health["status"] == "ok" and health["cluster"]["nodes"] == 2
+        metrics = httpx.get(n0.url + "/metrics").text
+        assert "gitmem_cluster_database_up 1" in metrics and "gitmem_http_requests_total" in metrics
 
 
 def test_a_partitioned_old_home_publishes_nothing_and_rejoins_level(database: str, tmp_path: Path) -> None:

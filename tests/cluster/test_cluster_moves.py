@@ -89,6 +89,11 @@ def test_a_move_under_load_loses_no_acknowledged_write(database: str, tmp_path: 
             s.write("/stale.md", "x\n")
         _until(lambda: refs_of(old) == refs_of(new_home), "the old home was never brought level")
         assert handoff.lost_writes(state) == []  # a handoff loses nothing, and so reports nothing
+        import httpx2 as httpx
+
+        by_name = {f"n{i}": r for i, r in enumerate(nodes)}
+        assert "gitmem_cluster_moves 1" in httpx.get(nodes[0].url + "/metrics").text
+        assert httpx.get(by_name[target].url + "/healthz").json()["cluster"]["leases_held"] == 1
 
 
 def test_a_sync_failover_never_promotes_a_replica_without_every_acknowledged_write(
