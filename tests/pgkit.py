@@ -25,6 +25,7 @@ class Postgres:
     dsn: str
     port: int
     data: Path
+    options: str = ""  # pg_ctl's -o, to start it again (stopped())
 
 
 def bindir() -> Path | None:
@@ -80,7 +81,7 @@ def running_postgres() -> Iterator[Postgres]:
     )  # fmt: skip
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-        yield Postgres(dsn=dsn, port=port, data=data)
+        yield Postgres(dsn=dsn, port=port, data=data, options=options)
     finally:
         subprocess.run(
             [str(bins / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
@@ -91,6 +92,28 @@ def running_postgres() -> Iterator[Postgres]:
             if not root.exists():
                 break
             time.sleep(0.1)
+
+
+@contextmanager
+def stopped(pg: Postgres) -> Iterator[None]:
+    """PostgreSQL down (stopped at once, as if its machine were lost) inside the block; the same
+    server, with its data, started again after it."""
+    bins = bindir()
+    assert bins is not None and pg.options
+    env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    root, owner = pg.data.parent, _as_owner()
+    subprocess.run(
+        [str(bins / "pg_ctl"), "-D", str(pg.data), "-m", "immediate", "-w", "stop"],
+        check=True, capture_output=True, env=env, cwd=root, **owner,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        subprocess.run(
+            [str(bins / "pg_ctl"), "-D", str(pg.data), "-o", pg.options, "-l", str(root / "log"),
+             "-w", "-t", "120", "start"],
+            check=True, capture_output=True, env=env, cwd=root, **owner,
+        )  # fmt: skip
 
 
 def fresh_database(pg: Postgres, name: str) -> str:

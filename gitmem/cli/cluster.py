@@ -92,7 +92,14 @@ def status(database: DatabaseOpt = None, json: common.JsonOpt = False) -> None:
     def call() -> dict[str, Any]:
         with _state(database) as state:
             state.check_schema()
-            return {"nodes": state.nodes(), "placements": state.placements(), "pending": state.pending()}
+            from gitmem.cluster import handoff
+
+            return {
+                "nodes": state.nodes(),
+                "placements": state.placements(),
+                "pending": state.pending(),
+                "lost_writes": handoff.lost_writes(state),
+            }
 
     def render(v: dict[str, Any]) -> None:
         common.print_table(
@@ -112,42 +119,62 @@ def status(database: DatabaseOpt = None, json: common.JsonOpt = False) -> None:
             [[p.store_id, p.home, ",".join(p.replicas) or "-"] for p in v["placements"]],
         )
         typer.echo(f"{v['pending']} replication item(s) pending")
+        for w in v["lost_writes"]:  # the async tail a failover lost, kept on the old home
+            typer.echo(
+                f"lost at failover: {w.store_id} {w.ref} {w.commit[:12]} {w.summary} (kept in {w.node}:{w.bundle})"
+            )
 
     common.run(json, call, render)
+
+
+WaitOpt = Annotated[
+    float, typer.Option("--wait", min=0.0, help="Seconds to wait for the home to hand the store over.")
+]
 
 
 @cluster_app.command("move")
 def move(
     store: Annotated[str, typer.Argument(help="The store's id.")],
     node: Annotated[str, typer.Argument(help="The node to make its home.")],
+    wait: WaitOpt = 60.0,
     database: DatabaseOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Make NODE the store's home; the old home stays as a replica."""
+    """Hand the store to NODE: its home stops taking writes, sends NODE its last state and hands
+    it the lease; the old home stays as a replica."""
+    from gitmem.cluster import handoff
 
     def call() -> Any:
         with _state(database) as state:
             state.check_schema()
-            return state.move(store, node)
+            handoff.request_move(state, store, node)
+            return handoff.wait_moved(state, store, node, wait)
 
-    common.run(
-        json,
-        call,
-        lambda p: typer.echo(f"{p.store_id}: home {p.home}, replicas {','.join(p.replicas) or '-'}"),
-    )
+    def render(p: Any) -> None:
+        how = "moved" if p.home == node else ("handoff pending" if p.moving_to == node else "move withdrawn")
+        typer.echo(f"{p.store_id}: {how}; home {p.home}, replicas {','.join(p.replicas) or '-'}")
+
+    common.run(json, call, render)
 
 
 @cluster_app.command("drain")
 def drain(
     node: Annotated[str, typer.Argument(help="The node to empty.")],
+    wait: WaitOpt = 60.0,
     database: DatabaseOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
-    """Take a node out of placement and move every store it homes to a healthy replica."""
+    """Take a node out of placement and hand every store it homes to a healthy replica."""
+    from gitmem.cluster import handoff
 
     def call() -> Any:
         with _state(database) as state:
             state.check_schema()
-            return state.drain(node)
+            asked = handoff.drain(state, node)
+            return [handoff.wait_moved(state, p.store_id, p.moving_to or p.home, wait) for p in asked]
 
-    common.run(json, call, lambda moved: typer.echo(f"moved {len(moved)} store(s) off {node}"))
+    def render(moved: Any) -> None:
+        done = sum(1 for p in moved if p.home != node)
+        typer.echo(f"moved {done} of {len(moved)} store(s) off {node}")
+
+    common.run(json, call, render)

@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster.state import ClusterState
+from gitmem.cluster import endpoints, handoff
+from gitmem.cluster.endpoints import SIGNATURE
+from gitmem.cluster.state import ClusterState, Placement
 from gitmem.cluster.tokens import ClusterTokenStore
-from gitmem.errors import ConflictError, ForbiddenError, GitmemError, NotFoundError
-from gitmem.git.fence import write_fence
+from gitmem.errors import ConflictError, GitmemError, NotFoundError
+from gitmem.git.fence import shut_fence, write_fence
 
-SIGNATURE = "x-gitmem-cluster-signature"
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
-# A replication's body: a bundle of a whole store and its state. It streams to a spooled file,
-# hashed as it comes, and is read into memory only once its signature holds.
-MAX_REPLICATION_BYTES = 4 << 30
-SPOOL_BYTES = 8 << 20
 
 
 @dataclass
@@ -41,7 +38,12 @@ class ClusterNode:
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
     forwarded: int = field(default=0, init=False)
     failovers: list[tuple[str, int]] = field(default_factory=list, init=False)  # (store id, epoch) taken over
-    replication_errors: list[str] = field(default_factory=list, init=False)
+    # the last errors of replications, moves and beats (bounded: a replica down for days is one error a beat)
+    replication_errors: deque[str] = field(default_factory=lambda: deque(maxlen=200), init=False)
+    moves: list[tuple[str, str, int]] = field(
+        default_factory=list, init=False
+    )  # (store, to, epoch) handed over
+    lost: list[handoff.LostWrite] = field(default_factory=list, init=False)  # found on this node's old copies
 
     def __post_init__(self) -> None:
         if self.healthy_seconds is None:
@@ -51,10 +53,16 @@ class ClusterNode:
         self._thread: threading.Thread | None = None
         self._cache: dict[str, tuple[float, tuple[str, str] | None]] = {}
         self._cache_lock = threading.Lock()
-        self._sent: dict[tuple[str, str], str] = {}  # (store, replica) -> digest it was brought level to
+        # (store, replica) -> (digest, replication number) it was brought level to
+        self._sent: dict[tuple[str, str], tuple[str, int]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._secret = b""
         self._local: dict[str, Path] = {}  # store id -> this node's repository of it (last listing)
+        self._names: dict[str, str] = {}  # store id -> its name (last listing)
+        self._tick_lock = threading.Lock()
+        self._writes: dict[str, int] = {}  # store (id or name, as requested) -> writes in flight here
+        self._handing: set[str] = set()  # ids and names of the stores being handed over
+        self._behind: dict[str, int] = {}  # store homed here -> replicas not level after its last replication
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -75,20 +83,29 @@ class ClusterNode:
         while not self._stop.wait(self.heartbeat_seconds):
             try:
                 self.tick()
-            except GitmemError:  # the database is down: try again at the next beat
+            except Exception as exc:  # noqa: BLE001 - the database is down, a copy is unreadable, ...:
+                # the beat must go on (a dead heartbeat thread would never renew again); the
+                # fences close on their own clock meanwhile
+                self.replication_errors.append(f"beat: {type(exc).__name__}: {exc}")
                 continue
 
     def tick(self) -> None:
         """One heartbeat: say we are alive, place new local stores, take or renew the leases of the
-        stores homed here and fence each local copy: open while the lease holds, shut otherwise."""
+        stores homed here and fence each local copy: open while the lease holds, shut otherwise;
+        hand over the stores asked to move, and take over those whose home is lost."""
+        with self._tick_lock:
+            self._tick()
+
+    def _tick(self) -> None:
         self.state.heartbeat(self.name)
         local = self.sync_placements()
         for p in self.state.placements():
             path = local.get(p.store_id)
             if p.home != self.name:
                 self.epochs.pop(p.store_id, None)
+                self._forget_sent(p.store_id)  # what it sent as a home says nothing of later copies
                 if path is not None:  # a copy here that is not the home never takes a write
-                    write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)
+                    shut_fence(path, self.name)
                 continue
             started = time.monotonic()  # before the renewal reaches the database
             held = self.epochs.get(p.store_id)
@@ -100,10 +117,12 @@ class ClusterNode:
             if held is None:
                 self.epochs.pop(p.store_id, None)
                 if path is not None:
-                    write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)
+                    shut_fence(path, self.name)
                 continue
             self.epochs[p.store_id] = held
             if path is not None:
+                if p.moving_to and self.hand_off(p, path, held):
+                    continue
                 write_fence(
                     path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
                 )
@@ -119,6 +138,7 @@ class ClusterNode:
         local: dict[str, Path] = {}
         for ref in all_refs(self.home, strict=False):
             local[ref.id] = handle_path(ref.handle, self.home)
+            self._names[ref.id] = ref.settings.name
             if ref.id in placed:
                 continue
             with contextlib.suppress(ConflictError):  # another node placed it meanwhile
@@ -129,10 +149,10 @@ class ClusterNode:
         return local
 
     # ------------------------------------------------------------------ replication and failover
-    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> int:
-        """Bring every healthy replica level with this home's copy; the number of replicas that
-        are level now. One replication of a store at a time: each sends the state as it is when it
-        starts, so a later one never carries older refs than an earlier one."""
+    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> list[int]:
+        """Bring every healthy replica level with this home's copy; for each replica level now,
+        the replication number it holds. One replication of a store at a time: each sends the
+        state as it is when it starts, so a later one never carries older refs than an earlier one."""
         from gitmem.cluster import replication
 
         with self._store_lock(store_id):
@@ -140,29 +160,38 @@ class ClusterNode:
             refs = replication.refs_of(path)
             state = replication.state_of(path)
             digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()  # what, not when
-            level = 0
-            for replica in replicas:
-                if self._sent.get((store_id, replica)) == digest:
-                    level += 1
+            level: list[int] = []
+            for replica in replicas:  # (the count behind is kept for /metrics, below)
+                sent = self._sent.get((store_id, replica))
+                if sent is not None and sent[0] == digest:
+                    level.append(sent[1])
                     continue
                 if replica not in urls:
                     continue
                 try:
-                    self._send(store_id, urls[replica], refs, state, path)
+                    seq = self._send(store_id, urls[replica], refs, state, path)
                 except (GitmemError, OSError) as exc:
                     self.replication_errors.append(f"{store_id} -> {replica}: {exc}")
                     continue
-                self._sent[(store_id, replica)] = digest
-                level += 1
+                self._sent[(store_id, replica)] = (digest, seq)
+                level.append(seq)
+            self._behind[store_id] = len(replicas) - len(level)
             return level
+
+    def _forget_sent(self, store_id: str) -> None:
+        with self._store_lock(store_id):
+            for key in [k for k in self._sent if k[0] == store_id]:
+                del self._sent[key]
+            self._behind.pop(store_id, None)
 
     def _store_lock(self, store_id: str) -> threading.Lock:
         with self._cache_lock:
             return self._locks.setdefault(store_id, threading.Lock())
 
     def replicate_now(self, store: str) -> bool:
-        """After a write to ``store`` here (sync mode): True once at least one replica holds it,
-        or when the store is not homed here (nothing of ours to replicate)."""
+        """After a write to ``store`` here (sync mode): True once at least one replica holds it
+        (its replication number recorded as the store's ack point first, so that no staler
+        replica is ever promoted), or when the store is not homed here (nothing of ours)."""
         try:
             placement = self.state.resolve(store)
         except NotFoundError:
@@ -174,38 +203,113 @@ class ClusterNode:
             path = self.sync_placements().get(placement.store_id)
         if path is None:
             return False
-        return not placement.replicas or self.replicate(placement.store_id, path, placement.replicas) > 0
+        if not placement.replicas:
+            return True
+        level = self.replicate(placement.store_id, path, placement.replicas)
+        if not level:
+            return False
+        handoff.record_acked(self.state, placement.store_id, min(level))
+        return True
+
+    def _signed(self, client: Any, method: str, url: str, path: str, body: bytes = b"") -> Any:
+        from gitmem.cluster import replication
+
+        header = replication.sign(self._secret, self.name, method, path, hashlib.sha256(body).hexdigest())
+        reply = client.request(method, url + path, content=body or None, headers={SIGNATURE: header})
+        reply.raise_for_status()
+        return reply
 
     def _send(
         self, store_id: str, url: str, refs: dict[str, str], state: dict[str, str | None], path: Path
-    ) -> None:
+    ) -> int:
         import httpx2 as httpx
 
         from gitmem.cluster import replication
         from gitmem.errors import UnavailableError
 
-        secret = self.state.secret()
         where = f"/cluster/v1/stores/{store_id}"
-        have_path = where + "/refs"
         with httpx.Client(timeout=httpx.Timeout(120.0, connect=5.0)) as client:
             try:
-                got = client.get(url + have_path, headers={SIGNATURE: replication.sign(
-                    secret, self.name, "GET", have_path, hashlib.sha256(b"").hexdigest())})  # fmt: skip
-                got.raise_for_status()
-                have = got.json()["refs"]
+                have = self._signed(client, "GET", url, where + "/refs").json()["refs"]
                 bundle = replication.make_bundle(path, have) or b""
-                env = replication.envelope(refs, state, self.state.next_seq())
-                body = replication.frame(env, bundle)
-                put_path = where + "/replicate"
-                sent = client.post(url + put_path, content=body, headers={SIGNATURE: replication.sign(
-                    secret, self.name, "POST", put_path, hashlib.sha256(body).hexdigest())})  # fmt: skip
-                sent.raise_for_status()
+                seq = self.state.next_seq()
+                body = replication.frame(replication.envelope(refs, state, seq), bundle)
+                self._signed(client, "POST", url, where + "/replicate", body)
             except httpx.HTTPError as exc:
                 raise UnavailableError(f"replica {url}: {exc}") from None
+        return seq
+
+    def begin_write(self, store: str) -> bool:
+        """A write naming ``store`` starts here; False (refused) while the store is handed over."""
+        with self._cache_lock:
+            if store in self._handing:
+                return False
+            known = (
+                store
+                if store in self._local
+                else next((i for i, n in self._names.items() if n == store), None)
+            )
+            if known is not None and known not in self.epochs:  # a copy here without the lease:
+                return False  # handed over, or not yet taken (a client's retry finds the home)
+            self._writes[store] = self._writes.get(store, 0) + 1
+            return True
+
+    def end_write(self, store: str) -> None:
+        with self._cache_lock:
+            self._writes[store] -= 1
+            if not self._writes[store]:
+                del self._writes[store]
+
+    def hand_off(self, p: Placement, path: Path, epoch: int) -> bool:
+        """Hand the store to ``p.moving_to``: take no new write, wait for those in flight, send the
+        last state, then make the target the home with the lease at the next epoch (one
+        transaction). False (the move withdrawn, the error kept) when any step fails."""
+        target = p.moving_to
+        assert target is not None
+        keys = {p.store_id, self._names.get(p.store_id, p.store_id)}
+        with self._cache_lock:
+            self._handing |= keys
+        try:
+            shut_fence(path, self.name)  # nothing publishes here from now on
+            deadline = time.monotonic() + self.lease_seconds / 2
+            while any(self._writes.get(k) for k in keys):
+                if time.monotonic() >= deadline:
+                    raise ConflictError("writes in flight did not finish")
+                time.sleep(0.01)
+            if not self.replicate(p.store_id, path, (target,)):
+                raise ConflictError(f"{target} could not be brought level")
+            new_epoch = handoff.finish_move(
+                self.state, p.store_id, self.name, epoch, target, self.lease_seconds
+            )
+        except GitmemError as exc:
+            self.replication_errors.append(f"{p.store_id}: move to {target} withdrawn: {exc}")
+            with contextlib.suppress(GitmemError):
+                handoff.cancel_move(self.state, p.store_id)
+            return False
+        finally:
+            with self._cache_lock:
+                self._handing -= keys
+                self._cache.clear()
+        self.epochs.pop(p.store_id, None)
+        self.moves.append((p.store_id, target, new_epoch))
+        self._wake(target)
+        return True
+
+    def _wake(self, node: str) -> None:
+        """Ask ``node`` to beat now (it takes a store's lease it was handed); best effort."""
+        import httpx2 as httpx
+
+        try:
+            url = next(n.url for n in self.state.nodes() if n.name == node)
+            with httpx.Client(timeout=httpx.Timeout(30.0, connect=5.0)) as client:
+                self._signed(client, "POST", url, "/cluster/v1/beat")
+        except (StopIteration, httpx.HTTPError, GitmemError) as exc:
+            self.replication_errors.append(f"waking {node}: {exc}")
 
     def fail_over(self, local: dict[str, Path]) -> None:
-        """Take over the stores whose home is down, where this node holds the freshest copy: move
-        the placement here and take the lease (possible only once the old home's ran out)."""
+        """Take over the stores whose home is down, where this node holds the copy to promote (the
+        newest, never one without every acknowledged write: cluster/handoff.py): move the placement
+        here and take the lease (possible only once the old home's ran out)."""
         healthy = {n.name for n in self.state.nodes() if n.healthy}
         for p in self.state.placements():
             if p.home in healthy or p.home == self.name or self.name not in p.replicas:
@@ -213,7 +317,7 @@ class ClusterNode:
             if p.store_id not in local:
                 continue
             live = [r for r in p.replicas if r in healthy]
-            if self.state.freshest_replica(p.store_id, live) != self.name:
+            if handoff.promotable(self.state, p.store_id, live) != self.name:
                 continue
             started = time.monotonic()
             try:
@@ -226,116 +330,25 @@ class ClusterNode:
             write_fence(local[p.store_id], node=self.name, epoch=lease.epoch, renewed_at=started,
                         lease_seconds=self.lease_seconds)  # fmt: skip
 
-    def replica_app(self) -> Any:
-        """The endpoints other nodes replicate into (signed with the cluster's secret)."""
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse
-        from starlette.routing import Route
-
-        from gitmem.cluster import replication
-        from gitmem.store import all_refs, handle_path
-
-        def where(store_id: str, writer: str | None = None) -> Path:
-            placement = self.state.placement(store_id)
-            if self.name not in placement.replicas:
-                raise ForbiddenError(f"this node is not a replica of {store_id}")
-            if writer is not None and writer != placement.home:
-                # only the store's home writes its replicas: a deposed or hung home that resumes
-                # must not roll a copy back to what it had
-                raise ForbiddenError(f"{writer} is not the home of {store_id}: replication refused")
-            for ref in all_refs(self.home, strict=False):  # a copy it had as a home (any layout)
-                if ref.id == store_id:
-                    return handle_path(ref.handle, self.home)
-            return handle_path(store_id, self.home)  # a new copy is named by the store's id
-
-        async def refs(request: Request) -> Any:
-            import anyio.to_thread
-
-            try:
-                replication.verify_signature(
-                    self._secret, request.headers.get(SIGNATURE), "GET", request.url.path, b""
-                )
-                path = await anyio.to_thread.run_sync(where, request.path_params["store_id"])
-                have = await anyio.to_thread.run_sync(replication.refs_of, path)
-            except GitmemError as exc:
-                return JSONResponse(
-                    {"error": str(exc)}, status_code=403 if isinstance(exc, ForbiddenError) else 404
-                )
-            return JSONResponse({"refs": have})
-
-        async def replicate(request: Request) -> Any:
-            import anyio.to_thread
-
-            header = request.headers.get(SIGNATURE)
-            if not header or header.count(":") < 2:  # not even shaped like a node's signature
-                return JSONResponse(
-                    {"error": "a replication request must be signed by a cluster node"}, status_code=403
-                )
-            spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 - closed below
-            digest, size = hashlib.sha256(), 0
-            try:
-                async for chunk in request.stream():  # never more than the cap, never all in memory
-                    size += len(chunk)
-                    if size > MAX_REPLICATION_BYTES:
-                        return JSONResponse(
-                            {"error": f"a replication request is at most {MAX_REPLICATION_BYTES} bytes"},
-                            status_code=413,
-                        )
-                    digest.update(chunk)
-                    spool.write(chunk)
-                try:
-                    signer = replication.verify_signature(
-                        self._secret, header, "POST", request.url.path, b"", body_sha256=digest.hexdigest()
-                    )
-                except ForbiddenError as exc:
-                    return JSONResponse({"error": str(exc)}, status_code=403)
-                spool.seek(0)
-                body = spool.read()  # signed by a node of the cluster: now it may be read whole
-            finally:
-                spool.close()
-            store_id = request.path_params["store_id"]
-            try:
-                path = await anyio.to_thread.run_sync(where, store_id, signer)
-                env, bundle = replication.unframe(body)
-                refs_sent, state, seq = replication.parse_envelope(env)
-                await anyio.to_thread.run_sync(self._apply, store_id, path, bundle, refs_sent, state, seq)
-            except GitmemError as exc:
-                return JSONResponse(
-                    {"error": str(exc)}, status_code=403 if isinstance(exc, ForbiddenError) else 400
-                )
-            return JSONResponse({"ok": True})
-
-        return Starlette(routes=[
-            Route("/cluster/v1/stores/{store_id}/refs", refs, methods=["GET"]),
-            Route("/cluster/v1/stores/{store_id}/replicate", replicate, methods=["POST"]),
-        ])  # fmt: skip
-
-    def _apply(
-        self,
-        store_id: str,
-        path: Path,
-        bundle: bytes,
-        refs: dict[str, str],
-        state: dict[str, str | None],
-        seq: int,
-    ) -> None:
-        from gitmem.cluster import replication
-
-        with self._store_lock(store_id):
-            new = not path.exists()
-            if not new:  # an older (replayed, or overtaken) replication never rolls the copy back
-                replication.check_and_record_seq(path, seq)
-            replication.apply(path, bundle, refs, state)
-            write_fence(
-                path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0
-            )  # a replica never writes
-            if new:
-                replication.check_and_record_seq(path, seq)
-                from gitmem.push.hookinstall import install_hooks
-
-                install_hooks(path, label=store_id)
-            self.state.record_position(store_id, self.name, f"#{seq}")
+    def figures(self) -> dict[str, Any]:
+        """This node's cluster figures (/healthz, /metrics); the database's when it answers."""
+        out: dict[str, Any] = {
+            "node": self.name,
+            "replication": "sync" if self.sync else "async",
+            "leases_held": len(self.epochs),
+            "replicas_behind": sum(v for k, v in self._behind.items() if k in self.epochs),
+            "forwarded": self.forwarded,
+            "failovers": len(self.failovers),
+            "moves": len(self.moves),
+            "replication_errors": len(self.replication_errors),
+            "lost_writes_found_here": len(self.lost),
+        }
+        try:
+            out.update(handoff.counts(self.state, self.name))
+            out["database"] = "up"
+        except GitmemError:
+            out["database"] = "down"
+        return out
 
     # ------------------------------------------------------------------ routing
     def home_of(self, store: str) -> tuple[str, str] | None:
@@ -366,14 +379,15 @@ class ClusterNode:
         def counted(_node: str) -> None:
             self.forwarded += 1
 
-        served: Any = _Placing(inner, self)
+        served: Any = endpoints.Placing(inner, self)
         if self.sync:
-            served = _SyncAck(served, self)
+            served = endpoints.SyncAck(served, self)
+        served = endpoints.Inflight(served, self)
         proxy = ClusterProxy(
             served, node=self.name, secret=self.state.secret(), home_of=self.home_of,
             client=client, on_forward=counted,
         )  # fmt: skip
-        replica = self.replica_app()
+        replica = endpoints.replica_app(self)
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http" and scope["path"].startswith("/cluster/v1/"):
@@ -381,42 +395,7 @@ class ClusterNode:
             else:
                 await proxy(scope, receive, send)
 
-        return app
-
-
-class _Placing:
-    """After a request that may have created a store here, place it at once (not at the next beat),
-    so that the next request through another node already finds its home."""
-
-    def __init__(self, app: Any, node: ClusterNode) -> None:
-        self.app, self.node = app, node
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        creates = (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
-            and scope["path"].rstrip("/")
-            in (
-                "/v1/memory_stores",
-                "/api/2.1/unity-catalog/memory-stores",
-            )
-        )
-        if not creates:
-            await self.app(scope, receive, send)
-            return
-        ok = False
-
-        async def placing_send(message: Any) -> None:
-            nonlocal ok
-            if message["type"] == "http.response.start":
-                ok = 200 <= message["status"] < 300
-            elif message["type"] == "http.response.body" and not message.get("more_body") and ok:
-                import anyio.to_thread
-
-                await anyio.to_thread.run_sync(self.node.tick)  # placed and fenced before the client hears
-            await send(message)
-
-        await self.app(scope, receive, placing_send)
+        return endpoints.Figures(app, self)
 
 
 def serve_node(
@@ -447,43 +426,3 @@ def serve_node(
         uvicorn.run(node.app(), **uvicorn_options(host=host, port=port, log_level=log_level))
     finally:
         node.stop()
-
-
-class _SyncAck:
-    """``replication: sync``: a write to a store homed here is answered only once a replica holds
-    it. The answer is held back (API and push answers are small) while the home brings a replica
-    level; when none confirms, the client gets 503: the write is durable at the home, but not
-    acknowledged as replicated."""
-
-    WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-    def __init__(self, app: Any, node: ClusterNode) -> None:
-        self.app, self.node = app, node
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from gitmem.cluster.proxy import store_named
-
-        store = store_named(scope["path"]) if scope["type"] == "http" else None
-        if store is None or scope["method"] not in self.WRITES:
-            await self.app(scope, receive, send)
-            return
-        held: list[Any] = []
-
-        async def hold(message: Any) -> None:
-            held.append(message)
-
-        await self.app(scope, receive, hold)
-        status = next((m["status"] for m in held if m["type"] == "http.response.start"), 500)
-        if 200 <= status < 300:
-            import anyio.to_thread
-
-            if not await anyio.to_thread.run_sync(self.node.replicate_now, store):
-                from gitmem.cluster.proxy import _unavailable
-
-                await _unavailable(
-                    send,
-                    "the write is durable at the store's home, but no replica confirmed it (replication: sync)",
-                )
-                return
-        for message in held:
-            await send(message)

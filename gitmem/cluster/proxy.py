@@ -5,8 +5,11 @@ names (the Anthropic API's ``/v1/memory_stores/{id}``, git's ``/git/{store}.git`
 API's ``memory-stores/{name}``, the console's ``/console/stores/{name}``), looks up its home in the
 shared state, and when that is another node streams the request there and the answer back,
 unchanged. A forwarded request carries ``x-gitmem-forwarded``: the sending node's name and an
-HMAC-SHA256 of it with the method, path, query and time under the cluster's secret (believed for a minute), so the home serves it
-itself; a client cannot forge it to make a replica serve a store it does not home.
+HMAC-SHA256 of it with the method, path, query, time and a one-time nonce under the cluster's
+secret (believed once, within a minute), so the home serves it itself; a client cannot forge it
+to make a replica serve a store it does not home, nor replay a captured one. The body is not
+signed (it streams): a party that can rewrite traffic between nodes in flight can change it, so
+run the nodes' links over TLS or a private network (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
+import secrets
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gitmem.errors import GitmemError
 
 FORWARDED = b"x-gitmem-forwarded"
 HOP_BY_HOP = {
@@ -48,13 +56,21 @@ FORWARD_SKEW_SECONDS = 60  # a forwarding header older (or newer) than this is n
 
 
 def forward_mac(
-    secret: bytes, node: str, method: str, path: str, query: str = "", at: int | None = None
+    secret: bytes,
+    node: str,
+    method: str,
+    path: str,
+    query: str = "",
+    at: int | None = None,
+    nonce: str | None = None,
 ) -> str:
-    """``node:time:mac`` over the node, method, path, query and time: a captured header serves
-    no other request, and none at all a minute later."""
+    """``node:time:nonce:mac`` over the node, method, path, query, time and a fresh nonce: a
+    captured header serves no other request, is believed once only (the receiver remembers the
+    nonces of the last minute), and not at all a minute later."""
     at = int(time.time()) if at is None else at
-    message = "\n".join((node, method, path, query, str(at))).encode("utf-8")
-    return f"{node}:{at}:{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
+    nonce = secrets.token_hex(16) if nonce is None else nonce
+    message = "\n".join((node, method, path, query, str(at), nonce)).encode("utf-8")
+    return f"{node}:{at}:{nonce}:{hmac.new(secret, message, hashlib.sha256).hexdigest()}"
 
 
 class ClusterProxy:
@@ -76,27 +92,47 @@ class ClusterProxy:
     ) -> None:
         self.app, self.node, self.secret = app, node, secret
         self.home_of, self.client, self.on_forward = home_of, client, on_forward
+        self._nonce_lock = threading.Lock()
+        self._nonces: deque[tuple[float, str]] = deque()  # (seen at, nonce), oldest first
+        self._seen: set[str] = set()
 
     def _forwarded_by_peer(self, scope: Scope) -> bool:
         for key, value in scope.get("headers", []):
             if key == FORWARDED:
                 text = value.decode("latin-1")
                 parts = text.split(":")
-                if len(parts) != 3 or not parts[1].isdigit():
+                if len(parts) != 4 or not parts[1].isdigit() or len(parts[2]) != 32:
                     return False
-                sender, at = parts[0], int(parts[1])
+                sender, at, nonce = parts[0], int(parts[1]), parts[2]
                 query = scope.get("query_string", b"").decode("latin-1")
-                expected = forward_mac(self.secret, sender, scope["method"], scope["path"], query, at)
-                fresh = abs(time.time() - at) <= FORWARD_SKEW_SECONDS
-                return hmac.compare_digest(text, expected) and fresh
+                expected = forward_mac(self.secret, sender, scope["method"], scope["path"], query, at, nonce)
+                now = time.time()
+                if not hmac.compare_digest(text, expected) or abs(now - at) > FORWARD_SKEW_SECONDS:
+                    return False
+                return self._first_use(nonce, now)
         return False
+
+    def _first_use(self, nonce: str, now: float) -> bool:
+        """True the first time a (signed, fresh) nonce is seen: a replayed header is refused."""
+        with self._nonce_lock:
+            while self._nonces and self._nonces[0][0] < now - 2 * FORWARD_SKEW_SECONDS:
+                self._seen.discard(self._nonces.popleft()[1])
+            if nonce in self._seen:
+                return False
+            self._seen.add(nonce)
+            self._nonces.append((now, nonce))
+            return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self._forwarded_by_peer(scope):
             await self.app(scope, receive, send)
             return
         store = store_named(scope["path"])
-        target = await _in_thread(self.home_of, store) if store else None
+        try:
+            target = await _in_thread(self.home_of, store) if store else None
+        except GitmemError as exc:  # the shared state cannot be read: no route, retry
+            await _unavailable(send, str(exc))
+            return
         if target is None or target[0] == self.node:
             await self.app(scope, receive, send)
             return

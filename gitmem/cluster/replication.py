@@ -21,6 +21,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,10 +141,17 @@ def _has(git_dir: Path, oid: str) -> bool:
     return proc.returncode == 0
 
 
-def apply(git_dir: Path, bundle: bytes, refs: dict[str, str], state: dict[str, str | None]) -> None:
+def apply(
+    git_dir: Path,
+    bundle: bytes,
+    refs: dict[str, str],
+    state: dict[str, str | None],
+    before_refs: Callable[[dict[str, str]], None] | None = None,
+) -> None:
     """Make the replica's copy at ``git_dir`` level with the home: objects from ``bundle``, refs
     exactly ``refs`` (forced: rewrites included; refs the home lacks deleted), state files as sent.
-    Everything sent is checked (and decoded) before anything is written."""
+    Everything sent is checked (and decoded) before anything is written. ``before_refs(old refs)``
+    runs once the bundle's objects are in and before any ref moves."""
     for name, oid in refs.items():
         if (
             not isinstance(name, str)
@@ -167,12 +175,15 @@ def apply(git_dir: Path, bundle: bytes, refs: dict[str, str], state: dict[str, s
     if not git_dir.exists():
         git_dir.mkdir(parents=True)
         _git(git_dir, "init", "--bare", "-q")
+    before = refs_of(git_dir)
     if bundle:
         with tempfile.NamedTemporaryFile(prefix="gitmem-bundle-", suffix=".bundle") as fh:
             fh.write(bundle)
             fh.flush()
             _git(git_dir, "bundle", "verify", "-q", fh.name)
             _git(git_dir, "fetch", "-q", "--no-write-fetch-head", fh.name, "+refs/*:refs/gitmem-incoming/*")
+    if before_refs is not None:
+        before_refs(before)
     current = refs_of(git_dir)
     lines = []
     for name, oid in refs.items():

@@ -81,6 +81,38 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE INDEX replication_queue_pending ON replication_queue (target, not_before) WHERE done_at IS NULL;
         """,
     ),
+    (
+        2,
+        "move handoffs, replica positions by replication number, the sync ack point, lost writes, purge proofs",
+        """
+        ALTER TABLE placements ADD COLUMN moving_to text REFERENCES nodes(name);
+        ALTER TABLE replica_positions ADD COLUMN seq bigint NOT NULL DEFAULT 0;
+        CREATE TABLE acked (
+            store_id    text PRIMARY KEY,
+            seq         bigint NOT NULL
+        );
+        CREATE TABLE lost_writes (
+            id          bigserial PRIMARY KEY,
+            store_id    text NOT NULL,
+            node        text NOT NULL,
+            epoch       bigint NOT NULL,
+            ref         text NOT NULL,
+            commit_id   text NOT NULL,
+            summary     text NOT NULL,
+            bundle      text NOT NULL,
+            found_at    timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE purges (
+            store_id    text NOT NULL,
+            node        text NOT NULL,
+            denylist_sha256 text NOT NULL,
+            proved      boolean NOT NULL,
+            detail      text NOT NULL DEFAULT '',
+            updated_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (store_id, node)
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1][0]
 

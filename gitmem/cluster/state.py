@@ -38,6 +38,7 @@ class Placement:
     store_id: str
     home: str
     replicas: tuple[str, ...]
+    moving_to: str | None = None  # a requested move, handed over by the home (cluster/handoff.py)
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,33 @@ class QueueItem:
     attempts: int
 
 
+def _unavailable(exc: Exception) -> UnavailableError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return UnavailableError(f"the cluster database cannot be reached: {first}")
+
+
 def _connect(dsn: str) -> Any:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise InvalidInputError("the cluster needs psycopg: pip install 'gitmem-store[cluster]'") from exc
+
+    class Connection(psycopg.Connection[Any]):
+        """A lost database is UnavailableError (503, exit 8) at every statement, not a driver error."""
+
+        def execute(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().execute(*args, **kwargs)
+            except psycopg.OperationalError as exc:
+                raise _unavailable(exc) from None
+
     try:
-        return psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        # keepalives and a TCP timeout: a database cut off by a partition fails a statement in
+        # seconds instead of hanging a heartbeat (the fence closes on its own clock meanwhile)
+        return Connection.connect(
+            dsn, autocommit=True, connect_timeout=10, keepalives=1, keepalives_idle=5,
+            keepalives_interval=2, keepalives_count=2, tcp_user_timeout=10000,
+        )  # fmt: skip
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnavailableError(f"the cluster database cannot be reached: {first}") from None
@@ -95,9 +116,14 @@ class ClusterState:
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
+        import psycopg
+
         conn = self.conn()
-        with conn.transaction():
-            yield conn
+        try:
+            with conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:  # the commit itself met a lost database
+            raise _unavailable(exc) from None
 
     def close(self) -> None:
         with self._lock:
@@ -201,12 +227,12 @@ class ClusterState:
     def placement(self, store_id: str) -> Placement:
         row = (
             self.conn()
-            .execute("SELECT home, replicas FROM placements WHERE store_id = %s", (store_id,))
+            .execute("SELECT home, replicas, moving_to FROM placements WHERE store_id = %s", (store_id,))
             .fetchone()
         )
         if row is None:
             raise NotFoundError(f"store {store_id} is not placed in the cluster")
-        return Placement(store_id, row[0], tuple(row[1]))
+        return Placement(store_id, row[0], tuple(row[1]), row[2])
 
     def resolve(self, store: str) -> Placement:
         """The placement of the store with this id, else of the one store with this name."""
@@ -255,14 +281,15 @@ class ClusterState:
     def placements(self) -> list[Placement]:
         rows = (
             self.conn()
-            .execute("SELECT store_id, home, replicas FROM placements ORDER BY store_id")
+            .execute("SELECT store_id, home, replicas, moving_to FROM placements ORDER BY store_id")
             .fetchall()
         )
-        return [Placement(s, h, tuple(r)) for s, h, r in rows]
+        return [Placement(s, h, tuple(r), m) for s, h, r, m in rows]
 
     def move(self, store_id: str, node: str) -> Placement:
-        """Make ``node`` the store's home; the old home becomes a replica. The lease is not moved
-        here: the new home takes it over when the old one's expires or is released."""
+        """Make ``node`` the store's home at once; the old home becomes a replica. The lease is not
+        moved here: the new home takes it over when the old one's expires. This is failover's step
+        (the old home is down); a move of a live home is a handoff (cluster/handoff.py)."""
         with self.transaction() as conn:
             self._require_node(conn, node)
             row = conn.execute(
@@ -274,24 +301,11 @@ class ClusterState:
             if old != node and old not in replicas:
                 replicas.append(old)
             conn.execute(
-                "UPDATE placements SET home = %s, replicas = %s, placed_at = now() WHERE store_id = %s",
+                "UPDATE placements SET home = %s, replicas = %s, moving_to = NULL, placed_at = now()"
+                " WHERE store_id = %s",
                 (node, replicas, store_id),
             )
         return Placement(store_id, node, tuple(replicas))
-
-    def drain(self, node: str) -> list[Placement]:
-        """Mark ``node`` draining and move each store it homes to its first healthy replica."""
-        self.set_draining(node)
-        moved = []
-        healthy = {n.name for n in self.nodes() if n.healthy and not n.draining}
-        for p in self.placements():
-            if p.home != node:
-                continue
-            target = next((r for r in p.replicas if r in healthy), None)
-            if target is None:
-                raise ConflictError(f"store {p.store_id} has no healthy replica to move to")
-            moved.append(self.move(p.store_id, target))
-        return moved
 
     # ------------------------------------------------------------------ leases and fencing
     def acquire(self, store_id: str, node: str, seconds: float = DEFAULT_LEASE_SECONDS) -> Lease:
@@ -362,30 +376,18 @@ class ClusterState:
         return row is not None
 
     # ------------------------------------------------------------------ replica positions
-    def record_position(self, store_id: str, node: str, refs_sha256: str) -> None:
-        """A replica says it is level with the home's refs of this digest (now)."""
+    def record_position(self, store_id: str, node: str, refs_sha256: str, seq: int = 0) -> None:
+        """A replica says it applied replication number ``seq`` of the store (now)."""
         self.conn().execute(
-            "INSERT INTO replica_positions (store_id, node, refs_sha256) VALUES (%s, %s, %s)"
-            " ON CONFLICT (store_id, node) DO UPDATE SET refs_sha256 = EXCLUDED.refs_sha256, applied_at = now()",
-            (store_id, node, refs_sha256),
+            "INSERT INTO replica_positions (store_id, node, refs_sha256, seq) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (store_id, node) DO UPDATE SET refs_sha256 = EXCLUDED.refs_sha256,"
+            " seq = EXCLUDED.seq, applied_at = now()",
+            (store_id, node, refs_sha256, seq),
         )
 
     def next_seq(self) -> int:
         """A number larger than every one handed out before, cluster-wide (a replication's order)."""
         return int(self.conn().execute("SELECT nextval('replication_seq')").fetchone()[0])
-
-    def freshest_replica(self, store_id: str, among: Sequence[str]) -> str | None:
-        """Of the nodes ``among``, the one whose copy of the store was brought level most recently."""
-        row = (
-            self.conn()
-            .execute(
-                "SELECT node FROM replica_positions WHERE store_id = %s AND node = ANY(%s)"
-                " ORDER BY applied_at DESC, node LIMIT 1",
-                (store_id, list(among)),
-            )
-            .fetchone()
-        )
-        return str(row[0]) if row else None
 
     # ------------------------------------------------------------------ replication queue
     def enqueue(self, store_id: str, target: str, epoch: int, kind: str, payload: dict[str, Any]) -> int:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.errors import ConflictError
+from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
 from gitmem.model.tlog import note
@@ -180,6 +181,7 @@ def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], wha
     oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
     store.sync_objects([oid])
     ref = repo.references.get(CHECKPOINTS_REF)
+    check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
     try:
         if ref is None:
             repo.references.create(CHECKPOINTS_REF, oid, force=False)

@@ -38,6 +38,7 @@ import pygit2
 from gitmem import config
 from gitmem.engine import checkpoints
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
+from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
 
@@ -319,6 +320,7 @@ def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | No
             empty = store.empty_tree()
             oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, empty, parents))
             store.sync_objects([oid])
+            check_fence(repo.path)  # a store in a cluster: only its lease holder appends (docs/cluster.md)
             try:
                 if ref is None:
                     repo.references.create(LEDGER_REF, oid, force=False)

@@ -31,6 +31,7 @@ import pygit2
 from gitmem import config
 from gitmem.engine.core import StoreCore
 from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.treediff import tree_deltas
 from gitmem.ids import is_id, new_id
@@ -195,6 +196,7 @@ def _open_or_start(store: StoreCore, scope: str, owner: str, actor: str, session
         now = config.now_rfc3339()
         p = Proposal(new_id("prop"), scope, owner, actor, session, str(tip) if tip else None, now)
         if tip is not None:
+            check_fence(store.repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
             store.repo.references.create(p.ref, tip, force=False)
         save(store, p)
         return p
@@ -468,6 +470,7 @@ def drop_expired(store: StoreCore, *, now: float | None = None) -> list[str]:
             continue
         ref = store.repo.references.get(p.ref)
         if ref is not None:
+            check_fence(store.repo.path)
             ref.delete()
         (_dir(store) / f"{p.id}.json").unlink(missing_ok=True)
         dropped.append(p.id)

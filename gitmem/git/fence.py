@@ -83,3 +83,26 @@ def check_fence(git_dir: str | os.PathLike[str]) -> None:
             f"this node ({node}) does not hold the store's write lease at epoch {epoch} any more: "
             "writes go to the store's home (docs/cluster.md)"
         )
+
+
+def read_fence(git_dir: str | os.PathLike[str]) -> dict[str, object] | None:
+    """The fence as written (None: no fence, or one that cannot be read)."""
+    try:
+        body = json.loads(fence_path(git_dir).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def shut_fence(git_dir: str | os.PathLike[str], node: str) -> None:
+    """Fence the store shut here, remembering the epoch at which ``node`` last held it (a copy
+    that was a home's until a failover or a move, see gitmem/cluster/handoff.py)."""
+    body = read_fence(git_dir) or {}
+    epoch = body.get("epoch", 0) if body.get("node") == node else 0
+    write_fence(
+        git_dir,
+        node=node,
+        epoch=epoch if isinstance(epoch, int) else 0,
+        renewed_at=0.0,
+        lease_seconds=0,
+    )

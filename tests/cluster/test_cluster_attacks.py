@@ -84,7 +84,7 @@ def test_an_unsigned_or_oversized_replication_is_refused_before_its_body_is_read
     at most the cap is read (the body streams to a spooled file, never whole into memory)."""
     import httpx2 as httpx
 
-    from gitmem.cluster import node as node_mod
+    from gitmem.cluster import endpoints as node_mod
 
     monkeypatch.setattr(node_mod, "MAX_REPLICATION_BYTES", 1024)
     with cluster(database, tmp_path, n=2) as nodes:

@@ -25,7 +25,7 @@ def test_init_join_status_move_drain(database: str, tmp_path: Path) -> None:
         "cluster", "init", "--database", database, "--import-tokens", "--home", str(home), "--json"
     )
     assert code == 0, out
-    assert json.loads(out) == {"migrations_applied": [1], "tokens_imported": 1}
+    assert json.loads(out) == {"migrations_applied": [1, 2], "tokens_imported": 1}
     code, out = _run("cluster", "init", "--database", database, "--json")
     assert code == 0 and json.loads(out)["migrations_applied"] == []
     for name in ("n1", "n2"):
@@ -38,12 +38,21 @@ def test_init_join_status_move_drain(database: str, tmp_path: Path) -> None:
     code, out = _run("cluster", "status", "--database", database, "--json")
     status = json.loads(out)
     assert [n["name"] for n in status["nodes"]] == ["n1", "n2"]
-    assert status["placements"] == [{"store_id": "memstore_a", "home": "n1", "replicas": ["n2"]}]
-    code, out = _run("cluster", "move", "memstore_a", "n2", "--database", database, "--json")
-    assert code == 0 and json.loads(out)["home"] == "n2"
-    code, out = _run("cluster", "drain", "n2", "--database", database)
-    assert code == 0 and "moved 1 store(s) off n2" in out
+    assert status["placements"] == [
+        {"store_id": "memstore_a", "home": "n1", "replicas": ["n2"], "moving_to": None}
+    ]
+    assert status["lost_writes"] == []
+    # no node runs here to hand the store over: the move is asked for, and stays pending (the
+    # handoff itself is tested on real nodes, test_cluster_moves.py)
+    code, out = _run("cluster", "move", "memstore_a", "n2", "--wait", "0", "--database", database, "--json")
+    assert code == 0, out
+    assert json.loads(out)["home"] == "n1" and json.loads(out)["moving_to"] == "n2"
+    code, out = _run("cluster", "move", "memstore_a", "n2", "--wait", "0.3", "--database", database)
+    assert code == 0 and "handoff pending; home n1" in out
+    code, out = _run("cluster", "drain", "n1", "--wait", "0", "--database", database)
+    assert code == 0 and "moved 0 of 1 store(s) off n1" in out
     with ClusterState(database) as state:
+        assert state.placement("memstore_a").moving_to == "n2"
         assert state.placement("memstore_a").home == "n1"
 
 

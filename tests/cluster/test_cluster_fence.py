@@ -71,6 +71,17 @@ def test_a_home_that_stops_renewing_is_fenced_and_a_replica_takes_over(database:
             time.sleep(0.05)
         with gitmem.open_store(store.path) as s, pytest.raises(ForbiddenError, match="epoch 1"):
             s.write("/after.md", "a deposed home must not publish\n")
+        # nor move the refs that live outside a scope: the ledger, a proposal's
+        from gitmem.engine import ledger, proposals
+
+        with gitmem.open_store(store.path) as s:
+            tip = ledger.ledger_tip(s.core)
+            with pytest.raises(ForbiddenError, match="epoch 1"):
+                ledger.append(s.core, "settings_changed", {"by": "a deposed home"})
+            assert ledger.ledger_tip(s.core) == tip
+            with pytest.raises(ForbiddenError, match="epoch 1"):
+                proposals._open_or_start(s.core, "main", "user:mallory", "user:mallory", None)
+            assert not [r for r in s.core.repo.references if r.startswith(proposals.REF_PREFIX)]
         # a push straight into the deposed home's repository is refused by its hook
         work = tmp_path / "clone"
         subprocess.run(

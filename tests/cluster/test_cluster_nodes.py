@@ -44,9 +44,38 @@ class Running:
     thread: threading.Thread
 
 
+def serving(node: ClusterNode, *, start: bool = True) -> Running:
+    """Start ``node`` (unless it runs) and serve its app on its URL's port (in a thread)."""
+    if start:
+        node.start()
+    port = int(node.url.rsplit(":", 1)[1])
+    server = uvicorn.Server(uvicorn.Config(node.app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "a node did not start"
+        time.sleep(0.02)
+    return Running(node, node.url, server, thread)
+
+
+def halt(r: Running, *, node: bool = True) -> None:
+    """Stop serving ``r`` (and, with ``node``, its heartbeats: it is down)."""
+    r.server.should_exit = True
+    r.thread.join(timeout=60)
+    if node:
+        r.node.stop()
+
+
 @contextmanager
 def cluster(
-    database: str, root: Path, n: int = 3, lease_seconds: float = 10.0, healthy_seconds: float = 15.0
+    database: str,
+    root: Path,
+    n: int = 3,
+    lease_seconds: float = 10.0,
+    healthy_seconds: float = 15.0,
+    replicas: int = 1,
+    sync: bool = False,
 ) -> Iterator[list[Running]]:
     with ClusterState(database) as s:
         s.init()
@@ -56,21 +85,11 @@ def cluster(
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             node = ClusterNode(
-                root / f"n{i}", database, f"n{i}", url, replicas=1, heartbeat_seconds=0.5,
-                lease_seconds=lease_seconds, healthy_seconds=healthy_seconds,
+                root / f"n{i}", database, f"n{i}", url, replicas=replicas, heartbeat_seconds=0.5,
+                lease_seconds=lease_seconds, healthy_seconds=healthy_seconds, sync=sync,
             )  # fmt: skip
             (root / f"n{i}").mkdir(parents=True)
-            node.start()
-            server = uvicorn.Server(
-                uvicorn.Config(node.app(), host="127.0.0.1", port=port, log_level="warning")
-            )
-            thread = threading.Thread(target=server.run, daemon=True)
-            thread.start()
-            deadline = time.monotonic() + 60
-            while not server.started:
-                assert thread.is_alive() and time.monotonic() < deadline, "a node did not start"
-                time.sleep(0.02)
-            nodes.append(Running(node, url, server, thread))
+            nodes.append(serving(node))
         yield nodes
     finally:
         for r in nodes:
@@ -169,7 +188,7 @@ def test_a_forged_forwarding_header_is_not_believed(database: str, tmp_path: Pat
 
 
 def test_a_captured_forwarding_header_serves_no_other_request_and_expires() -> None:
-    """The header a node forwards with is bound to its method, path, query and minute."""
+    """The header a node forwards with is bound to its method, path, query and minute, once."""
     from gitmem.cluster import proxy
 
     secret = b"s" * 32
@@ -191,3 +210,9 @@ def test_a_captured_forwarding_header_serves_no_other_request_and_expires() -> N
     old = proxy.forward_mac(secret, "n0", "GET", "/v1/memory_stores/x", "", now - 3600)
     assert not app._forwarded_by_peer(scope(old))  # replayed an hour later
     assert not app._forwarded_by_peer(scope("n0:" + "0" * 64))  # the old, timeless form
+    assert not app._forwarded_by_peer(scope(good))  # replayed at once: believed once only
+    again = proxy.forward_mac(secret, "n0", "GET", "/v1/memory_stores/x", "", now)
+    assert app._forwarded_by_peer(scope(again))  # a new nonce: a new request
+    nonce = again.split(":")[2]
+    forged = proxy.forward_mac(b"x" * 32, "n0", "GET", "/v1/memory_stores/x", "", now, nonce)
+    assert not app._forwarded_by_peer(scope(forged))  # signed with another secret

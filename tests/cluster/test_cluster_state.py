@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from gitmem.cluster import schema
-from gitmem.cluster.state import ClusterState
+from gitmem.cluster.state import ClusterState, Lease
 from gitmem.cluster.tokens import ClusterTokenStore
 from gitmem.errors import AuthenticationError, ConfigError, ConflictError, NotFoundError
 from gitmem.server.tokens import TokenStore
@@ -33,9 +33,9 @@ def test_migrations_apply_once_even_when_nodes_start_together(database: str) -> 
             applied.append(s.init())
 
     run_threads(start, 6)
-    assert sorted(applied, key=len) == [[]] * 5 + [[schema.LATEST]]
+    assert sorted(applied, key=len) == [[]] * 5 + [[v for v, _d, _s in schema.MIGRATIONS]]
     with psycopg.connect(database) as conn:
-        assert conn.execute("SELECT version FROM gitmem_schema").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM gitmem_schema").fetchall() == [(1,), (2,)]
 
 
 def test_a_newer_schema_is_refused(database: str) -> None:
@@ -84,9 +84,53 @@ def test_drain_moves_every_home_to_a_healthy_replica(state: ClusterState) -> Non
         state.join(n, f"http://{n}")
     for i in range(4):
         state.place(f"memstore_{i}", home="n1", replicas=["n2", "n3"])
-    moved = state.drain("n1")
-    assert len(moved) == 4 and all(p.home == "n2" and "n1" in p.replicas for p in moved)
+    from gitmem.cluster import handoff
+
+    asked = handoff.drain(state, "n1")  # asked of the home, which hands each store over
+    assert len(asked) == 4 and all(p.home == "n1" and p.moving_to == "n2" for p in asked)
     assert state.place("memstore_new").home != "n1"  # a draining node gets no new store
+
+
+def test_a_handoff_moves_home_and_lease_at_once_and_only_from_the_holder(state: ClusterState) -> None:
+    from gitmem.cluster import handoff
+
+    for n in ("n1", "n2", "n3"):
+        state.join(n, f"http://{n}")
+    state.place("memstore_m", home="n1", replicas=["n2"])
+    lease = state.acquire("memstore_m", "n1", seconds=30)
+    asked = handoff.request_move(state, "memstore_m", "n3")  # not a replica yet: made one
+    assert asked.moving_to == "n3" and "n3" in asked.replicas and asked.home == "n1"
+    with pytest.raises(ConflictError):  # a stale epoch cannot finish it
+        handoff.finish_move(state, "memstore_m", "n1", lease.epoch + 7, "n3", 30)
+    with pytest.raises(ConflictError):  # nor a node that is not the home
+        handoff.finish_move(state, "memstore_m", "n2", lease.epoch, "n3", 30)
+    epoch = handoff.finish_move(state, "memstore_m", "n1", lease.epoch, "n3", 30)
+    assert epoch == lease.epoch + 1
+    p = state.placement("memstore_m")
+    assert p.home == "n3" and p.moving_to is None and "n1" in p.replicas and "n3" not in p.replicas
+    assert state.lease("memstore_m") == Lease("memstore_m", "n3", epoch, True)
+    assert not state.fence_ok("memstore_m", "n1", lease.epoch)
+    assert state.acquire("memstore_m", "n3", seconds=30).epoch == epoch  # the new home renews it
+    with pytest.raises(ConflictError):  # done once: not again
+        handoff.finish_move(state, "memstore_m", "n1", lease.epoch, "n3", 30)
+
+
+def test_promotion_picks_the_newest_copy_and_never_one_behind_the_ack_point(state: ClusterState) -> None:
+    from gitmem.cluster import handoff
+
+    for n in ("n1", "n2", "n3"):
+        state.join(n, f"http://{n}")
+    state.place("memstore_p", home="n1", replicas=["n2", "n3"])
+    state.record_position("memstore_p", "n2", "#5", 5)
+    state.record_position("memstore_p", "n3", "#9", 9)
+    state.record_position("memstore_p", "n2", "#7", 7)  # n2 applied last, but n3's copy is newer
+    assert handoff.promotable(state, "memstore_p", ["n2", "n3"]) == "n3"
+    assert handoff.promotable(state, "memstore_p", ["n2"]) == "n2"  # async: the freshest alive
+    handoff.record_acked(state, "memstore_p", 9)  # sync: a write was confirmed by #9 (n3)
+    handoff.record_acked(state, "memstore_p", 4)  # the ack point only grows
+    assert handoff.ack_point(state, "memstore_p") == 9
+    assert handoff.promotable(state, "memstore_p", ["n2"]) is None  # n3 is down: n2 lacks a write
+    assert handoff.promotable(state, "memstore_p", ["n2", "n3"]) == "n3"
 
 
 def test_lease_epochs_only_grow_and_fence_the_old_holder(state: ClusterState) -> None:

@@ -1,0 +1,33 @@
+"""Purge a copy of a store of what its deny-list names, and prove it (docs/cluster.md#redactions-on-replicas).
+
+A replica that received a redaction's forced refs still holds the retired objects. Once its refs
+no longer reach them, :func:`purge_and_prove` makes them unreadable (:func:`gitmem.git.purge.purge`)
+and proves it with the one purge check (:func:`gitmem.audit.purge_proof.prove_purged`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitmem.audit.purge_proof import prove_purged
+from gitmem.engine.denylist import read_denylist
+from gitmem.errors import IntegrityError
+from gitmem.git.purge import existing_objects, purge
+from gitmem.git.repo import Repo, open_repository
+
+
+def purge_and_prove(git_dir: Path) -> str:
+    """Purge the copy at ``git_dir`` of every deny-listed object it holds; "" once proved, else
+    the reason it is not."""
+    denied = read_denylist(git_dir)
+    if not denied:
+        return ""
+    try:
+        repo = Repo(open_repository(git_dir), git_dir)
+        present = sorted(denied & existing_objects(repo))
+        if present:
+            purge(repo, present)
+        proof = prove_purged(git_dir, object_ids=denied)
+    except IntegrityError as exc:
+        return exc.message
+    return "" if proof.ok else proof.reason()
