@@ -14,6 +14,8 @@ Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall 
   process on 127.0.0.1 after each append: proof, HTTP request, cosignature check, storing it (the
   witness's own CPU is its process's, reported apart from /proc).
 - ``sign + witness``: their sum, the CPU a redaction pays (target <= 1 ms).
+- ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
+  costs on this file system: signing writes one, storing a cosignature another).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
   against the same write with no policy; and how many checkpoints ordinary writes signed (0:
   writes do not append to the ledger).
@@ -74,6 +76,27 @@ def _witness(d: Path, log_vkey: str) -> Iterator[tuple[str, str, int]]:
         p.wait(timeout=30)
 
 
+def _commit_floor(core: StoreCore, rounds: int) -> list[float]:
+    """CPU of one bare commit + flush + ref move on the store's repository (a scratch ref)."""
+    import pygit2
+
+    repo = core.repo
+    tree = core.empty_tree()
+    sig = pygit2.Signature("bench", "bench", 0, 0)
+    tip = repo.create_commit(None, sig, sig, "floor", tree, [])
+    repo.references.create("refs/bench/floor", tip, force=True)
+    out = []
+    for i in range(rounds):
+        c0 = time.process_time()
+        oid = repo.create_commit(None, sig, sig, f"floor {i}", tree, [tip])
+        core.sync_objects([oid])
+        repo.references["refs/bench/floor"].set_target(oid, "bench")
+        out.append(time.process_time() - c0)
+        tip = oid
+    repo.references.delete("refs/bench/floor")
+    return out
+
+
 def _ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000, 3)
 
@@ -115,6 +138,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         finally:
             checkpoints.on_append = real
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
+    floor = _commit_floor(core, rounds)
 
     # ordinary writes: with the serve worker running on a configured witness, and without
     entries_before = len(ledger.entries(core))
@@ -148,6 +172,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "witness_round_wall_ms": _ms(round_wall),
         "witness_process_cpu_ms": round(sum(witness_cpu) / len(witness_cpu) * 1000, 3),  # ticks: a mean
         "sign_plus_witness_cpu_ms": _ms(total),
+        "floor_commit_cpu_ms": _ms(floor),
         "target_ms": 1.0,
         "write_ack_no_witnesses_ms": _ms(plain),
         "write_ack_with_witness_worker_ms": _ms(worked),

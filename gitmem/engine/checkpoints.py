@@ -225,6 +225,7 @@ def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], wha
             raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
     except pygit2.AlreadyExistsError:
         raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written") from None
+    _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
     return oid
 
 
