@@ -65,7 +65,13 @@ def start_session(
     if at is not None:
         if not at.strip():
             raise InvalidInputError("--at needs a time, a version id or a commit id")
-        writable = [s for s in stores if state.parse_spec(s).access != "rw" or ":rw" in s]
+        writable = [  # asked for explicitly: NAME:rw, NAME:review, NAME@SCOPE:rw ...
+            s
+            for s in stores
+            if state.parse_spec(s).access != "ro"
+            and s.endswith((":rw", ":review"))
+            or s.partition("@")[0].endswith((":rw", ":review"))
+        ]
         if writable:
             raise InvalidInputError(
                 f"a mount of a past state is read-only: {', '.join(writable)} asks for write access"

@@ -67,7 +67,7 @@ def test_a_past_mount_shows_that_state_read_only_and_stays_there(
 def test_a_past_mount_refuses_write_access_and_bad_moments(
     store: Store, history: str, tmp_path: Path
 ) -> None:
-    for spec in ("notes:rw", "notes:review"):
+    for spec in ("notes:rw", "notes:review", "notes:rw@main", "notes@main:rw", "notes@main:review"):
         with pytest.raises(InvalidInputError, match="read-only"):
             sessions.start_session([spec], root=tmp_path / "a", at=history)
     with pytest.raises(InvalidInputError):
@@ -76,6 +76,10 @@ def test_a_past_mount_refuses_write_access_and_bad_moments(
         sessions.start_session(["notes"], root=tmp_path / "c", at="0" * 40)
     assert not any((tmp_path / d).exists() and any((tmp_path / d).iterdir()) for d in "abc")
     assert sessions.list_sessions() == []
+    for i, spec in enumerate(("notes:ro", "notes@main:ro", "notes:ro@main")):
+        s = sessions.start_session([spec], root=tmp_path / f"ok{i}", at=history)
+        assert s.mounts[0].access == "ro" and s.mounts[0].at == history
+        assert files_under(tmp_path / f"ok{i}/notes") == {"/facts.md": "the sky is blue\n"}
 
 
 def test_a_redaction_after_the_mount_reads_as_redacted(store: Store, tmp_path: Path) -> None:
