@@ -51,6 +51,7 @@ _listeners: list[Callable[[Path], None]] = []
 _signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
 _files_memo: dict[tuple[str, str], dict[str, str]] = {}
 _ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
+_signed_here: dict[Path, tuple[str, str]] = {}  # the note this process signed last, and by which vkey
 WITNESSED_SEP = "\f\n"  # never in a signed note (no control characters but newlines)
 MESSAGE_FILES = ("checkpoint", "witnessed")
 STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves file fills the gap)
@@ -302,6 +303,7 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
         files["witnessed"] = prev
     _commit(store, tip, files, f"ledger entry #{seq}")
     _ranges[store.path] = cr
+    _signed_here[store.path] = (signed, vkey)
     if cr.size % STATE_EVERY == 0:
         _save_range(store, cr)
     with open(
@@ -315,6 +317,13 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
         with contextlib.suppress(Exception):  # a listener never fails a write
             fn(store.path)
     return signed
+
+
+def signed_here(store: StoreCore, text: str) -> str | None:
+    """The vkey that signed ``text`` when it is the note this process signed last for the store
+    (its signature needs no check), else None."""
+    mine = _signed_here.get(store.path)
+    return mine[1] if mine is not None and mine[0] == text else None
 
 
 def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | None:
