@@ -245,16 +245,18 @@ def evaluate(
 ) -> Result:
     tallies: dict[str, Tally] = defaultdict(Tally)
     lat: list[float] = []
+    cpu: list[float] = []
     modes: Counter[str] = Counter()
     for ci, conv in enumerate(convs):
         for q in conv.questions:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             ranked, mode = rank(ci, q.text, max(KS) * 3)
             lat.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
             modes[mode] += 1
             for key in ("all", CATEGORIES[q.category]):
                 tallies[key].add(ranked, q.evidence)
-    return Result(system, dict(tallies), lat, modes=modes)
+    return Result(system, dict(tallies), lat, modes=modes, extra={"cpu": cpu})
 
 
 # --------------------------------------------------------------------- stores
@@ -426,12 +428,14 @@ def main(argv: list[str] | None = None) -> int:
                 if system == "bm25" or "[" in system or system == "lexical-plain":
                     continue
                 big.search(qs[0], limit=10, mode=system)  # warm
-                lats = []
+                lats, cpus = [], []
                 for q in qs:
-                    t0 = time.perf_counter()
+                    c0, t0 = time.process_time(), time.perf_counter()
                     big.search(q, limit=10, mode=system)
                     lats.append(time.perf_counter() - t0)
+                    cpus.append(time.process_time() - c0)
                 scale_lat[system] = lats
+                scale_lat["_cpu_" + system] = cpus
             big.close()
         for s in stores + plain_stores:
             s.close()
@@ -442,23 +446,30 @@ def main(argv: list[str] | None = None) -> int:
     out("")
     print_table(results, out)
     out("")
-    out("| system | query p50 (conv stores) | p95 | index CPU / memory | vector CPU / memory | modes |")
-    out("|---|---|---|---|---|---|")
+    out(
+        "| system | query p50 (conv stores) | p95 | CPU p50 | index CPU / memory | vector CPU / memory | modes |"
+    )
+    out("|---|---|---|---|---|---|---|")
     for r in results:
         v = r.extra.get("vector_cpu_per_memory")
         out(
             f"| {r.system} | {pct(r.latencies, 50) * 1e3:.2f} ms | {pct(r.latencies, 95) * 1e3:.2f} ms | "
+            f"{pct(r.extra.get('cpu') or [0.0], 50) * 1e3:.2f} ms | "
             f"{(r.index_cpu_per_memory or 0) * 1e3:.2f} ms | {'' if v is None else f'{v * 1e3:.2f} ms'} | "
             f"{dict(r.modes)} |"
         )
     if scale_lat:
         out("")
-        out(f"| system | query p50 ({scale} memories) | p95 |")
-        out("|---|---|---|")
+        out(f"| system | query p50 ({scale} memories) | p95 | CPU p50 | CPU p95 |")
+        out("|---|---|---|---|---|")
         for system, lats in scale_lat.items():
             if system.startswith("_"):
                 continue
-            out(f"| {system} | {pct(lats, 50) * 1e3:.2f} ms | {pct(lats, 95) * 1e3:.2f} ms |")
+            cpus = scale_lat["_cpu_" + system]
+            out(
+                f"| {system} | {pct(lats, 50) * 1e3:.2f} ms | {pct(lats, 95) * 1e3:.2f} ms | "
+                f"{pct(cpus, 50) * 1e3:.2f} ms | {pct(cpus, 95) * 1e3:.2f} ms |"
+            )
         out(
             f"index CPU / memory on the {scale}-memory store (batch + lexical catch-up): {scale_index_cpu * 1e3:.2f} ms"
         )

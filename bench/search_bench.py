@@ -8,7 +8,10 @@ descriptions on most of them), then measures:
   weights, ranking, snippet, LIMIT) in its own database: median and p95 per query, and their ratios;
 * indexing cost of one write: ``Store.write`` of an existing memory with the FTS5 upkeep, against the
   same write with the FTS5 upkeep switched off (interleaved rounds, medians);
-* index rebuild from git, with and without the FTS5 upkeep.
+* index rebuild from git, with and without the FTS5 upkeep;
+* with the extra ``semantic`` installed: every memory embedded (the catch-up's CPU per memory), then
+  ``Store.search(q, mode="hybrid")`` and ``mode="lexical"`` for the same queries, p50 and p95 of
+  wall and of CPU (``time.process_time``: wall time on a loaded machine measures the machine).
 
 Usage: ``python bench/search_bench.py [--memories 10000] [--queries 200] [--writes 100] [--json F]``
 """
@@ -261,6 +264,35 @@ def bench_quality(tmp: Path) -> dict[str, Any]:
     }
 
 
+def bench_modes(store: Store, queries: list[str]) -> dict[str, Any] | None:
+    """Lexical and hybrid query latency, wall and CPU (None without the extra ``semantic``)."""
+    from gitmem.engine import vectors
+
+    if not vectors.available():
+        return None
+    c0, w0 = time.process_time(), time.perf_counter()
+    embedded = vectors.catch_up(store.core, "main")
+    embed_cpu, embed_wall = time.process_time() - c0, time.perf_counter() - w0
+    out: dict[str, Any] = {
+        "embedded": embedded,
+        "embed_cpu_ms_per_memory": embed_cpu * 1000 / max(embedded, 1),
+        "embed_wall_ms_per_memory": embed_wall * 1000 / max(embedded, 1),
+    }
+    for mode in ("lexical", "hybrid"):
+        for q in queries[:5]:
+            store.search(q, limit=10, mode=mode)  # the matrix and the model loaded once
+        wall: list[float] = []
+        cpu: list[float] = []
+        answered = set()
+        for q in queries:
+            c0, w0 = time.process_time(), time.perf_counter()
+            answered.add(store.search(q, limit=10, mode=mode).mode)
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - w0)
+        out[mode] = {"answered": sorted(answered), "wall": summary(wall), "cpu": summary(cpu)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--memories", type=int, default=10_000)
@@ -291,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             "rebuild": bench_rebuild(store),
             "quality": bench_quality(Path(tmp)),
         }
+        results["modes"] = bench_modes(store, corpus.queries(args.queries))
         raw.close()
         store.close()
     q, w, r = results["query"], results["write"], results["rebuild"]
@@ -318,6 +351,21 @@ def main(argv: list[str] | None = None) -> int:
         f"search quality: {ql['questions']} labelled questions over {ql['memories']} memories "
         f"(bench/search_eval.py): recall@1 {ql['recall_at_1']:.2f}, recall@5 {ql['recall_at_5']:.2f}"
     )
+    modes = results["modes"]
+    if modes is None:
+        print("hybrid: the extra semantic is not installed (pip install 'gitmem[semantic]')")
+    else:
+        print(
+            f"embedding {modes['embedded']} memories: {modes['embed_cpu_ms_per_memory']:.2f} ms CPU "
+            f"({modes['embed_wall_ms_per_memory']:.2f} ms wall) a memory; target <= 20 ms CPU"
+        )
+        for mode in ("lexical", "hybrid"):
+            m = modes[mode]
+            print(
+                f"{mode + ' query (' + '/'.join(m['answered']) + ')':<34}"
+                f"p50 {m['wall']['median_ms']:.3f} ms wall, {m['cpu']['median_ms']:.3f} ms CPU; "
+                f"p95 {m['wall']['p95_ms']:.3f} ms wall, {m['cpu']['p95_ms']:.3f} ms CPU; target p50 <= 20 ms"
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

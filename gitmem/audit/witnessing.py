@@ -30,6 +30,7 @@ from gitmem.audit import transparency
 from gitmem.engine import checkpoints
 from gitmem.errors import GitmemError
 from gitmem.model.tlog import note
+from gitmem.model.tlog.checkpoint import parse_body
 from gitmem.model.tlog.policy import Policy
 
 if TYPE_CHECKING:
@@ -38,23 +39,63 @@ if TYPE_CHECKING:
 SIZES_FILE = "witnesses.json"
 
 
+_conns: dict[tuple[str, str, int | None], http.client.HTTPConnection] = {}
+_conns_lock = threading.Lock()
+
+
 def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: float = 10.0) -> tuple[int, str]:
-    """POST an add-checkpoint request; ``(status, body)``."""
+    """POST an add-checkpoint request; ``(status, body)``. The connection is kept for the next round
+    (HTTP/1.1 keep-alive, as tlog-witness recommends); one that went stale is replaced once."""
     body = f"old {old}\n" + "".join(note.b64(h) + "\n" for h in proof) + "\n" + signed
     u = urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
-    conn_type = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-    conn = conn_type(u.hostname or "127.0.0.1", u.port, timeout=timeout)
-    try:
-        conn.request("POST", u.path, body=body.encode("utf-8"), headers={"Content-Type": "text/plain"})
-        resp = conn.getresponse()
-        return resp.status, resp.read(65536).decode("utf-8", "replace")
-    finally:
-        conn.close()
+    key = (u.scheme, u.hostname or "127.0.0.1", u.port)
+    with _conns_lock:
+        conn = _conns.pop(key, None)  # a connection is used by one round at a time
+    for attempt in range(2):
+        fresh = conn is None
+        if conn is None:
+            conn_type = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+            conn = conn_type(key[1], u.port, timeout=timeout)
+        conn.timeout = timeout
+        try:
+            conn.request("POST", u.path, body=body.encode("utf-8"), headers={"Content-Type": "text/plain"})
+            resp = conn.getresponse()
+            text = resp.read(65536).decode("utf-8", "replace")
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = None
+            if fresh or attempt:
+                raise
+            continue  # a kept connection the witness had closed: once more on a new one
+        if resp.will_close or not resp.isclosed():
+            conn.close()
+        else:
+            with _conns_lock:
+                _conns.setdefault(key, conn)
+        return resp.status, text
+    raise AssertionError("unreachable")
+
+
+_sizes_memo: dict[Path, tuple[tuple[int, int], dict[str, int]]] = {}
+
+
+def _sizes_path(store: StoreCore) -> Path:
+    return store.gitmem_dir / checkpoints.TLOG_DIR / SIZES_FILE
 
 
 def _sizes(store: StoreCore) -> dict[str, int]:
+    """What each witness last cosigned (a hint: a witness that knows better answers 409)."""
+    path = _sizes_path(store)
     try:
-        data = json.loads((store.gitmem_dir / checkpoints.TLOG_DIR / SIZES_FILE).read_text(encoding="utf-8"))
+        st = path.stat()
+    except FileNotFoundError:
+        _sizes_memo.pop(path, None)
+        return {}
+    memo = _sizes_memo.get(path)
+    if memo is not None and memo[0] == (st.st_ino, st.st_mtime_ns):
+        return dict(memo[1])
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
         return {str(k): int(v) for k, v in data.items()}
     except (FileNotFoundError, ValueError, AttributeError):
         return {}
@@ -65,6 +106,8 @@ def _save_sizes(store: StoreCore, sizes: dict[str, int]) -> None:
     tmp = path.with_name(f"{SIZES_FILE}.tmp{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(sizes, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
+    st = path.stat()
+    _sizes_memo[path] = ((st.st_ino, st.st_mtime_ns), dict(sizes))
 
 
 def pending(store: StoreCore, policy: Policy) -> list[str]:
@@ -77,8 +120,9 @@ def pending(store: StoreCore, policy: Policy) -> list[str]:
     return [n for n, w in policy.witnesses.items() if n in policy.urls and (w.name, w.key_id) not in have]
 
 
-def _ask(url: str, old: int, t: Any, newest: transparency.Signed, timeout: float) -> tuple[int, str]:
-    """Submit, and once more from the witness's size when it answers 409."""
+def _ask(url: str, old: int, t: Any, newest: transparency.Signed, timeout: float) -> tuple[int, str, int]:
+    """Submit, and once more from the witness's size when it answers 409; ``(status, body, old size
+    last sent)``."""
     for _attempt in range(2):
         status, text = submit(url, old, t.consistency_proof(old, newest.cp.size), newest.text, timeout)
         size = text[:-1] if text.endswith("\n") else text
@@ -91,12 +135,34 @@ def _ask(url: str, old: int, t: Any, newest: transparency.Signed, timeout: float
             old = int(size)
             continue
         break
-    return status, text
+    return status, text, old
+
+
+def _cosigned_sizes(files: dict[str, str], policy: Policy) -> dict[str, int]:
+    """Per witness, the size of the newest checkpoint the ref holds with its cosignature."""
+    out: dict[str, int] = {}
+    for slot in ("witnessed", "checkpoint"):
+        text = files.get(slot)
+        if text is None:
+            continue
+        try:
+            parsed = note.parse(text)
+            size = parse_body(parsed.text).size
+        except GitmemError:
+            continue
+        have = {(s.name, s.key_id) for s in parsed.sigs}
+        for name, w in policy.witnesses.items():
+            if (w.name, w.key_id) in have:
+                out[name] = max(out.get(name, 0), size)
+    return out
 
 
 def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dict[str, str]:
     """One round over the pending witnesses, asked in parallel (a slow one holds back no other);
-    each cosignature is verified and stored as it arrives. ``{witness: "cosigned" | what failed}``."""
+    each cosignature is verified and stored as it arrives. ``{witness: "cosigned" | what failed}``.
+    What a witness last cosigned is read from the ref (the cosignatures stored with the checkpoints)
+    and from ``witnesses.json`` (written when a witness told a size by a 409); a witness that knows
+    better answers 409 and is asked again once."""
     out: dict[str, str] = {}
     names = pending(store, policy)
     if not names:
@@ -104,20 +170,26 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     newest = transparency.newest(store)
     t = transparency.tree_at(store, newest.cp.size, newest.cp.root)
     sizes = _sizes(store)
+    known = _cosigned_sizes(checkpoints.current(store), policy)
+    lock = threading.Lock()
 
-    def one(name: str, answer: Callable[[], tuple[int, str]]) -> None:
+    def one(name: str, answer: Callable[[], tuple[int, str, int]]) -> None:
         try:
-            status, text = answer()
+            status, text, old = answer()
         except (OSError, http.client.HTTPException) as exc:
             out[name] = f"unreachable: {exc}"
             return
         out[name] = _take(store, policy, name, newest, status, text)
-        if out[name] == "cosigned":
-            sizes[name] = newest.cp.size
-            _save_sizes(store, sizes)
+        if out[name] != "cosigned" and old != start(name):  # what the witness told us, for next time
+            with lock:
+                sizes[name] = old
+                _save_sizes(store, sizes)
 
-    def ask(n: str) -> tuple[int, str]:
-        return _ask(policy.urls[n], min(sizes.get(n, 0), newest.cp.size), t, newest, timeout)
+    def start(n: str) -> int:
+        return min(max(sizes.get(n, 0), known.get(n, 0)), newest.cp.size)
+
+    def ask(n: str) -> tuple[int, str, int]:
+        return _ask(policy.urls[n], start(n), t, newest, timeout)
 
     if len(names) == 1:  # no thread for a single witness
         one(names[0], lambda: ask(names[0]))

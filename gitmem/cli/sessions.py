@@ -119,6 +119,13 @@ def start(
     session: Annotated[
         str | None, typer.Option("--session", help="Use this id instead of a new sesn_ id.")
     ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="Mount each store as it was at TIME|VERSION|COMMIT, read-only (docs/point-in-time.md).",
+        ),
+    ] = None,
     home: common.HomeOpt = None,
     json: common.JsonOpt = False,
 ) -> None:
@@ -132,6 +139,7 @@ def start(
             home=common.home(home),
             actor=common.actor(actor),
             session_id=session,
+            at=at,
         )
 
     def render(record: dict[str, Any]) -> None:

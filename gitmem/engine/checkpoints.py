@@ -3,15 +3,18 @@
 Every ledger append (:func:`on_append`, called by :func:`gitmem.engine.ledger.append` under the ledger
 lock) extends an RFC 6962 tree whose leaves are the entries' canonical JSON (leaf ``i`` is entry
 ``seq == i``, its bytes exactly the JSON after the commit message's blank line) and commits a new
-C2SP checkpoint signed with the store's Ed25519 key. Each commit on the ref has a tree of three
-blobs: ``checkpoint`` (the newest signed note, with the witnesses' cosignatures gathered so far),
-``witnessed`` (the newest checkpoint at least one witness cosigned, when it is not the newest) and
-``keys`` (every log vkey, one a line, oldest first). Clones, fetches and bundles carry the ref with
-the rest of ``refs/gitmem/*``.
+C2SP checkpoint signed with the store's Ed25519 key. Each commit on the ref carries ``checkpoint``
+(the newest signed note, with the witnesses' cosignatures gathered so far) as its message's body,
+followed, after a form feed line, by ``witnessed`` (the newest checkpoint at least one witness
+cosigned, when it is not the newest); its tree holds one blob, ``keys`` (every log vkey, one a line,
+oldest first), so an append writes one object. (Commits written before this layout hold
+``checkpoint`` and ``witnessed`` as blobs of the tree; they read the same.) Clones, fetches and
+bundles carry the ref with the rest of ``refs/gitmem/*``.
 
 The private key is ``$GIT_DIR/gitmem/tlog/log.key`` (mode 0600, Go's ``PRIVATE+KEY+...`` form);
-the tree's frontier is cached in ``$GIT_DIR/gitmem/tlog/state.json`` (rebuilt from the ledger when
-it lags). Nothing here blocks on a witness: listeners (:func:`add_listener`) are told of each new
+the tree's frontier is kept in memory after each append and cached in
+``$GIT_DIR/gitmem/tlog/state.json`` (every 64 appends, extended from the leaf-hash cache, rebuilt
+from the ledger when it lags or does not give the newest signed root). Nothing here blocks on a witness: listeners (:func:`add_listener`) are told of each new
 checkpoint and do their work elsewhere.
 """
 
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem.errors import ConflictError
+from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
@@ -47,6 +50,12 @@ STATE_FILE = "state.json"
 LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
 _signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
+_files_memo: dict[tuple[str, str], dict[str, str]] = {}
+_ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
+_signed_here: dict[Path, tuple[str, str]] = {}  # the note this process signed last, and by which vkey
+WITNESSED_SEP = "\f\n"  # never in a signed note (no control characters but newlines)
+MESSAGE_FILES = ("checkpoint", "witnessed")
+STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves file fills the gap)
 
 
 def add_listener(fn: Callable[[Path], None]) -> None:
@@ -148,14 +157,30 @@ def _tip(store: StoreCore) -> pygit2.Oid | None:
 
 
 def _files(store: StoreCore, tip: pygit2.Oid | None) -> dict[str, str]:
+    """The checkpoint commit's files: ``checkpoint`` from its message (or, before 0.x, its tree),
+    the rest from its tree. Memoised by commit id (commits never change)."""
     if tip is None:
         return {}
-    tree = store.commit(tip).tree
+    key = (str(store.path), str(tip))
+    cached = _files_memo.get(key)
+    if cached is not None:
+        return dict(cached)
+    commit = store.commit(tip)
     out = {}
-    for entry in tree:
+    for entry in commit.tree:
         obj = store.repo[entry.id]
         if isinstance(obj, pygit2.Blob) and entry.name:
             out[entry.name] = obj.data.decode("utf-8", "replace")
+    _subject, sep, body = commit.message.partition("\n\n")
+    if sep and body:  # the current layout: the notes are the message's body, split by a form feed
+        newest, _, witnessed = body.partition(WITNESSED_SEP)
+        out["checkpoint"] = newest
+        out.pop("witnessed", None)
+        if witnessed:
+            out["witnessed"] = witnessed
+    if len(_files_memo) > 64:
+        _files_memo.clear()
+    _files_memo[key] = dict(out)
     return out
 
 
@@ -164,22 +189,34 @@ def _keys(files: dict[str, str]) -> list[str]:
 
 
 def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], what: str) -> pygit2.Oid:
+    """One commit on the ref: the signed notes are its message's body (after the subject and a blank
+    line: ``checkpoint``, then a form feed line and ``witnessed`` when there is one), ``keys`` its tree.
+    An append writes one object: the tree changes only with the keys."""
     repo = store.repo
-    old = {e.name: e.id for e in store.commit(tip).tree} if tip is not None else {}
-    builder = repo.TreeBuilder()
-    for name in sorted(files):
-        data = files[name].encode("utf-8")
-        blob = old.get(name)
-        if blob is None or pygit2.hash(data) != blob:  # an unchanged file keeps its blob
-            blob = repo.create_blob(data)
-        builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
-    tree = builder.write()
+    old_tree = store.commit(tip).tree if tip is not None else None
+    old = {e.name: e.id for e in old_tree} if old_tree is not None else {}
+    rest = {k: v for k, v in files.items() if k not in MESSAGE_FILES}
+    wanted = {name: pygit2.hash(rest[name].encode("utf-8")) for name in rest}
+    written: list[pygit2.Oid] = []
+    if old_tree is not None and wanted == old:
+        tree = old_tree.id
+    else:
+        builder = repo.TreeBuilder()
+        for name in sorted(rest):
+            blob = wanted[name]
+            if old.get(name) != blob:  # an unchanged file keeps its blob
+                blob = repo.create_blob(rest[name].encode("utf-8"))
+                written.append(blob)
+            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
+        tree = builder.write()
+        written.append(tree)
     sig = pygit2.Signature("gitmem", "gitmem", int(time.time()), 0)
     size = parse_body(note.parse(files["checkpoint"]).text).size
-    message = f"gitmem checkpoint {size}: {what}\n"
+    witnessed = WITNESSED_SEP + files["witnessed"] if "witnessed" in files else ""
+    message = f"gitmem checkpoint {size}: {what}\n\n{files['checkpoint']}{witnessed}"
     parents = [tip] if tip is not None else []
     oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
-    store.sync_objects([oid])
+    store.sync_objects([*written, oid])
     ref = repo.references.get(CHECKPOINTS_REF)
     check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
     try:
@@ -191,6 +228,7 @@ def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], wha
             raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
     except pygit2.AlreadyExistsError:
         raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written") from None
+    _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
     return oid
 
 
@@ -212,36 +250,67 @@ def _save_range(store: StoreCore, cr: CompactRange) -> None:
     os.replace(tmp, path)  # a cache: no fsync, a lost one is rebuilt from the ledger
 
 
+def _frontier(
+    store: StoreCore, seq: int, prev: Checkpoint | None, leaves: Callable[[], Iterable[bytes]]
+) -> CompactRange:
+    """The frontier of the tree of the first ``seq`` leaves: this process's own (the common case),
+    else ``state.json`` extended from the leaf-hash cache, else rebuilt from the ledger. A cached one is
+    used only when it gives the root of the newest signed checkpoint (of size ``seq``): a stale or
+    damaged cache never gets a wrong root signed."""
+    cr = _ranges.get(store.path)
+    if cr is None or cr.size != seq:
+        cr = _load_range(store)
+        if cr is not None and cr.size < seq:
+            more = cached_leaf_hashes(store, cr.size, seq)
+            for h in more or ():
+                cr.append(h)
+    if (
+        cr is not None
+        and cr.size == seq
+        and (seq == 0 or (prev is not None and prev.size == seq and cr.root() == prev.root))
+    ):
+        return CompactRange(cr.size, cr.hashes)
+    cr = CompactRange()
+    rebuilt = [leaf_hash(data) for i, data in enumerate(leaves()) if i < seq]
+    for h in rebuilt:
+        cr.append(h)
+    (tlog_dir(store) / LEAVES_FILE).write_bytes(b"".join(rebuilt))
+    return cr
+
+
 def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable[bytes]]) -> str:
     """Sign and commit the checkpoint of the tree with entry ``seq`` (``leaf``) as its last leaf;
     ``leaves`` gives every leaf when the cached frontier lags. Runs under the ledger lock. Returns
-    the signed note."""
-    cr = _load_range(store)
-    hashes_path = tlog_dir(store) / LEAVES_FILE
-    if cr is None or cr.size != seq:
-        cr = CompactRange()
-        rebuilt = [leaf_hash(data) for i, data in enumerate(leaves()) if i < seq]
-        for h in rebuilt:
-            cr.append(h)
-        hashes_path.write_bytes(b"".join(rebuilt))
+    the signed note. Its cost (bench/tlog_bench.py): a few hashes, one signature, one commit object
+    (the tree is the previous one's), one fsync and the ref's move."""
+    tip = _tip(store)
+    files = _files(store, tip)
+    prev = files.get("checkpoint")
+    prev_cp = None
+    if prev is not None:
+        with contextlib.suppress(GitmemError):
+            prev_cp = parse_body(note.parse(prev).text)
+    cr = _frontier(store, seq, prev_cp, leaves)
     new = leaf_hash(leaf)
     cr.append(new)
     body = Checkpoint(origin(store), cr.size, cr.root()).body()
     s = signer(store)
-    tip = _tip(store)
-    files = _files(store, tip)
     keys = _keys(files)
     vkey = s.verifier().vkey()
     if vkey not in keys:
         keys.append(vkey)
-    prev = files.get("checkpoint")
     signed = note.sign(body, [s]).encode()
     files = {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)}
     if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
         files["witnessed"] = prev
     _commit(store, tip, files, f"ledger entry #{seq}")
-    _save_range(store, cr)
-    with open(hashes_path, "ab") as fh:  # a cache of the leaf hashes (proofs without the ledger)
+    _ranges[store.path] = cr
+    _signed_here[store.path] = (signed, vkey)
+    if cr.size % STATE_EVERY == 0:
+        _save_range(store, cr)
+    with open(
+        tlog_dir(store) / LEAVES_FILE, "ab"
+    ) as fh:  # a cache of the leaf hashes (proofs without the ledger)
         if fh.tell() == seq * 32:
             fh.write(new)
         else:
@@ -250,6 +319,13 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
         with contextlib.suppress(Exception):  # a listener never fails a write
             fn(store.path)
     return signed
+
+
+def signed_here(store: StoreCore, text: str) -> str | None:
+    """The vkey that signed ``text`` when it is the note this process signed last for the store
+    (its signature needs no check), else None."""
+    mine = _signed_here.get(store.path)
+    return mine[1] if mine is not None and mine[0] == text else None
 
 
 def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | None:

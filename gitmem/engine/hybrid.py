@@ -21,7 +21,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.engine import search as lexical
-from gitmem.engine.search import SearchHit
+from gitmem.engine.search import SearchHit as SearchHit  # re-exported for faces
 from gitmem.errors import InvalidInputError
 from gitmem.model.paths import validate_prefix, validate_scope
 

@@ -139,6 +139,25 @@ def resolve(store: StoreCore, scope: str, at: str) -> Moment:
     return Moment(scope, at, None, None)
 
 
+@dataclass(frozen=True)
+class State:
+    """What ``at`` names in a scope, without git objects (for faces): the commit id (None: before the
+    scope's first version) and its version time (RFC 3339, UTC)."""
+
+    scope: str
+    at: str
+    commit: str | None
+    time: str | None
+
+
+def state_at(store: StoreCore, scope: str, at: str) -> State:
+    """:func:`resolve`, as a :class:`State`."""
+    m = resolve(store, scope, at)
+    return State(
+        scope, at, None if m.commit is None else str(m.commit.id), None if m.time is None else _iso(m.time)
+    )
+
+
 def _blobs(tree: pygit2.Tree | None, prefix: str = "/") -> list[tuple[str, pygit2.Oid]]:
     """(memory path, blob id) of every blob under ``prefix`` in ``tree``, in path order."""
     if tree is None:

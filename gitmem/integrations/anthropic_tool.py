@@ -28,6 +28,9 @@ differences (everything else is identical):
    SDK would fail with a TypeError).
 8. Deleting or renaming a directory writes one version per memory, all moved in one atomic ref
    update; ``clear_all_memory`` deletes every memory of the scope the same way (history is kept).
+
+The search extension: ``tool.search_tool()`` is a ``memory_search`` client tool on the same store and
+scope, by words or by meaning (:mod:`gitmem.integrations.memory_search`).
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pygit2
+from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool
 from anthropic.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
     BetaCacheControlEphemeralParam,
@@ -52,6 +57,7 @@ from anyio.to_thread import run_sync
 from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, NotFoundError, PreconditionFailedError
 from gitmem.ids import new_id
+from gitmem.integrations import memory_search
 from gitmem.integrations.memory_paths import (
     _EDIT_ATTEMPTS,
     MAX_LINES,
@@ -438,6 +444,10 @@ class GitmemMemoryTool(_Backed, BetaAbstractMemoryTool):
     def clear_all_memory(self) -> str:
         return self.backend.locked(self.backend.clear_all_memory)
 
+    def search_tool(self, mode: str = "auto") -> BetaFunctionTool[Any]:
+        """The search extension, a ``memory_search`` tool on the same store (gitmem.integrations.memory_search)."""
+        return memory_search.search_tool(self.backend, mode)
+
 
 class GitmemAsyncMemoryTool(_Backed, BetaAsyncAbstractMemoryTool):
     """The async variant: each command runs in a worker thread, one at a time per tool."""
@@ -469,3 +479,7 @@ class GitmemAsyncMemoryTool(_Backed, BetaAsyncAbstractMemoryTool):
 
     async def clear_all_memory(self) -> str:
         return await self._run(self.backend.clear_all_memory)
+
+    def search_tool(self, mode: str = "auto") -> BetaAsyncFunctionTool[Any]:
+        """The search extension for an async runner (gitmem.integrations.memory_search)."""
+        return memory_search.async_search_tool(self.backend, mode)

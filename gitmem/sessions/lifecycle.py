@@ -52,13 +52,31 @@ def start_session(
     home: Home = None,
     actor: str | None = None,
     session_id: str | None = None,
+    at: str | None = None,
 ) -> Session:
     """Create a session, attach ``stores`` (``NAME[:ro|:rw][@SCOPE]``, at most 8) and mount them.
+    With ``at`` (a time, version or commit: docs/point-in-time.md) every mount shows its store as it
+    was then, read-only (``:rw`` or ``:review`` is refused), and stays at that state when synced.
 
     Everything is checked before anything is created. The system-prompt block is written to
     ``<root>/SYSTEM_PROMPT.md`` (and is :func:`gitmem.sessions.system_prompt` of the result).
     """
     specs = [state.parse_spec(s) for s in stores]
+    if at is not None:
+        if not at.strip():
+            raise InvalidInputError("--at needs a time, a version id or a commit id")
+        writable = [  # asked for explicitly: NAME:rw, NAME:review, NAME@SCOPE:rw ...
+            s
+            for s in stores
+            if state.parse_spec(s).access != "ro"
+            and s.endswith((":rw", ":review"))
+            or s.partition("@")[0].endswith((":rw", ":review"))
+        ]
+        if writable:
+            raise InvalidInputError(
+                f"a mount of a past state is read-only: {', '.join(writable)} asks for write access"
+            )
+        specs = [replace(s, access="ro") for s in specs]
     if not specs:
         raise InvalidInputError("a session needs at least one store: --store NAME[:ro|:rw][@SCOPE]")
     if len(specs) > MAX_STORES:
@@ -69,7 +87,7 @@ def start_session(
     who = resolve_actor(actor, sid)
     base = Path(root).expanduser().resolve() if root else config.workspace_home(home) / "mounts" / sid
     notes = dict(instructions or {})
-    mounts = _plan_mounts(specs, base, notes, home)
+    mounts = _plan_mounts(specs, base, notes, home, at)
     used = {m.store for m in mounts} | {m.slug for m in mounts} | {s.name for s in specs}
     unknown = sorted(set(notes) - used)
     if unknown:
@@ -92,7 +110,9 @@ def start_session(
     return session
 
 
-def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str], home: Home) -> list[Mount]:
+def _plan_mounts(
+    specs: list[state.StoreSpec], base: Path, notes: dict[str, str], home: Home, at: str | None = None
+) -> list[Mount]:
     """One mount per spec. A mount's directory is the slug of the store's display name now
     (``mount_slug``); stores whose names give one slug get ``<slug>-<last 6 of the id>`` each, and a
     store attached in several scopes ``<slug>@<scope>`` (docs/stores.md): distinct, and the same
@@ -100,6 +120,7 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
     opened: list[
         tuple[state.StoreSpec, str, str, str, str, str]
     ] = []  # spec, id, slug, path, description, name
+    shows: dict[tuple[str, str], str] = {}
     seen: set[tuple[str, str]] = set()
     for spec in specs:
         with open_store(spec.name, home) as store:
@@ -112,6 +133,8 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
                 )
             if spec.access != "ro":
                 store.check_writable()
+            if at is not None:  # refused now (a bad time, before a horizon), before anything is made
+                shows[(store.id, spec.scope)] = store.state_at(at, scope=spec.scope).time or ""
             base_slug = mount_slug(store.settings.name)
             opened.append(
                 (spec, store.id, base_slug, str(store.path), store.settings.description, store.settings.name)
@@ -131,8 +154,9 @@ def _plan_mounts(specs: list[state.StoreSpec], base: Path, notes: dict[str, str]
         if target.exists():
             raise ConflictError(f"{target} already exists: choose another --root")
         text = notes.get(slug, notes.get(spec.name, ""))
+        past = {"at": at, "shows": shows[(sid, spec.scope)]} if at is not None else {}
         mounts.append(
-            Mount(sid, path, spec.scope, spec.access, slug, str(target), description, text, display)
+            Mount(sid, path, spec.scope, spec.access, slug, str(target), description, text, display, **past)
         )
     return mounts
 

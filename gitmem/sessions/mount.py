@@ -45,6 +45,8 @@ class Marker:
     session: str
     base: str | None
     files: dict[str, str] = field(default_factory=dict)  # api path -> blob id (hex) at ``base``
+    at: str | None = None  # a past state's mount: the moment it shows (``base`` is that state)
+    shows: str | None = None  # ... and that state's version time
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +58,7 @@ class Marker:
             "session": self.session,
             "base": self.base,
             "files": self.files,
+            **({"at": self.at, "shows": self.shows} if self.at is not None else {}),
         }
 
 
@@ -100,6 +103,8 @@ def read_marker(mount: Mount) -> Marker:
         data["session"],
         data.get("base"),
         dict(data.get("files", {})),
+        data.get("at"),
+        data.get("shows"),
     )
 
 
@@ -141,11 +146,23 @@ def remote_blob(tree: pygit2.Tree | None, path: str) -> str | None:
     return str(obj.id) if isinstance(obj, pygit2.Blob) else None
 
 
+def pinned_tip(store: Store, mount: Mount) -> tuple[pygit2.Oid | None, str]:
+    """The state a past state's mount shows, resolved anew (a redaction rewrites the commit that
+    state was, never its time) and its version time: ``--at`` (docs/point-in-time.md)."""
+    state = store.state_at(mount.at, scope=mount.scope)
+    return (pygit2.Oid(hex=state.commit) if state.commit else None), state.time or ""
+
+
 def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
-    """Write the scope's files into the (new, empty) mount directory and its marker."""
+    """Write the scope's files (or, for a mount with ``at``, those of that past state: read-only)
+    into the (new, empty) mount directory and its marker."""
     root = Path(mount.path)
+    shows = ""
+    if mount.at:
+        tip, shows = pinned_tip(store, mount)
+    else:
+        tip = store.core.tip(mount.scope)
     root.mkdir(parents=True, exist_ok=False)
-    tip = store.core.tip(mount.scope)
     files = tree_files(store, tip)
     made: set[Path] = {root}
     for path, blob in files.items():  # a new directory: plain writes, no temp files needed
@@ -163,6 +180,8 @@ def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
         session_id,
         str(tip) if tip is not None else None,
         files,
+        mount.at or None,
+        shows if mount.at else None,
     )
     write_marker(mount, marker)
     if mount.access == "ro":

@@ -26,6 +26,12 @@ def system_prompt(session: Session) -> str:
         lines.append(f"## {m.name or m.store}" + (f" (scope {m.scope})" if m.scope != "main" else ""))
         lines.append(f"- Path: {m.path}")
         lines.append(f"- Access: {_ACCESS[m.access]}")
+        if m.at:
+            when = m.shows or "before its first version"
+            lines.append(
+                f"- Shows: the store as it was at {m.at} (the state of {when}), not as it is now; "
+                "nothing here can be changed"
+            )
         if m.description:
             lines.append(f"- Description: {m.description}")
         if m.instructions:

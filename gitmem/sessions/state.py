@@ -37,6 +37,8 @@ class Mount:
     description: str = ""
     instructions: str = ""
     name: str = ""  # the store's display name when attached (its slug followed it)
+    at: str = ""  # a read-only mount of a past state: the moment asked for (docs/point-in-time.md)
+    shows: str = ""  # ... and the version time of the state it shows
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from gitmem.sessions.mount import (
     Scan,
     check_root,
     lock_tree,
+    pinned_tip,
     put_file,
     read_marker,
     remote_blob,
@@ -243,7 +244,7 @@ def sync_mount(
         protected.update(kept_both)
     kept_base = {c.path for c in conflicts if c.kept_as is None and c.path in local.files}
     refused += private + _scrub(store, mount, root, scrub)
-    tip = store.core.tip(mount.scope)
+    tip = pinned_tip(store, mount)[0] if mount.at else store.core.tip(mount.scope)
     if mount.access == "review":  # the mount shows the session's proposal on top of the scope
         tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
     base = marker.base

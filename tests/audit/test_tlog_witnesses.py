@@ -194,8 +194,10 @@ def test_witnesses_refuse_an_operator_rewrite_resigned_with_the_same_key(
     first = ledger.entries(core)[0]
     repo.references[ledger.LEDGER_REF].set_target(pygit2.Oid(hex=first.commit), "operator")
     (core.gitmem_dir / ledger.ANCHOR_FILE).unlink()
-    (core.gitmem_dir / "tlog" / checkpoints.STATE_FILE).unlink()
-    (core.gitmem_dir / "tlog" / "witnesses.json").unlink()  # the log forgets what witnesses saw
+    (core.gitmem_dir / "tlog" / checkpoints.STATE_FILE).unlink(missing_ok=True)
+    (core.gitmem_dir / "tlog" / "witnesses.json").unlink(
+        missing_ok=True
+    )  # the log forgets what witnesses saw
     for i in range(6):
         ledger.append(core, "flag", {"n": f"rewritten {i}"})
     outcome = cosign_round(core, policy)

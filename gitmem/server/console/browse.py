@@ -88,15 +88,20 @@ def store_page(ctx: Ctx) -> Page:
         raise InvalidInputError(f"prefix: {exc.message}") from None
     page = _page_number(ctx, "page")
     query = (ctx.query.get("q") or "").strip()
+    mode = ctx.query.get("mode") or "lexical"
+    if mode not in internals.MODES:
+        raise InvalidInputError(f"mode: use one of {', '.join(internals.MODES)}, not {mode[:40]!r}")
     with ctx.pool.store(name) as store:
         scopes = ctx.scopes(name, store)
         scope = ctx.scope_of(name, store, default=scopes[0] if scopes else None)
         known = scope in scopes
         items: list[Memory | Prefix] = store.list(prefix, scope=scope, depth=1) if known else []
-        hits: list[internals.Hit] = []
+        found = internals.Found([], mode, mode, 0)
         if query and known:
             path_prefix = None if prefix == "/" else prefix
-            hits = internals.search(store, query, scope=scope, limit=SEARCH_LIMIT, path_prefix=path_prefix)
+            found = internals.search(
+                store, query, scope=scope, limit=SEARCH_LIMIT, path_prefix=path_prefix, mode=mode
+            )
         stats = internals.scope_stats(store, [scope])[0] if known else internals.ScopeStats(scope, 0, 0)
         values: dict[str, Any] = {
             "title": name,
@@ -116,7 +121,10 @@ def store_page(ctx: Ctx) -> Page:
                 1 for p in proposals.proposals(store.core, status="open") if ctx.token.may_read(name, p.scope)
             ),
             "query": query,
-            "hits": hits,
+            "hits": found.hits,
+            "found": found,
+            "modes": internals.MODES,
+            "mode": mode,
             "Prefix": Prefix,
             "store_url": store_url,
             "memory_url": memory_url,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from gitmem.engine import search as searching
+from gitmem.engine import hybrid as searching
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.ids import is_id
@@ -53,13 +53,30 @@ class Hit:
     parts: list[tuple[bool, str]]
 
 
-def search(store: Store, query: str, *, scope: str, limit: int, path_prefix: str | None) -> list[Hit]:
-    """The store's own search, with snippet marks no memory can contain: random per call, so a
-    memory's own ``**`` (or anything else it holds) never comes out marked as a match."""
+@dataclass(frozen=True)
+class Found:
+    """A console search's hits and how they were found (the mode that answered, the one asked for,
+    memories still waiting for a vector)."""
+
+    hits: list[Hit]
+    mode: str
+    requested: str
+    pending: int
+
+
+MODES = searching.MODES
+
+
+def search(
+    store: Store, query: str, *, scope: str, limit: int, path_prefix: str | None, mode: str = "lexical"
+) -> Found:
+    """The store's own search in ``mode`` (docs/search.md), with snippet marks no memory can
+    contain: random per call, so a memory's own ``**`` (or anything else it holds) never comes out
+    marked as a match."""
     nonce = secrets.token_hex(16)
     start, end = f"\ue000{nonce}<", f">{nonce}\ue000"
     hits = searching.search(
-        store.core, query, scope=scope, limit=limit, path_prefix=path_prefix, marks=(start, end)
+        store.core, query, scope=scope, limit=limit, path_prefix=path_prefix, marks=(start, end), mode=mode
     )
     out = []
     for h in hits:
@@ -69,7 +86,7 @@ def search(store: Store, query: str, *, scope: str, limit: int, path_prefix: str
             parts += [(True, marked)] if marked else []
             parts += [(False, rest)] if rest else []
         out.append(Hit(h, parts))
-    return out
+    return Found(out, hits.mode, hits.requested, hits.pending)
 
 
 @dataclass(frozen=True)
