@@ -221,10 +221,15 @@ class Dreamer:
         except ToolError as exc:
             message = str(exc)[:MESSAGE_CHARS]
             if command in WRITES:
+                path = data.get("path") or data.get("old_path")
+                # kept in the record and shown in the console: bounded, and what the guard
+                # refuses (a secret in a path the model made up) withheld
                 refused = {
                     "command": command,
-                    "path": data.get("path") or data.get("old_path"),
-                    "message": message,
+                    "path": dream_prompt.withheld(path[:1024], backend.store)
+                    if isinstance(path, str)
+                    else None,
+                    "message": dream_prompt.withheld(message, backend.store),
                     "reasoning": reasoning,
                 }
                 self._save(lambda x: x.refused.append(refused))

@@ -295,3 +295,22 @@ def test_in_review_mode_the_dream_reads_back_what_it_proposed(env: dict[str, Any
         assert vs[-1].path == "/prefs/tea.md" and all(v.actor == "service:dreamer" for v in vs)
         tip = proposals.tip_of(s.core, proposals.get(s.core, p))
         assert proposals.text_at(s.core.tree_of(tip), "/prefs/tea.md") == "green tea\n"
+
+
+def test_a_secret_in_a_path_the_model_makes_up_is_refused_and_not_kept_in_the_record(
+    env: dict[str, Any],
+) -> None:
+    w, sid, model, home = env["writer"], env["sid"], env["model"], env["home"]
+    secret = "AKIA" + "IOSFODNN7EXAMPLE"
+    model.turns[:] = [
+        [
+            text("Filing it."),
+            memory(1, command="create", path=f"/memories/{secret}.md", file_text="benign\n"),
+        ],
+        [text("Done.")],
+    ]
+    d = finished(w, w.beta.dreams.create(inputs=inputs(sid), model="m", output_behavior=update(sid)).id)
+    refused = d.model_extra["gitmem"]["refused"]
+    assert d.status == "completed" and len(refused) == 1 and "withheld" in refused[0]["path"]
+    assert secret not in (home / "dreams" / f"{d.id}.json").read_text()
+    assert not any(secret in p for p in contents(home))
