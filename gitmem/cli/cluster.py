@@ -92,13 +92,14 @@ def status(database: DatabaseOpt = None, json: common.JsonOpt = False) -> None:
     def call() -> dict[str, Any]:
         with _state(database) as state:
             state.check_schema()
-            from gitmem.cluster import handoff
+            from gitmem.cluster import handoff, purges
 
             return {
                 "nodes": state.nodes(),
                 "placements": state.placements(),
                 "pending": state.pending(),
                 "lost_writes": handoff.lost_writes(state),
+                "purges_unproved": purges.unproved(state),
             }
 
     def render(v: dict[str, Any]) -> None:

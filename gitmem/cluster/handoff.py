@@ -87,9 +87,13 @@ def drain(state: ClusterState, node: str) -> list[Placement]:
     return moving
 
 
-def finish_move(state: ClusterState, store_id: str, old: str, epoch: int, new: str, seconds: float) -> int:
-    """The home ``old`` (lease at ``epoch``) sent its last state to ``new``: make ``new`` the home
-    and hand it the lease at the next epoch, in one transaction. The new epoch."""
+def finish_move(
+    state: ClusterState, store_id: str, old: str, epoch: int, new: str, seconds: float, seq: int = 0
+) -> int:
+    """The home ``old`` (lease at ``epoch``) sent its last state to ``new`` (replication ``seq``):
+    make ``new`` the home and hand it the lease at the next epoch, in one transaction; ``old``'s
+    copy, as fresh as that replication, counts as a replica at ``seq`` (a failover may promote it
+    if the new home is lost before it replicated again). The new epoch."""
     with state.transaction() as conn:
         row = conn.execute(
             "SELECT home, replicas, moving_to FROM placements WHERE store_id = %s FOR UPDATE", (store_id,)
@@ -112,6 +116,13 @@ def finish_move(state: ClusterState, store_id: str, old: str, epoch: int, new: s
             " WHERE store_id = %s",
             (new, epoch + 1, seconds, store_id),
         )
+        if seq:
+            conn.execute(
+                "INSERT INTO replica_positions (store_id, node, refs_sha256, seq) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT (store_id, node) DO UPDATE SET refs_sha256 = EXCLUDED.refs_sha256,"
+                " seq = EXCLUDED.seq, applied_at = now()",
+                (store_id, old, f"#{seq}", seq),
+            )
     return epoch + 1
 
 

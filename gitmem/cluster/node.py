@@ -276,10 +276,11 @@ class ClusterNode:
                 if time.monotonic() >= deadline:
                     raise ConflictError("writes in flight did not finish")
                 time.sleep(0.01)
-            if not self.replicate(p.store_id, path, (target,)):
+            level = self.replicate(p.store_id, path, (target,))
+            if not level:
                 raise ConflictError(f"{target} could not be brought level")
             new_epoch = handoff.finish_move(
-                self.state, p.store_id, self.name, epoch, target, self.lease_seconds
+                self.state, p.store_id, self.name, epoch, target, self.lease_seconds, level[0]
             )
         except GitmemError as exc:
             self.replication_errors.append(f"{p.store_id}: move to {target} withdrawn: {exc}")

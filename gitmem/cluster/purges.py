@@ -82,3 +82,13 @@ def status(state: ClusterState, store_id: str, home_copy: Path) -> PurgeState:
             elif not got[1]:
                 pending[replica] = got[2] or "its proof failed"
     return PurgeState(store_id, not pending, pending)
+
+
+def unproved(state: ClusterState) -> list[tuple[str, str, str]]:
+    """(store, replica, why) for every replica copy whose last purge proof failed."""
+    rows = (
+        state.conn()
+        .execute("SELECT store_id, node, detail FROM purges WHERE NOT proved ORDER BY store_id, node")
+        .fetchall()
+    )
+    return [(str(s), str(n), str(d)) for s, n, d in rows]

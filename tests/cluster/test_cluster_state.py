@@ -104,8 +104,10 @@ def test_a_handoff_moves_home_and_lease_at_once_and_only_from_the_holder(state: 
         handoff.finish_move(state, "memstore_m", "n1", lease.epoch + 7, "n3", 30)
     with pytest.raises(ConflictError):  # nor a node that is not the home
         handoff.finish_move(state, "memstore_m", "n2", lease.epoch, "n3", 30)
-    epoch = handoff.finish_move(state, "memstore_m", "n1", lease.epoch, "n3", 30)
+    epoch = handoff.finish_move(state, "memstore_m", "n1", lease.epoch, "n3", 30, seq=12)
     assert epoch == lease.epoch + 1
+    # the old home's copy is as fresh as the handoff's replication: it may be promoted
+    assert handoff.promotable(state, "memstore_m", ["n1", "n2"]) == "n1"
     p = state.placement("memstore_m")
     assert p.home == "n3" and p.moving_to is None and "n1" in p.replicas and "n3" not in p.replicas
     assert state.lease("memstore_m") == Lease("memstore_m", "n3", epoch, True)
