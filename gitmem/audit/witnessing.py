@@ -96,9 +96,11 @@ def _sizes(store: StoreCore) -> dict[str, int]:
         return dict(memo[1])
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return {str(k): int(v) for k, v in data.items()}
-    except (FileNotFoundError, ValueError, AttributeError):
+        sizes = {str(k): int(v) for k, v in data.items()}
+    except (FileNotFoundError, ValueError, AttributeError, TypeError):
         return {}
+    _sizes_memo[path] = ((st.st_ino, st.st_mtime_ns), dict(sizes))
+    return sizes
 
 
 def _save_sizes(store: StoreCore, sizes: dict[str, int]) -> None:
