@@ -180,18 +180,33 @@ class TreeDiffer:
         of a rebuild."""
         base = b""
         oid = pygit2.Oid
+        read = self._odb.read
+        from_bytes = int.from_bytes
         git_order = False  # a pair over the threshold was passed: below it, libgit2's answer
         while True:
             o = self._trees.get(old) or self._tree(old)
             data: bytes | None = None
-            if self._trees.get(new) is None and self._older.get(new) is None:
-                data = self._read(new)
-                size, o_size, count = len(data), len(o.data), len(o.ends)
+            if new not in self._trees and new not in self._older:
+                kind, raw = read(oid(raw=new))[:2]
+                if kind != _OBJ_TREE:
+                    raise pygit2.GitError(f"object {new.hex()} is not a tree")
+                data = bytes(raw)
+                od, ends = o.data, o.ends
+                size, o_size, count = len(data), len(od), len(ends)
                 if size == o_size:
-                    i = self._one_entry(o, new, data)
-                    if i >= 0:
+                    # :meth:`_one_entry` inlined (it runs for every level of every commit): the
+                    # first differing byte, the entry it falls in, and every byte past that
+                    # entry's id as in ``old``.
+                    if size <= _XOR_MAX:
+                        x = from_bytes(od, "big") ^ from_bytes(data, "big")
+                        first = size - 1 - (x.bit_length() - 1) // 8 if x else size
+                    else:
+                        first = _first_diff(od, data)
+                    i = bisect_right(ends, first)
+                    end = ends[i] if i < count else 0
+                    if i < count and first >= end - 20 and data.startswith(memoryview(od)[end:], end):
+                        self._keep_tree(new, _Tree(data, None, ends))
                         git_order = git_order or 2 * count > PY_DIFF_MAX_ENTRIES
-                        end = o.ends[i]
                         mode, name, old_id = o.entry(i)
                         new_id = data[end - 20 : end]
                         m = _MODES.get(mode) or _mode(mode)
