@@ -1,6 +1,7 @@
-"""Tree diffs for deriving versions from commits: which memories a commit added, changed or removed."""
-
-# size-ok: one differ; the walk's fast paths must give exactly tree_deltas' answer, so they stay beside it
+"""The tree differ of long walks (an index catch-up, a rebuild): the deltas of many commits in a row,
+from the raw tree objects, each read and parsed once (:class:`TreeDiffer`). It gives exactly
+:func:`gitmem.git.treedelta.tree_deltas`' answer; that module's names are importable from here too.
+"""
 
 from __future__ import annotations
 
@@ -8,139 +9,21 @@ import re
 from bisect import bisect_right
 from itertools import accumulate
 from operator import itemgetter
-from typing import NamedTuple
 
 import pygit2
 
-_KINDS = {
-    pygit2.enums.DeltaStatus.ADDED: "added",
-    pygit2.enums.DeltaStatus.DELETED: "deleted",
-    pygit2.enums.DeltaStatus.MODIFIED: "modified",
-    pygit2.enums.DeltaStatus.TYPECHANGE: "modified",
-}
+from gitmem.git.treedelta import (
+    PY_DIFF_MAX_ENTRIES,
+    Change,
+    Delta,
+    changes_of,
+    deltas_libgit2,
+    diff_trees,
+    merge_own_changes,
+    tree_deltas,
+)
 
-
-_GITLINK = pygit2.enums.FileMode.COMMIT
-
-
-def merge_own_changes(
-    merge: pygit2.Commit, changes: list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]]
-) -> list[tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]]:
-    """Of a merge's changes against its first parent, those no other parent already has."""
-
-    def entry(tree: pygit2.Tree, path: str) -> pygit2.Oid | None:
-        try:
-            return tree[path[1:]].id
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
-
-    others = [p.tree for p in merge.parents[1:]]
-    return [c for c in changes if all(entry(t, c[1]) != c[3] for t in others)]
-
-
-Change = tuple[str, str, pygit2.Oid | None, pygit2.Oid | None]
-
-# Above this many entries in a pair of directories, libgit2's C diff beats walking them in Python.
-_PY_DIFF_MAX_ENTRIES = 512
-
-
-class Delta(NamedTuple):
-    """One non-tree entry that differs between two trees (files, symlinks, gitlinks)."""
-
-    kind: str  # added | modified | deleted
-    raw_path: bytes  # the path in the tree, as git stores it (no leading '/')
-    old_id: pygit2.Oid | None
-    new_id: pygit2.Oid | None
-    old_mode: int
-    new_mode: int
-
-
-def tree_deltas(old: pygit2.Tree | None, new: pygit2.Tree | None) -> list[Delta]:
-    """Every non-tree entry added, modified or deleted from ``old`` to ``new``, the way
-    ``git diff-tree -r`` lists them. Identical subtrees are skipped by id, so the cost follows
-    the change: small directories are compared in Python (libgit2's diff setup costs milliseconds
-    on a 10k-file tree), large ones with libgit2."""
-    out: list[Delta] = []
-    _deltas(old, new, b"", out)
-    return out
-
-
-def _deltas(old: pygit2.Tree | None, new: pygit2.Tree | None, base: bytes, out: list[Delta]) -> None:
-    if (len(old) if old is not None else 0) + (len(new) if new is not None else 0) > _PY_DIFF_MAX_ENTRIES:
-        _deltas_libgit2(old, new, base, out)
-        return
-    old_entries = {e.raw_name or b"": e for e in old} if old is not None else {}
-    new_entries = {e.raw_name or b"": e for e in new} if new is not None else {}
-    for name in sorted(old_entries.keys() | new_entries.keys()):
-        o, n = old_entries.get(name), new_entries.get(name)
-        if o is not None and n is not None and o.id == n.id and o.filemode == n.filemode:
-            continue
-        path = base + name
-        o_tree = o if isinstance(o, pygit2.Tree) else None
-        n_tree = n if isinstance(n, pygit2.Tree) else None
-        if o_tree is not None or n_tree is not None:
-            _deltas(o_tree, n_tree, path + b"/", out)
-        o_file = o if o is not None and o_tree is None else None
-        n_file = n if n is not None and n_tree is None else None
-        if o_file is not None and n_file is not None:
-            out.append(Delta("modified", path, o_file.id, n_file.id, o_file.filemode, n_file.filemode))
-        elif n_file is not None:
-            out.append(Delta("added", path, None, n_file.id, 0, n_file.filemode))
-        elif o_file is not None:
-            out.append(Delta("deleted", path, o_file.id, None, o_file.filemode, 0))
-
-
-def _deltas_libgit2(old: pygit2.Tree | None, new: pygit2.Tree | None, base: bytes, out: list[Delta]) -> None:
-    if old is None:
-        diff = new.diff_to_tree(swap=True)  # type: ignore[union-attr]
-    elif new is None:
-        diff = old.diff_to_tree()
-    else:
-        diff = old.diff_to_tree(new)
-    for d in diff.deltas:
-        kind = _KINDS.get(d.status)
-        if kind is None:
-            continue
-        o, n = d.old_file, d.new_file
-        raw = (n.raw_path if kind != "deleted" else o.raw_path) or b""
-        out.append(
-            Delta(
-                kind,
-                base + raw,
-                o.id if kind != "added" else None,
-                n.id if kind != "deleted" else None,
-                int(o.mode) if kind != "added" else 0,
-                int(n.mode) if kind != "deleted" else 0,
-            )
-        )
-
-
-def diff_trees(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree | None) -> list[Change]:
-    """Changed memories between two trees as (kind, api path, old blob, new blob); kind is
-    added/modified/deleted. Submodule entries (gitlinks) are not memories, and neither are names
-    that are not UTF-8 (committed with plain git)."""
-    return _changes(tree_deltas(old, new))
-
-
-def _changes(deltas: list[Delta]) -> list[Change]:
-    out: list[Change] = []
-    for d in deltas:
-        o = d.old_id if d.old_mode not in (0, _GITLINK) else None
-        n = d.new_id if d.new_mode not in (0, _GITLINK) else None
-        if o is None and n is None:
-            continue
-        try:
-            path = "/" + d.raw_path.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if o is not None and n is not None:
-            out.append(("modified", path, o, n))
-        elif n is not None:
-            out.append(("added", path, None, n))
-        else:
-            out.append(("deleted", path, o, None))
-    return out
-
+__all__ = ["Change", "Delta", "TreeDiffer", "diff_trees", "merge_own_changes", "tree_deltas"]
 
 # ---------------------------------------------------------------------- raw trees, for long walks
 # A tree object is a run of ``<octal mode> <name>\0<20-byte id>`` entries.
@@ -244,7 +127,7 @@ class TreeDiffer:
     :func:`_first_diff`), and only that entry is followed down. Otherwise the two directories
     are compared by set difference of their entries (in C), not entry by entry in Python.
 
-    A pair of directories over ``_PY_DIFF_MAX_ENTRIES`` entries gives libgit2's answer, exactly
+    A pair of directories over ``PY_DIFF_MAX_ENTRIES`` entries gives libgit2's answer, exactly
     as :func:`tree_deltas`: a one-entry change there is that entry's delta (what libgit2 lists
     too), and below it libgit2's answer for the changed subdirectory. Not thread-safe: one per
     walk."""
@@ -278,7 +161,7 @@ class TreeDiffer:
         return self.changes(parent_tree, tree_id)
 
     def changes(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Change]:
-        return _changes(self.deltas(old, new))
+        return changes_of(self.deltas(old, new))
 
     def deltas(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Delta]:
         out: list[Delta] = []
@@ -297,18 +180,33 @@ class TreeDiffer:
         of a rebuild."""
         base = b""
         oid = pygit2.Oid
+        read = self._odb.read
+        from_bytes = int.from_bytes
         git_order = False  # a pair over the threshold was passed: below it, libgit2's answer
         while True:
             o = self._trees.get(old) or self._tree(old)
             data: bytes | None = None
-            if self._trees.get(new) is None and self._older.get(new) is None:
-                data = self._read(new)
-                size, o_size, count = len(data), len(o.data), len(o.ends)
+            if new not in self._trees and new not in self._older:
+                kind, raw = read(oid(raw=new))[:2]
+                if kind != _OBJ_TREE:
+                    raise pygit2.GitError(f"object {new.hex()} is not a tree")
+                data = bytes(raw)
+                od, ends = o.data, o.ends
+                size, o_size, count = len(data), len(od), len(ends)
                 if size == o_size:
-                    i = self._one_entry(o, new, data)
-                    if i >= 0:
-                        git_order = git_order or 2 * count > _PY_DIFF_MAX_ENTRIES
-                        end = o.ends[i]
+                    # :meth:`_one_entry` inlined (it runs for every level of every commit): the
+                    # first differing byte, the entry it falls in, and every byte past that
+                    # entry's id as in ``old``.
+                    if size <= _XOR_MAX:
+                        x = from_bytes(od, "big") ^ from_bytes(data, "big")
+                        first = size - 1 - (x.bit_length() - 1) // 8 if x else size
+                    else:
+                        first = _first_diff(od, data)
+                    i = bisect_right(ends, first)
+                    end = ends[i] if i < count else 0
+                    if i < count and first >= end - 20 and data.startswith(memoryview(od)[end:], end):
+                        self._keep_tree(new, _Tree(data, None, ends))
+                        git_order = git_order or 2 * count > PY_DIFF_MAX_ENTRIES
                         mode, name, old_id = o.entry(i)
                         new_id = data[end - 20 : end]
                         m = _MODES.get(mode) or _mode(mode)
@@ -326,7 +224,7 @@ class TreeDiffer:
                         path = base + name
                         if m == 0o040000:
                             was, now = (None, one_id) if grown else (one_id, None)
-                            if git_order or 2 * count + (1 if grown else -1) > _PY_DIFF_MAX_ENTRIES:
+                            if git_order or 2 * count + (1 if grown else -1) > PY_DIFF_MAX_ENTRIES:
                                 self._libgit2(was, now, path + b"/", out)
                             else:
                                 self._deltas(was, now, path + b"/", out)
@@ -446,7 +344,7 @@ class TreeDiffer:
         n_tree = repo[pygit2.Oid(raw=new)] if new is not None else None
         if not isinstance(o_tree, pygit2.Tree | None) or not isinstance(n_tree, pygit2.Tree | None):
             raise pygit2.GitError(f"object {(old or new or b'').hex()} is not a tree")
-        _deltas_libgit2(o_tree, n_tree, base, out)
+        deltas_libgit2(o_tree, n_tree, base, out)
 
     def _deltas(
         self,
@@ -473,7 +371,7 @@ class TreeDiffer:
                     names = [o.entry(i)[1]]
                 else:
                     n = self._cached(new) or self._parse(new, data)
-        if git_order or len(o.ends) + len(n.ends) > _PY_DIFF_MAX_ENTRIES:
+        if git_order or len(o.ends) + len(n.ends) > PY_DIFF_MAX_ENTRIES:
             self._libgit2(old, new, base, out)
             return
         if one >= 0:  # the one entry that differs

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gitmem.engine import index as index_mod
+from gitmem.engine import index_catchup as index_mod
 from gitmem.store import Store
 from tests.helpers import git, plain_commit
 

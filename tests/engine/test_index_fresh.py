@@ -1,5 +1,5 @@
 """A fresh catch-up (a rebuild, the first open of a clone) derives a scope in memory and writes its
-heads, search rows and counters once at the end (gitmem/engine/index.py ``_walk_fresh``); the tree
+heads, search rows and counters once at the end (gitmem/engine/index_catchup.py ``_walk_fresh``); the tree
 differ follows one-entry edits and creates without parsing (gitmem/git/treediff.py ``_chain``), and
 gitmem's own commit messages are recognized in one match (gitmem/engine/derive.py
 ``own_trailers``). Each must give exactly what the one-commit-at-a-time path gives."""
@@ -15,7 +15,7 @@ import pygit2
 import pytest
 
 from gitmem.engine import derive
-from gitmem.engine import index as index_mod
+from gitmem.engine import index_catchup as index_mod
 from gitmem.git.treediff import TreeDiffer, tree_deltas
 from gitmem.model.versions import format_message, parse_trailers, trailer_problems
 from gitmem.store import Store

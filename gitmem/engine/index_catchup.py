@@ -1,0 +1,340 @@
+"""Catch-up and rebuild of the derived index: each scope is brought up to its branch from the last
+commit it was indexed at, in one transaction per walk (docs/architecture.md#the-index-and-search).
+
+A scope that starts empty (a rebuild, a clone's first open) is derived in memory
+(:class:`FreshHeads`); any other walk applies each commit's rows through
+:meth:`gitmem.engine.index_records.Records._apply`, the search rows and counters deferred to its
+end. History rewritten under the index (a redaction, a compaction) drops and re-derives the scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import pygit2
+
+from gitmem.engine import derive, receipts, search
+from gitmem.engine.index_db import busy
+from gitmem.engine.index_records import Bulk, Records, version_values
+from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
+from gitmem.errors import ConflictError
+from gitmem.git.repo import unverified_reads
+from gitmem.git.treediff import TreeDiffer, diff_trees
+from gitmem.model.frontmatter import parse_description
+
+_FLUSH_ROWS = 20_000  # version rows buffered before an executemany
+# Secondary indexes of ``versions`` that a fresh walk into an empty table does not read (its own
+# rows are known in memory, no other scope has any): such a rebuild drops them for the walk and
+# creates them once at its end (a sort instead of 100k inserts each), or at its first merge,
+# which asks SQLite about rows by id and path again.
+_LATE_INDEXES = {
+    "versions_id": "versions(id)",
+    "versions_path": "versions(scope, path, seq)",
+    "versions_memory": "versions(memory_id, seq)",
+    "versions_session": "versions(session, seq)",
+    "versions_commit": "versions(commit_id)",
+}
+# Version ids a commit message may name (a superset of its Gitmem-Version trailer).
+_VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
+_KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
+
+
+class FreshHeads:
+    """The heads of a scope being derived from nothing, in memory (:class:`derive.Heads`)."""
+
+    __slots__ = ("heads", "live", "versions", "other_scopes", "data", "kept")
+
+    def __init__(self, other_scopes: bool) -> None:
+        # path -> (memory_id, version_id, sha256, size, blob, created_at, updated_at)
+        self.heads: dict[str, tuple[str, str, str | None, int | None, str | None, int, int]] = {}
+        self.live: dict[str, int] = {}  # memory id -> how many heads have it
+        self.versions: dict[str, str] | None = {}  # this walk's rows: version id -> commit
+        self.other_scopes = other_scopes
+        self.data: dict[str, bytes] = {}  # head content by path, while under _KEEP_BYTES in all
+        self.kept = 0
+
+    def memory_at(self, path: str) -> str | None:
+        head = self.heads.get(path)
+        return head[0] if head is not None else None
+
+    def is_live(self, memory_id: str) -> bool:
+        return memory_id in self.live
+
+    def _drop(self, path: str) -> None:
+        head = self.heads.pop(path)
+        n = self.live[head[0]] - 1
+        if n:
+            self.live[head[0]] = n
+        else:
+            del self.live[head[0]]
+        data = self.data.pop(path, None)
+        if data is not None:
+            self.kept -= len(data)
+
+    def apply(self, rows: Iterable[VersionRow], blobs: Mapping[str, bytes], bulk: Bulk) -> None:
+        """What :meth:`Index._apply` does to the heads, here in memory; rows go to ``bulk``."""
+        heads, versions = self.heads, self.versions
+        assert versions is not None
+        for r in rows:
+            scope = r.scope
+            bulk.versions.append(version_values(r, scope))
+            versions.setdefault(r.id, r.commit_id)  # INSERT OR IGNORE: the first row keeps the id
+            created = r.created_at
+            deleted = r.operation == "deleted"
+            for p in {r.prev_path, r.path} if r.prev_path else (r.path,):
+                old = heads.get(p)
+                if old is not None:
+                    if r.operation == "modified" and old[0] == r.memory_id:
+                        created = old[5]  # the memory keeps its creation time across edits and renames
+                    self._drop(p)
+            if not deleted:
+                heads[r.path] = (r.memory_id, r.id, r.sha256, r.size, r.blob, created, r.created_at)
+                self.live[r.memory_id] = self.live.get(r.memory_id, 0) + 1
+                data = blobs.get(r.blob) if r.blob is not None else None
+                if data is not None and self.kept + len(data) <= _KEEP_BYTES:
+                    self.data[r.path] = data
+                    self.kept += len(data)
+
+
+class CatchUp(Records):
+    """Catch-up and rebuild (a part of :class:`gitmem.engine.index.Index`)."""
+
+    def rebuild(self) -> int:
+        """Drop the index and rebuild it from git; returns the number of versions indexed."""
+        self.close()
+        self._remove_files()
+        self._known_tips.clear()
+        for scope in self.store.scopes():
+            self.ensure(scope)
+        self.restore_ledger_marks()
+        return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
+
+    def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None:
+        """Bring ``scope`` up to date with its branch (``tip`` when the caller just read it)."""
+        if not known_tip:
+            tip = self.store.tip(scope)
+        tip_hex = str(tip) if tip is not None else None
+        if self._known_tips.get(scope, "?") == tip_hex:
+            return
+        try:
+            self._catch_up(scope, tip)
+        except sqlite3.DatabaseError as exc:
+            if busy(exc):  # another process holds the index: deleting it would pull it from under them
+                raise ConflictError(
+                    f"the index of {self.store.path} is busy (another process is writing it); try again"
+                ) from None
+            # A corrupt index file: start again from git.
+            self.close()
+            self._remove_files()
+            self._known_tips.clear()
+            self._catch_up(scope, tip)
+        self._restore_marks(scope)
+
+    def forget(self, scope: str) -> None:
+        """Forget how far this handle believes ``scope`` is indexed: the next ``ensure`` checks."""
+        self._known_tips.pop(scope, None)
+        self._heads.clear()
+
+    def ensure_all(self) -> list[str]:
+        scopes = self.store.scopes()
+        for scope in scopes:
+            self.ensure(scope)
+        for gone in set(self._indexed_scopes()) - set(scopes):
+            with self._write() as db:
+                self._drop_scope(db, gone)
+        return scopes
+
+    def _indexed_scopes(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT scope FROM scopes")]
+
+    def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
+        tip_hex = str(tip) if tip is not None else None
+        rewritten = walked = False
+        with unverified_reads(), self._write() as db:
+            row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+            indexed = row[0] if row else None
+            if row is not None and indexed == tip_hex:
+                self._known_tips[scope] = tip_hex
+                return
+            if tip is None:
+                self._drop_scope(db, scope)
+                self._known_tips[scope] = None
+                return
+            hide: pygit2.Oid | None = None
+            if indexed is not None:
+                old = pygit2.Oid(hex=indexed)
+                if self.store.has_object(old) and self.store.is_ancestor(old, tip):
+                    hide = old
+                elif (
+                    self.store.has_object(old)
+                    and self.store.is_ancestor(tip, old)
+                    and self.store.tip(scope) != tip
+                ):
+                    # The caller's tip is stale: a racing writer already recorded a newer commit.
+                    # Rebuilding back to ``tip`` would cost a full walk; its CAS fails and retries.
+                    # (A branch that really is back at ``tip``, reset with plain git, is re-derived.)
+                    return
+                else:  # history was rewritten under the index (redaction, compaction)
+                    self._drop_scope(db, scope)
+                    rewritten = True
+            fresh = row is None or hide is None
+            if fresh:
+                self._drop_scope(db, scope)
+                db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
+            # One transaction for the whole walk; the search rows and the scope's counters are
+            # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
+            repo = self.store.repo
+            walk = self.store.walk(tip, hide)
+            differ = TreeDiffer(repo)
+            bulk = self._local.bulk = Bulk(differ, receipts.load(Path(repo.path)), fresh)
+            late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
+            if late:
+                for name in _LATE_INDEXES:
+                    db.execute(f"DROP INDEX IF EXISTS {name}")
+            try:
+                if fresh:
+                    walked = self._walk_fresh(db, scope, walk, bulk)
+                for commit in walk:
+                    walked = True
+                    rows = self.rows_for_commit(db, scope, commit)
+                    self._apply(db, scope, rows)
+                    if len(commit.parent_ids) > 1:
+                        bulk.flush(db)
+                        self._reconcile_heads(db, scope, commit)
+                        bulk.heads.clear()  # the merge rewrote heads behind the cache: ask SQLite again
+                        bulk.complete = False
+                    elif len(bulk.versions) >= _FLUSH_ROWS:
+                        bulk.flush(db)
+                bulk.flush(db)
+            finally:
+                self._local.bulk = None
+            if late:
+                for name, columns in _LATE_INDEXES.items():
+                    db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
+            self._finish_bulk(db, scope, bulk)
+            db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
+        self._known_tips[scope] = tip_hex
+        if rewritten:  # content that left history must leave the file too
+            self.purge_search()
+        if walked:  # new commits: a push may be waiting in the spool for its ledger entry
+            self.store.drain_pushes()
+
+    def _walk_fresh(
+        self, db: sqlite3.Connection, scope: str, walk: Iterator[pygit2.Commit], bulk: Bulk
+    ) -> bool:
+        """Derive a scope that starts empty: its heads live in memory (no query per commit), the
+        version rows go out by executemany, and the heads, their search rows and the counters
+        are written once at the end. Stops after materializing at the first merge (which the
+        caller's one-commit-at-a-time loop then replays: merges are rare). Returns whether it
+        walked any commit."""
+        state = FreshHeads(db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is not None)
+        repo, differ, book = self.store.repo, bulk.differ, bulk.book
+        blobs: dict[str, bytes] = {}
+        rows_for_commit, apply = derive.rows_for_commit, state.apply
+        walked = False
+        merge: pygit2.Commit | None = None
+        for commit in walk:
+            walked = True
+            if len(commit.parent_ids) > 1:
+                merge = commit
+                break
+            blobs.clear()
+            rows = rows_for_commit(repo, db, scope, commit, blobs, differ, book, state, False)
+            apply(rows, blobs, bulk)
+            if len(bulk.versions) >= _FLUSH_ROWS:
+                bulk.flush(db)
+        bulk.flush(db)
+        self._write_fresh_heads(db, scope, state)
+        bulk.heads.clear()
+        bulk.complete = False
+        if merge is not None:  # the caller's loop goes on from here: replay the merge first
+            for name, columns in _LATE_INDEXES.items():  # the merge and what follows query rows
+                db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
+            rows = self.rows_for_commit(db, scope, merge)
+            self._apply(db, scope, rows)
+            bulk.flush(db)
+            self._reconcile_heads(db, scope, merge)
+            bulk.heads.clear()
+        return walked
+
+    def _write_fresh_heads(self, db: sqlite3.Connection, scope: str, state: FreshHeads) -> None:
+        """The heads a fresh walk derived, their search rows (in path order) and the counters."""
+        read = self.store.blob_data
+        heads, texts = [], []
+        row = db.execute("SELECT COALESCE(MAX(docid), 0) FROM search_docs").fetchone()
+        docid = int(row[0])
+        total = 0
+        for path in sorted(state.heads):
+            mid, vid, sha, size, blob, created, updated = state.heads[path]
+            data = state.data.get(path)
+            if data is None:
+                assert blob is not None  # a head is a version with content
+                data = read(pygit2.Oid(hex=blob))
+            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+            heads.append((scope, path, mid, vid, sha, size, blob, desc, created, updated))
+            docid += 1
+            texts.append((docid, scope, path, vid, desc, data))
+            total += size or 0
+        db.executemany("INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)", heads)
+        search.index_texts(db, texts)
+        db.execute("UPDATE scopes SET memories=?, bytes=? WHERE scope=?", (len(state.heads), total, scope))
+
+    def _finish_bulk(self, db: sqlite3.Connection, scope: str, bulk: Bulk) -> None:
+        """The search rows of every path a catch-up touched, from the heads it left, and the
+        scope's counters: one pass over the changed paths instead of one per version."""
+        for path in sorted(bulk.paths):
+            search.unindex_text(db, scope, path)
+            head = db.execute(
+                "SELECT version_id, description, blob FROM heads WHERE scope=? AND path=?", (scope, path)
+            ).fetchone()
+            if head is not None:
+                data = self._fresh_blobs.get(head[2]) or self.store.blob_data(pygit2.Oid(hex=head[2]))
+                search.index_text(db, scope, path, head[0], head[1], data)
+        db.execute(
+            "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?",
+            (bulk.memories, bulk.bytes, scope),
+        )
+
+    def _reconcile_heads(self, db: sqlite3.Connection, scope: str, merge: pygit2.Commit) -> None:
+        """Make the heads match a merge's tree: its parents' lines were replayed one after the
+        other, so a path both lines touched may hold the wrong line's state (merges are rare)."""
+        files = {path: str(new) for _kind, path, _old, new in diff_trees(self.store.repo, None, merge.tree)}
+        heads = dict(db.execute("SELECT path, blob FROM heads WHERE scope=?", (scope,)).fetchall())
+        bulk: Bulk | None = getattr(self._local, "bulk", None)
+        for path in heads.keys() - files.keys():
+            (size,) = db.execute("SELECT size FROM heads WHERE scope=? AND path=?", (scope, path)).fetchone()
+            db.execute("DELETE FROM heads WHERE scope=? AND path=?", (scope, path))
+            if bulk is not None:
+                bulk.memories -= 1
+                bulk.bytes -= size
+                bulk.paths.add(path)
+                continue
+            db.execute("UPDATE scopes SET memories=memories-1, bytes=bytes-? WHERE scope=?", (size, scope))
+            search.unindex_text(db, scope, path)
+        for path, blob in files.items():
+            if heads.get(path) == blob:
+                continue
+            row = db.execute(
+                f"SELECT {VERSION_COLUMNS} FROM versions WHERE scope=? AND path=? AND blob=? ORDER BY seq DESC LIMIT 1",
+                (scope, path, blob),
+            ).fetchone()
+            if row is None:
+                continue
+            data = self.store.blob_data(pygit2.Oid(hex=blob))
+            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
+            self._apply(db, scope, [dataclasses.replace(VersionRow(*row), prev_path=None, description=desc)])
+
+    def rows_for_commit(self, db: sqlite3.Connection, scope: str, commit: pygit2.Commit) -> list[VersionRow]:
+        """The versions one commit makes (see :func:`gitmem.engine.derive.rows_for_commit`)."""
+        self._fresh_blobs.clear()  # only this commit's blobs are kept (a blob id fixes its content)
+        bulk: Bulk | None = getattr(self._local, "bulk", None)
+        differ, book = (bulk.differ, bulk.book) if bulk is not None else (None, None)
+        if bulk is not None and bulk.pending_ids:
+            named = _VERSION_TRAILER_RE.findall(commit.message)
+            if any(v.strip() in bulk.pending_ids for v in named):  # its reuse check must see those rows
+                bulk.flush(db)
+        return derive.rows_for_commit(self.store.repo, db, scope, commit, self._fresh_blobs, differ, book)

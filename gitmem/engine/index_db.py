@@ -1,0 +1,313 @@
+"""The derived index's SQLite connection and write transactions (docs/architecture.md#the-index-and-search).
+
+:class:`IndexDb` owns the file (``$GIT_DIR/gitmem/index.sqlite``, WAL; an in-memory database when
+the store's directory cannot hold it), its schema, one connection per thread and the write
+transaction every other part of the index goes through (:mod:`gitmem.engine.index` composes them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem.engine import search, vectors
+from gitmem.engine.rows import HeadRow
+from gitmem.errors import ConflictError
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
+
+SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.engine.search); 3: body column first
+INDEX_FILE = "index.sqlite"
+PURGE_PENDING = "index-purge-pending"
+BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS scopes(
+    scope TEXT PRIMARY KEY, tip TEXT, memories INTEGER NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS versions(
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL, memory_id TEXT NOT NULL, scope TEXT NOT NULL, path TEXT NOT NULL,
+    prev_path TEXT, operation TEXT NOT NULL, actor TEXT NOT NULL, session TEXT,
+    created_at INTEGER NOT NULL, sha256 TEXT, size INTEGER, blob TEXT, commit_id TEXT NOT NULL,
+    redaction_id TEXT, UNIQUE(scope, id));
+CREATE INDEX IF NOT EXISTS versions_id ON versions(id);
+CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, seq);
+CREATE INDEX IF NOT EXISTS versions_path ON versions(scope, path, seq);
+CREATE INDEX IF NOT EXISTS versions_session ON versions(session, seq);
+CREATE INDEX IF NOT EXISTS versions_commit ON versions(commit_id);
+CREATE TABLE IF NOT EXISTS heads(
+    scope TEXT NOT NULL, path TEXT NOT NULL, memory_id TEXT NOT NULL, version_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL, size INTEGER NOT NULL, blob TEXT NOT NULL, description TEXT,
+    created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+    PRIMARY KEY(scope, path)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS heads_memory ON heads(memory_id);
+CREATE TABLE IF NOT EXISTS redactions(
+    id TEXT PRIMARY KEY, actor TEXT NOT NULL, redacted_at INTEGER NOT NULL, reason TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TEXT NOT NULL);
+"""
+
+
+def busy(exc: sqlite3.DatabaseError) -> bool:
+    """A lock held by another connection (SQLITE_BUSY/LOCKED), as opposed to a corrupt file."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (5, 6) or "locked" in str(exc) or "busy" in str(exc)
+
+
+class IndexDb:
+    """The index's connection, schema and write transaction (the base of :class:`gitmem.engine.index.Index`)."""
+
+    def __init__(self, store: StoreCore) -> None:
+        self.store = store
+        self.path = store.gitmem_dir / INDEX_FILE
+        # Threads (docs/durability.md, "Threads"): each thread has its own SQLite connection (WAL
+        # readers never block; writers serialize in BEGIN IMMEDIATE); ``close`` bumps a generation
+        # and every thread replaces a connection of an older one on its next use.
+        self._local = threading.local()
+        self._generation = 0
+        self._shared: sqlite3.Connection | None = None  # the in-memory index, one per process
+        self._shared_lock = threading.RLock()
+        self._known_tips: dict[str, str | None] = {}
+        # head_at: (scope, path) -> (the tip it was read for, the row), at most _HEADS_CACHED
+        self._heads: dict[tuple[str, str], tuple[str, HeadRow]] = {}
+        self.in_memory = False  # True when the store's directory cannot hold the index file
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def _db(self) -> sqlite3.Connection | None:
+        conn: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if conn is not None and getattr(self._local, "generation", -1) != self._generation:
+            if conn is not self._shared:
+                conn.close()
+            self._local.db = conn = None
+        return conn
+
+    @_db.setter
+    def _db(self, conn: sqlite3.Connection | None) -> None:
+        self._local.db = conn
+        self._local.generation = self._generation
+
+    @property
+    def _fresh_blobs(self) -> dict[str, bytes]:
+        """Blobs this thread's catch-up or record just read or wrote, for the FTS rows."""
+        blobs: dict[str, bytes] | None = getattr(self._local, "fresh_blobs", None)
+        if blobs is None:
+            blobs = self._local.fresh_blobs = {}
+        return blobs
+
+    @_fresh_blobs.setter
+    def _fresh_blobs(self, blobs: dict[str, bytes]) -> None:
+        self._local.fresh_blobs = blobs
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        db = self._db
+        if db is None:
+            db = self._connect()
+            self._db = db
+        return db
+
+    def _connect(self) -> sqlite3.Connection:
+        if not self._location_writable():
+            return self._memory_db()
+        for attempt in range(2):
+            db = sqlite3.connect(
+                str(self.path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                # Derived data: losing the last transactions on power loss only means a catch-up.
+                db.execute("PRAGMA synchronous=OFF")
+                # Deleted rows are overwritten with zeros: no old head content lingers in free space.
+                db.execute("PRAGMA secure_delete=ON")
+                db.executescript(_SCHEMA + search.SCHEMA)
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None:
+                    db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                    search.configure(db)
+                elif row[0] != SCHEMA_VERSION:
+                    raise sqlite3.DatabaseError("index schema changed")
+                self._db = db
+                if self._purge_marker().exists():  # a purge blocked by a reader: finish it now
+                    self.purge_search(wait=0.5)
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                if attempt:
+                    raise
+                if busy(exc):
+                    raise ConflictError(
+                        f"the index of {self.store.path} is busy (another process is writing it); try again"
+                    ) from None
+                self._remove_files()
+        raise AssertionError("unreachable")
+
+    def _location_writable(self) -> bool:
+        """Whether this process may keep the index file (a reader without write access to the
+        store, e.g. another user or a read-only mount, may not)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        if not os.access(self.path.parent, os.W_OK):
+            return False
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return True
+        # Something else in its place (a directory, a symlink, a fifo) is not the index: it cannot
+        # be removed and re-derived as a corrupt index file is.
+        return stat.S_ISREG(st.st_mode) and os.access(self.path, os.R_OK | os.W_OK)
+
+    def _memory_db(self) -> sqlite3.Connection:
+        """An index for this process only, caught up from git like the file one (one connection
+        shared by the threads, its write transactions under a lock)."""
+        self.in_memory = True
+        with self._shared_lock:
+            if self._shared is None:
+                self._shared = self._new_memory_db()
+            return self._shared
+
+    def _new_memory_db(self) -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.executescript(_SCHEMA + search.SCHEMA)
+        db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+        search.configure(db)
+        return db
+
+    def _remove_files(self) -> None:
+        if self.in_memory:
+            return
+        for suffix in ("", "-wal", "-shm"):
+            p = self.path.with_name(self.path.name + suffix)
+            if p.exists():
+                p.unlink()
+
+    def close(self) -> None:
+        """Close this thread's connection; other threads' are replaced on their next use."""
+        db = self._db
+        self._generation += 1
+        self._heads.clear()
+        if db is not None and db is not self._shared:
+            db.close()
+        self._local.db = None
+        with self._shared_lock:
+            if self._shared is not None:
+                self._shared.close()
+                self._shared = None
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self.db
+        with self._shared_lock if db is self._shared else contextlib.nullcontext():
+            FORK_GATE.enter()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            finally:
+                FORK_GATE.leave()
+
+    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        self._heads.clear()
+        db.execute("DELETE FROM versions WHERE scope=?", (scope,))
+        db.execute("DELETE FROM heads WHERE scope=?", (scope,))
+        search.drop_scope_text(db, scope)
+        db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
+
+    def purge_search(self, *, wait: float = 2.0) -> bool:
+        """Make text no longer at any head leave the database file: merge the FTS5 segments
+        (dropping deleted rows' terms), then checkpoint and truncate the WAL. Call it after a
+        redaction or compaction (catch-up does when it finds history rewritten).
+
+        A reader in the middle of a transaction keeps old pages in the WAL: the checkpoint is
+        retried for ``wait`` seconds; if it still cannot finish, a marker file makes the next
+        process that opens the index (and ``gitmem verify``) try again. Returns whether it finished."""
+        with self._write() as db:
+            search.optimize(db)
+        vectors.purge(self.store, self.db)  # the vector file goes with it (gitmem.engine.vectors)
+        # A TRUNCATE checkpoint waits for readers through the busy handler: bound that wait.
+        self.db.execute(f"PRAGMA busy_timeout={int(wait * 1000)}")
+        try:
+            busy = self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
+        if not busy or busy[0] == 0:
+            self._purge_marker().unlink(missing_ok=True)
+            return True
+        if not self.in_memory:
+            self._purge_marker().write_text("the index WAL still holds pages of purged text\n")
+        return False
+
+    def _purge_marker(self) -> Path:
+        return self.path.with_name(PURGE_PENDING)
+
+    def purge_pending(self) -> bool:
+        """Whether a purge of the index's WAL could not finish yet (see :meth:`purge_search`)."""
+        return not self.in_memory and self._purge_marker().exists()
+
+
+class ForkGate:
+    """The index write transactions open in this process, and a fork waiting for them.
+
+    SQLite keeps its file-lock state per process; a child forked while another thread of its
+    parent has a write transaction open inherits that state and finds the index busy for good
+    (every write in the child fails after the busy timeout). So a fork waits (up to
+    ``FORK_WAIT`` seconds) until no transaction is open, and no new one starts until it is done.
+    A transaction never waits for anything a forking thread holds (a staged record waits only for
+    its flush), so the wait ends."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """No transaction open, no fork waiting (a forked child has none of its parent's, nor its
+        threads: it starts with a new condition)."""
+        self.cond = threading.Condition(threading.Lock())
+        self.open = 0
+        self.forking = False
+
+    def enter(self) -> None:
+        with self.cond:
+            while self.forking:
+                self.cond.wait()
+            self.open += 1
+
+    def leave(self) -> None:
+        with self.cond:
+            self.open -= 1
+            if self.open <= 0:
+                self.cond.notify_all()
+
+    def before_fork(self) -> None:
+        with self.cond:
+            self.forking = True
+            self.cond.wait_for(lambda: self.open <= 0, FORK_WAIT)
+
+    def after_fork_in_parent(self) -> None:
+        with self.cond:
+            self.forking = False
+            self.cond.notify_all()
+
+
+FORK_WAIT = 10.0
+FORK_GATE = ForkGate()  # reset in place in a child: every module holding it sees the new state
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=lambda: FORK_GATE.before_fork(),
+        after_in_parent=lambda: FORK_GATE.after_fork_in_parent(),
+        after_in_child=lambda: FORK_GATE.reset(),
+    )
