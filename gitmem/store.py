@@ -392,10 +392,13 @@ class Store:
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
         limit: int | None = None,
+        caller: Caller | None = None,
     ) -> builtins.list[Version]:
-        """Versions, newest first, filtered by path/memory, scope, session, actor, operation, time."""
-        from gitmem.engine import history
+        """Versions, newest first, filtered by path/memory, scope, session, actor, operation, time.
+        A scope-confined ``caller`` sees only its scope's (docs/access.md)."""
+        from gitmem.engine import access, history
 
+        scope = access.history_scope(self._core, caller, scope)
         return history.versions(
             self._core,
             path,
@@ -409,17 +412,26 @@ class Store:
             limit=limit,
         )
 
-    def version(self, version_id: str, *, scope: str | None = None) -> Version:
+    def version(self, version_id: str, *, scope: str | None = None, caller: Caller | None = None) -> Version:
         """One version by id; ``scope`` picks that scope's row of a version forked scopes share
-        (without it: main first, then by scope name)."""
+        (without it: main first, then by scope name). A version of a scope ``caller`` may not read
+        is not found."""
+        from gitmem.engine import access, history
+
+        scope = access.history_scope(self._core, caller, scope) if caller is not None else scope
+        v = history.version(self._core, version_id, scope)
+        access.admit_version(self._core, caller, version_id, v.scope)
+        return v
+
+    def diff(self, old_id: str, new_id: str | None = None, *, caller: Caller | None = None) -> str:
+        """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``);
+        with a ``caller``, both must be versions it may read."""
         from gitmem.engine import history
 
-        return history.version(self._core, version_id, scope)
-
-    def diff(self, old_id: str, new_id: str | None = None) -> str:
-        """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``)."""
-        from gitmem.engine import history
-
+        if caller is not None:
+            for vid in (old_id, new_id):
+                if vid is not None:
+                    self.version(vid, caller=caller)
         return history.diff(self._core, old_id, new_id)
 
     def state_at(self, at: str, *, scope: str = "main", caller: Caller | None = None) -> State:

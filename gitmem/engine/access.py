@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gitmem.engine.core import StoreCore
-from gitmem.errors import AccessError
+from gitmem.errors import AccessError, NotFoundError
 from gitmem.model.caller import Caller
 
 
@@ -39,6 +39,27 @@ def admit_write(
 def admit_read(store: StoreCore, caller: Caller | None, scope: str | None) -> None:
     if caller is not None:
         caller.check_read(store.settings.id, scope)
+
+
+def history_scope(store: StoreCore, caller: Caller | None, scope: str | None) -> str | None:
+    """The scope a history read by ``caller`` covers: a scope-confined caller's own when it names
+    none (it never sees another scope's versions); ForbiddenError for another scope or store."""
+    if caller is None:
+        return scope
+    if scope is None:
+        scope = caller.scope
+    caller.check_read(store.settings.id, scope)
+    return scope
+
+
+def admit_version(store: StoreCore, caller: Caller | None, version_id: str, scope: str) -> None:
+    """A version looked up by id: one of a scope the caller may not read is not found (as an
+    unknown id: no oracle for other scopes' history)."""
+    if caller is None:
+        return
+    caller.check_read(store.settings.id, None)
+    if not caller.scope_ok(scope):
+        raise NotFoundError(f"version {version_id} does not exist")
 
 
 def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gitmem.engine import shortterm
+from gitmem.engine import access, shortterm
 from gitmem.engine.batch import BatchOp
 from gitmem.errors import IntegrityError, InvalidInputError, NotFoundError
 from gitmem.ids import ULID_RE, new_ulid
@@ -33,6 +33,7 @@ from gitmem.model.reserved import CONVERSATIONS
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
+    from gitmem.model.caller import Caller
 
 Json = dict[str, Any]
 META = "conversation.json"
@@ -203,8 +204,15 @@ def _text(data: Json) -> str:
 
 
 # ---------------------------------------------------------------------- reads
-def get(store: StoreCore, scope: str, ulid: str, conversation_id: str) -> Conversation:
-    rec = shortterm.read_record(store, _dir(ulid) + META, scope)
+def _reader(caller: Caller | None) -> str | None:
+    """Whose proposal a read shows on top: a review-mode caller's own (None: the ambient one)."""
+    return access.reader(caller, None, None) if caller is not None else None
+
+
+def get(
+    store: StoreCore, scope: str, ulid: str, conversation_id: str, *, caller: Caller | None = None
+) -> Conversation:
+    rec = shortterm.read_record(store, _dir(ulid) + META, scope, _reader(caller))
     if rec is None:
         raise NotFoundError(f"conversation {conversation_id} does not exist")
     data = _load(rec)
@@ -223,11 +231,13 @@ class StoredItem:
     record: shortterm.Record
 
 
-def stored_items(store: StoreCore, scope: str, ulid: str) -> list[StoredItem]:
+def stored_items(
+    store: StoreCore, scope: str, ulid: str, *, caller: Caller | None = None
+) -> list[StoredItem]:
     """The conversation's items, oldest first."""
     prefix = _dir(ulid) + "items/"
     out = []
-    for rec in shortterm.read_records(store, prefix, scope):
+    for rec in shortterm.read_records(store, prefix, scope, _reader(caller)):
         m = _ITEM_FILE.match(rec.path[len(prefix) :])
         if m is not None:
             out.append(StoredItem(int(m.group(1)), _load(rec), rec))
@@ -235,8 +245,8 @@ def stored_items(store: StoreCore, scope: str, ulid: str) -> list[StoredItem]:
     return out
 
 
-def items(store: StoreCore, scope: str, ulid: str) -> list[Json]:
-    return [s.item for s in stored_items(store, scope, ulid)]
+def items(store: StoreCore, scope: str, ulid: str, *, caller: Caller | None = None) -> list[Json]:
+    return [s.item for s in stored_items(store, scope, ulid, caller=caller)]
 
 
 # ---------------------------------------------------------------------- writes
@@ -264,6 +274,7 @@ def create(
     seed: Sequence[Json],
     actor: str | None,
     session: str | None,
+    caller: Caller | None = None,
 ) -> tuple[Conversation, list[Json]]:
     """A new conversation with its seed items, as one batch."""
     ulid = new_ulid()
@@ -271,7 +282,7 @@ def create(
     meta = {"created_at": conv.created_at, "metadata": metadata, "scope_kind": scope_kind}
     limit = store.settings.limits.max_memory_bytes
     ops = shortterm.write_ops(_dir(ulid) + META, _text(meta), limit) + _item_ops(store, ulid, seed, [])
-    shortterm.commit(store, scope, ops, actor=actor, session=session)
+    shortterm.commit(store, scope, ops, actor=actor, session=session, caller=caller)
     return conv, list(seed)
 
 
@@ -284,43 +295,70 @@ def update(
     *,
     actor: str | None,
     session: str | None,
+    caller: Caller | None = None,
 ) -> Conversation:
-    rec = shortterm.read_record(store, _dir(ulid) + META, scope)
+    rec = shortterm.read_record(store, _dir(ulid) + META, scope, _reader(caller))
     if rec is None:
         raise NotFoundError(f"conversation {conv.id} does not exist")
     data = _load(rec)
     data["metadata"] = metadata
     ops = shortterm.replace_ops(rec, _text(data), store.settings.limits.max_memory_bytes)
-    shortterm.commit(store, scope, ops, actor=actor, session=session)
+    shortterm.commit(store, scope, ops, actor=actor, session=session, caller=caller)
     return Conversation(conv.id, conv.created_at, metadata, conv.scope_kind)
 
 
-def delete(store: StoreCore, scope: str, ulid: str, *, actor: str | None, session: str | None) -> None:
+def delete(
+    store: StoreCore,
+    scope: str,
+    ulid: str,
+    *,
+    actor: str | None,
+    session: str | None,
+    caller: Caller | None = None,
+) -> None:
     """Every record of the conversation deleted, in one batch (the history keeps them)."""
-    records = shortterm.read_records(store, _dir(ulid), scope)
-    shortterm.commit(store, scope, shortterm.delete_ops(records), actor=actor, session=session)
+    records = shortterm.read_records(store, _dir(ulid), scope, _reader(caller))
+    ops = shortterm.delete_ops(records)
+    shortterm.commit(store, scope, ops, actor=actor, session=session, caller=caller)
 
 
 def add_items(
-    store: StoreCore, scope: str, ulid: str, new: Sequence[Json], *, actor: str | None, session: str | None
+    store: StoreCore,
+    scope: str,
+    ulid: str,
+    new: Sequence[Json],
+    *,
+    actor: str | None,
+    session: str | None,
+    caller: Caller | None = None,
 ) -> list[Json]:
     """Append ``new`` (normalized items) in one batch."""
     if not new:
         return []
-    ops = _item_ops(store, ulid, new, stored_items(store, scope, ulid))
-    shortterm.commit(store, scope, ops, actor=actor, session=session)
+    ops = _item_ops(store, ulid, new, stored_items(store, scope, ulid, caller=caller))
+    shortterm.commit(store, scope, ops, actor=actor, session=session, caller=caller)
     return list(new)
 
 
-def find_item(store: StoreCore, scope: str, ulid: str, item_id: str) -> StoredItem:
-    for s in stored_items(store, scope, ulid):
+def find_item(
+    store: StoreCore, scope: str, ulid: str, item_id: str, *, caller: Caller | None = None
+) -> StoredItem:
+    for s in stored_items(store, scope, ulid, caller=caller):
         if s.item.get("id") == item_id:
             return s
     raise NotFoundError(f"item {item_id} does not exist in this conversation")
 
 
 def delete_item(
-    store: StoreCore, scope: str, ulid: str, item_id: str, *, actor: str | None, session: str | None
+    store: StoreCore,
+    scope: str,
+    ulid: str,
+    item_id: str,
+    *,
+    actor: str | None,
+    session: str | None,
+    caller: Caller | None = None,
 ) -> None:
-    found = find_item(store, scope, ulid, item_id)
-    shortterm.commit(store, scope, shortterm.delete_ops([found.record]), actor=actor, session=session)
+    found = find_item(store, scope, ulid, item_id, caller=caller)
+    ops = shortterm.delete_ops([found.record])
+    shortterm.commit(store, scope, ops, actor=actor, session=session, caller=caller)

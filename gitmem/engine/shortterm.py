@@ -10,7 +10,8 @@ one move of the scope's branch, or none does. A refused record (the guard, a lim
 conflict) fails the whole batch with the engine's error naming it: nothing is dropped silently.
 
 Reads follow the reader's open proposal (review mode, :mod:`gitmem.engine.proposals`): a review
-token sees what it proposed on top of the scope.
+token sees what it proposed on top of the scope. The reader is named by ``owner`` (the caller's,
+``gitmem.engine.access.reader``); without one, the deprecated ambient ``proposals.reviewing()``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gitmem.model.reserved import CHECKPOINTS, CONVERSATIONS, SHORTTERM_PREFIXES
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
     from gitmem.engine.memories import Memory
+    from gitmem.model.caller import Caller
 
 __all__ = ["CHECKPOINTS", "CONVERSATIONS", "SHORTTERM_PREFIXES", "Record", "commit", "is_shortterm"]
 _CHUNK = re.compile(r"^(?P<base>.+)\.part(?P<n>\d{4})of(?P<total>\d{4})\Z")
@@ -81,9 +83,13 @@ def delete_ops(records: Iterable[Record]) -> list[BatchOp]:
     return [BatchOp("delete", p) for r in records for p in r.paths]
 
 
-def _read(store: StoreCore, path: str, scope: str) -> Memory:
+def _owner(owner: str | None) -> str | None:
+    return owner if owner is not None else proposals.reader()
+
+
+def _read(store: StoreCore, path: str, scope: str, owner: str | None = None) -> Memory:
     """``path`` in ``scope`` as the reader sees it (its open proposal on top, as ``Store.read``)."""
-    owner = proposals.reader()
+    owner = _owner(owner)
     if owner is not None:
         mine = proposals.read_memory(store, path, scope, owner)
         if mine is not None:
@@ -91,11 +97,11 @@ def _read(store: StoreCore, path: str, scope: str) -> Memory:
     return memories.read(store, path, scope=scope)
 
 
-def _memories(store: StoreCore, prefix: str, scope: str) -> dict[str, str]:
+def _memories(store: StoreCore, prefix: str, scope: str, owner: str | None = None) -> dict[str, str]:
     """Path -> content of every memory under ``prefix`` (the reader's proposal on top)."""
     listed = memories.list_memories(store, prefix, scope=scope, with_content=True)
     out = {m.path: m.content or "" for m in listed if isinstance(m, memories.Memory)}
-    owner = proposals.reader()
+    owner = _owner(owner)
     if owner is not None:
         p = proposals.open_proposal(store, scope, owner)
         if p is not None:
@@ -103,17 +109,17 @@ def _memories(store: StoreCore, prefix: str, scope: str) -> dict[str, str]:
                 if not path.startswith(prefix):
                     continue
                 try:
-                    out[path] = _read(store, path, scope=scope).content or ""
+                    out[path] = _read(store, path, scope, owner).content or ""
                 except NotFoundError:
                     out.pop(path, None)
     return out
 
 
-def read_records(store: StoreCore, prefix: str, scope: str) -> list[Record]:
+def read_records(store: StoreCore, prefix: str, scope: str, owner: str | None = None) -> list[Record]:
     """Every record under ``prefix``, sorted by path, chunks joined."""
     whole: dict[str, Record] = {}
     parts: dict[str, dict[int, tuple[int, str, str]]] = {}
-    for path, content in _memories(store, prefix, scope).items():
+    for path, content in _memories(store, prefix, scope, owner).items():
         m = _CHUNK.match(path)
         if m is None:
             whole[path] = Record(path, content, (path,))
@@ -128,20 +134,27 @@ def read_records(store: StoreCore, prefix: str, scope: str) -> list[Record]:
     return [whole[k] for k in sorted(whole)]
 
 
-def read_record(store: StoreCore, path: str, scope: str) -> Record | None:
+def read_record(store: StoreCore, path: str, scope: str, owner: str | None = None) -> Record | None:
     """The record at ``path`` (None: there is none)."""
     parent = path.rsplit("/", 1)[0] + "/"
-    for r in read_records(store, parent, scope):
+    for r in read_records(store, parent, scope, owner):
         if r.path == path:
             return r
     return None
 
 
 def commit(
-    store: StoreCore, scope: str, ops: Sequence[BatchOp], *, actor: str | None, session: str | None
+    store: StoreCore,
+    scope: str,
+    ops: Sequence[BatchOp],
+    *,
+    actor: str | None,
+    session: str | None,
+    caller: Caller | None = None,
 ) -> BatchResult:
-    """``ops`` as one batch: all of its versions or none (a refused one raises its error)."""
-    return apply_batch(store, list(ops), scope=scope, actor=actor, session=session)
+    """``ops`` as one batch by ``caller``: all of its versions or none (a refused one raises its
+    error); a review-mode caller's land on its proposal."""
+    return apply_batch(store, list(ops), scope=scope, actor=actor, session=session, caller=caller)
 
 
 def read_one(store: StoreCore, path: str, scope: str) -> Record | None:

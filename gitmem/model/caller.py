@@ -38,6 +38,10 @@ FACES = (
     "git-ssh",
     "git-http",
     "console",
+    "conversations",
+    "responses",
+    "dreams",
+    "cluster-proxy",
 )
 #: Every operation the conformance matrix checks on every face.
 OPERATIONS = (

@@ -94,6 +94,22 @@ def pusher(env: Mapping[str, str], options: Sequence[str], trust_options: bool) 
     return None
 
 
+def push_session(env: Mapping[str, str], options: Sequence[str], actor: str | None) -> str | None:
+    """The session a push's versions carry (docs/access.md, session binding): the one the server
+    bound (``gitmem serve``: the token's); else ``-o session=<id>``, which, when a git server
+    named the pusher (:data:`SERVER_IDENTITY`), is put under the pusher's own namespace
+    (``sesn_<actor>.<id>``): a pusher can never write in another's session. A local or file://
+    push (full trust) names any session."""
+    bound = env.get(SERVER_SESSION_ENV)
+    if bound:
+        return bound
+    named = option(options, "session")
+    if named is None or actor is None or identity_source(env) not in SERVER_IDENTITY:
+        return named
+    own = "sesn_" + "".join(c if c.isalnum() or c in "_-" else "_" for c in actor)[:80]
+    return named if named == own or named.startswith(own + ".") else f"{own}.{named}"
+
+
 def identity_source(env: Mapping[str, str]) -> str:
     """Which variable named the pusher (for the audit)."""
     for var in (*SERVER_IDENTITY, CLIENT_IDENTITY):
@@ -186,7 +202,7 @@ def pre_receive(
         now=now,
         quarantine=pushcheck.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),
         trusted=trusted_for_trailers(settings.acl, actor),
-        session=env.get(SERVER_SESSION_ENV) or option(options, "session"),
+        session=push_session(env, options, actor),
         git_dir=git_dir,
         review=env.get(SERVER_REVIEW_ENV) == "1",
     )

@@ -26,10 +26,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gitmem.engine import conversations as conv
-from gitmem.engine.proposals import reviewing
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.server import errors
+from gitmem.server.door import caller_for
 from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
@@ -66,6 +67,12 @@ class Call:
     query: Any  # starlette's QueryParams (a multi-dict: include may repeat)
     body: Json
 
+    @property
+    def caller(self) -> Caller:
+        """Who asks: the token's caller; the engine decides with it (a review token's changes
+        land on its proposal, its reads show that proposal on top: docs/access.md)."""
+        return caller_for(self.token)
+
 
 @dataclass(frozen=True)
 class Bound:
@@ -94,12 +101,6 @@ def json_object(raw: bytes) -> Json:
     if not isinstance(data, dict):
         raise InvalidInputError("the request body must be a JSON object")
     return data
-
-
-def as_token(token: Token, fn: Callable[[], Any]) -> Any:
-    """Run ``fn`` as ``token``: a review token's writes land on its proposal (docs/review.md)."""
-    with reviewing(token.review, owner=(token.session or token.actor) if token.review else None):
-        return fn()
 
 
 class ConversationsApi:
@@ -139,7 +140,7 @@ class ConversationsApi:
             try:
                 token, body = await self.authenticate(request)
                 call = Call(token, dict(request.path_params), request.query_params, body)
-                data = await anyio.to_thread.run_sync(as_token, token, lambda: fn(call))
+                data = await anyio.to_thread.run_sync(fn, call)
             except Exception as exc:  # noqa: BLE001 - every failure becomes an OpenAI error body
                 return self.failure(request, exc)
             return JSONResponse(data)
@@ -182,9 +183,9 @@ class ConversationsApi:
             )
         return Bound(name, scope, ulid, conversation_id)
 
-    def conversation(self, bound: Bound) -> conv.Conversation:
+    def conversation(self, bound: Bound, caller: Caller) -> conv.Conversation:
         with self.pool.store(bound.name) as store:
-            return conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            return conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=caller)
 
     def _store_and_scope(self, token: Token, body: Json) -> tuple[str, str, str]:
         ms = body.get("memory_store")
@@ -236,12 +237,13 @@ class ConversationsApi:
                 seed=seed,
                 actor=t.actor,
                 session=t.session,
+                caller=call.caller,
             )
         self.metrics.writes.labels("created").inc()
         return made.to_json()
 
     def retrieve(self, call: Call) -> Json:
-        return self.conversation(self.bind(call.token, call.params["conversation_id"])).to_json()
+        return self.conversation(self.bind(call.token, call.params["conversation_id"]), call.caller).to_json()
 
     def update(self, call: Call) -> Json:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
@@ -250,9 +252,16 @@ class ConversationsApi:
         metadata = conv.check_metadata(call.body["metadata"])
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            old = conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            old = conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
             new = conv.update(
-                store.core, bound.scope, bound.ulid, old, metadata, actor=t.actor, session=t.session
+                store.core,
+                bound.scope,
+                bound.ulid,
+                old,
+                metadata,
+                actor=t.actor,
+                session=t.session,
+                caller=call.caller,
             )
         return new.to_json()
 
@@ -260,8 +269,10 @@ class ConversationsApi:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            conv.delete(store.core, bound.scope, bound.ulid, actor=t.actor, session=t.session)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
+            conv.delete(
+                store.core, bound.scope, bound.ulid, actor=t.actor, session=t.session, caller=call.caller
+            )
         return {"id": bound.id, "object": "conversation.deleted", "deleted": True}
 
     # ------------------------------------------------------------------ items
@@ -291,8 +302,10 @@ class ConversationsApi:
         new = conv.normalize_items(call.body["items"])
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            added = conv.add_items(store.core, bound.scope, bound.ulid, new, actor=t.actor, session=t.session)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
+            added = conv.add_items(
+                store.core, bound.scope, bound.ulid, new, actor=t.actor, session=t.session, caller=call.caller
+            )
         self.metrics.writes.labels("created").inc()
         return self._page(added, False)
 
@@ -310,8 +323,8 @@ class ConversationsApi:
             raise InvalidInputError("limit: an integer from 1 to 100")
         bound = self.bind(call.token, call.params["conversation_id"])
         with self.pool.store(bound.name) as store:
-            conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            found = conv.items(store.core, bound.scope, bound.ulid)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
+            found = conv.items(store.core, bound.scope, bound.ulid, caller=call.caller)
         if order == "desc":
             found.reverse()
         after = q.get("after")
@@ -326,16 +339,24 @@ class ConversationsApi:
         self._include(call.query)
         bound = self.bind(call.token, call.params["conversation_id"])
         with self.pool.store(bound.name) as store:
-            conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            return conv.find_item(store.core, bound.scope, bound.ulid, call.params["item_id"]).item
+            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
+            return conv.find_item(
+                store.core, bound.scope, bound.ulid, call.params["item_id"], caller=call.caller
+            ).item
 
     def delete_item(self, call: Call) -> Json:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            found = conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            found = conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
             conv.delete_item(
-                store.core, bound.scope, bound.ulid, call.params["item_id"], actor=t.actor, session=t.session
+                store.core,
+                bound.scope,
+                bound.ulid,
+                call.params["item_id"],
+                actor=t.actor,
+                session=t.session,
+                caller=call.caller,
             )
         self.metrics.writes.labels("deleted").inc()
         return found.to_json()

@@ -149,7 +149,7 @@ class DreamsApi:
             raise ForbiddenError(f"token {call.token.id} may not use scope {scope!r}")
         name = self.api.pool.name_of(store_id)
         if not call.token.may_read(name, scope):
-            raise ForbiddenError(f"token {call.token.id} may not read memory store {store_id}")
+            raise NotFoundError(f"memory store {store_id} does not exist")  # as an unknown id: no oracle
         if behavior == "update_existing" and not call.token.may_write(name, scope):
             raise ForbiddenError(
                 f"token {call.token.id} may not write memory store {store_id}: update_existing needs it"

@@ -49,7 +49,8 @@ PROPOSALS_REF = "refs/gitmem/proposals"  # engine.proposals.REF_PREFIX, without 
 MAX_PUSH_BYTES = 1 << 30  # one push's request body at most (a store is at most a few 100 MB)
 _PATH_RE = re.compile(r"^/git/([^/]+)\.git(/.*)\Z")
 _SERVICES = ("git-upload-pack", "git-receive-pack")
-_KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT")
+# PYTHONPATH too: the hooks must run the gitmem the server runs (a source checkout on it included)
+_KEEP_ENV = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "SYSTEMROOT")
 _CHUNK = 1 << 16
 
 

@@ -11,8 +11,10 @@ the token's own session when it has one (naming another is 403), else ``sesn_mcp
 or a sub-session of it the client names (``/mcp?session=ID`` or an ``x-gitmem-session`` header
 become ``sesn_mcp_<token ulid>.ID``): one token never writes in another's session. (MCP's own
 session id is not a good tag: the 2026 protocol revision has none, and the older one changes at
-every reconnect.) Each token holds at most ``max_per_token`` servers, so that one token cannot
-fill the server's ``max_servers`` for everyone else (503 for that token only).
+every reconnect.) Each token holds at most ``max_per_token`` servers, and its servers at most
+``max_stores_per_token`` open stores together, so that one token cannot fill the server's
+``max_servers`` or its open files for everyone else (503 for that token only). ``/mcp?store=NAME``
+(repeatable: a name or an id) serves only those of the token's stores.
 
 One ``build_server`` and one session manager of the ``mcp`` package serve each (token, scope,
 session, stores) and are reused by its requests; they are dropped after ``idle_seconds`` without a
@@ -47,6 +49,9 @@ log = logging.getLogger("gitmem.server.mcp")
 SESSION_HEADER = "mcp-session-id"
 MAX_BODY = door.BODIES["mcp"].max_bytes or 1 << 20
 MAX_PER_TOKEN = 8  # MCP servers one token may hold open at once (scopes x sub-sessions)
+# Stores one token's MCP servers may hold open at once (each is a repository and an index): an
+# admin or ``*`` token over thousands of stores narrows what it serves with ``?store=``.
+MAX_STORES_PER_TOKEN = 64
 
 
 @dataclass
@@ -72,12 +77,14 @@ class McpHttp:
         idle_seconds: float = 1800.0,
         max_servers: int = 256,
         max_per_token: int = MAX_PER_TOKEN,
+        max_stores_per_token: int | None = None,
     ) -> None:
         self.pool = pool
         self.tokens = tokens
         self.idle_seconds = idle_seconds
         self.max_servers = max_servers
         self.max_per_token = max_per_token
+        self.max_stores_per_token = max_stores_per_token or MAX_STORES_PER_TOKEN
         self._servers: dict[tuple[object, ...], _Session] = {}
         self._by_sid: dict[str, _Session] = {}  # MCP session id (older revisions) -> its server
         self._open_lock = anyio.Lock()
@@ -146,7 +153,7 @@ class McpHttp:
     # ------------------------------------------------------------------ servers
     async def _entry(self, token: Token, query: bytes, headers: dict[str, str]) -> _Session:
         scope, session = _scope_and_session(token, query, headers)
-        names = await anyio.to_thread.run_sync(self._names, token, scope)
+        names = await anyio.to_thread.run_sync(self._names, token, scope, _stores_asked(query))
         key = (token.id, scope, session, tuple(names))
         async with self._open_lock:
             entry = self._servers.get(key)
@@ -158,6 +165,12 @@ class McpHttp:
                     f"token {token.id} has {mine} MCP servers open (at most {self.max_per_token}); "
                     "reuse a session or wait until one is idle"
                 )
+            held = sum(len(e.stores) for k, e in self._servers.items() if k[0] == token.id)
+            if held + len(names) > self.max_stores_per_token:
+                raise GitmemError(
+                    f"token {token.id} would hold {held + len(names)} open stores over MCP (at most "
+                    f"{self.max_stores_per_token}); name the stores to serve with /mcp?store=NAME"
+                )
             if len(self._servers) >= self.max_servers:
                 raise GitmemError("too many MCP servers open; try again later")
             entry = await anyio.to_thread.run_sync(self._open, token, scope, session, names)
@@ -167,10 +180,15 @@ class McpHttp:
             self._servers[key] = entry
             return entry
 
-    def _names(self, token: Token, scope: str) -> list[tuple[str, str]]:
-        """(handle, label) of every store the token reads: labels are display names where one
-        served store has it, else ids (gitmem.integrations.mcp_server.labels)."""
-        found = [(r.handle, r.id, r.name) for r in all_refs(self.pool.home) if token.may_read(r.id, scope)]
+    def _names(self, token: Token, scope: str, asked: set[str] | None = None) -> list[tuple[str, str]]:
+        """(handle, label) of every store the token reads (of those ``asked``, by name or id, when
+        given): labels are display names where one served store has it, else ids
+        (gitmem.integrations.mcp_server.labels)."""
+        found = [
+            (r.handle, r.id, r.name)
+            for r in all_refs(self.pool.home)
+            if token.may_read(r.id, scope) and (asked is None or bool({r.id, r.name, r.handle} & asked))
+        ]
         if not found:
             raise ForbiddenError(f"token {token.id} has no store to serve")
         chosen = labels([(sid, name) for _h, sid, name in found])
@@ -212,6 +230,13 @@ class McpHttp:
                     self._by_sid = {k: v for k, v in self._by_sid.items() if v is not entry}
                     if entry.cancel is not None:
                         entry.cancel.cancel()
+
+
+def _stores_asked(query: bytes) -> set[str] | None:
+    from urllib.parse import parse_qs
+
+    asked = parse_qs(query.decode("latin-1")).get("store")
+    return set(asked) if asked else None
 
 
 def _scope_and_session(token: Token, query: bytes, headers: dict[str, str]) -> tuple[str, str]:

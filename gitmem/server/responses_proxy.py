@@ -30,7 +30,8 @@ from starlette.routing import Route
 
 from gitmem.engine import conversations as conv
 from gitmem.errors import InvalidInputError
-from gitmem.server.conversations_api import Bound, ConversationsApi, as_token, openai_error
+from gitmem.server.conversations_api import Bound, ConversationsApi, openai_error
+from gitmem.server.door import caller_for
 from gitmem.server.tokens import Token
 
 log = logging.getLogger("gitmem.server.responses")
@@ -122,9 +123,10 @@ class ResponsesProxy:
             raise InvalidInputError("conversation and previous_response_id cannot both be given")
         bound = self.api.bind(token, cid, write=True)
         items = new_input(body.get("input"))
+        caller = caller_for(token)  # a review token reads its own proposal on top
         with self.api.pool.store(bound.name) as store:
-            conv.get(store.core, bound.scope, bound.ulid, bound.id)
-            history = conv.items(store.core, bound.scope, bound.ulid)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=caller)
+            history = conv.items(store.core, bound.scope, bound.ulid, caller=caller)
         return {**body, "input": [_as_input(i) for i in [*history, *items]]}, bound, items
 
     def _append(self, token: Token, bound: Bound, items: list[Json], response: Json) -> None:
@@ -132,8 +134,9 @@ class ResponsesProxy:
         if not isinstance(output, list):
             raise InvalidInputError("the upstream's response has no output list")
         produced = [conv.normalize_item(o, f"output[{n}]") for n, o in enumerate(output)]
+        caller = caller_for(token)  # a review token's turn lands on its proposal
         with self.api.pool.store(bound.name) as store, self.api.pool.write_lock(bound.name, bound.scope):
-            conv.get(store.core, bound.scope, bound.ulid, bound.id)
+            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=caller)
             conv.add_items(
                 store.core,
                 bound.scope,
@@ -141,6 +144,7 @@ class ResponsesProxy:
                 [*items, *produced],
                 actor=token.actor,
                 session=token.session,
+                caller=caller,
             )
 
     async def handle(self, request: Request) -> Response:
@@ -150,9 +154,7 @@ class ResponsesProxy:
                 return openai_error(
                     501, "no upstream model is configured: set GITMEM_RESPONSES_UPSTREAM on the server"
                 )
-            forwarded, bound, items = await anyio.to_thread.run_sync(
-                as_token, token, lambda: self._prepare(token, body)
-            )
+            forwarded, bound, items = await anyio.to_thread.run_sync(lambda: self._prepare(token, body))
         except Exception as exc:  # noqa: BLE001 - every failure becomes an OpenAI error body
             return self.api.failure(request, exc)
         client = httpx.AsyncClient(timeout=UPSTREAM_TIMEOUT)
@@ -178,9 +180,7 @@ class ResponsesProxy:
                 try:
                     response = json.loads(content)
                     if isinstance(response, dict) and response.get("status", "completed") in STORED_STATUSES:
-                        await anyio.to_thread.run_sync(
-                            as_token, token, lambda: self._append(token, bound, items, response)
-                        )
+                        await anyio.to_thread.run_sync(lambda: self._append(token, bound, items, response))
                 except ValueError:
                     return openai_error(
                         502, "the upstream model server answered with something else than JSON"
@@ -215,7 +215,7 @@ class ResponsesProxy:
             return
         final = watch.final
         try:
-            await anyio.to_thread.run_sync(as_token, token, lambda: self._append(token, bound, items, final))
+            await anyio.to_thread.run_sync(lambda: self._append(token, bound, items, final))
         except Exception as exc:  # noqa: BLE001 - the events went out: say it in the stream
             error = json.loads(bytes(self.api.failure(request, exc).body))["error"]
             message = f"the answer was not stored in the conversation: {error['message']}"

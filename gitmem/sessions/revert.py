@@ -65,6 +65,8 @@ def revert_session(
         scope = caller.scope
     if scope is not None:
         validate_scope(scope)
+        if caller is not None:  # before looking: whether a session wrote elsewhere is not its business
+            caller.check_read(store.settings.id, scope)
     if not dry_run:
         store.check_writable()
     plans = _plan(store, session_id, scope)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gitmem.model.caller import OPERATIONS
+
 CALLERS = ("local", "ro", "rw", "scoped", "review", "admin", "redactor", "other", "none")
 
 
@@ -156,12 +158,126 @@ create           openai-agents  local     allowed
 create           openai-agents  local     flagged    case=secret           # bullet 5: the turn is kept
 create           langgraph      local     allowed
 create           langgraph      local     flagged    case=secret           # bullet 5
+create           cli            local     allowed
+create           cli            review    proposed                         # acl.review names the actor
+create           cli            local     guard      case=secret-path
+update           cli            local     allowed
+rename           cli            local     allowed
+delete           cli            local     allowed
+redact           cli            local     allowed
+review-accept    cli            local     allowed
+restore          cli            local     allowed
+revert-session   cli            local     allowed
+search           cli            local     allowed
+list             cli            local     allowed
+clone            cli            local     allowed
+
+create           memory-tool    local     allowed
+create           memory-tool    local     guard      case=secret-path
+update           memory-tool    local     allowed
+rename           memory-tool    local     allowed
+delete           memory-tool    local     allowed
+list             memory-tool    local     allowed
+
+create           session-sync   local     allowed
+create           session-sync   review    proposed                         # a notes:review mount
+create           session-sync   ro        refused    sync                  # a notes:ro mount
+update           session-sync   local     allowed
+update           session-sync   review    proposed
+rename           session-sync   local     allowed
+delete           session-sync   local     allowed
+delete           session-sync   review    proposed
+list             session-sync   local     allowed
+revert-session   session-sync   local     allowed
+
+update           mcp-http       rw        allowed
+update           mcp-http       review    proposed
+update           mcp-http       ro        refused    tool
+rename           mcp-http       rw        allowed
+rename           mcp-http       review    proposed
+delete           mcp-http       rw        allowed
+delete           mcp-http       review    proposed
+delete           mcp-http       scoped    refused    tool                  # confined to team
+list             mcp-http       other     refused    tool                  # another store's token
+
+update           mcp-stdio      local     allowed
+update           mcp-stdio      review    proposed
+rename           mcp-stdio      local     allowed
+delete           mcp-stdio      local     allowed
+delete           mcp-stdio      review    proposed
+search           mcp-stdio      local     allowed
+list             mcp-stdio      local     allowed
+
+update           git-file       local     allowed
+rename           git-file       local     allowed
+delete           git-file       local     allowed
+
+update           git-http       rw        allowed
+update           git-http       review    refused    git
+rename           git-http       rw        allowed
+delete           git-http       rw        allowed
+delete           git-http       ro        refused    403
+
+clone            git-ssh        rw        allowed
+clone            git-ssh        ro        hidden                           # bullet 8 over gitolite
+clone            git-ssh        review    hidden
+clone            git-ssh        other     refused    denied
+clone            git-ssh        none      refused    auth
+create           git-ssh        rw        allowed
+create           git-ssh        review    refused    git                   # bullet 2: acl.review on push
+create           git-ssh        ro        refused    denied
+update           git-ssh        rw        allowed
+rename           git-ssh        rw        allowed
+delete           git-ssh        rw        allowed
+
+review-accept    console        rw        allowed
+review-accept    console        review    refused    403
+search           console        rw        allowed
+search           console        other     refused    404
+
+update           openai-agents  local     allowed                          # pop_item
+delete           openai-agents  local     allowed                          # clear_session
+list             openai-agents  local     allowed                          # get_items
+update           langgraph      local     allowed
+delete           langgraph      local     allowed
+search           langgraph      local     allowed
+list             langgraph      local     allowed
+
+create           conversations  rw        allowed
+create           conversations  review    proposed
+create           conversations  ro        refused    403
+create           conversations  scoped    refused    403
+create           conversations  other     refused    404
+create           conversations  none      refused    401
+update           conversations  rw        allowed
+update           conversations  review    proposed
+update           conversations  ro        refused    403
+delete           conversations  rw        allowed
+delete           conversations  review    proposed
+list             conversations  ro        allowed
+list             conversations  other     refused    404
+
+create           responses      rw        allowed
+create           responses      review    proposed
+create           responses      ro        refused    403
+create           responses      other     refused    404
+create           responses      none      refused    401
+
+create           dreams         rw        allowed
+create           dreams         review    proposed                         # a review token's dream is reviewed
+create           dreams         ro        refused    403                   # update_existing needs write
+create           dreams         other     refused    404                   # no existence oracle
+create           dreams         other     refused    404   case=unknown-store
+create           dreams         none      refused    401
+list             dreams         rw        allowed
+list             dreams         other     hidden
 """
 )
 
 # Cells that cannot apply, each with the reason the test checks is given.
 NA = [
-    Cell("*", "library", c, "n/a", reason="the library has no token: whoever opens the repository is trusted")
+    Cell("*", face, c, "n/a", reason=f"the {face} has no token: whoever opens the repository is trusted")
+    for face in ("library", "cli")
     for c in ("other", "none")
 ] + [
     Cell(op, face, "*", "n/a", reason=why)
@@ -214,7 +330,7 @@ NA = [
         ),
         (
             "memory-tool",
-            ("redact", "restore", "revert-session", "review-accept", "clone"),
+            ("redact", "restore", "revert-session", "review-accept", "search", "clone"),
             "the memory tool's commands have no such verb",
         ),
         (
@@ -223,87 +339,51 @@ NA = [
             "a session mount syncs files; it has no such verb",
         ),
         (
+            "conversations",
+            ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"),
+            "the OpenAI conversations API has no such endpoint",
+        ),
+        (
+            "responses",
+            (
+                "update",
+                "rename",
+                "delete",
+                "redact",
+                "restore",
+                "revert-session",
+                "review-accept",
+                "search",
+                "list",
+                "clone",
+            ),
+            "the responses proxy only appends a turn to a conversation (create); the rest is the conversations API",
+        ),
+        (
+            "dreams",
+            (
+                "update",
+                "rename",
+                "delete",
+                "redact",
+                "restore",
+                "revert-session",
+                "review-accept",
+                "search",
+                "clone",
+            ),
+            "a dream is started and listed; its changes land as a proposal its reviewers decide (review rows)",
+        ),
+        (
+            "cluster-proxy",
+            OPERATIONS,
+            "the cluster proxy forwards every request unchanged to the store's home node, whose faces decide",
+        ),
+        (
             "console",
             ("create", "update", "rename", "delete"),
             "the console edits nothing: it browses, restores, reverts, redacts and reviews",
         ),
     )
     for op in ops
-]
-
-# Cells that apply but are not driven by this matrix yet: run elsewhere in the suite or not at
-# all. A shrinking list; the test marks each xfail with its reason.
-TODO = [
-    Cell(op, face, "*", "todo", reason=why)
-    for face, ops, why in (
-        (
-            "cli",
-            (
-                "create",
-                "update",
-                "rename",
-                "delete",
-                "redact",
-                "review-accept",
-                "restore",
-                "revert-session",
-                "search",
-                "list",
-                "clone",
-            ),
-            "the CLI is the local caller (library rows); not driven through typer here",
-        ),
-        (
-            "git-ssh",
-            ("create", "update", "rename", "delete", "clone"),
-            "gitolite over ssh is not driven by the matrix yet (tests/push covers the hook it runs)",
-        ),
-        (
-            "memory-tool",
-            ("create", "update", "rename", "delete", "list", "search"),
-            "the memory tool runs on the library's writes and search (its search extension); not driven by the matrix yet",
-        ),
-        (
-            "session-sync",
-            ("create", "update", "rename", "delete", "list", "revert-session"),
-            "session sync's review mounts are tests/sessions; not driven by the matrix yet",
-        ),
-        (
-            "mcp-http",
-            ("update", "rename", "delete"),
-            "create carries the policy; the other MCP write tools share its caller",
-        ),
-        (
-            "mcp-stdio",
-            ("update", "rename", "delete", "search", "list"),
-            "create carries the policy; the other MCP tools share its caller",
-        ),
-        (
-            "git-file",
-            ("update", "rename", "delete"),
-            "a push is one check for every commit it carries (create rows)",
-        ),
-        (
-            "git-http",
-            ("update", "rename", "delete"),
-            "a push is one check for every commit it carries (create rows)",
-        ),
-        (
-            "openai-agents",
-            ("update", "delete", "list"),
-            "add_items carries the policy; pop_item and clear_session share the write path",
-        ),
-        (
-            "langgraph",
-            ("update", "delete", "search", "list"),
-            "put carries the policy; delete and search share the store",
-        ),
-        (
-            "console",
-            ("review-accept", "search"),
-            "tests/server/test_console_review.py and browse tests drive these",
-        ),
-    )
-    for op in ops
-    if why
 ]
