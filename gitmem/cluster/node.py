@@ -17,7 +17,7 @@ from gitmem.cluster import endpoints, handoff
 from gitmem.cluster.endpoints import SIGNATURE
 from gitmem.cluster.state import ClusterState, Placement
 from gitmem.cluster.tokens import ClusterTokenStore
-from gitmem.errors import ConflictError, GitmemError, NotFoundError
+from gitmem.errors import ConflictError, GitmemError, NotFoundError, UnavailableError
 from gitmem.git.fence import shut_fence, write_fence
 
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
@@ -62,6 +62,9 @@ class ClusterNode:
         self._tick_lock = threading.Lock()
         self._writes: dict[str, int] = {}  # store (id or name, as requested) -> writes in flight here
         self._handing: set[str] = set()  # ids and names of the stores being handed over
+        self._connected_since: float | None = (
+            None  # monotonic time of the first beat of this run of good ones
+        )
         self._behind: dict[str, int] = {}  # store homed here -> replicas not level after its last replication
 
     # ------------------------------------------------------------------ lifecycle
@@ -97,7 +100,13 @@ class ClusterNode:
             self._tick()
 
     def _tick(self) -> None:
-        self.state.heartbeat(self.name)
+        try:
+            self.state.heartbeat(self.name)
+        except GitmemError:
+            self._connected_since = None  # out of touch: others' silence says nothing for a while
+            raise
+        if self._connected_since is None:
+            self._connected_since = time.monotonic()
         local = self.sync_placements()
         for p in self.state.placements():
             path = local.get(p.store_id)
@@ -263,7 +272,9 @@ class ClusterNode:
     def hand_off(self, p: Placement, path: Path, epoch: int) -> bool:
         """Hand the store to ``p.moving_to``: take no new write, wait for those in flight, send the
         last state, then make the target the home with the lease at the next epoch (one
-        transaction). False (the move withdrawn, the error kept) when any step fails."""
+        transaction). True when the fence must stay shut (handed over, or the database was lost
+        mid-way: the move may have committed); False (the move withdrawn, the error kept, the
+        store writable again) when a step failed for certain."""
         target = p.moving_to
         assert target is not None
         keys = {p.store_id, self._names.get(p.store_id, p.store_id)}
@@ -282,6 +293,11 @@ class ClusterNode:
             new_epoch = handoff.finish_move(
                 self.state, p.store_id, self.name, epoch, target, self.lease_seconds, level[0]
             )
+        except UnavailableError as exc:
+            # the database went away mid-handoff: the move may have committed without our hearing
+            # it, so the fence stays shut until a beat learns who holds the lease
+            self.replication_errors.append(f"{p.store_id}: move to {target} interrupted: {exc}")
+            return True
         except GitmemError as exc:
             self.replication_errors.append(f"{p.store_id}: move to {target} withdrawn: {exc}")
             with contextlib.suppress(GitmemError):
@@ -311,6 +327,13 @@ class ClusterNode:
         """Take over the stores whose home is down, where this node holds the copy to promote (the
         newest, never one without every acknowledged write: cluster/handoff.py): move the placement
         here and take the lease (possible only once the old home's ran out)."""
+        since = self._connected_since
+        if since is None or time.monotonic() - since < (self.healthy_seconds or 0.0):
+            # A node that was itself out of touch with the database (just started, or the
+            # database was down) cannot tell a dead home from one whose beats were refused like
+            # its own: after an outage every node looks silent. It waits one health window of
+            # its own beats first, within which a live home has beaten again.
+            return
         healthy = {n.name for n in self.state.nodes() if n.healthy}
         for p in self.state.placements():
             if p.home in healthy or p.home == self.name or self.name not in p.replicas:

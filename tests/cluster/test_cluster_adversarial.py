@@ -78,8 +78,11 @@ def test_postgresql_down_mid_write(postgres: Postgres, database: str, tmp_path: 
         state = n0.node.state
         _until(lambda: state.placement(store.id), "the database never answered again")  # a connection
         # broken by the restart fails its next statement once (503), then reconnects
-        current = the_copy(tmp_path / state.placement(store.id).home)
+        # every node was silent while the database was down: none may take the live home's store
+        assert state.placement(store.id).home == "n0" and not n1.node.failovers
+        current = the_copy(tmp_path / "n0")
         assert {"/before0.md", "/before1.md", "/before2.md", "/after.md"} <= _paths(current)
+        assert handoff.lost_writes(state) == []
         assert "/during.md" not in _paths(current)
         _until(lambda: httpx.get(n1.url + "/healthz").json()["cluster"]["database"] == "up", "no figures")
         health = httpx.get(n1.url + "/healthz").json()
@@ -149,4 +152,36 @@ def test_a_node_lying_about_its_epoch_gets_nothing(database: str, tmp_path: Path
         write_fence(copy, node="n1", epoch=held.epoch + 5, renewed_at=time.monotonic(), lease_seconds=60)
         n1.node.tick()
         assert _fenced(copy)
+        store.close()
+
+
+def test_a_handoff_whose_commit_answer_is_lost_keeps_the_old_home_shut(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database commits the move but the old home never hears it (the connection dropped):
+    the old home must not reopen its fence, or two homes would take writes."""
+    from gitmem.errors import UnavailableError
+
+    real = handoff.finish_move
+
+    def committed_then_lost(*args: object, **kwargs: object) -> int:
+        real(*args, **kwargs)  # type: ignore[arg-type]
+        raise UnavailableError("the cluster database cannot be reached: the answer was lost")
+
+    with cluster(database, tmp_path, n=2) as nodes:
+        n0, n1 = nodes
+        store = gitmem.create_store("ambiguous", home=tmp_path / "n0")
+        n0.node.tick()
+        sid = store.settings.id
+        monkeypatch.setattr(handoff, "finish_move", committed_then_lost)
+        handoff.request_move(n0.node.state, sid, "n1")
+        _until(lambda: any("interrupted" in e for e in n0.node.replication_errors), "no handoff ran")
+        for _ in range(20):  # through several of n0's beats: never open again
+            assert _fenced(store.path)
+            time.sleep(0.1)
+        assert n0.node.state.placement(sid).home == "n1"
+        copy = the_copy(tmp_path / "n1")
+        _until(lambda: not _fenced(copy), "the new home never opened its fence")
+        with gitmem.open_store(copy) as s:
+            assert s.write("/after.md", "the one home writes\n") is not None
         store.close()
