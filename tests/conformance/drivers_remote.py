@@ -330,6 +330,9 @@ def git_http(w: World, cell: Cell) -> Got:
             return Got("refused", code, r.stderr)
         refs = git("for-each-ref", "--format=%(refname)", cwd=work).stdout
         return Got("allowed") if "refs/gitmem/proposals/" in refs else Got("hidden", detail=refs)
+    if cell.case == "claim-session":  # a token without a session names another token's
+        r, path, text, gone = push_change(url, work, cell, options=("session=sesn_rw",))
+        return _push_outcome(r, w, path, text, gone, want_session=f"sesn_user_{cell.caller}.sesn_rw")
     r, path, text, gone = push_change(url, work, cell)
     return _push_outcome(r, w, path, text, gone)
 
@@ -350,8 +353,14 @@ def git_ssh(w: World, cell: Cell) -> Got:
             return Got("refused", code, r.stderr)
         refs = git("for-each-ref", "--format=%(refname)", cwd=work).stdout
         return Got("allowed") if "refs/gitmem/proposals/" in refs else Got("hidden", detail=refs)
-    r, path, text, gone = push_change(gl.url, work, cell, "change", env)
-    return _push_outcome(r, w, path, text, gone, store=gl.store, want_actor=f"user:{user}", want_session=NONE)
+    claim = cell.case == "claim-session"  # -o session=<another's>: put under the pusher's own
+    r, path, text, gone = push_change(
+        gl.url, work, cell, "change", env, ("session=sesn_rw",) if claim else ()
+    )
+    session = f"sesn_user_{user}.sesn_rw" if claim else NONE
+    return _push_outcome(
+        r, w, path, text, gone, store=gl.store, want_actor=f"user:{user}", want_session=session
+    )
 
 
 @dataclass
@@ -419,8 +428,10 @@ def gitolite(w: World) -> Gitolite:
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(base / name))
         keys[name] = base / name
     hide = "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=transfer.hideRefs GIT_CONFIG_VALUE_0=refs/gitmem/proposals "
+    # the hooks run this test's gitmem (a worktree on PYTHONPATH), not whatever the venv installed
+    pypath = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
     lines = [
-        f'command="{hide if user in ("bob", "carol") else ""}HOME={home} {GITOLITE_SHELL} {user}",'
+        f'command="{hide if user in ("bob", "carol") else ""}{pypath}HOME={home} {GITOLITE_SHELL} {user}",'
         f"no-port-forwarding,no-X11-forwarding,no-agent-forwarding,no-pty {(base / f'{user}.pub').read_text().strip()}"
         for user in ("alice", "bob", "carol", "dave")
     ]
