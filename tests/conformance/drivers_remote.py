@@ -42,6 +42,7 @@ from serverkit import free_port
 
 from gitmem.engine import proposals as P
 from gitmem.model.caller import Caller
+from gitmem.push.hook import session_namespace
 from gitmem.store import resolve_store
 
 SSHD = "/usr/sbin/sshd"
@@ -332,7 +333,9 @@ def git_http(w: World, cell: Cell) -> Got:
         return Got("allowed") if "refs/gitmem/proposals/" in refs else Got("hidden", detail=refs)
     if cell.case == "claim-session":  # a token without a session names another token's
         r, path, text, gone = push_change(url, work, cell, options=("session=sesn_rw",))
-        return _push_outcome(r, w, path, text, gone, want_session=f"sesn_user_{cell.caller}.sesn_rw")
+        return _push_outcome(
+            r, w, path, text, gone, want_session=f"{session_namespace('user:' + cell.caller)}.sesn_rw"
+        )
     r, path, text, gone = push_change(url, work, cell)
     return _push_outcome(r, w, path, text, gone)
 
@@ -357,7 +360,7 @@ def git_ssh(w: World, cell: Cell) -> Got:
     r, path, text, gone = push_change(
         gl.url, work, cell, "change", env, ("session=sesn_rw",) if claim else ()
     )
-    session = f"sesn_user_{user}.sesn_rw" if claim else NONE
+    session = f"{session_namespace('user:' + user)}.sesn_rw" if claim else NONE
     return _push_outcome(
         r, w, path, text, gone, store=gl.store, want_actor=f"user:{user}", want_session=session
     )
