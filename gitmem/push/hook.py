@@ -98,7 +98,7 @@ def push_session(env: Mapping[str, str], options: Sequence[str], actor: str | No
     """The session a push's versions carry (docs/access.md, session binding): the one the server
     bound (``gitmem serve``: the token's); else ``-o session=<id>``, which, when a git server
     named the pusher (:data:`SERVER_IDENTITY`), is put under the pusher's own namespace
-    (``sesn_<actor>.<id>``): a pusher can never write in another's session. A local or file://
+    (:func:`session_namespace` ``.<id>``): a pusher can never write in another's session. A local or file://
     push (full trust) names any session."""
     bound = env.get(SERVER_SESSION_ENV)
     if bound:
@@ -106,8 +106,18 @@ def push_session(env: Mapping[str, str], options: Sequence[str], actor: str | No
     named = option(options, "session")
     if named is None or actor is None or identity_source(env) not in SERVER_IDENTITY:
         return named
-    own = "sesn_" + "".join(c if c.isalnum() or c in "_-" else "_" for c in actor)[:80]
+    own = session_namespace(actor)
     return named if named == own or named.startswith(own + ".") else f"{own}.{named}"
+
+
+def session_namespace(actor: str) -> str:
+    """A pusher's own session namespace: ``sesn_<actor, readable>_<10 hex of its hash>``. The
+    hash makes it one actor's alone (``user:a.b`` and ``user:a_b`` read alike), and with no ``.``
+    in it no namespace is a prefix of another's sub-sessions."""
+    import hashlib
+
+    slug = "".join(c if c.isalnum() or c in "_-" else "_" for c in actor)[:40]
+    return f"sesn_{slug}_{hashlib.sha256(actor.encode('utf-8')).hexdigest()[:10]}"
 
 
 def identity_source(env: Mapping[str, str]) -> str:

@@ -222,7 +222,12 @@ def git(
 
 
 def push_change(
-    url: str, work: Path, cell: Cell, message: str = "change", env: dict[str, str] | None = None
+    url: str,
+    work: Path,
+    cell: Cell,
+    message: str = "change",
+    env: dict[str, str] | None = None,
+    options: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], str, str | None, bool]:
     """Clone ``url``, make the cell's change as a real commit (a new file, a modified, renamed or
     deleted one) and push it. Returns the push, the path to look at, the text it must hold, and
@@ -249,4 +254,5 @@ def push_change(
     git("add", "-A", cwd=work)
     c = git("commit", "-qm", message, cwd=work)
     assert c.returncode == 0, c.stderr
-    return git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=work, env=env), path, text, gone
+    opts = [a for o in options for a in ("-o", o)]
+    return git("push", "-q", *opts, "origin", "HEAD:refs/heads/main", cwd=work, env=env), path, text, gone

@@ -143,12 +143,14 @@ clone            git-http       none      refused    401
 create           git-http       rw        allowed
 create           git-http       review    refused    git                   # bullet 1: a --review token's push
 create           git-http       ro        refused    403
+create           git-http       admin     allowed    case=claim-session    # -o session=sesn_rw: its own namespace
 
 restore          console        rw        allowed
 restore          console        review    proposed                         # bullet 1
 revert-session   console        review    proposed                         # bullet 1
 revert-session   console        rw        allowed
 redact           console        rw        refused    403
+redact           console        review    refused    403
 redact           console        admin     allowed
 list             console        other     refused    404
 clone            console        ro        refused    403   case=verify     # bullet 7: verify for admins only
@@ -226,6 +228,7 @@ clone            git-ssh        none      refused    auth
 create           git-ssh        rw        allowed
 create           git-ssh        review    refused    git                   # bullet 2: acl.review on push
 create           git-ssh        ro        refused    denied
+create           git-ssh        rw        allowed    case=claim-session
 update           git-ssh        rw        allowed
 rename           git-ssh        rw        allowed
 delete           git-ssh        rw        allowed

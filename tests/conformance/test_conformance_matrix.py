@@ -1,8 +1,9 @@
 """The conformance matrix run: every cell of tests/conformance/matrix.py with its face's real client
 (drivers_local.py: the library, the CLI, the memory tool, session sync, the Agents ``Runner``, a
 LangGraph graph; drivers_remote.py: the official ``anthropic`` SDK, httpx for Databricks and the
-console, the ``mcp`` client over HTTP and stdio, real ``git`` over file://, HTTP and gitolite;
-drivers_openai.py: the ``openai`` client on conversations and responses, the SDK's dreams), on
+console, the ``mcp`` client over HTTP and stdio, real ``git`` over file:// and HTTP;
+drivers_ssh.py: real ``git`` through gitolite over ssh; drivers_openai.py: the ``openai`` client
+on conversations and responses, httpx on the dreams), on
 one workspace and one server for the whole module (docs/access.md)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import drivers_local as local
 import drivers_openai as openai_faces
 import drivers_remote as remote
+import drivers_ssh as ssh
 import pytest
 from kit import ACL_REVIEWED, ACTORS, NAME, NONE, SESSIONS, TOKENS, WRITES, World, prepare
 from matrix import NA, RUN, Cell
@@ -225,7 +227,7 @@ DRIVERS = {
     "mcp-stdio": remote.mcp_stdio,
     "git-file": remote.git_file,
     "git-http": remote.git_http,
-    "git-ssh": remote.git_ssh,
+    "git-ssh": ssh.git_ssh,
     "console": remote.console,
     **openai_faces.DRIVERS,
 }

@@ -16,6 +16,7 @@ from gitmem.audit import review
 from gitmem.engine import proposals as P
 from gitmem.errors import ForbiddenError, NotFoundError
 from gitmem.model.caller import Caller
+from gitmem.push.hook import push_session, session_namespace
 from gitmem.sessions import revert_session
 from gitmem.store import BatchOp, Store
 
@@ -62,8 +63,18 @@ def test_a_push_cannot_claim_another_tokens_session(store: Store, workspace: Pat
         assert r.returncode == 0, r.stderr
     [v] = store.versions("/forged.md")
     assert v.actor == "user:mallory"
-    assert v.session != "sesn_victim" and v.session == "sesn_user_mallory.sesn_victim"
+    assert v.session != "sesn_victim" and v.session == f"{session_namespace('user:mallory')}.sesn_victim"
     assert store.versions(session="sesn_victim") == []  # revert-session sesn_victim never reaches it
+
+
+def test_push_session_namespaces_are_one_actors_alone() -> None:
+    env = {"REMOTE_USER": "x"}
+    a, b = session_namespace("user:a.b"), session_namespace("user:a_b")
+    assert a != b and "." not in a
+    assert push_session(env, ["session=" + a + ".x"], "user:a_b") == f"{b}.{a}.x"  # not a's
+    assert push_session(env, ["session=" + b + ".x"], "user:a_b") == f"{b}.x"  # its own: kept
+    assert push_session({}, ["session=sesn_any"], "user:a_b") == "sesn_any"  # a local push: trusted
+    assert push_session({"GITMEM_PUSH_SESSION": "sesn_tok"}, ["session=sesn_x"], "user:t") == "sesn_tok"
 
 
 # ---------------------------------------------------------------------- cross-scope reads and erasure
