@@ -26,7 +26,7 @@ from gitmem.errors import (
 )
 
 if TYPE_CHECKING:
-    from gitmem.audit.redact import Redaction
+    from gitmem.audit.redaction_plan import Redaction
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.search import SearchHit
@@ -34,6 +34,32 @@ if TYPE_CHECKING:
     from gitmem.store import Store, create_store, delete_store, list_stores, open_store
 
 __version__ = "0.1.0"
+
+
+def _record_spooled_pushes(core: Any) -> None:
+    from gitmem.push.spool import drain
+
+    drain(core)
+
+
+def _push_rewrite_to_replicas(core: Any) -> None:
+    from gitmem.push.replica import after_rewrite
+
+    after_rewrite(core)
+
+
+def install_default_hooks() -> None:
+    """Register the push layer's hooks (gitmem.events): spooled pushes are recorded when a handle
+    opens or meets new commits, and a completed rewrite is pushed to the store's read replicas.
+    Run when gitmem is imported, so a handle opened at any layer has them; idempotent. The hooks
+    import the push layer only when they first run."""
+    from gitmem import events
+
+    events.register(events.NEW_COMMIT, _record_spooled_pushes)
+    events.register(events.AFTER_REWRITE, _push_rewrite_to_replicas)
+
+
+install_default_hooks()
 
 # Imported on first use (PEP 562), so that `gitmem read` and the hook start without loading
 # the modules they do not need.
@@ -45,7 +71,7 @@ _LAZY = {
     "delete_store": "gitmem.store",
     "list_stores": "gitmem.store",
     "open_store": "gitmem.store",
-    "Redaction": "gitmem.audit.redact",
+    "Redaction": "gitmem.audit.redaction_plan",
     "RedactionInfo": "gitmem.model.versions",
     "SearchHit": "gitmem.engine.search",
     "SearchResults": "gitmem.engine.hybrid",

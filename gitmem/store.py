@@ -41,11 +41,9 @@ from gitmem.ids import is_id, new_id
 from gitmem.model.caller import Caller
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
-from gitmem.push import replica as _replica  # noqa: F401  (registers the push of rewrites to replicas)
-from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
 if TYPE_CHECKING:
-    from gitmem.audit.redact import Redaction
+    from gitmem.audit.redaction_plan import Redaction
     from gitmem.audit.restore import Restored
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
@@ -460,9 +458,9 @@ class Store:
     ) -> Version | None:
         """Write an old version's content back as a new version (no history rewrite), in ``scope``
         (default: the scope :meth:`version` answers for)."""
-        from gitmem.engine import history
+        from gitmem.engine import memories
 
-        return history.restore(
+        return memories.restore(
             self._core, version_id, actor=actor, session=session, scope=scope, caller=caller
         )
 

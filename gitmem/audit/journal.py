@@ -37,7 +37,7 @@ from typing import Any
 
 import pygit2
 
-from gitmem import config
+from gitmem import config, events
 from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore, open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
@@ -49,9 +49,6 @@ JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
 FAULT_ENV = "GITMEM_FAULT"  # test hook: the name of a step at which the process SIGKILLs itself
 _log = logging.getLogger("gitmem.lock")
-#: Called with the store after a rewrite completed and its store lock was released (the push layer
-#: registers the push of the rewrite to the store's read replicas, gitmem.push.replica). Never fail it.
-AFTER_REWRITE_HOOKS: list[Callable[[StoreCore], object]] = []
 
 
 @dataclass
@@ -251,8 +248,9 @@ def run_rewrite_scopes(
 
 
 def after_rewrite(store: StoreCore) -> None:
-    """Run the :data:`AFTER_REWRITE_HOOKS`; a failing one is logged, never raised."""
-    for hook in AFTER_REWRITE_HOOKS:
+    """Run the :data:`gitmem.events.AFTER_REWRITE` hooks (the push of the rewrite to the store's
+    read replicas, gitmem.push.replica); a failing one is logged, never raised."""
+    for hook in events.AFTER_REWRITE:
         try:
             hook(store)
         except Exception:

@@ -9,17 +9,29 @@ deny-list, index, purge and proof) is :func:`gitmem.audit.journal.run_rewrite`.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
 from gitmem.audit.proposal_chains import chain_blobs, rewrite_chains
+from gitmem.audit.redaction_plan import (
+    Redaction,
+    active_paths,
+    check_blobs,
+    path_placeholder,
+    placeholder,
+    prepare,
+    preview,
+    redact_path,
+    scopes_holding,
+    seq_of,
+    sha256_hex,
+    touched_by,
+    version_rows,
+)
 from gitmem.engine import access, denylist, ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
@@ -28,102 +40,6 @@ from gitmem.git.rewrite import Rewriter
 from gitmem.ids import is_id, new_id
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
-from gitmem.model.versions import resolve_actor
-
-
-def placeholder(redaction_id: str) -> bytes:
-    return f"[redacted: {redaction_id}]".encode()
-
-
-@dataclass(frozen=True)
-class Touched:
-    """One version a redaction covers (or, in a preview, would cover)."""
-
-    scope: str
-    version: str
-    path: str
-
-
-@dataclass(frozen=True)
-class LiveMatch:
-    """A live memory whose current content holds what is being redacted: it blocks the redaction."""
-
-    scope: str
-    path: str
-    version: str
-
-
-@dataclass(frozen=True)
-class Redaction:
-    """What a redaction did (or, with ``dry_run``, would do). ``versions``: ids of the versions
-    whose content was replaced; ``scopes``: every scope whose history was rewritten; ``sessions``:
-    active session mounts that still held the content (their next sync replaces it)."""
-
-    id: str
-    scope: str
-    reason: str
-    actor: str
-    redacted_at: dt.datetime
-    versions: list[str]
-    rewritten_commits: int
-    new_tip: str
-    purged: bool
-    scopes: list[str] = field(default_factory=list)
-    touched: list[Touched] = field(default_factory=list)
-    sessions: list[str] = field(default_factory=list)  # filled by faces: gitmem.sessions.mounts_holding
-    remembered: bool = False
-    dry_run: bool = False
-    blobs: list[str] = field(default_factory=list)  # ids of the redacted (old) blobs
-    receipt: dict[str, Any] | None = None  # the tlog-proof receipt (gitmem.audit.redaction_receipts)
-
-
-# ---------------------------------------------------------------------- redaction
-def _rows(store: StoreCore, where: str, params: tuple[Any, ...]) -> list[VersionRow]:
-    return store.index.version_rows(where, params)
-
-
-def live_matches(store: StoreCore, blobs: list[str], scopes: list[str]) -> list[LiveMatch]:
-    """Every live memory (any of ``scopes``) whose current content is one of ``blobs``."""
-    wanted = set(blobs)
-    out = []
-    for scope in scopes:
-        for h in store.index.heads(scope):
-            if h.blob in wanted:
-                out.append(LiveMatch(scope, h.path, h.version_id))
-    return sorted(out, key=lambda m: (m.scope, m.path))
-
-
-def _scopes_holding(store: StoreCore, blobs: list[str]) -> list[str]:
-    marks = ",".join("?" * len(blobs))
-    sql = f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks})"
-    return sorted(r[0] for r in store.index.db.execute(sql, blobs))
-
-
-def _check_blobs(
-    store: StoreCore, blobs: list[str], what: str, only: str | None = None
-) -> tuple[list[str], list[VersionRow]]:
-    """The scopes whose history holds ``blobs`` and their version rows; refusals (live matches,
-    all listed at once; content also in a scope outside ``--scope``) before anything is written."""
-    marks = ",".join("?" * len(blobs))
-    scopes = sorted(
-        r[0]
-        for r in store.index.db.execute(f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks})", blobs)
-    )
-    if only is not None:
-        others = [s for s in scopes if s != only]
-        if others:
-            raise ForbiddenError(
-                f"cannot redact {what} in scope {only!r} alone: the same content is also in scope(s) "
-                f"{', '.join(others)}; leave out --scope to redact it in every scope at once"
-            )
-    heads = live_matches(store, blobs, scopes)
-    if heads:
-        listed = ", ".join(f"{h.path} in scope {h.scope!r}" for h in heads)
-        raise ForbiddenError(
-            f"cannot redact {what}: it is the current content of {listed}; "
-            "write a new version or delete those memories first, then redact"
-        )
-    return scopes, _rows(store, f"blob IN ({marks})", tuple(blobs))
 
 
 def _redact(
@@ -175,7 +91,7 @@ def _redact(
                 moves[scope] = [str(tip), str(tip)]
                 move_proposals.append(rewrite_chains(store, scope, rewriter, str(tip)))
                 continue
-            first = min(scope_rows, key=lambda r: _seq(store, r)).commit_id
+            first = min(scope_rows, key=lambda r: seq_of(store, r)).commit_id
             # Commits before the first affected one keep their ids: the walk starts there.
             walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
             for parent in store.commit(first).parent_ids:
@@ -186,7 +102,7 @@ def _redact(
                 raise ForbiddenError(
                     f"cannot redact: the content is again a current memory in scope {scope!r}"
                 )
-            active = None if paths else _active_paths(store, commits, scope_rows)
+            active = None if paths else active_paths(store, commits, scope_rows)
             last = tip
             for commit in commits:
                 if active is None:
@@ -232,7 +148,9 @@ def _redact(
             old_tip=moves[primary][0],
             new_tip=moves[primary][1],
             commit_map=commit_map,
-            blob_map={b: [str(blob_map[pygit2.Oid(hex=b)]), _sha256(d), len(d)] for b, d in contents.items()},
+            blob_map={
+                b: [str(blob_map[pygit2.Oid(hex=b)]), sha256_hex(d), len(d)] for b, d in contents.items()
+            },
             retired_trees=rewriter.retired_trees(),
             versions=sorted({r.id for r in rows}),
             tips=moves,
@@ -269,7 +187,7 @@ def _redact(
         new_tip=rw.new_tip,
         purged=True,
         scopes=list(rw.scope_tips()),
-        touched=_touched(rows, shown),
+        touched=touched_by(rows, shown),
         remembered=pattern is not None and remember,
         blobs=sorted(contents),
         receipt=_receipt(store, rid),
@@ -286,97 +204,6 @@ def _receipt(store: StoreCore, rid: str) -> dict[str, Any] | None:
         return None
 
 
-def _touched(rows: list[VersionRow], shown: Callable[[str], str] = lambda p: p) -> list[Touched]:
-    found = {Touched(r.scope, r.id, shown(r.path)) for r in rows}
-    return sorted(found, key=lambda t: (t.scope, t.path, t.version))
-
-
-def path_placeholder(redaction_id: str) -> str:
-    """What a redacted part of a path becomes (a valid path segment)."""
-    return f"redacted-{redaction_id}"
-
-
-def redact_path(regex: re.Pattern[str], path: str, redaction_id: str) -> str:
-    """``path`` with every match replaced, segment by segment (a match never swallows a "/")."""
-    mark = path_placeholder(redaction_id)
-    return "/".join(regex.sub(mark, seg) for seg in path.split("/"))
-
-
-def _preview(
-    store: StoreCore,
-    scopes: list[str],
-    rows: list[VersionRow],
-    rid: str,
-    reason: str,
-    actor: str,
-    shown: Callable[[str], str] = lambda p: p,
-) -> Redaction:
-    return Redaction(
-        id=rid,
-        scope=scopes[0],
-        reason=reason,
-        actor=actor,
-        redacted_at=dt.datetime.now(dt.UTC),
-        versions=sorted({r.id for r in rows}),
-        rewritten_commits=0,
-        new_tip="",
-        purged=False,
-        scopes=scopes,
-        touched=_touched(rows, shown),
-        dry_run=True,
-        blobs=sorted({r.blob for r in rows if r.blob}),
-    )
-
-
-def _active_paths(
-    store: StoreCore, commits: list[pygit2.Commit], rows: list[VersionRow]
-) -> dict[pygit2.Oid, list[list[bytes]]] | None:
-    """Where each commit's tree can hold a replaced blob: in a linear history a blob is at a
-    version's path from that version until its memory's next version. Commits absent from the
-    answer hold none; None (a merge, or the index disagrees with the walk): walk every tree."""
-    if any(len(c.parent_ids) > 1 for c in commits):
-        return None
-    pos = {str(c.id): i for i, c in enumerate(commits)}
-    spans: list[tuple[int, int, list[bytes]]] = []
-    for r in rows:
-        start = pos.get(r.commit_id)
-        if start is None:
-            return None
-        nxt = store.index.db.execute(
-            "SELECT commit_id FROM versions WHERE scope=? AND memory_id=? AND seq > "
-            "(SELECT seq FROM versions WHERE scope=? AND id=?) ORDER BY seq LIMIT 1",
-            (r.scope, r.memory_id, r.scope, r.id),
-        ).fetchone()
-        end = pos.get(nxt[0], len(commits)) if nxt else len(commits)
-        spans.append((start, end, r.path[1:].encode("utf-8").split(b"/")))
-    out: dict[pygit2.Oid, list[list[bytes]]] = {}
-    for start, end, segments in spans:
-        for c in commits[start:end]:
-            out.setdefault(c.id, []).append(segments)
-    return out
-
-
-def _seq(store: StoreCore, row: VersionRow) -> int:
-    found = store.index.db.execute(
-        "SELECT seq FROM versions WHERE scope=? AND id=?", (row.scope, row.id)
-    ).fetchone()
-    return int(found[0]) if found else 0
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _prepare(store: StoreCore, reason: str, actor: str | None) -> str:
-    # An archived store is read-only for new content, but erasure must stay possible (as in
-    # Anthropic's API): only a clone refuses.
-    if store.is_clone:
-        store.check_writable()
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > 1024:
-        raise InvalidInputError("a redaction needs a reason of 1-1024 characters")
-    return resolve_actor(actor, None)
-
-
 def redact(
     store: StoreCore,
     version_id: str,
@@ -389,11 +216,11 @@ def redact(
     """Replace one version's content by ``[redacted: <id>]`` everywhere it occurs, in every scope
     whose history holds the same content (one operation: one journal, one purge); refused
     (ForbiddenError, every live match listed) while that content is the head of a live memory."""
-    actor = _prepare(store, reason, caller.claim_actor(actor) if caller is not None else actor)
+    actor = prepare(store, reason, caller.claim_actor(actor) if caller is not None else actor)
     if not is_id(version_id, "memver"):
         raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
     store.index.ensure_all()
-    found = _rows(store, "id=?", (version_id,))
+    found = version_rows(store, "id=?", (version_id,))
     if not found:
         raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
     row = found[0]
@@ -404,11 +231,11 @@ def redact(
     if caller is not None:
         caller.check_read(store.settings.id, row.scope)  # a version it cannot read: as if unknown
         # every scope the content is in, proposals' chains included, before any live-match check
-        access.admit_redaction(store, caller, _scopes_holding(store, [row.blob]))
-    scopes, rows = _check_blobs(store, [row.blob], f"version {version_id}")
+        access.admit_redaction(store, caller, scopes_holding(store, [row.blob]))
+    scopes, rows = check_blobs(store, [row.blob], f"version {version_id}")
     rid = new_id("redact")
     if dry_run:
-        return _preview(store, scopes, rows, rid, reason, actor)
+        return preview(store, scopes, rows, rid, reason, actor)
     return _redact(
         store,
         scopes,
@@ -437,7 +264,7 @@ def redact_pattern(
     audited); refused when a live memory's current content matches (all of them listed). The
     pattern is remembered as a deny-pattern (unless ``remember`` is off): no write path may store
     a match again."""
-    actor = _prepare(store, reason, caller.claim_actor(actor) if caller is not None else actor)
+    actor = prepare(store, reason, caller.claim_actor(actor) if caller is not None else actor)
     try:
         regex = re.compile(pattern)
     except re.error as exc:
@@ -471,7 +298,7 @@ def redact_pattern(
     where_text = f"scope {scope!r}" if scope is not None else f"store {store.name!r}"
     path_rows = [
         r
-        for r in _rows(store, where.replace(" AND ", "") if where else "1=1", params)
+        for r in version_rows(store, where.replace(" AND ", "") if where else "1=1", params)
         if regex.search(r.path) or (r.prev_path and regex.search(r.prev_path))
     ]
     if not contents and not path_rows:
@@ -490,7 +317,7 @@ def redact_pattern(
                 "rename or delete those memories first, then redact"
             )
     if published:
-        scopes, rows = _check_blobs(store, published, f"pattern {pattern!r}", scope)
+        scopes, rows = check_blobs(store, published, f"pattern {pattern!r}", scope)
     else:
         scopes, rows = [], []
     scopes = sorted(set(scopes) | set(in_proposals))
@@ -499,7 +326,7 @@ def redact_pattern(
     scopes = sorted(set(scopes) | {r.scope for r in path_rows})
     shown = (lambda p: redact_path(regex, p, rid)) if path_rows else (lambda p: p)
     if dry_run:
-        return _preview(store, scopes, rows, rid, reason, actor, shown)
+        return preview(store, scopes, rows, rid, reason, actor, shown)
     return _redact(
         store,
         scopes,
@@ -513,6 +340,3 @@ def redact_pattern(
         remember=remember,
         paths=bool(path_rows),
     )
-
-
-# size-ok: over 500 lines only by the merge of this wave's branches into it; to split along its seams next (the house issue)

@@ -16,14 +16,13 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pygit2
 
-from gitmem import config
+from gitmem import config, events
 from gitmem.config import StoreSettings
 from gitmem.engine.resolve import StoreRef, all_refs, resolve, resolve_store
 from gitmem.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
@@ -36,12 +35,7 @@ from gitmem.model.paths import validate_scope
 if TYPE_CHECKING:
     from gitmem.engine.index import Index
 
-GITMEM_DIR = "gitmem"
-# Called with a handle when it opens and when its index meets new commits: the push layer registers
-# the recording of spooled pushes here (gitmem.push.spool), so this layer never imports it.
-NEW_COMMIT_HOOKS: list[
-    Callable[[StoreCore], object]
-] = []  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
+GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
 
 
 def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
@@ -312,11 +306,11 @@ class StoreCore(Repo):
         return self._index
 
     def drain_pushes(self) -> None:
-        """Run the :data:`NEW_COMMIT_HOOKS` (the push layer records spooled pushes there): on open
-        and when the index meets new commits. Never fails the caller."""
+        """Run the :data:`gitmem.events.NEW_COMMIT` hooks (the push layer records spooled pushes
+        there): on open and when the index meets new commits. Never fails the caller."""
         if self.is_clone:
             return
-        for hook in NEW_COMMIT_HOOKS:
+        for hook in events.NEW_COMMIT:
             with contextlib.suppress(Exception):
                 hook(self)
 

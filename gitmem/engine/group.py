@@ -1,9 +1,9 @@
 """Group commit: the writes of several threads to one scope, chained and published together.
 
-Every single write runs through :func:`mutate` here. Writes
-that arrive while a commit is being made queue up; the next leader plans them in arrival order on
-one state, writes them as a chain of commits and publishes the chain with one flush and one
-compare-and-swap (docs/durability.md, "Group commit").
+Every single write runs through :func:`mutate` here: a front end of the commit pipeline
+(gitmem.engine.pipeline). Writes that arrive while a commit is being made queue up; the next
+leader plans them in arrival order on one state, writes them as a chain of commits and publishes
+the chain with one flush and one compare-and-swap (docs/durability.md, "Group commit").
 """
 
 from __future__ import annotations
@@ -17,28 +17,10 @@ from collections.abc import Callable
 
 import pygit2
 
-from gitmem.engine import access, xqueue
+from gitmem.engine import access, pipeline, proposals, xqueue
 from gitmem.engine.core import StoreCore
-from gitmem.engine.guard import record_flags
-from gitmem.engine.overlay import BatchState
 from gitmem.engine.planners import Spec
-from gitmem.engine.rows import VersionRow
-from gitmem.engine.writer import (
-    MAX_ATTEMPTS,
-    Change,
-    ScopeState,
-    authorize,
-    backoff,
-    check_limits,
-    commit_change,
-    current_size,
-    denied_since_planned,
-    maintain_quietly,
-    publish_recorded,
-    store_bytes_lock,
-    version_from_row,
-)
-from gitmem.errors import ConflictError
+from gitmem.engine.writer import Change, ScopeState, authorize, maintain_quietly, version_from_row
 from gitmem.model.caller import Caller
 from gitmem.model.versions import Version
 
@@ -62,10 +44,6 @@ def mutate(
     ``spec`` (the write in serializable form, gitmem.engine.planners) the write can also join the
     group of another process holding the scope lock (gitmem.engine.xqueue). A writer in
     review mode gets the change on its proposal instead (gitmem.engine.proposals)."""
-    from gitmem.engine import (
-        proposals,
-    )  # cycle-ok: a routed write is planned by proposals with the writer's own pieces
-
     admitted = access.admit_write(store, caller, scope, actor, session)
     actor, session = admitted.actor, admitted.session
     owner = proposals.route(store, scope, actor, session, admitted.review)
@@ -116,7 +94,6 @@ def mutate(
 _log = logging.getLogger("gitmem.write")
 GROUP_MAX = 256  # versions one group commit chains at most
 GROUP_LINGER = 0.002  # seconds a leader waits for the writers of the last group to come back
-PACK_MIN = 2  # a group of this many versions or more writes its objects as one pack
 _Request = xqueue.Request
 
 
@@ -168,10 +145,11 @@ def _group(store: StoreCore, scope: str) -> _Group:
 
 def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: xqueue.Route) -> None:
     """Plan ``requests`` in order on one state (each sees the ones before it), write them as a
-    chain of commits and publish the chain with one flush and one compare-and-swap; a lost race
-    (another process moved the branch) re-plans all of them. A refused request gets its error,
-    the others are committed. The writes other processes queued for the scope lock's holder join
-    the group (gitmem.engine.xqueue); ``route`` tells those that must go through review."""
+    chain of commits and publish the chain with one flush and one compare-and-swap, through the
+    commit pipeline (gitmem.engine.pipeline); a lost race (another process moved the branch)
+    re-plans all of them. A refused request gets its error, the others are committed. The writes
+    other processes queued for the scope lock's holder join the group (gitmem.engine.xqueue);
+    ``route`` tells those that must go through review."""
     with contextlib.ExitStack() as held:
         # Processes writing one scope take turns (no plan, objects and flush thrown away on a lost
         # compare-and-swap); pushes and batches still race by compare-and-swap alone.
@@ -179,75 +157,25 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: 
         requests = [r for r in requests if not r.done]  # the rest were committed by another process
         if not requests:
             return
-        locked = False
-        for attempt in range(MAX_ATTEMPTS):
-            tip = store.tip(scope)
-            state = BatchState(store, scope, tip)
-            group = turn.gather(tip, requests)
-            planned: list[tuple[_Request, Change]] = []
-            outcome: dict[int, BaseException | None] = {}
-            for n, req in enumerate(group):
-                if req.done:  # answered from the history, or refused when it was read
-                    continue
-                try:
-                    change = req.plan(state)
-                    if change is not None:
-                        check_limits(store, state, change, req.limits)
-                except Exception as exc:  # this caller's error (a precondition, a limit, a bug)
-                    outcome[n] = exc
-                    continue
-                if change is None:
-                    outcome[n] = None
-                    continue
-                state.applied(change, current_size(state, change))
-                planned.append((req, change))
-            if state.needs_store_lock and not locked:
-                held.enter_context(store_bytes_lock(store))
-                locked = True
-                continue  # re-plan under the lock: other scopes may have grown while it waited
-            if not planned:
-                for n, req in enumerate(group):
-                    if not req.done:
-                        req.finish(None, outcome.get(n))
-                turn.answer()
-                return
-            chain = ScopeState(store, scope, tip)
-            written: list[pygit2.Oid] = []
-            parent = tip
-            rows: list[VersionRow] = []
-            # Several versions: their objects go into one pack (two files for the flush to carry
-            # instead of five or six loose files a version).
-            staging = store.staged() if len(planned) >= PACK_MIN else contextlib.nullcontext()
-            with staging as stage:
-                for req, change in planned:
-                    parent, row = commit_change(
-                        store, chain, change, parent, req.actor, req.session, written=written,
-                        version_id=req.version_id,
-                    )  # fmt: skip
-                    rows.append(row)
-                    if stage is not None:
-                        stage.write_if_large()
-                if stage is not None and not denied_since_planned(store, rows):
-                    stage.write()
-            if denied_since_planned(store, rows):
-                continue  # redacted meanwhile: re-planned, that request is refused
-            assert parent is not None
-            contents = {r.blob: c.data for r, (_q, c) in zip(rows, planned, strict=True) if r.blob and c.data}
-            if publish_recorded(store, scope, tip, parent, written, rows, contents):
-                for (req, change), row in zip(planned, rows, strict=True):
-                    record_flags(store, scope, [change], [row], req.actor, req.session)
-                    _log.info(
-                        "%s %s %s in scope %r of %s (commit %s)",
-                        row.operation, row.path, row.id, scope, store.name, row.commit_id[:12],
-                    )  # fmt: skip
-                by_request = {id(req): row for (req, _c), row in zip(planned, rows, strict=True)}
-                for n, req in enumerate(group):
-                    if not req.done:
-                        mine = by_request.get(id(req))
-                        req.finish(version_from_row(mine) if mine is not None else None, outcome.get(n))
-                turn.answer()
-                return
-            backoff(attempt)
-    raise ConflictError(
-        f"could not write to scope {scope!r}: the branch kept moving ({MAX_ATTEMPTS} attempts); try again"
-    )
+        group: list[_Request] = []
+
+        def gather(tip: pygit2.Oid | None) -> list[pipeline.Item | None]:
+            group[:] = turn.gather(tip, requests)
+            # A request already done was answered from the history, or refused when it was read.
+            return [
+                None if r.done else pipeline.Item(r.plan, r.actor, r.session, r.limits, r.version_id)
+                for r in group
+            ]
+
+        done = pipeline.commit(store, scope, gather, held=held, flag_each=True)
+        rows = dict(zip((n for n, _c in done.changes), done.rows, strict=True))
+        for row in done.rows:
+            _log.info(
+                "%s %s %s in scope %r of %s (commit %s)",
+                row.operation, row.path, row.id, scope, store.name, row.commit_id[:12],
+            )  # fmt: skip
+        for n, req in enumerate(group):
+            if not req.done:
+                mine = rows.get(n)
+                req.finish(version_from_row(mine) if mine is not None else None, done.outcome.get(n))
+        turn.answer()

@@ -10,14 +10,11 @@ from typing import Any
 
 import pygit2
 
-from gitmem.engine import access
 from gitmem.engine.core import StoreCore
-from gitmem.engine.memories import Memory, create, write
-from gitmem.engine.rows import VersionRow
+from gitmem.engine.rows import Memory, VersionRow
 from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.ids import is_id
-from gitmem.model.caller import Caller
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.paths import validate_path, validate_scope
 from gitmem.model.versions import OPERATIONS, RedactionInfo, Version, timestamp
@@ -205,42 +202,14 @@ def _text(store: StoreCore, row: VersionRow | None) -> str:
     return store.blob_data(pygit2.Oid(hex=row.blob)).decode("utf-8", "replace")
 
 
-def restore(
-    store: StoreCore,
-    version_id: str,
-    *,
-    actor: str | None = None,
-    session: str | None = None,
-    scope: str | None = None,
-    caller: Caller | None = None,
-) -> Version | None:
-    """Write an old version's content back as a new version of the same memory, in ``scope`` (by
-    default the scope :func:`version` answers for: main first, for a version forked scopes share).
+def version_row(store: StoreCore, version_id: str, scope: str | None = None) -> VersionRow:
+    """The index row of ``version_id`` (in ``scope``, else the scope :func:`version` answers for)."""
+    return _row(store, version_id, scope)
 
-    A live memory is restored at its current path (it may have been renamed since); a deleted one is
-    recreated at the version's path. None when the memory already has that content.
-    """
-    if scope is None and caller is not None:
-        scope = caller.scope  # a scope-confined caller restores its scope's row of a shared version
-    row = _row(store, version_id, scope)
-    access.admit_write(store, caller, row.scope, actor, session)  # before reading what it restores
-    data = _content(store, row)
-    if data is None:
-        raise InvalidInputError(f"version {version_id} is a deletion; restore the version before it")
-    store.index.ensure(row.scope)
-    head = store.index.head_by_memory(row.scope, row.memory_id)
-    if head is not None:
-        return write(store, head.path, data, scope=row.scope, actor=actor, session=session, caller=caller)
-    return create(
-        store,
-        row.path,
-        data,
-        scope=row.scope,
-        actor=actor,
-        session=session,
-        memory_id=row.memory_id,
-        caller=caller,
-    )
+
+def row_content(store: StoreCore, row: VersionRow) -> bytes | None:
+    """The content of a version's row; None for a deletion. A redacted version raises."""
+    return _content(store, row)
 
 
 def rows_for(store: StoreCore, ids: Sequence[str]) -> list[VersionRow]:

@@ -6,12 +6,11 @@ Each operation is a planner (what the change is, checked against the scope's cur
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pygit2
 
+from gitmem.engine import access, history
 from gitmem.engine.core import StoreCore
 from gitmem.engine.group import mutate
 from gitmem.engine.planners import (
@@ -26,6 +25,8 @@ from gitmem.engine.planners import (
     replace_edit,
 )
 from gitmem.engine.planners import refuse_conflict as refuse_conflict  # batches and the server use it
+from gitmem.engine.rows import Memory as Memory  # the public record, importable from here
+from gitmem.engine.rows import Prefix as Prefix
 from gitmem.engine.writer import MAX_ATTEMPTS, decode_content, encode_content, sha256_hex
 from gitmem.errors import InvalidInputError
 from gitmem.ids import is_id
@@ -33,33 +34,6 @@ from gitmem.model.caller import Caller
 from gitmem.model.frontmatter import MAX_DESCRIPTION_CHARS, parse_description, set_description
 from gitmem.model.paths import validate_path, validate_prefix, validate_scope
 from gitmem.model.versions import Version, timestamp
-
-
-@dataclass(frozen=True)
-class Memory:
-    """A memory: the file is the memory (``content`` is its bytes decoded as UTF-8).
-
-    ``content`` is None in listings made without ``with_content``.
-    """
-
-    path: str
-    scope: str
-    content: str | None
-    content_sha256: str
-    size: int
-    description: str | None
-    memory_id: str
-    version_id: str
-    created_at: dt.datetime | None = None  # time of the memory's first version
-    updated_at: dt.datetime | None = None  # time of its current version
-
-
-@dataclass(frozen=True)
-class Prefix:
-    """A directory roll-up in a ``depth=1`` listing; ``path`` ends with ``/``."""
-
-    path: str
-    memories: int
 
 
 # ---------------------------------------------------------------------- the write loop
@@ -246,9 +220,6 @@ def read(store: StoreCore, path: str, *, scope: str = "main", version: str | Non
     validate_path(path)
     validate_scope(scope)
     if version is not None:
-        # Reading at a version is history's job, and history's restore writes through this module.
-        from gitmem.engine import history  # cycle-ok: read(version=) delegates to history at call time
-
         return history.read_version(store, version, path=path, scope=scope)
     for _attempt in range(MAX_ATTEMPTS):
         tip, obj = store.head_blob(scope, path)
@@ -314,3 +285,41 @@ def list_memories(
             )
         )
     return [Prefix(item.path, rollup[item.path]) if isinstance(item, Prefix) else item for item in out]
+
+
+def restore(
+    store: StoreCore,
+    version_id: str,
+    *,
+    actor: str | None = None,
+    session: str | None = None,
+    scope: str | None = None,
+    caller: Caller | None = None,
+) -> Version | None:
+    """Write an old version's content back as a new version of the same memory, in ``scope`` (by
+    default the scope :func:`version` answers for: main first, for a version forked scopes share).
+
+    A live memory is restored at its current path (it may have been renamed since); a deleted one is
+    recreated at the version's path. None when the memory already has that content.
+    """
+    if scope is None and caller is not None:
+        scope = caller.scope  # a scope-confined caller restores its scope's row of a shared version
+    row = history.version_row(store, version_id, scope)
+    access.admit_write(store, caller, row.scope, actor, session)  # before reading what it restores
+    data = history.row_content(store, row)
+    if data is None:
+        raise InvalidInputError(f"version {version_id} is a deletion; restore the version before it")
+    store.index.ensure(row.scope)
+    head = store.index.head_by_memory(row.scope, row.memory_id)
+    if head is not None:
+        return write(store, head.path, data, scope=row.scope, actor=actor, session=session, caller=caller)
+    return create(
+        store,
+        row.path,
+        data,
+        scope=row.scope,
+        actor=actor,
+        session=session,
+        memory_id=row.memory_id,
+        caller=caller,
+    )

@@ -5,8 +5,9 @@ session (or per actor without one), until a reviewer accepts or rejects it.
 Who is in review mode: the store's ``acl.review`` (scope globs to actor globs, e.g.
 ``{"main": ["session:*"]}``), or a face that asks for it with :func:`reviewing` (a session mount
 ``notes:review``, a token created with ``--review``, ``gitmem mcp --review``). Every write and
-batch asks :func:`route` once; a routed write runs through :func:`propose`: the same planning,
-limits, guard and commits as a published write, on the proposal's ref instead of the branch.
+batch asks :func:`route` once; a routed write runs through :func:`propose`: the same commit
+pipeline as a published write (gitmem.engine.pipeline), on the proposal's ref instead of the branch
+(:class:`ProposalSink`).
 
 A proposal's record (scope, owner, base, status, decisions) lives in
 ``$GIT_DIR/gitmem/proposals/<id>.json``. Diffs and decisions are :mod:`gitmem.audit.review`.
@@ -29,8 +30,12 @@ from typing import Any
 import pygit2
 
 from gitmem import config
+from gitmem.engine import pipeline
 from gitmem.engine.core import StoreCore
-from gitmem.errors import ConflictError, GitmemError, InvalidInputError, NotFoundError
+from gitmem.engine.overlay import BatchState
+from gitmem.engine.rows import Memory, VersionRow
+from gitmem.engine.writer import sha256_hex, version_from_row
+from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.treediff import tree_deltas
@@ -248,50 +253,88 @@ def subject_path(message: str) -> tuple[str | None, str] | None:
     return (None, parts[1]) if len(parts) == 2 and parts[1].startswith("/") else None
 
 
-def _state_class() -> type[Any]:
-    from gitmem.engine.overlay import BatchState
+class ProposalState(BatchState):
+    """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else
+    the scope's index; counts and sizes from the scope plus the proposal's delta."""
 
-    class ProposalState(BatchState):
-        """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else
-        the scope's index; counts and sizes from the scope plus the proposal's delta."""
+    def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
+        super().__init__(store, p.scope, tip)
+        self.proposal = p
+        self.ids = memory_ids(store, p)
+        base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
+        count = size = 0
+        for d in tree_deltas(base_tree, self.base_tree):
+            count += {"added": 1, "deleted": -1}.get(d.kind, 0)
+            for oid, sign in ((d.old_id, -1), (d.new_id, 1)):
+                obj = store.repo.get(oid) if oid is not None else None
+                size += sign * obj.size if isinstance(obj, pygit2.Blob) else 0
+        self.chain_memories, self.chain_bytes = count, size
 
-        def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
-            super().__init__(store, p.scope, tip)
-            self.proposal = p
-            self.ids = memory_ids(store, p)
-            base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
-            count = size = 0
-            for d in tree_deltas(base_tree, self.base_tree):
-                count += {"added": 1, "deleted": -1}.get(d.kind, 0)
-                for oid, sign in ((d.old_id, -1), (d.new_id, 1)):
-                    obj = store.repo.get(oid) if oid is not None else None
-                    size += sign * obj.size if isinstance(obj, pygit2.Blob) else 0
-            self.chain_memories, self.chain_bytes = count, size
+    def _index(self) -> None:
+        if not self._indexed:
+            self.store.index.ensure(self.scope)
+            self._indexed = True
 
-        def _index(self) -> None:
-            if not self._indexed:
-                self.store.index.ensure(self.scope)
-                self._indexed = True
+    def memory_id_at(self, path: str) -> str | None:
+        if path in self.overlay:
+            return self.overlay[path]
+        if path in self.ids:
+            return self.ids[path]
+        head = self.head(path)
+        return head.memory_id if head is not None else None
 
-        def memory_id_at(self, path: str) -> str | None:
-            if path in self.overlay:
-                return self.overlay[path]
-            if path in self.ids:
-                return self.ids[path]
-            head = self.head(path)
-            return head.memory_id if head is not None else None
+    def has_live_memory(self, memory_id: str) -> bool:
+        return memory_id in self.ids.values() or super().has_live_memory(memory_id)
 
-        def has_live_memory(self, memory_id: str) -> bool:
-            return memory_id in self.ids.values() or super().has_live_memory(memory_id)
+    def stats(self) -> tuple[int, int]:
+        count, size = super().stats()
+        return count + self.chain_memories, size + self.chain_bytes
 
-        def stats(self) -> tuple[int, int]:
-            count, size = super().stats()
-            return count + self.chain_memories, size + self.chain_bytes
+    def store_bytes(self, *, exact: bool = False) -> int:
+        return super().store_bytes(exact=exact) + self.chain_bytes
 
-        def store_bytes(self, *, exact: bool = False) -> int:
-            return super().store_bytes(exact=exact) + self.chain_bytes
 
-    return ProposalState
+class ProposalSink(pipeline.Sink):
+    """The commit pipeline's sink for a proposal: its ref instead of the branch, no index record.
+    Published under the lock decisions take: a proposal accepted, rejected or erased meanwhile is
+    neither extended (its chain may be gone) nor saved back as open over the decision; the next
+    attempt then starts the owner's next proposal."""
+
+    counts_store_bytes = False
+
+    def __init__(self, store: StoreCore, p: Proposal, owner: str, actor: str, session: str | None) -> None:
+        super().__init__(store, p.scope)
+        self.proposal, self.owner, self.actor, self.session = p, owner, actor, session
+
+    def tip(self) -> pygit2.Oid | None:
+        return tip_of(self.store, self.proposal)
+
+    def state(self, tip: pygit2.Oid | None) -> ProposalState:
+        return ProposalState(self.store, self.proposal, tip)
+
+    def publish(
+        self,
+        tip: pygit2.Oid | None,
+        head: pygit2.Oid,
+        written: list[pygit2.Oid],
+        rows: list[VersionRow],
+        contents: dict[str, bytes],
+    ) -> bool | None:
+        store, p = self.store, self.proposal
+        with file_lock(store.gitmem_dir / "proposals.lock"):
+            try:
+                current = get(store, p.id)
+            except NotFoundError:  # decided and dropped by retention meanwhile
+                current = dataclasses.replace(p, status="rejected")
+            published = current.status == "open" and store.publish(p.ref, tip, head, written)
+            if published:
+                save(store, current)
+                self.proposal = current
+                return True
+        if current.status != "open":  # decided while this write was planned: start the next one
+            self.proposal = _open_or_start(store, self.scope, self.owner, self.actor, self.session)
+            return None
+        return False
 
 
 @dataclass(frozen=True)
@@ -312,58 +355,21 @@ def propose(
     skip_refused: bool = False,
 ) -> Proposed:
     """Plan ``planners`` (each ``state -> Change | None``) against the owner's proposal and commit
-    them on its ref by compare-and-swap: the limits, the deny-list and the guard apply as for a
-    published write; nothing reaches the scope."""
-    from gitmem.engine.batch import _write_pygit2
-    from gitmem.engine.guard import record_flags
-    from gitmem.engine.writer import MAX_ATTEMPTS, backoff, check_limits, current_size, version_from_row
-
+    them on its ref by compare-and-swap, through the commit pipeline (gitmem.engine.pipeline): the
+    limits, the deny-list and the guard apply as for a published write; nothing reaches the scope."""
     validate_scope(scope)
     session = validate_session(session)
     who = resolve_actor(actor, session)
     store.check_writable()
     limits = store.settings.limits
-    p = _open_or_start(store, scope, owner, who, session)
-    state_cls = _state_class()
-    for attempt in range(MAX_ATTEMPTS):
-        tip = tip_of(store, p)
-        state = state_cls(store, p, tip)
-        changes, refused = [], []
-        for n, planner in enumerate(planners):
-            try:
-                change = planner(state)
-                if change is not None:
-                    check_limits(store, state, change, limits)
-            except GitmemError as exc:
-                if not skip_refused:
-                    raise
-                refused.append((n, exc))
-                continue
-            if change is not None:
-                state.applied(change, current_size(state, change))
-                changes.append(change)
-        if not changes:
-            return Proposed(p, [], refused)
-        written: list[pygit2.Oid] = []
-        head, rows = _write_pygit2(store, scope, tip, changes, who, session, int(time.time()), written)
-        # Under the lock decisions take: a proposal accepted, rejected or erased meanwhile is
-        # neither extended (its chain may be gone) nor saved back as open over the decision.
-        with file_lock(store.gitmem_dir / "proposals.lock"):
-            try:
-                current = get(store, p.id)
-            except NotFoundError:  # decided and dropped by retention meanwhile
-                current = dataclasses.replace(p, status="rejected")
-            published = current.status == "open" and store.publish(p.ref, tip, head, written)
-            if published:
-                save(store, current)
-        if published:
-            record_flags(store, scope, changes, rows, who, session)
-            return Proposed(current, [version_from_row(r) for r in rows], refused)
-        if current.status != "open":  # decided while this write was planned: start the next one
-            p = _open_or_start(store, scope, owner, who, session)
-            continue
-        backoff(attempt)
-    raise ConflictError(f"could not write to the proposal {p.id}: its ref kept moving; try again")
+    sink = ProposalSink(store, _open_or_start(store, scope, owner, who, session), owner, who, session)
+    items = [pipeline.Item(plan, who, session, limits) for plan in planners]
+    done = pipeline.commit(
+        store, scope, lambda _tip: items, sink=sink, catch=GitmemError if skip_refused else (),
+        what="write the proposal",
+    )  # fmt: skip
+    refused = [(n, e) for n, e in sorted(done.outcome.items()) if isinstance(e, GitmemError)]
+    return Proposed(sink.proposal, [version_from_row(r) for r in done.rows], refused)
 
 
 # ---------------------------------------------------------------------- reading
@@ -378,8 +384,6 @@ def owner_tip(store: StoreCore, scope: str, owner: str) -> pygit2.Oid | None:
 def read_memory(store: StoreCore, path: str, scope: str, owner: str) -> Any:
     """The memory at ``path`` as ``owner`` sees it: from its open proposal when the proposal
     changed that path (NotFoundError when it deleted it), else None (read the scope)."""
-    from gitmem.engine.memories import Memory
-    from gitmem.engine.writer import sha256_hex
     from gitmem.model.frontmatter import parse_description
 
     validate_path(path)

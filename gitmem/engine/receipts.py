@@ -51,7 +51,7 @@ class Receipt:
     session: str | None
     at: int
     trusted: bool
-    push: str = ""  # the push that brought it (see gitmem.push.hook.push_id)
+    push: str = ""  # the push that brought it (see gitmem.push.pushenv.push_id)
     # The store already had the commit (on another scope) when it arrived here: the pre-receive
     # checks of new commits never ran on it, because they ran when it first came in. A copy of a
     # compaction root (a scope forked from a compacted one) is therefore no pushed root.

@@ -1,7 +1,9 @@
-"""Row types of the derived index: one ``VersionRow`` per version, one ``HeadRow`` per live memory."""
+"""Row types of the derived index: one ``VersionRow`` per version, one ``HeadRow`` per live memory;
+and the public record of a memory (``Memory``, ``Prefix``), which reads, history and proposals return."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 VERSION_COLUMNS = (
@@ -43,3 +45,30 @@ class HeadRow:
     description: str | None
     created_at: int
     updated_at: int
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A memory: the file is the memory (``content`` is its bytes decoded as UTF-8).
+
+    ``content`` is None in listings made without ``with_content``.
+    """
+
+    path: str
+    scope: str
+    content: str | None
+    content_sha256: str
+    size: int
+    description: str | None
+    memory_id: str
+    version_id: str
+    created_at: dt.datetime | None = None  # time of the memory's first version
+    updated_at: dt.datetime | None = None  # time of its current version
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """A directory roll-up in a ``depth=1`` listing; ``path`` ends with ``/``."""
+
+    path: str
+    memories: int

@@ -292,7 +292,8 @@ def scan(
     capped = len(hits) >= MAX_FINDINGS  # the store's patterns stopped early: their later matches unseen
     if policy.secrets != "off" or policy.pii != "off":
         from gitmem.model.guard_memo import ScanRecord, remember
-        from gitmem.model.guard_rules import ascii_view, secret_hits
+        from gitmem.model.guard_rules import ascii_view
+        from gitmem.model.guard_secrets import secret_hits
 
         data = ascii_view(text)
         secrets, pii = (ScanRecord(), ScanRecord()) if memo is not None else (None, None)

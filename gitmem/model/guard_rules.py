@@ -5,11 +5,11 @@ Everything works on the text as ASCII bytes, each non-ASCII character replaced b
 :func:`ascii_view`), so byte offsets are character offsets. Speed comes from a prefilter: one
 ``bytes.translate`` marks the characters a token can be made of, and only runs of at least
 :data:`MIN_TOKEN` of them are looked at by the token rules and the entropy test. Rules that need
-context (URLs, ``password = ...``, PEM blocks) are gated by plain substring searches.
+context (URLs, ``password = ...``, PEM blocks) are gated by plain substring searches; those, and
+the driver :func:`gitmem.model.guard_secrets.secret_hits`, are in :mod:`gitmem.model.guard_secrets`.
+This module holds the hit type, the token rules (with AWS keys) and the entropy test. The paragraph
+memo lives in guard_memo.py.
 """
-
-# size-ok: one table of detectors, each next to the fast path that must find exactly what it finds
-# (docs/guard.md#speed); the paragraph memo lives in guard_memo.py.
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
-
-from gitmem.model.guard_memo import ParagraphMemo, ScanRecord, by_paragraph
 
 
 class Hit(NamedTuple):
@@ -76,7 +74,7 @@ def token_spans(data: bytes) -> Iterator[tuple[int, int]]:
 
 
 def _has_random_mix(value: bytes) -> bool:
-    return _count(value, _DIGITS) > 0 and _count(value, _UPPER) > 0 and _count(value, _LOWER) > 0
+    return count_of(value, DIGITS) > 0 and count_of(value, UPPER) > 0 and count_of(value, LOWER) > 0
 
 
 def _jwt_header(value: bytes) -> bool:
@@ -89,7 +87,7 @@ def _jwt_header(value: bytes) -> bool:
 
 
 def _slack_ids(value: bytes) -> bool:
-    return _count(value, _DIGITS) > 0
+    return count_of(value, DIGITS) > 0
 
 
 class _Rule(NamedTuple):
@@ -149,7 +147,7 @@ RULE_IDS: tuple[str, ...] = tuple(dict.fromkeys(r.id for r in TOKEN_RULES)) + (
 )
 
 
-class _Tokens:
+class Tokens:
     """The candidate tokens joined by newlines, so that each regex runs once over all of them;
     positions in the joined bytes map back to the text with :meth:`at`."""
 
@@ -180,7 +178,7 @@ class _Tokens:
         return self.spans[k][0] + pos - self.starts[k]
 
 
-def _token_rules(tokens: _Tokens) -> Iterator[Hit]:
+def token_rules(tokens: Tokens) -> Iterator[Hit]:
     joined = tokens.joined
     for m in _TOKEN_RE.finditer(joined):
         s, e = m.span()
@@ -206,7 +204,7 @@ _AWS_FOLD = bytes(0x61 if i in _AWS_CHARS else 0x20 for i in range(256))
 _AWS_RUN = b" " + b"a" * 40 + b" "
 
 
-def _aws_secrets(data: bytes, lower: bytes, tokens: _Tokens, secrets: list[int]) -> Iterator[Hit]:
+def aws_secrets(data: bytes, lower: bytes, tokens: Tokens, secrets: list[int]) -> Iterator[Hit]:
     """A 40-character AWS secret access key (``_AWS_SECRET_RE``), when its line names AWS and a
     secret in the 120 characters before it.
 
@@ -227,22 +225,22 @@ def _aws_secrets(data: bytes, lower: bytes, tokens: _Tokens, secrets: list[int])
             newline = data.rfind(b"\n", lo, s)
             context = lower[newline + 1 if newline >= 0 else lo : s]
             value = data[s : s + 40]
-            if b"aws" in context and b"secret" in context and _count(value, _DIGITS):
+            if b"aws" in context and b"secret" in context and count_of(value, DIGITS):
                 yield Hit("aws-secret-access-key", "secret", s, s + 40, value.decode(), mask(value), 0)
         i = classed.find(_AWS_RUN, i + 41)  # the next run may start on this one's closing space
 
 
 # ----------------------------------------------------------------------------------- entropy
-_DIGITS = b"0123456789"
-_UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_LOWER = b"abcdefghijklmnopqrstuvwxyz"
+DIGITS = b"0123456789"
+UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+LOWER = b"abcdefghijklmnopqrstuvwxyz"
 _HEX = b"0123456789abcdefABCDEF"
 _LOWER_RUN = re.compile(rb"[a-z]{3,}")
 # Public keys in the ssh wire format start with the key type's length and name, base64-encoded.
 _SSH_PUBLIC = (b"AAAAB3NzaC1", b"AAAAC3NzaC1", b"AAAAE2VjZHNh")
 
 
-def _count(value: bytes, chars: bytes) -> int:
+def count_of(value: bytes, chars: bytes) -> int:
     return len(value) - len(value.translate(None, chars))
 
 
@@ -305,9 +303,9 @@ def _random_piece(piece: bytes) -> bool:
         return False  # hex: digests, ids and UUIDs look exactly like random keys (see docs/guard.md)
     if _gitmem_id(piece):
         return False
-    if _count(piece, b"/-_") >= max(3, n // 16):
+    if count_of(piece, b"/-_") >= max(3, n // 16):
         return False  # words joined by separators: a path, a slug, a snake_case name
-    digits, upper, lower = _count(piece, _DIGITS), _count(piece, _UPPER), _count(piece, _LOWER)
+    digits, upper, lower = count_of(piece, DIGITS), count_of(piece, UPPER), count_of(piece, LOWER)
     if digits and upper and lower:
         alphabet = 64
         if sum(len(w) for w in _LOWER_RUN.findall(piece)) > 0.4 * n:
@@ -329,15 +327,15 @@ def _random_piece(piece: bytes) -> bool:
 # a space, and a space in front), so that each match starts on a literal space, which the regex
 # engine finds quickly, instead of trying the lookbehind at every position.
 _PIECE_CLASS = {
-    **dict.fromkeys(_UPPER + _LOWER, 0x61),
-    **dict.fromkeys(_DIGITS, 0x30),
+    **dict.fromkeys(UPPER + LOWER, 0x61),
+    **dict.fromkeys(DIGITS, 0x30),
     **dict.fromkeys(b"+/_-", 0x62),
 }
 _PIECE_FOLD = bytes(_PIECE_CLASS.get(i, 0x20) for i in range(256))
 _PIECE_RE = re.compile(rb" (?=[ab]*0)[a0][ab0]{%d,}[a0]" % (MIN_TOKEN - 2))
 
 
-class _Covered:
+class Covered:
     """Is an offset inside one of some (possibly overlapping) ranges: a bisection, not a scan."""
 
     def __init__(self, ranges: list[tuple[int, int]]) -> None:
@@ -361,7 +359,7 @@ _NOT_RANDOM: set[bytes] = set()
 _NOT_RANDOM_MAX = 8192
 
 
-def _high_entropy(data: bytes, tokens: _Tokens, skip: _Covered) -> Iterator[Hit]:
+def high_entropy(data: bytes, tokens: Tokens, skip: Covered) -> Iterator[Hit]:
     joined = tokens.joined
     for m in _PIECE_RE.finditer(b" " + joined.translate(_PIECE_FOLD)):
         start, end = m.start(), m.end() - 1
@@ -377,220 +375,3 @@ def _high_entropy(data: bytes, tokens: _Tokens, skip: _Covered) -> Iterator[Hit]
         if data[max(0, s - 7) : s] == b"base64," or s in skip:
             continue  # a data: URI (an embedded image), or a certificate / public key block
         yield Hit("high-entropy-string", "secret", s, s + len(piece), piece.decode(), mask(piece, 3), 2)
-
-
-# ------------------------------------------------------------------------ gated by substrings
-_PEM_RE = re.compile(rb"-----BEGIN ([A-Z0-9 ]{0,40})-----")
-_PEM_END = b"-----END "
-_PEM_END_RE = re.compile(rb"-----END ([A-Z0-9 ]{0,40})-----")
-_PEM_BODY = re.compile(rb"[A-Za-z0-9+/=\s\\n:,-]{0,300}?[A-Za-z0-9+/]{40}")
-
-
-_PEM_SEARCHES = 8  # END lines searched for one by one; past that, all are indexed in one pass
-
-
-def _pem_ends(data: bytes) -> dict[bytes, list[int]]:
-    """The offsets of the ``-----END <label>-----`` lines by label, ascending (found with a
-    substring search per occurrence, as END lines may share their dashes)."""
-    ends: dict[bytes, list[int]] = {}
-    q = data.find(_PEM_END)
-    while q >= 0:
-        m = _PEM_END_RE.match(data, q)
-        if m:
-            ends.setdefault(m.group(1), []).append(q)
-        q = data.find(_PEM_END, q + 1)
-    return ends
-
-
-def pem_blocks(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    """(start, end, label) of each PEM block (``end`` is after its END line, or its header).
-
-    A block ends at the first END line of its label after its header. The first few are searched
-    for directly; many headers (thousands without an END, say) switch to an index of the END lines
-    built in one pass, so that the work stays linear in the text."""
-    ends: dict[bytes, list[int]] | None = None
-    for n, m in enumerate(_PEM_RE.finditer(data)):
-        label = m.group(1)
-        if n < _PEM_SEARCHES:
-            end_marker = data.find(_PEM_END + label + b"-----", m.end())
-        else:
-            if ends is None:
-                ends = _pem_ends(data)
-            markers = ends.get(label, [])
-            k = bisect.bisect_left(markers, m.end())
-            end_marker = markers[k] if k < len(markers) else -1
-        end = end_marker + len(label) + 14 if end_marker >= 0 else m.end()
-        yield m.start(), end, label
-
-
-def _private_keys(data: bytes, blocks: list[tuple[int, int, bytes]]) -> Iterator[Hit]:
-    for start, end, label in blocks:
-        if not label.endswith((b"PRIVATE KEY", b"PRIVATE KEY BLOCK")):
-            continue
-        header_end = start + len(label) + 16
-        if not _PEM_BODY.match(data, header_end):
-            continue  # a header without key material: prose about the format
-        before = data[max(0, start - 40) : start]
-        rule = "gcp-service-account-key" if b'"private_key"' in before else "private-key"
-        value = data[header_end:end].decode("ascii", "replace")
-        preview = f"-----BEGIN {label.decode()}-----… ({end - start} chars)"
-        yield Hit(rule, "secret", start, max(end, header_end), value, preview, 0)
-
-
-_URL_AUTH = re.compile(rb"([^\s:/@?#\[\]\"'<>]{1,128}):([^\s/@?#\"'<>]{1,256})@[A-Za-z0-9.-]+")
-_URL_REACH = 1 + 128 + 1 + 256 + 8  # from "://" to its "@": ":" user ":" password, and a margin
-_SCHEME_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-"
-
-
-_DUMMIES = re.compile(rb"xxx|\*\*\*|\.\.\.|example|placeholder|redacted|your|changeme")
-_DUMMY_WORDS = frozenset(
-    (b"password", b"passwd", b"pass", b"secret", b"token", b"none", b"null", b"true", b"false")
-)
-
-
-def _placeholder(value: bytes) -> bool:
-    """An obvious stand-in: a template, a variable, a mask or a well-known dummy word."""
-    if value[:1] in b"$<{%[(*" or len(set(value)) < 3 or value.isupper() and b"_" in value:
-        return True
-    low = value.lower()
-    return _DUMMIES.search(low) is not None or low in _DUMMY_WORDS
-
-
-def _schemes_before_at(data: bytes) -> Iterator[int]:
-    """The offsets of the ``://`` that a user and password could join to an ``@`` (at most
-    :data:`_URL_REACH` before it, as neither part holds an ``@``), ascending, each once. The
-    windows searched do not overlap, so the whole text is searched at most once."""
-    done = 0
-    at = data.find(b"@")
-    while at >= 0:
-        i = data.find(b"://", max(done, at - _URL_REACH), at)
-        while i >= 0:
-            yield i
-            i = data.find(b"://", i + 3, at)
-        done = at
-        at = data.find(b"@", at + 1)
-
-
-def _url_passwords(data: bytes) -> Iterator[Hit]:
-    for i in _schemes_before_at(data):
-        m = _URL_AUTH.match(data, i + 3)
-        if m and not _placeholder(m.group(2)):
-            before = data[max(0, i - 32) : i]
-            scheme = before[len(before.rstrip(_SCHEME_CHARS)) :].lstrip(b"0123456789+.-")
-            if scheme:
-                s, e = m.span(2)
-                preview = f"{scheme.decode()}://…:… (password of {e - s} chars)"
-                yield Hit("url-password", "secret", s, e, m.group(2).decode(), preview, 1)
-
-
-_KEYWORDS = (b"pass", b"pwd", b"secret", b"key", b"token")
-_KEY_NAMES = (
-    b"password", b"passwd", b"passphrase", b"pwd", b"_pass", b"secret", b"secret_key", b"secretkey",
-    b"api_key", b"apikey", b"private_key", b"access_token", b"auth_token", b"refresh_token", b"_token",
-)  # fmt: skip
-_KEY_ALONE = {b"pass", b"token"}
-# A keyword, the rest of the name, an assignment: each regex starts with its literal keyword, which
-# the regex engine finds with a fast substring search; only assignments reach Python code.
-_KEYWORD_RES = tuple(re.compile(w + rb"""([a-z0-9_.-]{0,64})["']?[ \t]*[=:]""") for w in _KEYWORDS)
-_NAME_CHARS = b"abcdefghijklmnopqrstuvwxyz0123456789_.-"
-_ASSIGN = re.compile(
-    rb"""["']?[ \t]*(?::=|=>|=|:)[ \t]*(?:"([^"\s]{4,256})"|'([^'\s]{4,256})'|([^\s"',;`]{8,256}))"""
-)
-
-
-def occurrences(data: bytes, word: bytes) -> list[int]:
-    """Every offset of ``word`` in ``data``, ascending."""
-    out: list[int] = []
-    find = data.find
-    i = find(word)
-    while i >= 0:
-        out.append(i)
-        i = find(word, i + 1)
-    return out
-
-
-def _keyword_matches(lower: bytes, n: int, secrets: list[int]) -> Iterator[re.Match[bytes]]:
-    """The matches of keyword regex ``n``. For ``secret`` its offsets, found already, are matched
-    one by one: besides the non-overlapping matches this yields the ones inside a match, which end
-    their name where it does (and are dropped as seen)."""
-    regex = _KEYWORD_RES[n]
-    if _KEYWORDS[n] != b"secret":
-        yield from regex.finditer(lower)
-        return
-    for i in secrets:
-        m = regex.match(lower, i)
-        if m is not None:
-            yield m
-
-
-def _assignments(data: bytes, lower: bytes, secrets: list[int]) -> Iterator[Hit]:
-    seen: set[int] = set()
-    for n in range(len(_KEYWORDS)):
-        for ahead in _keyword_matches(lower, n, secrets):
-            e = ahead.end(1)
-            if e in seen:
-                continue
-            seen.add(e)
-            at = ahead.start()
-            left = max(0, at - 64)
-            s = left + len(lower[left:at].rstrip(_NAME_CHARS))
-            name = lower[s:e].replace(b"-", b"_").replace(b".", b"_")
-            if not (name.endswith(_KEY_NAMES) or name in _KEY_ALONE):
-                continue
-            m = _ASSIGN.match(data, e)
-            if not m:
-                continue
-            group = m.lastindex or 3  # the one alternative that matched: "...", '...' or bare
-            value = m.group(group)
-            if _placeholder(value) or group == 3 and not _plain_secret(value):
-                continue
-            vs, ve = m.span(group)
-            preview = f"{data[s:e].decode()}=… ({ve - vs} chars)"
-            yield Hit("password-assignment", "secret", vs, ve, value.decode(), preview, 1)
-
-
-def _plain_secret(value: bytes) -> bool:
-    """An unquoted value that looks like a secret rather than code: letters and digits, no call."""
-    return bool(_count(value, _DIGITS)) and bool(_count(value, _UPPER + _LOWER)) and b"(" not in value
-
-
-# ------------------------------------------------------------------------------------ driver
-def _line_rules(data: bytes) -> list[list[Hit]]:
-    """The hits of the rules that stay within a line: token formats, AWS keys, high-entropy pieces
-    (PEM public blocks not yet left out), URL passwords, assignments; in that order."""
-    lower = data.lower()
-    secrets = occurrences(lower, b"secret")
-    tokens = _Tokens(data)
-    token_hits: list[Hit] = []
-    aws_hits: list[Hit] = []
-    entropy_hits: list[Hit] = []
-    if tokens.spans:
-        token_hits = list(_token_rules(tokens))
-        aws_hits = list(_aws_secrets(data, lower, tokens, secrets))
-        entropy_hits = list(_high_entropy(data, tokens, _Covered([])))
-    return [
-        token_hits,
-        aws_hits,
-        entropy_hits,
-        list(_url_passwords(data)),
-        list(_assignments(data, lower, secrets)),
-    ]
-
-
-def secret_hits(
-    data: bytes, clean: ParagraphMemo | None = None, record: ScanRecord | None = None
-) -> list[Hit]:
-    """Every secret-kind hit in ``data`` (an :func:`ascii_view`), overlapping ones included;
-    paragraphs in ``clean`` are skipped (see :func:`gitmem.model.guard_memo.by_paragraph`)."""
-    families = by_paragraph(data, _line_rules, clean, record)
-    token_hits, aws_hits, entropy_hits, url_hits, assignment_hits = families
-    blocks = list(pem_blocks(data)) if b"-----BEGIN " in data else []
-    if blocks:  # a certificate's or public key's body is not a secret
-        public = _Covered([(s, e) for s, e, label in blocks if b"PRIVATE" not in label])
-        if record is not None:
-            record.withheld.extend(h for h in entropy_hits if h.start in public)
-        entropy_hits = [h for h in entropy_hits if h.start not in public]
-    hits = token_hits + aws_hits + entropy_hits
-    if blocks:
-        hits.extend(_private_keys(data, blocks))
-    return hits + url_hits + assignment_hits

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pygit2
 
-from gitmem.push.pushcheck import ZERO, RefUpdate
+from gitmem.push.refupdates import ZERO, RefUpdate
 
 
 def moved_while_waiting(repo: pygit2.Repository, updates: Sequence[RefUpdate]) -> list[str]:

@@ -8,7 +8,7 @@ with ``mirror = true`` (:func:`add_replica`). Three things push to it, one at a 
 
 - the primary's post-receive shim, after every push (sh and git, no Python);
 - every history rewrite (redaction, compaction), once the primary's purge is proved
-  (:func:`after_rewrite`, registered in :data:`gitmem.audit.journal.AFTER_REWRITE_HOOKS`);
+  (:func:`after_rewrite`, registered in :data:`gitmem.events.AFTER_REWRITE` by ``gitmem.install_default_hooks``);
 - :func:`push_replicas` (``gitmem replica push``), for writes that did not come by push (the library,
   the server) and to catch up a replica that was unreachable.
 
@@ -380,13 +380,3 @@ def after_rewrite(store: StoreCore) -> None:
         return
     mark_purge_pending(store.path, [r.name for r in known])
     push_replicas(store.path)
-
-
-def _register() -> None:
-    from gitmem.audit import journal
-
-    if after_rewrite not in journal.AFTER_REWRITE_HOOKS:
-        journal.AFTER_REWRITE_HOOKS.append(after_rewrite)
-
-
-_register()

@@ -5,7 +5,7 @@ The shim (``gitmem/push/hooks/post-receive``) starts no Python: it writes one fi
 updates, the push time and the variables that say who pushed (:data:`SPOOLED_ENV` and the push
 options). :func:`drain` turns each into the
 push log line and the ledger entry the hook used to write at once (who pushed is decided by
-:func:`gitmem.push.hook.pusher`, as before); the index catches up from git by itself.
+:func:`gitmem.push.pushenv.pusher`, as before); the index catches up from git by itself.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def drain(store: StoreCore) -> int:
 
 
 def _drain_locked(store: StoreCore) -> int:
-    from gitmem.push import hook, pushcheck
+    from gitmem.push import postreceive, pushenv, refupdates
 
     done = 0
     with file_lock(store.gitmem_dir / SPOOL_LOCK):
@@ -127,27 +127,17 @@ def _drain_locked(store: StoreCore) -> int:
                 path.rename(path.with_name(path.name + ".bad"))
                 continue
             # What post_receive did at once, with the variables the shim saw.
-            updates = pushcheck.parse_updates(record.updates)
-            options = hook.push_options(record.env)
+            updates = refupdates.parse_updates(record.updates)
+            options = pushenv.push_options(record.env)
             trust = bool(store.settings.acl.get("trust_push_actor"))
-            actor = hook.pusher(record.env, options, trust) or hook.UNKNOWN
-            hook.update_index(store, updates)  # the ledger entry lists the versions the push brought
-            session = record.env.get(hook.SERVER_SESSION_ENV)
-            hook.record_push(store, updates, actor, options, session, when=record.time or None)
-            hook.record_push_in_ledger(
-                store, updates, actor, options, hook.push_id(record.updates), record.env
+            actor = pushenv.pusher(record.env, options, trust) or pushenv.UNKNOWN
+            postreceive.update_index(store, updates)  # the ledger entry lists the versions the push brought
+            session = record.env.get(pushenv.SERVER_SESSION_ENV)
+            postreceive.record_push(store, updates, actor, options, session, when=record.time or None)
+            postreceive.record_push_in_ledger(
+                store, updates, actor, options, pushenv.push_id(record.updates), record.env
             )
-            hook.record_push_flags(store, store.settings, updates, actor)
+            postreceive.record_push_flags(store, store.settings, updates, actor)
             path.unlink()
             done += 1
     return done
-
-
-def _register() -> None:
-    from gitmem.engine import core
-
-    if drain not in core.NEW_COMMIT_HOOKS:
-        core.NEW_COMMIT_HOOKS.append(drain)
-
-
-_register()

@@ -36,7 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gitmem import config
 from gitmem.errors import AmbiguousStoreError, AuthenticationError, GitmemError
-from gitmem.push.hook import SERVER_REVIEW_ENV, SERVER_SESSION_ENV
+from gitmem.push.pushenv import SERVER_REVIEW_ENV, SERVER_SESSION_ENV
 from gitmem.server import door
 from gitmem.server.tokens import Token, TokenStore
 from gitmem.store import resolve_store

@@ -144,11 +144,11 @@ def test_a_write_planned_before_an_erase_never_revives_the_proposal(
 ) -> None:
     """An erase lands between a proposal write's plan and its publish (another reviewer, another
     process): the write goes to a new proposal, the erased one stays erased, its ref stays gone."""
-    import gitmem.engine.batch as batch_mod
+    import gitmem.engine.pipeline as batch_mod
 
     gated.write("/leak.md", SECRET.decode() + "\n", session=A)
     (p,) = proposals.proposals(gated.core)
-    real = batch_mod._write_pygit2
+    real = batch_mod.write_chain
     erased: list[str] = []
 
     def write_then_erase(*args: Any, **kwargs: Any) -> Any:
@@ -157,7 +157,7 @@ def test_a_write_planned_before_an_erase_never_revives_the_proposal(
             erased.append(review.erase(gated.core, p.id, reviewer="user:rev", reason="secret").id)
         return out
 
-    monkeypatch.setattr(batch_mod, "_write_pygit2", write_then_erase)
+    monkeypatch.setattr(batch_mod, "write_chain", write_then_erase)
     gated.write("/late.md", "late note\n", session=A)
     monkeypatch.undo()
     assert erased

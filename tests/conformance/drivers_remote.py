@@ -34,7 +34,7 @@ from matrix import Cell
 
 from gitmem.engine import proposals as P
 from gitmem.model.caller import Caller
-from gitmem.push.hook import session_namespace
+from gitmem.push.pushenv import session_namespace
 from gitmem.store import resolve_store
 
 SSHD = "/usr/sbin/sshd"

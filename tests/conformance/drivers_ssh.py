@@ -19,7 +19,7 @@ from matrix import Cell
 from serverkit import free_port
 
 from gitmem.model.caller import Caller
-from gitmem.push.hook import session_namespace
+from gitmem.push.pushenv import session_namespace
 
 SSHD = "/usr/sbin/sshd"
 GITOLITE_SHELL = "/usr/share/gitolite3/gitolite-shell"

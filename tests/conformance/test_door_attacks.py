@@ -16,7 +16,7 @@ from gitmem.audit import review
 from gitmem.engine import proposals as P
 from gitmem.errors import ForbiddenError, NotFoundError
 from gitmem.model.caller import Caller
-from gitmem.push.hook import push_session, session_namespace
+from gitmem.push.pushenv import push_session, session_namespace
 from gitmem.sessions import revert_session
 from gitmem.store import BatchOp, Store
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gitmem.engine import ledger
-from gitmem.push import hook
+from gitmem.push import pushenv
 from gitmem.store import Store
 from tests.engine.test_identity import clone, commit, daemon, forged, git, gitmem_cli, ids, seeded
 
@@ -145,19 +145,19 @@ def test_forged_trailers_on_a_copy_over_git_daemon(seeded: Store, daemon: str, t
 def test_identity_values_become_valid_actors_or_nobody(value: str, actor: str | None) -> None:
     from gitmem.model.versions import validate_actor
 
-    got = hook.pusher({"REMOTE_USER": value}, [], False)
+    got = pushenv.pusher({"REMOTE_USER": value}, [], False)
     assert got == actor
     if got is not None:
         assert validate_actor(got) == got
 
 
 def test_a_blank_server_identity_falls_to_the_next_and_options_need_trust() -> None:
-    assert hook.pusher({"REMOTE_USER": " ", "GL_USERNAME": "gl"}, [], False) == "user:gl"
-    assert hook.pusher({"REMOTE_USER": "", "GITMEM_ACTOR": "user:me"}, [], False) == "user:me"
-    assert hook.pusher({}, ["actor=user:root"], False) is None
-    assert hook.pusher({}, ["actor=root\nx"], True) == "user:root_x"
-    assert hook.pusher({}, ["actor=user:"], True) is None
-    assert hook.identity_source({"REMOTE_USER": " ", "GL_USER": "g"}) == "GL_USER"
+    assert pushenv.pusher({"REMOTE_USER": " ", "GL_USERNAME": "gl"}, [], False) == "user:gl"
+    assert pushenv.pusher({"REMOTE_USER": "", "GITMEM_ACTOR": "user:me"}, [], False) == "user:me"
+    assert pushenv.pusher({}, ["actor=user:root"], False) is None
+    assert pushenv.pusher({}, ["actor=root\nx"], True) == "user:root_x"
+    assert pushenv.pusher({}, ["actor=user:"], True) is None
+    assert pushenv.identity_source({"REMOTE_USER": " ", "GL_USER": "g"}) == "GL_USER"
 
 
 def test_a_pushed_identity_with_a_newline_is_recorded_as_a_valid_actor(seeded: Store, tmp_path: Path) -> None:

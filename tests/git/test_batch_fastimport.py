@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem.engine import batch
+from gitmem.engine import batch, pipeline
 from gitmem.engine.batch import BatchOp, apply_batch
 
 
@@ -28,7 +28,7 @@ def _ops() -> list[BatchOp]:
 
 
 def _run(home: Path, minimum: int, monkeypatch: pytest.MonkeyPatch) -> tuple[gitmem.Store, batch.BatchResult]:
-    monkeypatch.setattr(batch, "FAST_IMPORT_MIN", minimum)
+    monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", minimum)
     store = gitmem.create_store("s", home=home)
     store.write("/base/old.md", "o")
     store.write("/dir/x.md", "x")

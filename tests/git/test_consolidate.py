@@ -11,7 +11,7 @@ import pytest
 
 import gitmem
 from gitmem.audit.verify import verify
-from gitmem.engine import batch, group
+from gitmem.engine import pipeline
 from gitmem.git import consolidate, intent
 from gitmem.git.repo import STORE_LOCK
 from tests.helpers import git
@@ -21,8 +21,7 @@ from tests.helpers import git
 def _every_write_a_pack(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lone writes keep loose objects; here every write publishes a pack of its own, as group
     commits and batches do, so that small packs pile up quickly."""
-    monkeypatch.setattr(group, "PACK_MIN", 1)
-    monkeypatch.setattr(batch, "PACK_MIN", 1)
+    monkeypatch.setattr(pipeline, "PACK_MIN", 1)  # group commits and batches alike
 
 
 def _packs(path: Path) -> list[Path]:

@@ -15,7 +15,7 @@ import pytest
 
 import gitmem
 from gitmem.audit.verify import verify
-from gitmem.engine import batch, group
+from gitmem.engine import pipeline
 from gitmem.git import consolidate
 from gitmem.git.repo import STORE_LOCK
 from tests.helpers import git
@@ -25,8 +25,7 @@ from tests.helpers import git
 def _every_write_a_pack(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lone writes keep loose objects; here every write publishes a pack of its own, as group
     commits and batches do, so that small packs pile up quickly."""
-    monkeypatch.setattr(group, "PACK_MIN", 1)
-    monkeypatch.setattr(batch, "PACK_MIN", 1)
+    monkeypatch.setattr(pipeline, "PACK_MIN", 1)  # group commits and batches alike
 
 
 def _merge(path: Path) -> int:
@@ -106,8 +105,8 @@ def test_readers_in_threads_never_fail_while_packs_are_merged(workspace: Path) -
 
 _WRITER = r"""
 import sys, gitmem
-from gitmem.engine import batch, group
-group.PACK_MIN = batch.PACK_MIN = 1  # every write a pack, as in this file's tests
+from gitmem.engine import pipeline
+pipeline.PACK_MIN = 1  # every write a pack, as in this file's tests
 from gitmem.git import consolidate
 from gitmem.git.repo import STORE_LOCK
 path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -313,10 +312,10 @@ def test_a_merge_that_cannot_run_does_not_fail_the_published_write(workspace: Pa
 
 _MERGING_WRITER = r"""
 import sys, gitmem
-from gitmem.engine import batch, group
-group.PACK_MIN = batch.PACK_MIN = 1  # every write a pack, as in this file's tests
-from gitmem.engine import batch, group
-group.PACK_MIN = batch.PACK_MIN = 1  # every write a pack, as in this file's tests
+from gitmem.engine import pipeline
+pipeline.PACK_MIN = 1  # every write a pack, as in this file's tests
+from gitmem.engine import pipeline
+pipeline.PACK_MIN = 1  # every write a pack, as in this file's tests
 from gitmem.git import consolidate
 from gitmem.git.repo import STORE_LOCK
 path = sys.argv[1]

@@ -25,7 +25,7 @@ import os, signal, sys, threading
 import gitmem
 from gitmem.git import intent
 from gitmem.git import repo as gitrepo
-from gitmem.engine import batch, group, index
+from gitmem.engine import batch, group, index, pipeline
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.git import packwriter
 
@@ -57,9 +57,9 @@ elif step == "record":  # the staged index record committed, after the ref moved
     index.StagedRecord.commit = wrap(index.StagedRecord.commit)
 elif step == "pack":  # the pack of a group or a batch: its .pack and .idx written, not flushed
     packwriter.install_pack = wrap(packwriter.install_pack)
-    group.PACK_MIN = 1  # every group writes a pack (a lone write too), however threads group
+    pipeline.PACK_MIN = 1  # every group writes a pack (a lone write too), however threads group
 if mode == "fastimport":
-    batch.FAST_IMPORT_MIN = 32  # git fast-import writes the pack, not gitmem
+    pipeline.FAST_IMPORT_MIN = 32  # git fast-import writes the pack, not gitmem
 store = gitmem.open_store(path)
 lock = threading.Lock()
 def ack(v):

@@ -219,9 +219,9 @@ def test_a_write_that_stored_content_a_redaction_then_purged_does_not_publish_it
     # The same through a group commit: its staged pack (PACK_MIN 1: a lone write is staged too),
     # or a lone write's loose objects (the copy it wrote was purged: before, the branch then
     # pointed at a missing blob).
-    from gitmem.engine import group
+    from gitmem.engine import pipeline
 
-    monkeypatch.setattr(group, "PACK_MIN", pack_min)
+    monkeypatch.setattr(pipeline, "PACK_MIN", pack_min)
     store = gitmem.create_store("notes", home=workspace)
     leaked = store.write("/secret", SECRET)
     assert leaked is not None

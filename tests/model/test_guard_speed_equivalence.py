@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem.model import guard, guard_memo, guard_pii, guard_rules
+from gitmem.model import guard, guard_memo, guard_pii, guard_rules, guard_secrets
 from gitmem.model.guard import MAX_FINDINGS, GuardPolicy, scan
 from gitmem.model.guard_rules import Hit
 
@@ -52,7 +52,7 @@ NEGATIVES = _negatives()
 
 # ------------------------------------------------------------------ the plain versions
 def ref_pem_blocks(data: bytes) -> Iterator[tuple[int, int, bytes]]:
-    for m in guard_rules._PEM_RE.finditer(data):
+    for m in guard_secrets._PEM_RE.finditer(data):
         label = m.group(1)
         end_marker = data.find(b"-----END " + label + b"-----", m.end())
         end = end_marker + len(label) + 14 if end_marker >= 0 else m.end()
@@ -72,7 +72,7 @@ def ref_aws_secrets(data: bytes, lower: bytes) -> Iterator[Hit]:
                 if (
                     b"aws" in context
                     and b"secret" in context
-                    and guard_rules._count(m.group(), b"0123456789")
+                    and guard_rules.count_of(m.group(), b"0123456789")
                 ):
                     value = m.group()
                     yield Hit(
@@ -111,10 +111,10 @@ def ref_url_passwords(data: bytes) -> Iterator[Hit]:
     if i < 0 or b"@" not in data:
         return
     while i >= 0:
-        m = guard_rules._URL_AUTH.match(data, i + 3)
-        if m and not guard_rules._placeholder(m.group(2)):
+        m = guard_secrets._URL_AUTH.match(data, i + 3)
+        if m and not guard_secrets._placeholder(m.group(2)):
             before = data[max(0, i - 32) : i]
-            scheme = before[len(before.rstrip(guard_rules._SCHEME_CHARS)) :].lstrip(b"0123456789+.-")
+            scheme = before[len(before.rstrip(guard_secrets._SCHEME_CHARS)) :].lstrip(b"0123456789+.-")
             if scheme:
                 s, e = m.span(2)
                 preview = f"{scheme.decode()}://…:… (password of {e - s} chars)"
@@ -124,24 +124,24 @@ def ref_url_passwords(data: bytes) -> Iterator[Hit]:
 
 def ref_assignments(data: bytes, lower: bytes) -> Iterator[Hit]:
     seen: set[int] = set()
-    for keyword in guard_rules._KEYWORD_RES:
+    for keyword in guard_secrets._KEYWORD_RES:
         for ahead in keyword.finditer(lower):
             at, e = ahead.start(), ahead.end(1)
             left = max(0, at - 64)
-            s = left + len(lower[left:at].rstrip(guard_rules._NAME_CHARS))
+            s = left + len(lower[left:at].rstrip(guard_secrets._NAME_CHARS))
             if e in seen:
                 continue
             seen.add(e)
             name = lower[s:e].decode().replace("-", "_").replace(".", "_")
-            names = tuple(k.decode() for k in guard_rules._KEY_NAMES)
+            names = tuple(k.decode() for k in guard_secrets._KEY_NAMES)
             if not (name.endswith(names) or name in {"pass", "token"}):
                 continue
-            m = guard_rules._ASSIGN.match(data, e)
+            m = guard_secrets._ASSIGN.match(data, e)
             if not m:
                 continue
             group = 1 if m.group(1) else 2 if m.group(2) else 3
             value = m.group(group)
-            if ref_placeholder(value) or group == 3 and not guard_rules._plain_secret(value):
+            if ref_placeholder(value) or group == 3 and not guard_secrets._plain_secret(value):
                 continue
             vs, ve = m.span(group)
             preview = f"{data[s:e].decode()}=… ({ve - vs} chars)"
@@ -159,16 +159,16 @@ def ref_placeholder(value: bytes) -> bool:
 
 
 def ref_private_keys(data: bytes) -> Iterator[Hit]:
-    return guard_rules._private_keys(data, list(ref_pem_blocks(data)))
+    return guard_secrets._private_keys(data, list(ref_pem_blocks(data)))
 
 
 def ref_secret_hits(data: bytes) -> list[Hit]:
     hits: list[Hit] = []
     lower = data.lower()
     pem = b"-----BEGIN " in data
-    tokens = guard_rules._Tokens(data)
+    tokens = guard_rules.Tokens(data)
     if tokens.spans:
-        hits.extend(guard_rules._token_rules(tokens))
+        hits.extend(guard_rules.token_rules(tokens))
         hits.extend(ref_aws_secrets(data, lower))
         public = [(s, e) for s, e, label in ref_pem_blocks(data) if b"PRIVATE" not in label] if pem else []
         hits.extend(ref_high_entropy(data, tokens, public))
@@ -247,7 +247,7 @@ def fast_scan(text: str) -> list[tuple[str, int, int, str]]:
 def assert_same(text: str) -> None:
     data = guard_rules.ascii_view(text)
     guard_rules._NOT_RANDOM.clear()  # the cache must not decide anything either way
-    assert guard_rules.secret_hits(data) == ref_secret_hits(data)
+    assert guard_secrets.secret_hits(data) == ref_secret_hits(data)
     assert guard_pii.pii_hits(data) == ref_pii_hits(data)
     assert fast_scan(text) == ref_scan(text)
 
@@ -360,15 +360,15 @@ def scanned_by(func: Any, data: bytes) -> int:
 
 def test_pem_headers_without_an_end_are_read_once() -> None:
     data = b"-----BEGIN X-----\n" * 2000 + b"-----BEGIN Y-----" * 2000
-    scanned = scanned_by(lambda d: list(guard_rules.pem_blocks(d)), data)
+    scanned = scanned_by(lambda d: list(guard_secrets.pem_blocks(d)), data)
     assert scanned <= 12 * len(data)  # a search to the end per header would be 4000 times it
-    assert list(guard_rules.pem_blocks(data)) == list(ref_pem_blocks(data))
+    assert list(guard_secrets.pem_blocks(data)) == list(ref_pem_blocks(data))
 
 
 def test_many_distinct_pem_labels_are_read_once() -> None:
     data = b"".join(b"-----BEGIN L%d-----\n" % n for n in range(3000)) + b"-----END L2999-----"
-    assert scanned_by(lambda d: list(guard_rules.pem_blocks(d)), data) <= 12 * len(data)
-    assert list(guard_rules.pem_blocks(data)) == list(ref_pem_blocks(data))
+    assert scanned_by(lambda d: list(guard_secrets.pem_blocks(d)), data) <= 12 * len(data)
+    assert list(guard_secrets.pem_blocks(data)) == list(ref_pem_blocks(data))
 
 
 def test_urls_and_at_signs_are_read_once() -> None:
@@ -378,19 +378,19 @@ def test_urls_and_at_signs_are_read_once() -> None:
         b"a://b:c@" * 10_000,
         b"://a:b" * 10_000 + b"@" * 10_000,
     ):
-        assert scanned_by(lambda d: list(guard_rules._url_passwords(d)), data) <= 3 * len(data)
+        assert scanned_by(lambda d: list(guard_secrets._url_passwords(d)), data) <= 3 * len(data)
 
 
 def test_aws_context_is_read_back_a_bounded_way_on_one_long_line() -> None:
     key = b"AbCdEfGhIjKlMnOpQrStUvWxYz0123456789/+Ab"
     data = b"aws secret " + (key + b" ") * 3000  # one line, 3000 candidates
-    tokens = guard_rules._Tokens(data)
-    secrets = guard_rules.occurrences(data.lower(), b"secret")
-    hits = list(guard_rules._aws_secrets(data, data.lower(), tokens, secrets))
+    tokens = guard_rules.Tokens(data)
+    secrets = guard_secrets.occurrences(data.lower(), b"secret")
+    hits = list(guard_rules.aws_secrets(data, data.lower(), tokens, secrets))
     assert [h.start for h in hits] == [h.start for h in ref_aws_secrets(data, data.lower())]
     counting = Counting(data)
     Counting.scanned = 0
-    list(guard_rules._aws_secrets(counting, data.lower(), guard_rules._Tokens(data), secrets))
+    list(guard_rules.aws_secrets(counting, data.lower(), guard_rules.Tokens(data), secrets))
     assert Counting.scanned <= 130 * 3000  # 120 characters back per key, not to the line's start
 
 

@@ -15,7 +15,7 @@ import pytest
 from gitmem import config
 from gitmem.engine import ledger
 from gitmem.errors import ConflictError, InvalidInputError
-from gitmem.push import hook, hookinstall, pushcheck
+from gitmem.push import hook, hookinstall, postreceive, pushenv, refupdates
 from gitmem.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,14 +61,14 @@ def seeded(store: Store) -> Store:
 
 def test_parse_updates_reads_lines_and_refuses_garbage() -> None:
     text = f"{Z} {'a' * 40} refs/heads/main\n\n{'b' * 40} {Z} refs/heads/x y\n"
-    ups = pushcheck.parse_updates(text)
+    ups = refupdates.parse_updates(text)
     assert ups == [
-        pushcheck.RefUpdate(Z, "a" * 40, "refs/heads/main"),
-        pushcheck.RefUpdate("b" * 40, Z, "refs/heads/x y"),
+        refupdates.RefUpdate(Z, "a" * 40, "refs/heads/main"),
+        refupdates.RefUpdate("b" * 40, Z, "refs/heads/x y"),
     ]
     assert ups[0].is_create and ups[1].is_delete and ups[0].scope == "main"
     with pytest.raises(InvalidInputError, match="line 1"):
-        pushcheck.parse_updates("abc def refs/heads/main\n")
+        refupdates.parse_updates("abc def refs/heads/main\n")
 
 
 def test_plain_git_commit_is_accepted(seeded: Store) -> None:
@@ -206,7 +206,7 @@ def test_post_receive_indexes_plain_commits_and_logs_the_push(seeded: Store) -> 
     new = commit(seeded.core.repo, seeded.core.tip("main"), {"a.md": b"alpha 2", "b.md": b"beta"})
     seeded.core.repo.references["refs/heads/main"].set_target(new)
     env = {"GITMEM_ACTOR": "user:alice", "GIT_PUSH_OPTION_COUNT": "1", "GIT_PUSH_OPTION_0": "ci=1"}
-    assert hook.post_receive(seeded.core.repo, f"{old} {new} refs/heads/main\n", env) == []
+    assert postreceive.post_receive(seeded.core.repo, f"{old} {new} refs/heads/main\n", env) == []
     rows = seeded.core.index.db.execute(
         "SELECT path, operation, actor FROM versions WHERE commit_id=? ORDER BY path", (new,)
     ).fetchall()
@@ -258,7 +258,7 @@ def test_hook_reads_settings_through_a_cache_that_follows_the_file(seeded: Store
     new = commit(seeded.core.repo, seeded.core.tip("main"), {"n.md": b"n"})
     text = f"{tip(seeded)} {new} refs/heads/main\n"
     assert check(seeded, text) == []
-    assert (seeded.core.gitmem_dir / hook.SETTINGS_CACHE).exists()
+    assert (seeded.core.gitmem_dir / pushenv.SETTINGS_CACHE).exists()
     seeded.update_settings(archived_at="2026-01-01T00:00:00Z")
     assert "archived" in check(seeded, text)[0]
 

@@ -64,10 +64,10 @@ def test_spooled_push_is_recorded_by_the_next_open_once(store: Store, tmp_path: 
     # The machine may die here: the next gitmem process records the push, the index catches up.
     with gitmem.open_store(path) as s:
         (record,) = _pushes(s)
-        from gitmem.push import hook
+        from gitmem.push import pushenv
 
         # the hook's own rules decide who pushed, from the variables the shim recorded
-        expected = hook.pusher({"GITMEM_ACTOR": "user:bob\nforged"}, [], False)
+        expected = pushenv.pusher({"GITMEM_ACTOR": "user:bob\nforged"}, [], False)
         assert (record["new"], record["actor"]) == (new, expected)
         assert len(ledger.entries(s.core, kind="push")) == 1
         assert s.read("/b.md").content == "pushed b.md\n"
@@ -123,12 +123,16 @@ def test_parse_refuses_what_is_not_a_whole_record(text: str) -> None:
 
 
 def test_the_shim_records_every_variable_the_hook_reads() -> None:
-    from gitmem.push import hook
+    from gitmem.push import pushenv
 
     shim = (Path(spool.__file__).parent / "hooks" / "post-receive").read_text()
     line = next(x for x in shim.splitlines() if x.strip().startswith("for var in "))
     recorded = set(line.split("in", 1)[1].split(";")[0].split())
-    assert set(spool.SPOOLED_ENV) == {*hook.SERVER_IDENTITY, hook.CLIENT_IDENTITY, hook.SERVER_SESSION_ENV}
+    assert set(spool.SPOOLED_ENV) == {
+        *pushenv.SERVER_IDENTITY,
+        pushenv.CLIENT_IDENTITY,
+        pushenv.SERVER_SESSION_ENV,
+    }
     assert recorded == {*spool.SPOOLED_ENV, "GIT_PUSH_OPTION_COUNT"}
 
 

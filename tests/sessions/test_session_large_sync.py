@@ -8,13 +8,13 @@ import pytest
 
 import gitmem
 from gitmem import sessions
-from gitmem.engine import batch
+from gitmem.engine import batch, pipeline
 
 
 def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(batch, "FAST_IMPORT_MIN", 32)  # this sync's 45 versions go through fast-import
+    monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 32)  # this sync's 45 versions go through fast-import
     with gitmem.create_store("big", home=workspace) as store:
         batch.apply_batch(
             store.core, [batch.BatchOp("write", f"/d/m{i}.md", f"memory {i}\n") for i in range(60)]
@@ -36,7 +36,7 @@ def test_large_sync_with_renames_edits_deletes_and_a_concurrent_write(
     report = sessions.sync_session("sesn_big", home=workspace)
 
     versions = report.mounts[0].versions
-    assert len(versions) == 20 + 10 + 5 + 10 > batch.FAST_IMPORT_MIN
+    assert len(versions) == 20 + 10 + 5 + 10 > pipeline.FAST_IMPORT_MIN
     assert {v.session for v in versions} == {"sesn_big"}
     with gitmem.open_store("big", home=workspace) as store:
         assert store.read("/d/m3.md").content == "memory 3, edited\n"

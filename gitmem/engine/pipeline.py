@@ -1,0 +1,283 @@
+"""The commit pipeline: plan -> objects -> one flush -> ref compare-and-swap -> index record -> ledger.
+
+Every write of the library runs through :func:`commit`, once per attempt of one loop: read the
+tip of the target ref, plan each item against one state (each sees the ones before it; the
+limits, the deny-list and the guard check every change), take the store-bytes lock when the
+changes could push the store past ``max_store_bytes`` together with other scopes, write the
+objects of the chain (loose, one pack, or ``git fast-import`` for huge batches), refuse what a
+redaction deny-listed meanwhile, then publish the chain on the :class:`Sink` with one flush and one
+compare-and-swap; the index record is staged during the flush and committed once the ref moved
+(gitmem.engine.writer.publish_recorded), and flagged versions get their ``flag`` ledger entry. A
+lost race re-plans against the new tip.
+
+The front ends bring items and take answers: group commit (gitmem.engine.group: many callers,
+one scope), batches (gitmem.engine.batch: one caller, many operations) and proposals
+(gitmem.engine.proposals: the same pipeline on a proposal's ref, a :class:`Sink` of its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pygit2
+
+from gitmem.config import Limits
+from gitmem.engine.core import StoreCore
+from gitmem.engine.guard import flag_trailer, record_flags
+from gitmem.engine.overlay import BatchState
+from gitmem.engine.rows import VersionRow
+from gitmem.engine.writer import (
+    MAX_ATTEMPTS,
+    Change,
+    ScopeState,
+    backoff,
+    check_limits,
+    commit_change,
+    current_size,
+    denied_since_planned,
+    make_row,
+    publish_recorded,
+    store_bytes_lock,
+)
+from gitmem.errors import ConflictError
+from gitmem.git.fastimport import Pending, write_commits
+from gitmem.ids import new_id
+from gitmem.model.versions import format_message
+
+# From this many versions on, ``git fast-import`` writes the pack (it deltas, and holds less in
+# memory); below, two versions or more are staged in memory and written as one pack in-process
+# (two files for the flush to carry instead of five or six loose files a version), which spares
+# spawning git and reparsing the stream; a single version stays loose.
+FAST_IMPORT_MIN = 20_000
+PACK_MIN = 2
+
+
+@dataclass
+class Item:
+    """One write to plan: its planner (``state -> Change | None``), who writes it, its limits, and
+    the version id a write queued by another process carries."""
+
+    plan: Callable[[ScopeState], Change | None]
+    actor: str
+    session: str | None
+    limits: Limits
+    version_id: str | None = None
+
+
+@dataclass
+class Committed:
+    """What one run of the pipeline did: ``changes`` (item index, change) in chain order with their
+    ``rows``; ``outcome`` for the items that planned nothing (None) or were refused (the error);
+    ``head`` the new tip (None: nothing to commit, the ref did not move)."""
+
+    tip: pygit2.Oid | None
+    head: pygit2.Oid | None = None
+    changes: list[tuple[int, Change]] = field(default_factory=list)
+    rows: list[VersionRow] = field(default_factory=list)
+    outcome: dict[int, BaseException | None] = field(default_factory=dict)
+
+
+class Sink:
+    """Where a chain is published: a scope's branch, with its index record (this class), or a
+    proposal's ref (gitmem.engine.proposals.ProposalSink)."""
+
+    #: Whether the chain counts toward ``max_store_bytes`` (the store-bytes lock may be needed).
+    counts_store_bytes = True
+
+    def __init__(self, store: StoreCore, scope: str) -> None:
+        self.store, self.scope = store, scope
+
+    def tip(self) -> pygit2.Oid | None:
+        return self.store.tip(self.scope)
+
+    def state(self, tip: pygit2.Oid | None) -> ScopeState:
+        return BatchState(self.store, self.scope, tip)
+
+    def publish(
+        self,
+        tip: pygit2.Oid | None,
+        head: pygit2.Oid,
+        written: list[pygit2.Oid],
+        rows: list[VersionRow],
+        contents: dict[str, bytes],
+    ) -> bool | None:
+        """Move the ref ``tip -> head`` (one flush, one compare-and-swap); False: a lost race (plan
+        again), None: the sink moved elsewhere (plan again on its new tip)."""
+        return publish_recorded(self.store, self.scope, tip, head, written, rows, contents)
+
+
+def commit(
+    store: StoreCore,
+    scope: str,
+    gather: Callable[[pygit2.Oid | None], Sequence[Item | None]],
+    *,
+    sink: Sink | None = None,
+    catch: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    reviewed_by: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    held: contextlib.ExitStack | None = None,
+    what: str = "write",
+    flag_each: bool = False,
+) -> Committed:
+    """Plan, write and publish the items ``gather(tip)`` gives (None: an item answered elsewhere)
+    until the ref moves or nothing is left to commit; re-planned on a lost race. An item whose
+    planner or limits raise ``catch`` is refused (its error in ``outcome``), others propagate.
+    ``held`` keeps the store-bytes lock when the caller holds other locks with it. The guard's
+    ``flag`` ledger entry is one for the chain (one caller), or one per item with ``flag_each``
+    (a group of callers)."""
+    sink = sink or Sink(store, scope)
+    with contextlib.ExitStack() as own:
+        held = held if held is not None else own
+        locked = False
+        for attempt in range(MAX_ATTEMPTS):
+            tip = sink.tip()
+            state = sink.state(tip)
+            items = gather(tip)
+            done = _plan(store, state, items, catch, progress)
+            if sink.counts_store_bytes:
+                limits = next((i.limits for i in items if i is not None), None)
+                if limits is not None and state.delta_bytes > limits.max_memory_bytes:
+                    # Growth by more than one memory's worth races like several writers.
+                    state.needs_store_lock = True
+                if state.needs_store_lock and not locked:
+                    held.enter_context(store_bytes_lock(store))
+                    locked = True
+                    # Only the store's total can have changed under us (this ref's tip is checked
+                    # by the compare-and-swap): re-plan only when it now leaves no room.
+                    if limits is None or not _fits_now(sink, tip, state, limits):
+                        continue
+            done.tip = tip
+            if not done.changes:
+                return done
+            now = int(time.time())
+            planned = [(items[n], c) for n, c in done.changes]
+            head, rows, written = write_chain(store, scope, tip, planned, now, reviewed_by)
+            if denied_since_planned(store, rows):
+                continue  # redacted meanwhile: re-planned, that write is refused
+            contents = {r.blob: c.data for r, (_i, c) in zip(rows, planned, strict=True) if r.blob and c.data}
+            moved = sink.publish(tip, head, written, rows, contents)
+            if moved:
+                if flag_each:
+                    for (item, change), row in zip(planned, rows, strict=True):
+                        assert item is not None
+                        record_flags(store, scope, [change], [row], item.actor, item.session)
+                else:
+                    first = planned[0][0]
+                    assert first is not None
+                    record_flags(store, scope, [c for _i, c in planned], rows, first.actor, first.session)
+                done.head, done.rows = head, rows
+                return done
+            if moved is False:
+                backoff(attempt)
+    raise ConflictError(
+        f"could not {what} to scope {scope!r}: the ref kept moving ({MAX_ATTEMPTS} attempts); try again"
+    )
+
+
+def _plan(
+    store: StoreCore,
+    state: ScopeState,
+    items: Sequence[Item | None],
+    catch: type[BaseException] | tuple[type[BaseException], ...],
+    progress: Callable[[int, int], None] | None,
+) -> Committed:
+    done = Committed(state.tip)
+    for n, item in enumerate(items):
+        if item is None:
+            continue
+        try:
+            change = item.plan(state)
+            if change is not None:
+                check_limits(store, state, change, item.limits)
+        except catch as exc:  # this item's error (a precondition, a limit, a bug)
+            done.outcome[n] = exc
+            continue
+        if change is None:
+            done.outcome[n] = None
+        else:
+            state.applied(change, current_size(state, change))
+            done.changes.append((n, change))
+        if progress is not None:
+            progress(n + 1, len(items))
+    return done
+
+
+def _fits_now(sink: Sink, tip: pygit2.Oid | None, state: ScopeState, limits: Limits) -> bool:
+    """Whether the chain planned on ``state`` still fits ``max_store_bytes`` at every step, counted
+    afresh over every scope (under the store-bytes lock), with the ref still at ``tip``."""
+    if sink.tip() != tip:
+        return False
+    fresh = ScopeState(sink.store, sink.scope, tip).store_bytes(exact=True)
+    peak = state.peak_delta if isinstance(state, BatchState) else max(state.delta_bytes, 0)
+    return bool(fresh + peak <= limits.max_store_bytes)
+
+
+def write_chain(
+    store: StoreCore,
+    scope: str,
+    tip: pygit2.Oid | None,
+    planned: Sequence[tuple[Item | None, Change]],
+    now: int,
+    reviewed_by: str | None = None,
+) -> tuple[pygit2.Oid, list[VersionRow], list[pygit2.Oid]]:
+    """Write the commits of ``planned`` on top of ``tip`` (the ref is not moved): their head, their
+    index rows and the objects written (for the flush)."""
+    if len(planned) >= FAST_IMPORT_MIN:
+        head, imported = _write_fast_import(store, scope, tip, planned, now, reviewed_by)
+        return (
+            head,
+            imported,
+            [pygit2.Oid(hex=r.commit_id) for r in imported],
+        )  # in one pack: the commits tell
+    state = ScopeState(store, scope, tip)
+    written: list[pygit2.Oid] = []
+    parent = tip
+    rows: list[VersionRow] = []
+    staging = store.staged() if len(planned) >= PACK_MIN else contextlib.nullcontext()
+    with staging as stage:
+        for item, change in planned:
+            assert item is not None
+            parent, row = commit_change(
+                store, state, change, parent, item.actor, item.session, now, written,
+                reviewed_by=reviewed_by, version_id=item.version_id,
+            )  # fmt: skip
+            rows.append(row)
+            if stage is not None:
+                stage.write_if_large()
+        if stage is not None and not denied_since_planned(store, rows):
+            stage.write()
+    assert parent is not None
+    return parent, rows, written
+
+
+def _write_fast_import(
+    store: StoreCore,
+    scope: str,
+    tip: pygit2.Oid | None,
+    planned: Sequence[tuple[Item | None, Change]],
+    now: int,
+    reviewed_by: str | None = None,
+) -> tuple[pygit2.Oid, list[VersionRow]]:
+    version_ids = [(item.version_id if item else None) or new_id("memver") for item, _c in planned]
+    pending = []
+    for (item, change), vid in zip(planned, version_ids, strict=True):
+        assert item is not None
+        files: list[tuple[str, bytes | None]] = []
+        if change.previous_path is not None and change.previous_path != change.path:
+            files.append((change.previous_path[1:], None))
+        files.append((change.path[1:], change.data))
+        message = format_message(
+            change.operation, change.path, vid, change.memory_id, item.actor, item.session,
+            change.previous_path, change.reverts, flag=flag_trailer(change.flags), reviewed_by=reviewed_by,
+        )  # fmt: skip
+        pending.append(Pending(message, item.actor, now, files))
+    commits = write_commits(store, pending, tip)
+    out = []
+    for (item, change), vid, c in zip(planned, version_ids, commits, strict=True):
+        assert item is not None
+        blob = pygit2.hash(change.data) if change.data is not None else None
+        out.append(make_row(scope, change, vid, item.actor, item.session, now, blob, c))
+    return commits[-1], out
