@@ -140,13 +140,21 @@ def test_the_value_types_come_back_from_the_store(store: gitmem.Store) -> None:
 
 
 def _public(cls: type) -> dict[str, object]:
-    return {name: value for name, value in vars(cls).items() if not name.startswith("_")}
+    """The public attributes of ``cls`` and of the pieces it is assembled from (gitmem/facade/)."""
+    out: dict[str, object] = {}
+    for base in reversed(cls.__mro__[:-1]):  # object's own attributes are not the facade's
+        out.update({name: value for name, value in vars(base).items() if not name.startswith("_")})
+    return out
 
 
 def _hints(fn: Callable[..., object]) -> dict[str, object]:
-    # Resolve the string annotations (PEP 563) against the facade's module plus the exported types,
-    # which store.py imports only for type checking.
-    names = {**vars(gitmem.store), **{n: getattr(gitmem, n) for n in VALUE_TYPES}}
+    # Resolve the string annotations (PEP 563) against the module defining ``fn`` (a piece of
+    # gitmem/facade/) plus the exported types, which the facade imports only for type checking.
+    names = {
+        **vars(gitmem.store),
+        **getattr(fn, "__globals__", {}),
+        **{n: getattr(gitmem, n) for n in VALUE_TYPES},
+    }
     return typing.get_type_hints(fn, globalns=names)
 
 
@@ -179,5 +187,6 @@ def test_signatures_are_spelled_out_and_typed(fn: Callable[..., object]) -> None
     "name", sorted(n for n, v in _public(gitmem.Store).items() if isinstance(v, property))
 )
 def test_properties_are_typed(name: str) -> None:
-    prop = vars(gitmem.Store)[name]
+    prop = _public(gitmem.Store)[name]
+    assert isinstance(prop, property)
     assert "return" in _hints(prop.fget)

@@ -1,0 +1,178 @@
+"""History verbs of :class:`gitmem.Store`: versions, diffs, restore, redaction, batches, search."""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from gitmem.engine.batch import BatchOp, BatchResult
+from gitmem.model.caller import Caller
+
+if TYPE_CHECKING:
+    from gitmem.audit.redact import Redaction
+    from gitmem.engine.core import StoreCore
+    from gitmem.engine.hybrid import SearchResults
+    from gitmem.model.versions import Version
+
+
+class History:
+    """History verbs (mixed into :class:`gitmem.Store`)."""
+
+    _core: StoreCore
+
+    def versions(
+        self,
+        path: str | None = None,
+        *,
+        memory_id: str | None = None,
+        scope: str | None = None,
+        session: str | None = None,
+        actor: str | None = None,
+        operation: str | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[Version]:
+        """Versions, newest first, filtered by path/memory, scope, session, actor, operation, time."""
+        from gitmem.engine import history
+
+        return history.versions(
+            self._core,
+            path,
+            memory_id=memory_id,
+            scope=scope,
+            session=session,
+            actor=actor,
+            operation=operation,
+            since=since,
+            until=until,
+            limit=limit,
+        )
+
+    def version(self, version_id: str, *, scope: str | None = None) -> Version:
+        """One version by id; ``scope`` picks that scope's row of a version forked scopes share
+        (without it: main first, then by scope name)."""
+        from gitmem.engine import history
+
+        return history.version(self._core, version_id, scope)
+
+    def diff(self, old_id: str, new_id: str | None = None) -> str:
+        """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``)."""
+        from gitmem.engine import history
+
+        return history.diff(self._core, old_id, new_id)
+
+    def diff_at(self, start: str, end: str, *, scope: str = "main") -> str:
+        """The whole scope's unified diff between two moments (times, versions or commits): what
+        ``git diff`` of the two trees prints (docs/point-in-time.md)."""
+        from gitmem.engine import past
+
+        return past.diff_between(self._core, scope, start, end)
+
+    def restore(
+        self,
+        version_id: str,
+        *,
+        actor: str | None = None,
+        session: str | None = None,
+        scope: str | None = None,
+        caller: Caller | None = None,
+    ) -> Version | None:
+        """Write an old version's content back as a new version (no history rewrite), in ``scope``
+        (default: the scope :meth:`version` answers for)."""
+        from gitmem.engine import history
+
+        return history.restore(
+            self._core, version_id, actor=actor, session=session, scope=scope, caller=caller
+        )
+
+    def redact(
+        self, version_id: str, *, reason: str, actor: str | None = None, caller: Caller | None = None
+    ) -> Redaction:
+        """Erase a version's content from history, keeping who and when (see docs/security.md).
+        With a ``caller``: it needs the ``redact`` right, may not be in review mode and must be able
+        to write every scope whose history holds that content (docs/access.md)."""
+        from gitmem.audit import redact
+
+        return redact.redact(self._core, version_id, reason=reason, actor=actor, caller=caller)
+
+    def redact_pattern(
+        self,
+        pattern: str,
+        *,
+        reason: str,
+        scope: str | None = None,
+        actor: str | None = None,
+        dry_run: bool = False,
+        caller: Caller | None = None,
+    ) -> Redaction:
+        """Redact every match of ``pattern`` in history (``scope`` only when given)."""
+        from gitmem.audit import redact
+
+        return redact.redact_pattern(
+            self._core, pattern, reason=reason, scope=scope, actor=actor, dry_run=dry_run, caller=caller
+        )
+
+    def batch(
+        self,
+        ops: builtins.list[BatchOp],
+        *,
+        scope: str = "main",
+        actor: str | None = None,
+        session: str | None = None,
+        skip_refused: bool = False,
+        caller: Caller | None = None,
+    ) -> BatchResult:
+        """Apply ``ops`` (:class:`BatchOp`) in order as one version each, moving the scope once
+        (a review-mode ``caller``: onto its proposal); ``skip_refused`` keeps going past refusals."""
+        from gitmem.engine.batch import apply_batch
+
+        return apply_batch(
+            self._core,
+            ops,
+            scope=scope,
+            actor=actor,
+            session=session,
+            skip_refused=skip_refused,
+            caller=caller,
+        )
+
+    def check_writable(self) -> None:
+        """ForbiddenError when nothing may be written: an archived store, or a read-only clone."""
+        self._core.check_writable()
+
+    def redaction_receipt(self, redaction_id: str) -> dict[str, Any]:
+        """The tlog-proof receipt of a redaction, ``pending`` until the witnesses' quorum cosigned
+        (docs/transparency.md#receipts)."""
+        from gitmem.audit import redaction_receipts as rr
+
+        return rr.receipt(self._core, redaction_id, rr.workspace_policy(self._core)).to_dict()
+
+    def search(
+        self,
+        query: str,
+        *,
+        scope: str = "main",
+        limit: int = 10,
+        path_prefix: str | None = None,
+        raw: bool = False,
+        caller: Caller | None = None,
+        mode: str = "lexical",
+        at: str | None = None,
+    ) -> SearchResults:
+        """Memories at the head of ``scope`` matching ``query``, best first. ``mode``: ``lexical``,
+        ``semantic``, ``hybrid`` or ``auto`` (docs/search.md); the result's ``mode`` says which answered.
+        With ``at``: lexical search over the scope as it was then (docs/point-in-time.md)."""
+        from gitmem.engine import access, hybrid
+
+        access.admit_read(self._core, caller, scope)
+
+        if at is not None:
+            return hybrid.search_at(
+                self._core, query, scope=scope, at=at, limit=limit, path_prefix=path_prefix, mode=mode
+            )
+
+        return hybrid.search(
+            self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode
+        )
