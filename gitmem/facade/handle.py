@@ -19,13 +19,14 @@ from gitmem.engine.core import StoreCore
 from gitmem.engine.resolve import check_full_name_free, full_name_lock
 from gitmem.facade.history import History
 from gitmem.facade.memories import Memories
+from gitmem.facade.review import Review
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
 from gitmem.push import replica as _replica  # noqa: F401  (registers the push of rewrites to replicas)
 from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
 
-class Store(Memories, History):
+class Store(Memories, History, Review):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.

@@ -31,12 +31,29 @@ ERRORS = {
     "ForbiddenError": 6,
     "IntegrityError": 7,
 }
-VALUE_TYPES = {"Memory", "Prefix", "Redaction", "RedactionInfo", "SearchHit", "SearchResults", "Version"}
+VALUE_TYPES = {
+    "Memory",
+    "Prefix",
+    "Redaction",
+    "RedactionInfo",
+    "SearchHit",
+    "SearchResults",
+    "Version",
+    # review (docs/review.md)
+    "Accepted",
+    "Decision",
+    "Erased",
+    "PathDiff",
+    "Proposal",
+    "ProposalSummary",
+}
+CONSTANTS = {"PROPOSAL_STATUSES"}
 FUNCTIONS = {"create_store", "delete_store", "list_stores", "open_store"}
 
 # What a user may call on a Store. Adding to the facade is a decision: update this list and the
 # Python API section of docs/architecture.md together.
 STORE_SURFACE = {
+    "accept",
     "batch",
     "check_writable",
     "close",
@@ -44,6 +61,7 @@ STORE_SURFACE = {
     "create",
     "delete",
     "diff",
+    "erase_proposal",
     "diff_at",
     "insert",
     "id",
@@ -51,10 +69,18 @@ STORE_SURFACE = {
     "list",
     "name",
     "path",
+    "proposal",
+    "proposal_diff",
+    "proposal_has_chain",
+    "proposal_paths",
+    "proposal_summary",
+    "proposal_versions",
+    "proposals",
     "read",
     "redact",
     "redact_pattern",
     "redaction_receipt",
+    "reject",
     "rename",
     "restore",
     "scopes",
@@ -69,7 +95,7 @@ STORE_SURFACE = {
 
 
 def test_all_lists_exactly_the_names_tested_here() -> None:
-    assert set(gitmem.__all__) == set(ERRORS) | VALUE_TYPES | FUNCTIONS | {"Store"}
+    assert set(gitmem.__all__) == set(ERRORS) | VALUE_TYPES | CONSTANTS | FUNCTIONS | {"Store"}
     assert gitmem.__version__ == "0.1.0"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         gitmem.nope  # noqa: B018
