@@ -13,17 +13,20 @@ from typing import TYPE_CHECKING, Any
 from gitmem.engine.batch import BatchOp, BatchResult
 from gitmem.engine.core import delete_store, list_stores, store_path
 from gitmem.engine.resolve import StoreRef, all_refs, handle_path, resolve_store, stores_dir
+from gitmem.facade.files import blob_id
 from gitmem.facade.handle import Store, open_store
 from gitmem.facade.lifecycle import copy_store, create_store, restore_store
 
 if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
+    from gitmem.audit.restore import Restored
     from gitmem.audit.review import Accepted, Erased, PathDiff
     from gitmem.audit.review import Summary as ProposalSummary
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.proposals import STATUSES as PROPOSAL_STATUSES
     from gitmem.engine.proposals import Decision, Proposal
+    from gitmem.engine.revert import RevertItem, RevertResult
     from gitmem.engine.search import SearchHit
     from gitmem.model.versions import RedactionInfo, Version
 
@@ -42,6 +45,9 @@ VALUES = {
     "ProposalSummary": "gitmem.audit.review:Summary",
     "Redaction": "gitmem.audit.redact",
     "RedactionInfo": "gitmem.model.versions",
+    "Restored": "gitmem.audit.restore",
+    "RevertItem": "gitmem.engine.revert",
+    "RevertResult": "gitmem.engine.revert",
     "SearchHit": "gitmem.engine.search",
     "SearchResults": "gitmem.engine.hybrid",
     "Version": "gitmem.model.versions",
@@ -74,12 +80,16 @@ __all__ = [
     "ProposalSummary",
     "Redaction",
     "RedactionInfo",
+    "Restored",
+    "RevertItem",
+    "RevertResult",
     "SearchHit",
     "SearchResults",
     "Store",
     "StoreRef",
     "Version",
     "all_refs",
+    "blob_id",
     "copy_store",
     "create_store",
     "delete_store",

@@ -8,8 +8,7 @@ import typer
 
 from gitmem.cli import common
 from gitmem.engine import hybrid
-from gitmem.engine.search import SearchHit
-from gitmem.store import Store
+from gitmem.store import SearchHit, Store
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 QueryArg = Annotated[str, typer.Argument(help='Words (all must match), "quoted phrases" and prefix* terms.')]

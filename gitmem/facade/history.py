@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from gitmem.audit.redact import Redaction
     from gitmem.engine.core import StoreCore
     from gitmem.engine.hybrid import SearchResults
+    from gitmem.engine.revert import RevertResult
     from gitmem.model.versions import Version
 
 
@@ -175,4 +176,24 @@ class History:
 
         return hybrid.search(
             self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode
+        )
+
+    def revert_session(
+        self,
+        session_id: str,
+        *,
+        scope: str | None = None,
+        dry_run: bool = False,
+        actor: str | None = None,
+        session: str | None = None,
+        caller: Caller | None = None,
+    ) -> RevertResult:
+        """Undo every version ``session_id`` wrote (in ``scope``, or every scope) as new versions:
+        prior content back, created memories deleted, deleted ones recreated under their ids.
+        ``caller`` (docs/access.md): a scope-confined caller reverts in its scope only, a
+        review-mode caller's revert becomes its proposal, a read-only one is refused."""
+        from gitmem.engine.revert import revert_session
+
+        return revert_session(
+            self._core, session_id, scope=scope, dry_run=dry_run, actor=actor, session=session, caller=caller
         )

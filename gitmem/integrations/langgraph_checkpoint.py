@@ -44,11 +44,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from gitmem.engine import shortterm
-from gitmem.engine.batch import BatchOp
 from gitmem.errors import IntegrityError, InvalidInputError
 from gitmem.integrations.common import decode_segment, encode_segment, store_lock, valid_identity, valid_scope
 from gitmem.model.reserved import CHECKPOINTS
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store
 
 __all__ = ["GitmemSaver"]
 

@@ -38,7 +38,6 @@ from mcp.types import ListResourcesResult, PaginatedRequestParams, ToolAnnotatio
 from mcp.types import Resource as MCPResource
 from pydantic import Field, ValidationError
 
-from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.ids import new_id
 from gitmem.integrations.mcp_shapes import (
@@ -59,7 +58,7 @@ from gitmem.integrations.mcp_shapes import (
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_actor, validate_session
-from gitmem.store import Store, open_store
+from gitmem.store import Memory, Store, open_store
 
 __all__ = ["ServedStore", "build_server", "parse_store_spec", "serve"]
 

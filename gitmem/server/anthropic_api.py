@@ -22,7 +22,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gitmem import config
-from gitmem.engine.memories import Memory
 from gitmem.errors import (
     AccessError,
     ConflictError,
@@ -39,7 +38,7 @@ from gitmem.server.intake import BodyTimeout, check_beta, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore, parse_time
-from gitmem.store import Store, create_store, delete_store
+from gitmem.store import Memory, Store, create_store, delete_store
 
 log = logging.getLogger("gitmem.server")
 Json = dict[str, Any]
@@ -364,7 +363,7 @@ class AnthropicApi:
         chosen = wire.view(call.query, "full")
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
-            tip = store.core.tip(scope)  # read before the index catches up: at most what it reaches
+            tip = store.tip(scope)  # read before the index catches up: at most what it reaches
             rec = past_views.get(
                 store, scope, mid, chosen == "full", call.query.get("at"), call.owner
             )  # ?at=, or a review token's own

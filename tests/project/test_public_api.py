@@ -55,6 +55,8 @@ FUNCTIONS = {"create_store", "delete_store", "list_stores", "open_store"}
 STORE_SURFACE = {
     "accept",
     "batch",
+    "blob",
+    "changed_files",
     "check_writable",
     "close",
     "core",
@@ -62,6 +64,10 @@ STORE_SURFACE = {
     "delete",
     "diff",
     "erase_proposal",
+    "file_at",
+    "files",
+    "has_object",
+    "head_bytes",
     "diff_at",
     "insert",
     "id",
@@ -79,14 +85,17 @@ STORE_SURFACE = {
     "read",
     "redact",
     "redact_pattern",
+    "redacted_files",
     "redaction_receipt",
     "reject",
     "rename",
     "restore",
+    "revert_session",
     "scopes",
     "search",
     "settings",
     "str_replace",
+    "tip",
     "update_settings",
     "version",
     "versions",
@@ -179,7 +188,7 @@ def _hints(fn: Callable[..., object]) -> dict[str, object]:
     names = {
         **vars(gitmem.store),
         **getattr(fn, "__globals__", {}),
-        **{n: getattr(gitmem, n) for n in VALUE_TYPES},
+        **{n: getattr(gitmem.store, n) for n in gitmem.store.VALUES},
     }
     return typing.get_type_hints(fn, globalns=names)
 

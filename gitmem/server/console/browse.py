@@ -9,13 +9,12 @@ from urllib.parse import quote
 
 from gitmem.config import StoreSettings
 from gitmem.engine import proposals
-from gitmem.engine.memories import Memory, Prefix
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.model.paths import validate_prefix
 from gitmem.model.versions import Version
 from gitmem.server.console import diff, internals
 from gitmem.server.console.web import PREFIX, Ctx, Page, Redirect
-from gitmem.store import Store
+from gitmem.store import Memory, Prefix, Store
 
 TREE_PAGE = 200
 HISTORY_PAGE = 100
