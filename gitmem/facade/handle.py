@@ -17,6 +17,7 @@ from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.engine.core import StoreCore
 from gitmem.engine.resolve import check_full_name_free, full_name_lock
+from gitmem.facade.admin import Admin
 from gitmem.facade.files import Files
 from gitmem.facade.history import History
 from gitmem.facade.memories import Memories
@@ -27,7 +28,7 @@ from gitmem.push import replica as _replica  # noqa: F401  (registers the push o
 from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
 
-class Store(Memories, History, Review, Files):
+class Store(Memories, History, Review, Files, Admin):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.

@@ -89,14 +89,22 @@ class History:
         )
 
     def redact(
-        self, version_id: str, *, reason: str, actor: str | None = None, caller: Caller | None = None
+        self,
+        version_id: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        dry_run: bool = False,
+        caller: Caller | None = None,
     ) -> Redaction:
         """Erase a version's content from history, keeping who and when (see docs/security.md).
         With a ``caller``: it needs the ``redact`` right, may not be in review mode and must be able
         to write every scope whose history holds that content (docs/access.md)."""
         from gitmem.audit import redact
 
-        return redact.redact(self._core, version_id, reason=reason, actor=actor, caller=caller)
+        return redact.redact(
+            self._core, version_id, reason=reason, actor=actor, dry_run=dry_run, caller=caller
+        )
 
     def redact_pattern(
         self,
@@ -106,13 +114,22 @@ class History:
         scope: str | None = None,
         actor: str | None = None,
         dry_run: bool = False,
+        remember: bool = True,
         caller: Caller | None = None,
     ) -> Redaction:
-        """Redact every match of ``pattern`` in history (``scope`` only when given)."""
+        """Redact every match of ``pattern`` in history (``scope`` only when given); ``remember``
+        keeps the pattern so that later writes and pushes matching it are refused."""
         from gitmem.audit import redact
 
         return redact.redact_pattern(
-            self._core, pattern, reason=reason, scope=scope, actor=actor, dry_run=dry_run, caller=caller
+            self._core,
+            pattern,
+            reason=reason,
+            scope=scope,
+            actor=actor,
+            dry_run=dry_run,
+            remember=remember,
+            caller=caller,
         )
 
     def batch(
@@ -161,10 +178,13 @@ class History:
         caller: Caller | None = None,
         mode: str = "lexical",
         at: str | None = None,
+        background: str = "thread",
     ) -> SearchResults:
         """Memories at the head of ``scope`` matching ``query``, best first. ``mode``: ``lexical``,
         ``semantic``, ``hybrid`` or ``auto`` (docs/search.md); the result's ``mode`` says which answered.
-        With ``at``: lexical search over the scope as it was then (docs/point-in-time.md)."""
+        With ``at``: lexical search over the scope as it was then (docs/point-in-time.md). Vectors
+        that are behind catch up off the caller's path: in a daemon ``thread``, or (a one-shot
+        process) a detached ``process``."""
         from gitmem.engine import access, hybrid
 
         access.admit_read(self._core, caller, scope)
@@ -175,7 +195,14 @@ class History:
             )
 
         return hybrid.search(
-            self._core, query, scope=scope, limit=limit, path_prefix=path_prefix, raw=raw, mode=mode
+            self._core,
+            query,
+            scope=scope,
+            limit=limit,
+            path_prefix=path_prefix,
+            raw=raw,
+            mode=mode,
+            background=background,
         )
 
     def revert_session(

@@ -484,5 +484,3 @@ def _refresh(
     marker.files = new_files
     write_marker(mount, marker)
     return sorted(done)
-
-
