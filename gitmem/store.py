@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from gitmem.engine.proposals import Decision, Proposal
     from gitmem.engine.revert import RevertItem, RevertResult
     from gitmem.engine.search import SearchHit
+    from gitmem.engine.shortterm import Record as ShortTermRecord
+    from gitmem.engine.shortterm import base_path as record_base_path
+    from gitmem.engine.shortterm import replace_ops as record_replace_ops
+    from gitmem.engine.shortterm import write_ops as record_write_ops
     from gitmem.engine.transfer import ExportResult, ImportResult
     from gitmem.model.tlog.policy import Policy as TlogPolicy
     from gitmem.model.versions import RedactionInfo, Version
@@ -69,6 +73,10 @@ VALUES = {
     "RevertResult": "gitmem.engine.revert",
     "SearchHit": "gitmem.engine.search",
     "SearchResults": "gitmem.engine.hybrid",
+    "ShortTermRecord": "gitmem.engine.shortterm:Record",
+    "record_base_path": "gitmem.engine.shortterm:base_path",
+    "record_replace_ops": "gitmem.engine.shortterm:replace_ops",
+    "record_write_ops": "gitmem.engine.shortterm:write_ops",
     "TlogCheckpoint": "gitmem.audit.transparency:Signed",
     "TlogPolicy": "gitmem.model.tlog.policy:Policy",
     "VerifiedReceipt": "gitmem.audit.redaction_receipts:Verified",
@@ -117,6 +125,7 @@ __all__ = [
     "RevertResult",
     "SearchHit",
     "SearchResults",
+    "ShortTermRecord",
     "Store",
     "StoreRef",
     "TlogCheckpoint",
@@ -135,6 +144,9 @@ __all__ = [
     "list_stores",
     "load_tlog_policy",
     "open_store",
+    "record_base_path",
+    "record_replace_ops",
+    "record_write_ops",
     "resolve_store",
     "restore_store",
     "store_path",

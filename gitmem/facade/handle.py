@@ -21,6 +21,7 @@ from gitmem.facade.admin import Admin
 from gitmem.facade.files import Files
 from gitmem.facade.history import History
 from gitmem.facade.memories import Memories
+from gitmem.facade.records import Records
 from gitmem.facade.review import Review
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
@@ -28,7 +29,7 @@ from gitmem.push import replica as _replica  # noqa: F401  (registers the push o
 from gitmem.push import spool as _spool  # noqa: F401  (registers the recording of spooled pushes)
 
 
-class Store(Memories, History, Review, Files, Admin):
+class Store(Memories, History, Review, Files, Admin, Records):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.
