@@ -58,6 +58,10 @@ class History:
 
         return history.version(self._core, version_id, scope)
 
+    def version_scopes(self, version_id: str) -> builtins.list[str]:
+        """Every scope whose history holds version ``version_id`` (forked scopes share versions)."""
+        return sorted({r.scope for r in self._core.index.version_rows("id=?", (version_id,))})
+
     def diff(self, old_id: str, new_id: str | None = None) -> str:
         """A unified diff from ``old_id`` to ``new_id`` (default: from the version before ``old_id``)."""
         from gitmem.engine import history

@@ -121,6 +121,7 @@ STORE_SURFACE = {
     "update_settings",
     "verify",
     "version",
+    "version_scopes",
     "versions",
     "write",
 }
