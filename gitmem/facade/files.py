@@ -13,6 +13,7 @@ import builtins
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from gitmem.errors import ForbiddenError
 from gitmem.git import files as gitfiles
 from gitmem.model.caller import Caller
 
@@ -34,6 +35,8 @@ class Files:
         from gitmem.engine import access
 
         access.admit_read(self._core, caller, scope)
+        if caller is not None and proposer is not None and proposer != caller.owner:
+            raise ForbiddenError(f"{caller.who} may not read the proposal of {proposer}")
         if proposer is not None:
             from gitmem.engine import proposals
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pygit2
 
+from gitmem.errors import InvalidInputError
+
 
 def blob_id(data: bytes) -> str:
     """The git blob id of ``data`` (what a tree would hold for a file with these bytes)."""
@@ -42,5 +44,8 @@ def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, str] | None:
 
 
 def oid(object_id: str) -> pygit2.Oid:
-    """A 40-hex id as an Oid (InvalidInputError-free: ValueError on anything else)."""
-    return pygit2.Oid(hex=object_id)
+    """A 40-hex object id as an Oid (InvalidInputError on anything else)."""
+    try:
+        return pygit2.Oid(hex=object_id)
+    except (ValueError, TypeError):
+        raise InvalidInputError(f"not an object id: {object_id!r}") from None
