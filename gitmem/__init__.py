@@ -27,8 +27,12 @@ from gitmem.errors import (
 
 if TYPE_CHECKING:
     from gitmem.audit.redaction_plan import Redaction
+    from gitmem.audit.review import Accepted, Erased, PathDiff
+    from gitmem.audit.review import Summary as ProposalSummary
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
+    from gitmem.engine.proposals import STATUSES as PROPOSAL_STATUSES
+    from gitmem.engine.proposals import Decision, Proposal
     from gitmem.engine.search import SearchHit
     from gitmem.model.versions import RedactionInfo, Version
     from gitmem.store import Store, create_store, delete_store, list_stores, open_store
@@ -62,8 +66,15 @@ def install_default_hooks() -> None:
 install_default_hooks()
 
 # Imported on first use (PEP 562), so that `gitmem read` and the hook start without loading
-# the modules they do not need.
+# the modules they do not need. name -> "module" (the same name there) or "module:name".
 _LAZY = {
+    "Accepted": "gitmem.audit.review",
+    "Decision": "gitmem.engine.proposals",
+    "Erased": "gitmem.audit.review",
+    "PathDiff": "gitmem.audit.review",
+    "PROPOSAL_STATUSES": "gitmem.engine.proposals:STATUSES",
+    "Proposal": "gitmem.engine.proposals",
+    "ProposalSummary": "gitmem.audit.review:Summary",
     "Memory": "gitmem.engine.memories",
     "Prefix": "gitmem.engine.memories",
     "Store": "gitmem.store",
@@ -80,17 +91,25 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
+    where = _LAZY.get(name)
+    if where is None:
         raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(module), name)
+    module, _, attr = where.partition(":")
+    value = getattr(importlib.import_module(module), attr or name)
     globals()[name] = value
     return value
 
 
 __all__ = [
+    "Accepted",
+    "Decision",
+    "Erased",
+    "PathDiff",
+    "PROPOSAL_STATUSES",
+    "Proposal",
+    "ProposalSummary",
     "ConfigError",
     "ConflictError",
     "ForbiddenError",

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 import typer.core
 from typer import Abort
+from typer.core import TyperGroup
 
 try:  # recent typer vendors click as typer._click (its own classes); older ones use click itself
     from typer._click.exceptions import ClickException, UsageError
@@ -46,7 +47,7 @@ def _first_line(cmd: Command) -> str:
     return text.split("\n\n", 1)[0].replace("\n", " ").strip()
 
 
-class GroupedGroup(typer.core.TyperGroup):
+class GroupedGroup(TyperGroup):
     """``--help`` lists commands by group, each with its whole first paragraph (never cut off)."""
 
     def list_commands(self, ctx: Context) -> list[str]:

@@ -54,8 +54,6 @@ def redact(
     """
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import redact as redact_mod
-
         if (version is None) == (pattern is None):
             raise InvalidInputError("give either a VERSION or --pattern REGEX")
         if scope is not None and pattern is None:
@@ -65,8 +63,7 @@ def redact(
         who = common.actor(actor)
         with common.busy("rewriting history and purging...", json or dry_run):
             if pattern is not None:
-                return redact_mod.redact_pattern(
-                    s.core,
+                return s.redact_pattern(
                     pattern,
                     reason=reason,
                     scope=scope,
@@ -75,7 +72,7 @@ def redact(
                     remember=not no_remember,
                 )
             assert version is not None
-            return redact_mod.redact(s.core, version, reason=reason, actor=who, dry_run=dry_run)
+            return s.redact(version, reason=reason, actor=who, dry_run=dry_run)
 
     def fn_with_sessions(s: Store) -> Any:
         import dataclasses
@@ -141,10 +138,7 @@ def audit(
     """One timeline, oldest first, of versions and audit-ledger events: time, type, actor, scope, subject."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit.timeline import audit as audit_fn
-
-        return audit_fn(
-            s.core,
+        return s.audit(
             since=parse_time(since, "--since"),
             until=parse_time(until, "--until"),
             actor=actor,
@@ -180,9 +174,7 @@ def verify(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt = 
     back) first."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit.verify import verify as verify_fn
-
-        return verify_fn(s.core)
+        return s.verify()
 
     def render(report: Any) -> None:
         if report.recovered:
@@ -210,10 +202,8 @@ def prune(
     versions, and anything younger than retention.min_days), with the redaction guarantees."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit.retention import prune as prune_fn
-
         with common.busy("compacting...", json or dry_run):
-            return prune_fn(s.core, actor=common.actor(actor), dry_run=dry_run)
+            return s.prune(actor=common.actor(actor), dry_run=dry_run)
 
     def render(result: Any) -> None:
         for c in result.compactions:

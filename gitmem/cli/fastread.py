@@ -52,4 +52,4 @@ def content_bytes(store: Store, path: str, scope: str, version: str | None) -> b
 
     validate_path(path)
     validate_scope(scope)
-    return store.core.head_blob(scope, path)[1].data
+    return store.head_bytes(path, scope=scope)

@@ -159,12 +159,12 @@ def replica_add(
     json: common.JsonOpt = False,
 ) -> None:
     """Name URL as a replica of STORE: every push, redaction and `replica push` mirrors to it."""
-    from gitmem.push.replica import Replica, add_replica
+    from gitmem.store import Replica
 
     def render(r: Replica) -> None:
         typer.echo(f"replica {r.name} -> {r.url}; send what is there now with: gitmem replica push {store}")
 
-    common.run(json, common.with_store(store, home, lambda s: add_replica(s.core, url, name)), render)
+    common.run(json, common.with_store(store, home, lambda s: s.add_replica(url, name)), render)
 
 
 @replica_app.command("push")
@@ -177,7 +177,7 @@ def replica_push(
     """Mirror-push STORE to its replicas now (writes that did not come by push; a replica that was down).
 
     Exits 1 when a replica could not be updated."""
-    from gitmem.push.replica import ReplicaPush, push_replicas
+    from gitmem.store import ReplicaPush
 
     def render(results: list[ReplicaPush]) -> None:
         if not results:
@@ -190,9 +190,7 @@ def replica_push(
             else:
                 typer.echo(f"{r.name}\t{r.url}\tupdated")
 
-    results = common.run(
-        json, common.with_store(store, home, lambda s: push_replicas(s.core.path, name)), render
-    )
+    results = common.run(json, common.with_store(store, home, lambda s: s.push_replicas(name)), render)
     if any(not r.ok for r in results):
         raise typer.Exit(1)
 
@@ -204,13 +202,12 @@ def replica_list(
     json: common.JsonOpt = False,
 ) -> None:
     """The replicas of STORE and the last mirror push to each."""
-    from gitmem.push.replica import last_pushes, replicas
     from gitmem.store import Store
 
     def listing(s: Store) -> list[dict[str, object]]:
-        last = last_pushes(s.core.path)
+        last = s.last_replica_pushes()
         out: list[dict[str, object]] = []
-        for r in replicas(s.core.path):
+        for r in s.replicas():
             p = last.get(r.name)
             out.append({"name": r.name, "url": r.url, "last_push": None if p is None else p})
         return out

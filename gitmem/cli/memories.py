@@ -9,10 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from gitmem.cli import common
-from gitmem.engine.memories import Memory, Prefix
 from gitmem.errors import InvalidInputError
 from gitmem.model.versions import Version
-from gitmem.store import Store
+from gitmem.store import Memory, Prefix, Store
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 PathArg = Annotated[str, typer.Argument(help="Memory path, starting with / (e.g. /notes/todo.md).")]

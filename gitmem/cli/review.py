@@ -39,10 +39,7 @@ def list_(
     """Proposals, oldest first: id, scope, proposer, status, paths, conflicts."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import review
-        from gitmem.engine import proposals
-
-        return [review.summary(s.core, p) for p in proposals.proposals(s.core, status=status, scope=scope)]
+        return [s.proposal_summary(p) for p in s.proposals(status=status, scope=scope)]
 
     def render(rows: Any) -> None:
         common.print_table(
@@ -69,11 +66,8 @@ def show(store: StoreArg, proposal: IdArg, home: common.HomeOpt = None, json: co
     """The proposed versions, oldest first, and the decisions so far."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import review
-        from gitmem.engine import proposals
-
-        p = proposals.get(s.core, proposal)
-        return {"proposal": review.summary(s.core, p), "versions": proposals.versions(s.core, p.id)}
+        p = s.proposal(proposal)
+        return {"proposal": s.proposal_summary(p), "versions": s.proposal_versions(p.id)}
 
     def render(out: Any) -> None:
         p = out["proposal"]
@@ -103,9 +97,7 @@ def diff(
     """The proposal against the scope's current content; a conflict also shows a three-way diff."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import review
-
-        return review.diff(s.core, proposal, paths)
+        return s.proposal_diff(proposal, paths)
 
     def render(diffs: Any) -> None:
         for d in diffs:
@@ -134,9 +126,7 @@ def accept(
     Refused (exit 4, nothing written) when a chosen path changed on the scope since."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import review
-
-        return review.accept(s.core, proposal, reviewer=_reviewer(actor), paths=paths, reason=reason)
+        return s.accept(proposal, reviewer=_reviewer(actor), paths=paths, reason=reason)
 
     def render(r: Any) -> None:
         typer.echo(
@@ -161,9 +151,7 @@ def reject(
     """Record that the proposal (or --path ones) is not published; kept for retention.min_days."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import review
-
-        return review.reject(s.core, proposal, reviewer=_reviewer(actor), reason=reason, paths=paths)
+        return s.reject(proposal, reviewer=_reviewer(actor), reason=reason, paths=paths)
 
     def render(p: Any) -> None:
         typer.echo(f"{p.id}: {p.status}")
@@ -184,9 +172,7 @@ def erase(
     (a secret or poisoned text; a rejected chain is otherwise kept for retention.min_days)."""
 
     def fn(s: Store) -> Any:
-        from gitmem.audit import review
-
-        return review.erase(s.core, proposal, reviewer=_reviewer(actor), reason=reason)
+        return s.erase_proposal(proposal, reviewer=_reviewer(actor), reason=reason)
 
     def render(e: Any) -> None:
         typer.echo(

@@ -7,9 +7,7 @@ from typing import Annotated
 import typer
 
 from gitmem.cli import common
-from gitmem.engine import hybrid
-from gitmem.engine.search import SearchHit
-from gitmem.store import Store
+from gitmem.store import SearchHit, Store
 
 StoreArg = Annotated[str, typer.Argument(help="Store name, or a path to a bare store or a clone.")]
 QueryArg = Annotated[str, typer.Argument(help='Words (all must match), "quoted phrases" and prefix* terms.')]
@@ -75,8 +73,7 @@ def search(
             found = s.search(query, scope=scope, limit=limit, path_prefix=prefix, raw=raw, mode=mode, at=at)
         else:
             # A one-shot command: vectors that are behind catch up in a detached process.
-            found = hybrid.search(
-                s.core,
+            found = s.search(
                 query,
                 scope=scope,
                 limit=limit,

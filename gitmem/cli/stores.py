@@ -233,7 +233,7 @@ def _restore(
     json: bool,
     keep_id: bool = False,
 ) -> None:
-    from gitmem.audit.restore import Restored
+    from gitmem.store import Restored
 
     def call() -> Restored:
         return store_mod.restore_store(

@@ -11,6 +11,7 @@ import typer
 
 from gitmem.cli import common
 from gitmem.errors import NotFoundError
+from gitmem.store import Store, load_tlog_policy, verify_receipt
 
 receipt_app = typer.Typer(
     help="Redaction receipts (tlog-proof): show one, verify one offline.", no_args_is_help=True
@@ -33,11 +34,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _policy(path: Path | None, store: Any = None) -> Any:
-    from gitmem.audit import redaction_receipts as rr
-
     if path is not None:
-        return rr.load_policy(path)
-    return rr.workspace_policy(store.core) if store is not None else None
+        return load_tlog_policy(path)
+    return store.tlog_policy() if store is not None else None
 
 
 @receipt_app.command("show")
@@ -53,14 +52,14 @@ def receipt_show(
     """Print a redaction's receipt: a tlog-proof, ``pending`` until the policy's quorum cosigned."""
 
     def call() -> dict[str, Any]:
-        from gitmem.audit import redaction_receipts as rr
         from gitmem.store import list_stores
 
         names = [store] if store else [s.name for s in list_stores(common.home(home))]
         for name in names:
             with common.open_named(name, home) as s:
+                opened: Store = s
                 try:
-                    return rr.receipt(s.core, redaction, _policy(policy, s)).to_dict()
+                    return opened.receipt(redaction, _policy(policy, opened))
                 except NotFoundError:
                     if store:
                         raise
@@ -85,13 +84,11 @@ def receipt_verify(
     """Verify a receipt offline: log signature, witness quorum, inclusion proof (exit 7 if not)."""
 
     def call() -> dict[str, Any]:
-        from gitmem.audit import redaction_receipts as rr
-
         try:
             text = sys.stdin.buffer.read() if str(receipt) == "-" else receipt.read_bytes()
         except (FileNotFoundError, IsADirectoryError):
             raise NotFoundError(f"no receipt file {receipt}") from None
-        v = rr.verify_receipt(text, rr.load_policy(policy))
+        v = verify_receipt(text, load_tlog_policy(policy))
         data = v.entry.get("data") or {}
         return {
             "ok": True,
@@ -121,7 +118,7 @@ def witness_init(
     json: common.JsonOpt = False,
 ) -> None:
     """Create a witness key (0600) and print its cosignature verifier key."""
-    from gitmem.audit.witness import Witness
+    from gitmem.store import Witness
 
     common.run(json, lambda: Witness(directory, name).vkey, typer.echo)
 
@@ -133,7 +130,7 @@ def witness_add_log(
     json: common.JsonOpt = False,
 ) -> None:
     """Trust a log: its checkpoints are cosigned when consistent."""
-    from gitmem.audit.witness import Witness
+    from gitmem.store import Witness
 
     def call() -> dict[str, str]:
         Witness(directory).add_log(vkey)
@@ -154,8 +151,8 @@ def witness_serve(
     json: common.JsonOpt = False,
 ) -> None:
     """Serve tlog-witness's add-checkpoint (POST /add-checkpoint) until Ctrl-C."""
-    from gitmem.audit.witness import Witness
     from gitmem.server.witness_http import make_server
+    from gitmem.store import Witness
 
     def call() -> None:
         w = Witness(directory, name)
@@ -181,12 +178,10 @@ def tlog_show(
 ) -> None:
     """Print the log's verifier key and its newest checkpoint (with cosignatures)."""
 
-    def fn(s: Any) -> dict[str, Any]:
-        from gitmem.audit import transparency
-
-        n = transparency.newest(s.core)
+    def fn(s: Store) -> dict[str, Any]:
+        n = s.tlog_newest()
         return {
-            "vkey": transparency.log_vkey(s.core),
+            "vkey": s.tlog_vkey(),
             "origin": n.cp.origin,
             "size": n.cp.size,
             "checkpoint": n.text,
@@ -207,10 +202,8 @@ def tlog_rotate_key(
 ) -> None:
     """Replace the log key; the newest checkpoint is signed by both keys (tell witnesses the new one)."""
 
-    def fn(s: Any) -> str:
-        from gitmem.audit import transparency
-
-        return transparency.rotate_key(s.core)
+    def fn(s: Store) -> str:
+        return s.rotate_log_key()
 
     common.run(json, common.with_store(store, home, fn), lambda v: typer.echo(f"new log key: {v}"))
 
@@ -224,13 +217,11 @@ def tlog_cosign(
 ) -> None:
     """Ask the policy's witnesses (with URLs) now to cosign the newest checkpoint."""
 
-    def fn(s: Any) -> dict[str, str]:
-        from gitmem.audit.witnessing import cosign_round
-
+    def fn(s: Store) -> dict[str, str]:
         p = _policy(policy, s)
         if p is None:
             raise NotFoundError("no witnesses policy: give --policy or write <home>/witnesses.policy")
-        return cosign_round(s.core, p)
+        return s.cosign(p)
 
     def render(r: dict[str, str]) -> None:
         for k, v in r.items():

@@ -13,9 +13,8 @@ import typer
 
 from gitmem.cli import common
 from gitmem.cli.memories import StoreArg
-from gitmem.engine import transfer
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
-from gitmem.store import Store
+from gitmem.store import ExportResult, ImportResult, Store
 
 
 class Format(StrEnum):
@@ -63,7 +62,7 @@ def export(
     """Export memories as JSONL (one object per memory) or the whole store as a git bundle."""
     as_json = common.want_json(json)
 
-    def fn(s: Store) -> transfer.ExportResult:
+    def fn(s: Store) -> ExportResult:
         if format is Format.bundle:
             if output is None:
                 raise InvalidInputError("--format bundle needs --output FILE")
@@ -71,14 +70,14 @@ def export(
                 raise InvalidInputError("a bundle holds every scope: --scope applies to jsonl only")
             if at is not None:
                 raise InvalidInputError("a bundle holds all of history: --at applies to jsonl only")
-            return transfer.export_bundle(s.core, output)
+            return s.export_bundle(output)
         with progress_bar("exporting", quiet=False) as progress:  # on stderr: stdout may be the data
             if output is None:
-                return transfer.export_jsonl(s.core, sys.stdout.buffer, scope, progress, at=at)
+                return s.export_jsonl(sys.stdout.buffer, scope, progress=progress, at=at)
             with open(output, "wb") as fh:
-                return transfer.export_jsonl(s.core, fh, scope, progress, at=at)
+                return s.export_jsonl(fh, scope, progress=progress, at=at)
 
-    def render(result: transfer.ExportResult) -> None:
+    def render(result: ExportResult) -> None:
         if output is not None:
             typer.echo(f"exported {result.memories} memories to {output}", err=True)
 
@@ -93,7 +92,7 @@ def export(
         raise common.fail(exc, as_json) from None
 
 
-def _summary(result: transfer.ImportResult) -> dict[str, Any]:
+def _summary(result: ImportResult) -> dict[str, Any]:
     return {
         "imported": len(result.versions),
         "unchanged": result.unchanged,
@@ -140,14 +139,11 @@ def import_(
         }
         with progress_bar("importing", quiet=False) as progress:
             if src == "-":
-                return _summary(
-                    transfer.import_jsonl(s.core, sys.stdin.buffer, scope, progress=progress, **kw)
-                )
+                return _summary(s.import_jsonl(sys.stdin.buffer, scope, progress=progress, **kw))
             path = Path(src)
             if path.is_dir():
                 return _summary(
-                    transfer.import_tree(
-                        s.core,
+                    s.import_tree(
                         path,
                         scope or "main",
                         progress=progress,
@@ -159,7 +155,7 @@ def import_(
             if not path.is_file():
                 raise NotFoundError(f"{src} is not a file or directory")
             with open(path, "rb") as fh:
-                return _summary(transfer.import_jsonl(s.core, fh, scope, progress=progress, **kw))
+                return _summary(s.import_jsonl(fh, scope, progress=progress, **kw))
 
     def render(summary: dict[str, Any]) -> None:
         typer.echo(f"imported {summary['imported']} memories, {summary['unchanged']} unchanged")

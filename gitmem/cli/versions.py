@@ -181,19 +181,17 @@ def diff(
     (and --to), the whole scope between two moments, as `git diff` of the two trees prints it."""
 
     def fn(s: Store) -> dict[str, str]:
-        from gitmem.engine import history
-
         if start is not None or end is not None:
             if version is not None or other is not None:
                 raise InvalidInputError("give versions, or --from/--to, not both")
             if start is None:
                 raise InvalidInputError("--to needs --from")
             common.check_scope(s, scope)
-            tip = s.core.tip(scope)
+            tip = s.tip(scope)
             return {"diff": s.diff_at(start, end if end is not None else str(tip), scope=scope)}
         if version is None:
             raise InvalidInputError("give a version (memver_...), or --from/--to for the whole scope")
-        return {"diff": history.diff(s.core, version, other)}
+        return {"diff": s.diff(version, other)}
 
     common.run(
         json, common.with_store(store, home, fn), lambda d: typer.echo(common.color_diff(d["diff"]), nl=False)
@@ -240,7 +238,7 @@ def reindex(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt =
 
     def fn(s: Store) -> dict[str, int]:
         with common.busy("reindexing...", json):
-            return {"versions": s.core.index.rebuild()}
+            return {"versions": s.reindex()}
 
     common.run(
         json, common.with_store(store, home, fn), lambda d: typer.echo(f"indexed {d['versions']} versions")
@@ -252,6 +250,6 @@ def maintain(store: StoreArg, home: common.HomeOpt = None, json: common.JsonOpt 
 
     def fn(s: Store) -> dict[str, bool]:
         with common.busy("repacking...", json):
-            return {"repacked": s.core.maintain(force=True)}
+            return {"repacked": s.repack()}
 
     common.run(json, common.with_store(store, home, fn), lambda d: typer.echo("repacked"))

@@ -40,7 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pygit2
 from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool
 from anthropic.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
@@ -54,7 +53,6 @@ from anthropic.types.beta import (
 )
 from anyio.to_thread import run_sync
 
-from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, NotFoundError, PreconditionFailedError
 from gitmem.ids import new_id
 from gitmem.integrations import memory_search
@@ -70,7 +68,7 @@ from gitmem.integrations.memory_paths import (
 )
 from gitmem.model.caller import Caller
 from gitmem.model.versions import Version
-from gitmem.store import BatchOp, Store
+from gitmem.store import BatchOp, Memory, Store
 
 __all__ = ["GitmemAsyncMemoryTool", "GitmemMemoryTool", "MemoryBackend"]
 
@@ -112,23 +110,12 @@ class MemoryBackend:
         with self._lock:
             return fn()
 
-    def _tree(self) -> pygit2.Tree | None:
-        return self.store.core.tree_of(self.store.core.tip(self.scope))
-
     def _kind(self, store_path: str) -> str | None:
         """``dir``, ``file``, or None when nothing is at ``store_path``."""
         if store_path == "/":
             return "dir"
-        tree = self._tree()
-        if tree is None:
-            return None
-        try:
-            obj = tree[store_path[1:]]
-        except KeyError:
-            return None
-        if isinstance(obj, pygit2.Blob):
-            return "file"
-        return "dir" if isinstance(obj, pygit2.Tree) else None
+        found = self.store.file_at(self.store.tip(self.scope), store_path)
+        return found[0] if found is not None else None
 
     def _file_ancestor(self, store_path: str) -> str | None:
         """The first ancestor of ``store_path`` that is a file, if any."""

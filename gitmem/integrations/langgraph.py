@@ -44,7 +44,6 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from gitmem.engine.memories import Memory
 from gitmem.errors import GuardRejectedError, IntegrityError, InvalidInputError, NotFoundError
 from gitmem.integrations.common import (
     decode_segment,
@@ -54,7 +53,7 @@ from gitmem.integrations.common import (
     valid_identity,
     valid_scope,
 )
-from gitmem.store import BatchOp, Store
+from gitmem.store import BatchOp, Memory, Store
 
 __all__ = ["GitmemStore", "decode_value", "encode_value"]
 log = logging.getLogger("gitmem.integrations.langgraph")

@@ -43,12 +43,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from gitmem.engine import shortterm
-from gitmem.engine.batch import BatchOp
 from gitmem.errors import IntegrityError, InvalidInputError
 from gitmem.integrations.common import decode_segment, encode_segment, store_lock, valid_identity, valid_scope
 from gitmem.model.reserved import CHECKPOINTS
-from gitmem.store import Store
+from gitmem.store import BatchOp, Store, record_base_path, record_replace_ops, record_write_ops
 
 __all__ = ["GitmemSaver"]
 
@@ -112,19 +110,19 @@ class GitmemSaver(BaseCheckpointSaver[str]):
 
     def _commit(self, ops: list[BatchOp]) -> None:
         if ops:
-            shortterm.commit(self.store.core, self.scope, ops, actor=self.actor, session=self.session)
+            self.store.batch(list(ops), scope=self.scope, actor=self.actor, session=self.session)
 
     # ------------------------------------------------------------------ reading
     def _checkpoint_ids(self, thread_id: str, ns: str) -> list[str]:
         prefix = f"{self._dir(thread_id, ns)}checkpoints/"
         ids = {
-            shortterm.base_path(p)[len(prefix) : -len(".json")]
-            for p in shortterm.paths_under(self.store.core, prefix, self.scope)
+            record_base_path(p)[len(prefix) : -len(".json")]
+            for p in self.store.record_paths(prefix, scope=self.scope)
         }
         return sorted((d for i in ids if (d := decode_segment(i)) is not None), reverse=True)
 
     def _record(self, path: str) -> dict[str, Any] | None:
-        rec = shortterm.read_one(self.store.core, path, self.scope)
+        rec = self.store.record(path, scope=self.scope)
         if rec is None:
             return None
         try:
@@ -138,7 +136,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
     def _writes(self, thread_id: str, ns: str, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         prefix = self._writes_dir(thread_id, ns, checkpoint_id)
         found = []
-        for rec in shortterm.read_records(self.store.core, prefix, self.scope):
+        for rec in self.store.records(prefix, scope=self.scope):
             w = json.loads(rec.text)
             found.append((w["task_path"], w["task_id"], int(w["idx"]), w["channel"], w["value"]))
         found.sort(key=lambda w: (w[0], w[1], w[2]))
@@ -182,8 +180,8 @@ class GitmemSaver(BaseCheckpointSaver[str]):
     def _all_checkpoints(self) -> list[tuple[str, str, str]]:
         """(thread, ns, checkpoint id) of every checkpoint in the scope."""
         out = []
-        for path in shortterm.paths_under(self.store.core, CHECKPOINTS, self.scope):
-            m = _CHECKPOINT_FILE.match(shortterm.base_path(path))
+        for path in self.store.record_paths(CHECKPOINTS, scope=self.scope):
+            m = _CHECKPOINT_FILE.match(record_base_path(path))
             if m is None:
                 continue
             parts = [decode_segment(m.group(n)) for n in (1, 2, 3)]
@@ -260,7 +258,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         for channel, version in new_versions.items():
             typed = self.serde.dumps_typed(values[channel]) if channel in values else ("empty", b"")
             blob = {"channel": channel, "version": str(version), "value": _typed(typed)}
-            ops += shortterm.write_ops(
+            ops += record_write_ops(
                 self._blob_path(thread_id, ns, channel, version), _text(blob), limit, op="write"
             )
         record = {
@@ -273,11 +271,11 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         }
         path = self._checkpoint_path(thread_id, ns, checkpoint["id"])
         with self._lock:
-            old = shortterm.read_one(self.store.core, path, self.scope)
+            old = self.store.record(path, scope=self.scope)
             if old is not None:
-                ops += shortterm.replace_ops(old, _text(record), limit)
+                ops += record_replace_ops(old, _text(record), limit)
             else:
-                ops += shortterm.write_ops(path, _text(record), limit, op="write")
+                ops += record_write_ops(path, _text(record), limit, op="write")
             self._commit(ops)
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
@@ -296,9 +294,7 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         prefix = self._writes_dir(thread_id, ns, checkpoint_id)
         limit = self._limit()
         with self._lock:
-            existing = {
-                shortterm.base_path(p) for p in shortterm.paths_under(self.store.core, prefix, self.scope)
-            }
+            existing = {record_base_path(p) for p in self.store.record_paths(prefix, scope=self.scope)}
             ops: list[BatchOp] = []
             for n, (channel, value) in enumerate(writes):
                 idx = WRITES_IDX_MAP.get(channel, n)
@@ -313,17 +309,17 @@ class GitmemSaver(BaseCheckpointSaver[str]):
                     "value": _typed(self.serde.dumps_typed(value)),
                 }
                 if path in existing:
-                    old = shortterm.read_one(self.store.core, path, self.scope)
+                    old = self.store.record(path, scope=self.scope)
                     if old is not None:
-                        ops += shortterm.replace_ops(old, _text(record), limit)
+                        ops += record_replace_ops(old, _text(record), limit)
                         continue
-                ops += shortterm.write_ops(path, _text(record), limit, op="write")
+                ops += record_write_ops(path, _text(record), limit, op="write")
             self._commit(ops)
 
     def delete_thread(self, thread_id: str) -> None:
         prefix = f"{CHECKPOINTS}{_seg(str(thread_id))}/"
         with self._lock:
-            paths = shortterm.paths_under(self.store.core, prefix, self.scope)
+            paths = self.store.record_paths(prefix, scope=self.scope)
             self._commit([BatchOp("delete", p) for p in paths])
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
@@ -331,18 +327,17 @@ class GitmemSaver(BaseCheckpointSaver[str]):
         another, as one batch; a target with records of its own is refused."""
         src = f"{CHECKPOINTS}{_seg(str(source_thread_id))}/"
         dst = f"{CHECKPOINTS}{_seg(str(target_thread_id))}/"
-        core = self.store.core
         with self._lock:
-            if shortterm.paths_under(core, dst, self.scope):
+            if self.store.record_paths(dst, scope=self.scope):
                 raise InvalidInputError(
                     f"thread {target_thread_id!r} already has checkpoints: not copied onto"
                 )
             ops: list[BatchOp] = []
-            for rec in shortterm.read_records(core, src, self.scope):
+            for rec in self.store.records(src, scope=self.scope):
                 data = json.loads(rec.text)
                 if isinstance(data, dict) and "thread_id" in data:
                     data["thread_id"] = str(target_thread_id)
-                ops += shortterm.write_ops(dst + rec.path[len(src) :], _text(data), self._limit(), op="write")
+                ops += record_write_ops(dst + rec.path[len(src) :], _text(data), self._limit(), op="write")
             self._commit(ops)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:

@@ -27,9 +27,6 @@ def add_review_tools(
     def _text(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, indent=1)
 
-    from gitmem.audit import review
-    from gitmem.engine import proposals
-
     def plain(value: Any) -> Any:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -49,21 +46,17 @@ def add_review_tools(
     def list_proposals(store: StoreArg, status: str | None = "open") -> str:
         """Proposals waiting for review (or with another status): who proposed, paths, conflicts."""
         s = readable(store)
-        return _text(
-            plain(
-                call(lambda: [review.summary(s.core, p) for p in proposals.proposals(s.core, status=status)])
-            )
-        )
+        return _text(plain(call(lambda: [s.proposal_summary(p) for p in s.proposals(status=status)])))
 
     def show_proposal(store: StoreArg, proposal: IdArg) -> str:
         """The versions a proposal holds, oldest first, and the decisions so far."""
         s = readable(store)
-        p = call(lambda: proposals.get(s.core, proposal))
+        p = call(lambda: s.proposal(proposal))
         return _text(
             plain(
                 {
-                    "proposal": call(review.summary, s.core, p),
-                    "versions": call(proposals.versions, s.core, p.id),
+                    "proposal": call(s.proposal_summary, p),
+                    "versions": call(s.proposal_versions, p.id),
                 }
             )
         )
@@ -72,18 +65,18 @@ def add_review_tools(
         """Each changed path against the scope's current content (clean, conflict with a three-way
         diff, or same)."""
         s = readable(store)
-        return _text(plain(call(review.diff, s.core, proposal)))
+        return _text(plain(call(s.proposal_diff, proposal)))
 
     def accept_proposal(store: WStoreArg, proposal: IdArg, paths: PathsArg = None, reason: str = "") -> str:
         """Publish a proposal (or some of its paths) onto the scope; refused on a conflict."""
         s = rw(store)
-        done = call(lambda: review.accept(s.core, proposal, reviewer=who, paths=paths, reason=reason))
+        done = call(lambda: s.accept(proposal, reviewer=who, paths=paths, reason=reason))
         return _text(plain({"status": done.proposal.status, "paths": done.paths, "versions": done.versions}))
 
     def reject_proposal(store: WStoreArg, proposal: IdArg, reason: str, paths: PathsArg = None) -> str:
         """Reject a proposal (or some of its paths), with the reason."""
         s = rw(store)
-        p = call(lambda: review.reject(s.core, proposal, reviewer=who, reason=reason, paths=paths))
+        p = call(lambda: s.reject(proposal, reviewer=who, reason=reason, paths=paths))
         return _text({"status": p.status})
 
     for tool in (list_proposals, show_proposal, diff_proposal):

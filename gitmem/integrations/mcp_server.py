@@ -23,7 +23,6 @@ a reviewing agent: ``list_proposals``, ``show_proposal``, ``diff_proposal``, ``a
 import dataclasses
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import (
     Annotated,
@@ -38,7 +37,6 @@ from mcp.types import ListResourcesResult, PaginatedRequestParams, ToolAnnotatio
 from mcp.types import Resource as MCPResource
 from pydantic import Field, ValidationError
 
-from gitmem.engine.memories import Memory
 from gitmem.errors import GitmemError, InvalidInputError
 from gitmem.ids import new_id
 from gitmem.integrations.mcp_shapes import (
@@ -56,12 +54,13 @@ from gitmem.integrations.mcp_shapes import (
     decode_cursor,
     encode_cursor,
 )
+from gitmem.integrations.mcp_stores import ServedStore, ServeSummary, instructions, labels, parse_store_spec
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_actor, validate_session
-from gitmem.store import Store, open_store
+from gitmem.store import Memory, Store, open_store
 
-__all__ = ["ServedStore", "build_server", "parse_store_spec", "serve"]
+__all__ = ["ServeSummary", "ServedStore", "build_server", "labels", "parse_store_spec", "serve"]
 
 T = TypeVar("T")
 URI_PREFIX = "gitmem://"
@@ -70,51 +69,6 @@ MAX_PAGE = 200
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False)
 _DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True)
-
-
-@dataclass(frozen=True)
-class ServedStore:
-    """A store the server exposes: in ``scope`` (None: the server's), and whether it may be written."""
-
-    name: str
-    store: Store
-    read_only: bool = False
-    scope: str | None = None
-    instructions: str | None = None  # shown to the model beside the store's description
-
-
-@dataclass(frozen=True)
-class ServeSummary:
-    """What a finished ``gitmem mcp`` run served (printed with ``--json`` when the client hangs up)."""
-
-    session: str
-    scope: str
-    stores: list[str]
-
-
-def parse_store_spec(spec: str) -> tuple[str, str | None, bool]:
-    """``NAME``, ``NAME@SCOPE``, each with ``:rw`` or ``:ro`` (``notes:ro@team`` or ``notes@team:ro``),
-    as in ``gitmem session start`` -> (name, scope or None, read_only)."""
-    head, at, scope = spec.partition("@")
-    mode = "rw"
-    if ":" in head:
-        head, _, mode = head.partition(":")
-    elif at and scope.endswith((":ro", ":rw")):
-        scope, mode = scope[:-3], scope[-2:]
-    if mode not in ("ro", "rw"):
-        raise InvalidInputError(f"invalid store {spec!r}: use NAME[@SCOPE], with :rw or :ro")
-    if at and not scope:
-        raise InvalidInputError(f"invalid store {spec!r}: empty scope after '@'")
-    if not head:
-        raise InvalidInputError(f"invalid store {spec!r}: no store named (an id or a name)")
-    return head, (validate_scope(scope) if at else None), mode == "ro"
-
-
-def labels(stores: Sequence[tuple[str, str]]) -> list[str]:
-    """The name a client uses for each served store, from its (id, display name): the display
-    name where no other served store has it, else the id (a tool accepts the id of any)."""
-    names = [name for _id, name in stores]
-    return [name if names.count(name) == 1 else store_id for store_id, name in stores]
 
 
 class GitmemMCPServer(MCPServer[Any]):
@@ -268,7 +222,7 @@ def build_server(
         name="gitmem",
         version="0.1.0",
         log_level="WARNING",
-        instructions=_instructions(stores, scope, session),
+        instructions=instructions(stores, scope, session),
     )
 
     # ---------------------------------------------------------------- read tools (every store)
@@ -492,24 +446,3 @@ def serve(
     server = build_server(stores, scope=scope, session=session, actor=actor, review=review, reviewer=reviewer)
     server.run("stdio")
     return ServeSummary(server.session, scope, [s.name for s in stores])
-
-
-def _instructions(stores: Sequence[ServedStore], scope: str, session: str) -> str:
-    """What the client shows the model: each store with its access, scope and description."""
-    lines = [
-        f"gitmem memory stores (session {session}). Every change is a version: memory_history shows them. "
-        "list_memories pages through a store; search_memories ranks memories for a question."
-    ]
-    for s in stores:
-        access = "read-only" if s.read_only else "read-write"
-        line = f"- {s.name} ({access}, scope {s.scope or scope})"
-        description = s.store.settings.description
-        if description:
-            line += f": {description}"
-        if s.instructions:
-            line += f" Instructions: {s.instructions}"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-# size-ok: over 500 lines only by the merge of this wave's branches into it; to split along its seams next (the house issue)

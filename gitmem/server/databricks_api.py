@@ -25,7 +25,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gitmem.config import validate_description
-from gitmem.engine.memories import Memory
 from gitmem.errors import (
     ConflictError,
     ForbiddenError,
@@ -60,7 +59,7 @@ from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
-from gitmem.store import Store, StoreRef, all_refs, create_store, delete_store, resolve_store
+from gitmem.store import Memory, Store, StoreRef, all_refs, create_store, delete_store, resolve_store
 
 log = logging.getLogger("gitmem.server.databricks")
 

@@ -12,7 +12,6 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from gitmem.config import StoreSettings
-from gitmem.engine.memories import Memory
 from gitmem.errors import (
     AuthenticationError,
     ConflictError,
@@ -26,6 +25,7 @@ from gitmem.errors import (
 )
 from gitmem.model.frontmatter import parse_description
 from gitmem.model.paths import validate_path
+from gitmem.store import Memory
 
 MARKER_PATH = "/.anthropic-memory-store"  # the SDK sync engine's marker file (as gitmem.server.ops)
 

@@ -15,8 +15,6 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import pygit2
-
 from gitmem.errors import ConfigError, NotFoundError
 from gitmem.server import proposed, wire
 from gitmem.store import Store
@@ -37,12 +35,12 @@ class Freshness:
         self._lock = threading.Lock()
         self._tips: weakref.WeakKeyDictionary[Store, dict[str, str]] = weakref.WeakKeyDictionary()
 
-    def mark(self, store: Store, scope: str, tip: pygit2.Oid | None) -> None:
+    def mark(self, store: Store, scope: str, tip: str | None) -> None:
         if tip is not None:
             with self._lock:
                 self._tips.setdefault(store, {})[scope] = str(tip)
 
-    def fresh(self, store: Store, scope: str, tip: pygit2.Oid | None) -> bool:
+    def fresh(self, store: Store, scope: str, tip: str | None) -> bool:
         with self._lock:
             return tip is not None and self._tips.get(store, {}).get(scope) == str(tip)
 
@@ -71,7 +69,7 @@ def retrieve_memory(api: AnthropicApi, call: Call) -> Json | None:
             if settings.id != store_id:  # the name was deleted and made again
                 return None
             api._check(call, store_id, scope=scope)
-            if not api.fresh.fresh(store, scope, store.core.tip(scope)):
+            if not api.fresh.fresh(store, scope, store.tip(scope)):
                 return None
             rec = proposed.get(store, scope, mid, with_content=chosen == "full", owner=call.owner)
             api.metrics.inline_reads.inc()

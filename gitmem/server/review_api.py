@@ -15,16 +15,18 @@ itself in review mode, and the decision is recorded under the token's actor.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.routing import Route
 
-from gitmem.engine.proposals import Proposal
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.server import wire
 from gitmem.server.anthropic_api import AnthropicApi, Call, Json
 from gitmem.server.tokens import Token
 from gitmem.store import Store, resolve_store
+
+if TYPE_CHECKING:
+    from gitmem.store import Proposal
 
 BASE = "/v1/gitmem/stores/{name}/proposals"
 
@@ -87,9 +89,7 @@ class ReviewApi:
     def _proposal(self, call: Call, store: Store, name: str, *, decide: bool = False) -> Proposal:
         """The proposal of the URL, in a scope the token may read (else a missing one's 404), and
         for a decision, one the token may decide (its scope included: a scope-bound token)."""
-        from gitmem.engine import proposals
-
-        p = proposals.get(store.core, call.params["proposal_id"])
+        p = store.proposal(call.params["proposal_id"])
         if not call.token.may_read(name, p.scope):
             raise NotFoundError(f"proposal {p.id} does not exist in store {name!r}")
         refusal = reviewer_refusal(call.token, name, p.scope) if decide else None
@@ -98,35 +98,25 @@ class ReviewApi:
         return p
 
     def list_proposals(self, call: Call) -> Json:
-        from gitmem.audit import review
-        from gitmem.engine import proposals
-
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            found = proposals.proposals(
-                store.core, status=call.query.get("status"), scope=call.query.get("scope")
-            )
+            found = store.proposals(status=call.query.get("status"), scope=call.query.get("scope"))
             mine = [p for p in found if call.token.may_read(name, p.scope)]
-            return {"data": [_json(review.summary(store.core, p)) for p in mine]}
+            return {"data": [_json(store.proposal_summary(p)) for p in mine]}
 
     def show(self, call: Call) -> Json:
-        from gitmem.audit import review
-        from gitmem.engine import proposals
-
         name = self._name(call)
         with self.api.pool.store(name) as store:
             p = self._proposal(call, store, name)
             return {
-                "proposal": _json(review.summary(store.core, p)),
-                "versions": _json(proposals.versions(store.core, p.id)),
+                "proposal": _json(store.proposal_summary(p)),
+                "versions": _json(store.proposal_versions(p.id)),
             }
 
     def diff(self, call: Call) -> Json:
-        from gitmem.audit import review
-
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            return {"data": _json(review.diff(store.core, self._proposal(call, store, name).id))}
+            return {"data": _json(store.proposal_diff(self._proposal(call, store, name).id))}
 
     def _decision(self, call: Call) -> tuple[list[str] | None, str]:
         data = wire.body(call.raw or b"{}", ("paths", "reason"))
@@ -137,13 +127,10 @@ class ReviewApi:
         return paths, reason
 
     def accept(self, call: Call) -> Json:
-        from gitmem.audit import review
-
         name = self._name(call, decide=True)
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
-            done = review.accept(
-                store.core,
+            done = store.accept(
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
                 session=call.token.session,
@@ -152,18 +139,15 @@ class ReviewApi:
                 reason=reason,
             )
             return {
-                "proposal": _json(review.summary(store.core, done.proposal)),
+                "proposal": _json(store.proposal_summary(done.proposal)),
                 "versions": _json(done.versions),
             }
 
     def reject(self, call: Call) -> Json:
-        from gitmem.audit import review
-
         name = self._name(call, decide=True)
         paths, reason = self._decision(call)
         with self.api.pool.store(name) as store:
-            p = review.reject(
-                store.core,
+            p = store.reject(
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
                 session=call.token.session,
@@ -171,17 +155,14 @@ class ReviewApi:
                 reason=reason,
                 paths=paths,
             )
-            return {"proposal": _json(review.summary(store.core, p))}
+            return {"proposal": _json(store.proposal_summary(p))}
 
     def erase(self, call: Call) -> Json:
-        from gitmem.audit import review
-
         name = self._name(call, decide=True)
         data = wire.body(call.raw or b"{}", ("reason",), required=("reason",))
         reason = wire.string(data, "reason") or ""
         with self.api.pool.store(name) as store:
-            done = review.erase(
-                store.core,
+            done = store.erase_proposal(
                 self._proposal(call, store, name, decide=True).id,
                 reviewer=call.token.actor,
                 session=call.token.session,
@@ -189,7 +170,7 @@ class ReviewApi:
                 reason=reason,
             )
             return {
-                "proposal": _json(review.summary(store.core, done.proposal)),
+                "proposal": _json(store.proposal_summary(done.proposal)),
                 "erasure": done.id,
                 "versions": done.versions,
                 "purged": done.purged,

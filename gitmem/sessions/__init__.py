@@ -9,6 +9,7 @@ unmounts; ``revert_session`` undoes what a session wrote. Modules: ``state`` (re
 
 from __future__ import annotations
 
+from gitmem.model.issues import FileIssue
 from gitmem.sessions.lifecycle import (
     EndResult,
     SessionDetail,
@@ -22,7 +23,7 @@ from gitmem.sessions.lifecycle import (
 from gitmem.sessions.prompt import PROMPT_FILE, system_prompt
 from gitmem.sessions.revert import RevertItem, RevertResult, revert_session
 from gitmem.sessions.state import MAX_STORES, Mount, Session, StoreSpec, parse_spec
-from gitmem.sessions.sync import Conflict, FileIssue, MountSync, SyncReport, conflict_path
+from gitmem.sessions.sync import Conflict, MountSync, SyncReport, conflict_path
 from gitmem.sessions.watch import watch_session
 
 __all__ = [

@@ -4,7 +4,7 @@ Each mount holds a marker, ``<mount>/.gitmem/mount.json`` (``/.gitmem/`` is rese
 can never collide with a memory): store, scope, access, the base commit the files were last synced
 against, and the git blob id of every file at that base. Blob ids are content addresses (equal ids
 <=> equal bytes), so they serve as the per-file base hashes of the 3-way sync and are compared with
-``pygit2.hash`` of the local files without reading the store.
+the git blob ids of the local files (``gitmem.store.blob_id``) without reading the store.
 
 Read-only mounts get 0444 files and 0555 directories; the marker directory stays writable by its
 owner so the marker can be updated without unlocking the mount.
@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pygit2
-
 from gitmem.errors import IntegrityError
 from gitmem.model.reserved import SHORTTERM_PREFIXES
 from gitmem.sessions.state import Mount, write_json_atomic
-from gitmem.store import Store
+from gitmem.store import Store, blob_id
 
 MARKER_DIR = ".gitmem"
 MARKER_FILE = "mount.json"
@@ -115,42 +113,22 @@ def write_marker(mount: Mount, marker: Marker) -> None:
 
 
 # ---------------------------------------------------------------------- store side
-def tree_files(store: Store, tip: pygit2.Oid | None) -> dict[str, str]:
-    """Every file of the tree at ``tip`` as api path -> blob id."""
-    tree = store.core.tree_of(tip)
-    out: dict[str, str] = {}
-    if tree is not None:
-        _walk(tree, "", out)
-    return out
+def tree_files(store: Store, tip: str | None) -> dict[str, str]:
+    """Every file of the tree at ``tip`` as api path -> blob id, but conversations and
+    checkpoints: they are not mounted (docs/conversations.md)."""
+    return {path: blob for path, blob in store.files(tip).items() if not path.startswith(SHORTTERM_PREFIXES)}
 
 
-def _walk(tree: pygit2.Tree, base: str, out: dict[str, str]) -> None:
-    for entry in tree:
-        path = f"{base}/{entry.name}"
-        if not base and path + "/" in SHORTTERM_PREFIXES:
-            continue  # conversations and checkpoints are not mounted (docs/conversations.md)
-        if isinstance(entry, pygit2.Tree):
-            _walk(entry, path, out)
-        elif isinstance(entry, pygit2.Blob):
-            out[path] = str(entry.id)
+def remote_blob(files: dict[str, str] | None, path: str) -> str | None:
+    """The blob id at ``path`` of a commit's ``files`` (:meth:`Store.files`; None: no file there)."""
+    return files.get(path) if files is not None else None
 
 
-def remote_blob(tree: pygit2.Tree | None, path: str) -> str | None:
-    """The blob id at ``path`` in ``tree`` (None: no file there)."""
-    if tree is None:
-        return None
-    try:
-        obj = tree[path[1:]]
-    except (KeyError, ValueError):
-        return None
-    return str(obj.id) if isinstance(obj, pygit2.Blob) else None
-
-
-def pinned_tip(store: Store, mount: Mount) -> tuple[pygit2.Oid | None, str]:
+def pinned_tip(store: Store, mount: Mount) -> tuple[str | None, str]:
     """The state a past state's mount shows, resolved anew (a redaction rewrites the commit that
     state was, never its time) and its version time: ``--at`` (docs/point-in-time.md)."""
     state = store.state_at(mount.at, scope=mount.scope)
-    return (pygit2.Oid(hex=state.commit) if state.commit else None), state.time or ""
+    return (state.commit or None), state.time or ""
 
 
 def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
@@ -161,7 +139,7 @@ def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
     if mount.at:
         tip, shows = pinned_tip(store, mount)
     else:
-        tip = store.core.tip(mount.scope)
+        tip = store.tip(mount.scope)
     root.mkdir(parents=True, exist_ok=False)
     files = tree_files(store, tip)
     made: set[Path] = {root}
@@ -171,14 +149,14 @@ def materialise(store: Store, mount: Mount, session_id: str) -> Marker:
             full.parent.mkdir(parents=True, exist_ok=True)
             made.add(full.parent)
         with open(full, "wb") as fh:
-            fh.write(store.core.blob_data(pygit2.Oid(hex=blob)))
+            fh.write(store.blob(blob))
     marker = Marker(
         mount.store,
         mount.store_path,
         mount.scope,
         mount.access,
         session_id,
-        str(tip) if tip is not None else None,
+        tip,
         files,
         mount.at or None,
         shows if mount.at else None,
@@ -209,7 +187,7 @@ def scan(root: Path, base: dict[str, str]) -> Scan:
         except OSError as exc:
             out.unusable[path] = f"cannot be read: {exc.strerror}"
             continue
-        blob = str(pygit2.hash(data))
+        blob = blob_id(data)
         out.files[path] = blob
         if base.get(path) != blob:
             out.data[path] = data

@@ -13,11 +13,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-import pygit2
-
 from gitmem.errors import GitmemError
 from gitmem.sessions import state
 from gitmem.sessions.mount import MARKER_DIR
+from gitmem.store import blob_id
 
 
 def mounts_holding(
@@ -61,7 +60,7 @@ def _holds(root: Path, blobs: set[str], regex: re.Pattern[str] | None) -> bool:
                 data = path.read_bytes()
             except OSError:
                 continue
-            if str(pygit2.hash(data)) in blobs:
+            if blob_id(data) in blobs:
                 return True
             if regex is not None and regex.search(data.decode("utf-8", "surrogateescape")):
                 return True

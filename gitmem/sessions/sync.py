@@ -20,13 +20,10 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pygit2
-
 from gitmem import config
-from gitmem.engine import proposals
 from gitmem.errors import ConflictError, GitmemError, NotFoundError
-from gitmem.git.treediff import diff_trees
 from gitmem.model.caller import Caller
+from gitmem.model.issues import FileIssue
 from gitmem.model.reserved import is_shortterm
 from gitmem.model.versions import Version
 from gitmem.sessions.mount import (
@@ -48,14 +45,6 @@ from gitmem.sessions.state import Mount
 from gitmem.store import BatchOp, Store
 
 ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class FileIssue:
-    """A change that was not saved, and why."""
-
-    path: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -119,17 +108,11 @@ def _private_and_denied(
 ) -> tuple[list[FileIssue], list[str]]:
     """Take this session's conflict copies out of the scan (they stay in the mount, never in the
     store) and find files holding redacted content (to be replaced by the store's version)."""
-    from gitmem.engine.denylist import denied_reason, read_patterns
-
-    denied, patterns = store.core.denied_ids(), read_patterns(store.core.path)
+    held = set(store.redacted_files(local.files, lambda path: _read(root, local, path)))
     issues: list[FileIssue] = []
     scrub: list[str] = []
     for path in sorted(local.files):
-        held = local.files[path] in denied or (
-            bool(patterns)
-            and denied_reason(frozenset(), patterns, path, _read(root, local, path)) is not None
-        )
-        if held:
+        if path in held:
             scrub.append(path)
             continue
         if is_conflict_copy(path, session_id):
@@ -161,7 +144,7 @@ def _read(root: Path, local: Scan, path: str) -> bytes | None:
 
 def _scrub(store: Store, mount: Mount, root: Path, paths: list[str]) -> list[FileIssue]:
     """Replace files holding redacted content by the store's version (or remove them)."""
-    tree = store.core.tree_of(store.core.tip(mount.scope))
+    tree = store.files(store.tip(mount.scope))
     out = []
     readonly = mount.access == "ro"
     if paths and readonly:
@@ -170,7 +153,7 @@ def _scrub(store: Store, mount: Mount, root: Path, paths: list[str]) -> list[Fil
         blob = remote_blob(tree, path)
         try:
             if blob is not None and not path.endswith(".conflict-" + marker_session(mount)):
-                put_file(root, path, store.core.blob_data(pygit2.Oid(hex=blob)), readonly=readonly)
+                put_file(root, path, store.blob(blob), readonly=readonly)
                 what = "replaced by the store's version"
             else:
                 remove_file(root, path)
@@ -244,9 +227,10 @@ def sync_mount(
         protected.update(kept_both)
     kept_base = {c.path for c in conflicts if c.kept_as is None and c.path in local.files}
     refused += private + _scrub(store, mount, root, scrub)
-    tip = pinned_tip(store, mount)[0] if mount.at else store.core.tip(mount.scope)
-    if mount.access == "review":  # the mount shows the session's proposal on top of the scope
-        tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
+    if mount.at:  # a past state's mount (read-only) shows that state
+        tip = pinned_tip(store, mount)[0]
+    else:  # a review mount shows the session's proposal on top of the scope
+        tip = store.tip(mount.scope, proposer=session_id if mount.access == "review" else None)
     base = marker.base
     put_back = changed if mount.access == "ro" else []
     refreshed = _refresh(store, mount, marker, tip, local, protected, put_back, kept_base)
@@ -256,7 +240,7 @@ def sync_mount(
         mount.slug,
         mount.access,
         base,
-        str(tip) if tip else None,
+        tip,
         versions,
         refused,
         conflicts,
@@ -265,11 +249,16 @@ def sync_mount(
 
 
 def _sha(store: Store, blob: str) -> str:
-    return hashlib.sha256(store.core.blob_data(pygit2.Oid(hex=blob))).hexdigest()
+    return hashlib.sha256(store.blob(blob)).hexdigest()
 
 
 def _plan(
-    store: Store, tree: pygit2.Tree | None, marker: Marker, local: Scan, changed: list[str], session_id: str
+    store: Store,
+    tree: dict[str, str] | None,
+    marker: Marker,
+    local: Scan,
+    changed: list[str],
+    session_id: str,
 ) -> _Plan:
     base, files = marker.files, local.files
     plan = _Plan()
@@ -359,7 +348,7 @@ def _pair_similar(
     new = sorted(p for p in singles if p not in base and p in local.files)
     if not gone or not new or len(gone) * len(new) > MAX_PAIRS:
         return [], singles
-    old_text = {p: store.core.blob_data(pygit2.Oid(hex=base[p])) for p in gone}
+    old_text = {p: store.blob(base[p]) for p in gone}
     scored = []
     for o in gone:
         for n in new:
@@ -391,10 +380,9 @@ def _push(
 ) -> tuple[list[Version], list[Conflict], list[FileIssue], list[tuple[str, str, bytes]]]:
     versions: list[Version] = []
     for attempt in range(ATTEMPTS):
-        tip = store.core.tip(mount.scope)
-        if mount.access == "review":  # planned against what the session sees: its proposal
-            tip = proposals.owner_tip(store.core, mount.scope, session_id) or tip
-        plan = _plan(store, store.core.tree_of(tip), marker, local, changed, session_id)
+        # planned against what the session sees: a review mount, its proposal
+        tip = store.tip(mount.scope, proposer=session_id if mount.access == "review" else None)
+        plan = _plan(store, store.files(tip), marker, local, changed, session_id)
         if not plan.ops:
             return versions, plan.conflicts, [], plan.copies
         try:
@@ -445,7 +433,7 @@ def _refresh(
     store: Store,
     mount: Mount,
     marker: Marker,
-    tip: pygit2.Oid | None,
+    tip: str | None,
     local: Scan,
     protected: set[str],
     put_back: list[str] = (),  # type: ignore[assignment]
@@ -456,18 +444,17 @@ def _refresh(
     ``put_back`` paths (refused edits of a read-only mount) get the store's content again."""
     old_files = dict(marker.files)
     root, readonly = Path(mount.path), mount.access == "ro"
-    if marker.base is not None and store.core.has_object(marker.base):
-        old_tree = store.core.tree_of(pygit2.Oid(hex=marker.base))
+    if marker.base is not None and store.has_object(marker.base):
         new_files = dict(marker.files)
         touched = []
-        for _kind, path, _old, new in diff_trees(store.core.repo, old_tree, store.core.tree_of(tip)):
+        for path, new in store.changed_files(marker.base, tip):
             if is_shortterm(path):
                 continue  # not mounted (docs/conversations.md)
             touched.append(path)
             if new is None:
                 new_files.pop(path, None)
             else:
-                new_files[path] = str(new)
+                new_files[path] = new
     else:  # no base, or history was rewritten under it: compare whole maps
         new_files = tree_files(store, tip)
         touched = [p for p in set(marker.files) | set(new_files) if marker.files.get(p) != new_files.get(p)]
@@ -479,7 +466,7 @@ def _refresh(
     for path in [p for p in todo if p not in new_files] + [p for p in todo if p in new_files]:
         try:
             if path in new_files:
-                put_file(root, path, store.core.blob_data(pygit2.Oid(hex=new_files[path])), readonly=readonly)
+                put_file(root, path, store.blob(new_files[path]), readonly=readonly)
             else:
                 remove_file(root, path)
         except OSError:
@@ -500,6 +487,3 @@ def _refresh(
     marker.files = new_files
     write_marker(mount, marker)
     return sorted(done)
-
-
-# size-ok: over 500 lines only by the merge of this wave's branches into it; to split along its seams next (the house issue)

@@ -23,8 +23,7 @@ def _tips(session: Session) -> tuple[str | None, ...]:
     out = []
     for m in session.mounts:
         with open_store(m.store_path) as store:
-            tip = store.core.tip(m.scope)
-        out.append(str(tip) if tip is not None else None)
+            out.append(store.tip(m.scope))
     return tuple(out)
 
 

@@ -6,8 +6,6 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem.audit import timeline
-from gitmem.audit import verify as verifying
 from gitmem.errors import InvalidInputError, NotFoundError, RateLimitedError
 from gitmem.model.versions import OPERATIONS
 from gitmem.server.console import chart, internals
@@ -15,6 +13,7 @@ from gitmem.server.console.browse import memory_url, store_url
 from gitmem.server.console.web import Ctx, Page, Redirect
 from gitmem.sessions import revert_session
 from gitmem.sessions import state as session_state
+from gitmem.store import AUDIT_TYPES, AuditEvent
 
 MAX_EVENTS = 500
 
@@ -52,13 +51,13 @@ def audit_page(ctx: Ctx) -> Page:
             raise NotFoundError(f"scope {scope!r} does not exist in store {name!r}")
         events = [
             e
-            for e in timeline.audit(store.core, scope=scope, **filters)  # type: ignore[arg-type]
+            for e in store.audit(scope=scope, **filters)  # type: ignore[arg-type]
             if e.scope is None or set(e.scope.split(",")) <= set(scopes)  # a push: "main,team"
         ]
         actors = sorted({e.actor for e in events})
     versions = [e for e in events if e.type in OPERATIONS]
 
-    def key(e: timeline.AuditEvent) -> str:
+    def key(e: AuditEvent) -> str:
         return e.actor if group == "actor" else (e.session or "(no session)")
 
     values: dict[str, Any] = {
@@ -71,7 +70,7 @@ def audit_page(ctx: Ctx) -> Page:
         "events": list(reversed(events))[:MAX_EVENTS],
         "total": len(events),
         "versions": len(versions),
-        "types": timeline.TYPES,
+        "types": AUDIT_TYPES,
         "actors": actors,
         "f": {k: ctx.query.get(k, "") for k in ("type", "actor", "session", "since", "until")},
         "operations": OPERATIONS,
@@ -206,7 +205,7 @@ def redact_do(ctx: Ctx) -> Page:
                 done = store.redact_pattern(f["pattern"], reason=f["reason"], scope=scope, caller=ctx.caller)
         else:
             raise InvalidInputError("choose a version or a pattern to redact")
-        proof = verifying.verify(store.core, raise_on_failure=False)
+        proof = store.verify(raise_on_failure=False)
     values = {
         "title": f"Redacted {done.id}",
         "name": name,
@@ -230,7 +229,7 @@ CHECKS = (
 def integrity_page(ctx: Ctx) -> Page:
     name = ctx.readable(ctx.params["store"])
     with ctx.pool.store(name) as store:
-        last = verifying.last_report(store.core)
+        last = store.last_verify()
     values = {
         "title": f"Integrity: {name}",
         "name": name,
@@ -261,5 +260,5 @@ def integrity_run(ctx: Ctx) -> Redirect:
         )
     _last_verify[name] = now
     with ctx.pool.store(name) as store:
-        verifying.verify(store.core, raise_on_failure=False)
+        store.verify(raise_on_failure=False)
     return Redirect(store_url(name, "/integrity"))

@@ -8,14 +8,12 @@ from typing import Any
 from urllib.parse import quote
 
 from gitmem.config import StoreSettings
-from gitmem.engine import proposals
-from gitmem.engine.memories import Memory, Prefix
 from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.model.paths import validate_prefix
 from gitmem.model.versions import Version
 from gitmem.server.console import diff, internals
 from gitmem.server.console.web import PREFIX, Ctx, Page, Redirect
-from gitmem.store import Store
+from gitmem.store import Memory, Prefix, Store
 
 TREE_PAGE = 200
 HISTORY_PAGE = 100
@@ -118,7 +116,7 @@ def store_page(ctx: Ctx) -> Page:
             "more": len(items) > page * TREE_PAGE,
             "stats": stats,
             "open_proposals": sum(  # in the scopes the token may read
-                1 for p in proposals.proposals(store.core, status="open") if ctx.token.may_read(name, p.scope)
+                1 for p in store.proposals(status="open") if ctx.token.may_read(name, p.scope)
             ),
             "query": query,
             "hits": found.hits,
@@ -214,11 +212,7 @@ def version_redirect(ctx: Ctx) -> Redirect:
     with ctx.pool.store(name) as store:
         v = store.version(vid)
         if not ctx.token.may_read(name, v.scope):  # a fork may share it: a scope the token reads
-            shared = [
-                r.scope
-                for r in store.core.index.version_rows("id=?", (v.id,))
-                if ctx.token.may_read(name, r.scope)
-            ]
+            shared = [scope for scope in store.version_scopes(v.id) if ctx.token.may_read(name, scope)]
             if not shared:
                 raise NotFoundError(f"version {vid} does not exist in store {name!r}")
             v = store.version(vid, scope=sorted(shared)[0])

@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gitmem.audit import review as deciding
-from gitmem.engine import proposals as P
 from gitmem.errors import ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.ids import is_id
 from gitmem.server.console import diff
 from gitmem.server.console.browse import memory_url, store_url
 from gitmem.server.console.web import Ctx, Page, Redirect
 from gitmem.server.review_api import reviewer_refusal
-from gitmem.store import Store
+from gitmem.store import PROPOSAL_STATUSES, Store
+
+if TYPE_CHECKING:
+    from gitmem.store import Decision, PathDiff, Proposal
 
 FILTERS: dict[str, tuple[str, ...]] = {
     "open": ("open",),
     "decided": ("accepted", "rejected"),
-    "all": P.STATUSES,
+    "all": PROPOSAL_STATUSES,
 }
 LIST_PATHS = 10  # paths shown per row of the list; the proposal page shows them all
 
@@ -54,20 +55,20 @@ def ago(value: object, now: dt.datetime | None = None) -> str:
     return f"{seconds} s"
 
 
-def _proposal(ctx: Ctx, name: str, store: Store) -> P.Proposal:
+def _proposal(ctx: Ctx, name: str, store: Store) -> Proposal:
     """The proposal of the URL; a scope the token may not read gets a missing proposal's 404."""
     pid = ctx.params["proposal"]
-    p = P.get(store.core, pid)
+    p = store.proposal(pid)
     if not ctx.token.may_read(name, p.scope):
         raise NotFoundError(f"proposal {pid} does not exist in store {name!r}")
     return p
 
 
-def _may_decide(ctx: Ctx, name: str, p: P.Proposal) -> bool:
+def _may_decide(ctx: Ctx, name: str, p: Proposal) -> bool:
     return reviewer_refusal(ctx.token, name, p.scope) is None
 
 
-def _need_reviewer(ctx: Ctx, name: str, p: P.Proposal) -> None:
+def _need_reviewer(ctx: Ctx, name: str, p: Proposal) -> None:
     refusal = reviewer_refusal(ctx.token, name, p.scope)
     if refusal is not None:
         raise ForbiddenError(refusal)
@@ -86,10 +87,10 @@ def proposals_page(ctx: Ctx) -> Page:
             raise NotFoundError(f"scope {scope!r} does not exist in store {name!r}")
         found = [
             p
-            for p in P.proposals(store.core, scope=scope)
+            for p in store.proposals(scope=scope)
             if p.status in FILTERS[status] and ctx.token.may_read(name, p.scope)
         ]
-        rows = [(deciding.summary(store.core, p), p.erased) for p in reversed(found)]  # newest first
+        rows = [(store.proposal_summary(p), p.erased) for p in reversed(found)]  # newest first
     values: dict[str, Any] = {
         "title": f"Proposals: {name}",
         "name": name,
@@ -139,17 +140,17 @@ def three_way(text: str) -> list[ThreeWayLine]:
 
 @dataclass(frozen=True)
 class PathView:
-    d: deciding.PathDiff
+    d: PathDiff
     lines: list[diff.Line]
     three: list[ThreeWayLine]
-    decision: P.Decision | None
+    decision: Decision | None
 
 
-def _views(store: Store, p: P.Proposal) -> list[PathView]:
+def _views(store: Store, p: Proposal) -> list[PathView]:
     by_path = {path: d for d in p.decisions for path in d.paths}
     return [
         PathView(d, diff.unified(d.diff), three_way(d.three_way) if d.three_way else [], by_path.get(d.path))
-        for d in deciding.diff(store.core, p.id)
+        for d in store.proposal_diff(p.id)
     ]
 
 
@@ -158,7 +159,7 @@ def proposal_page(ctx: Ctx) -> Page:
     with ctx.pool.store(name) as store:
         p = _proposal(ctx, name, store)
         views = _views(store, p)
-        versions = P.versions(store.core, p.id)
+        versions = store.proposal_versions(p.id)
         heads = {v.path: v for v in versions}  # the last proposed version of each path
         reviewer = _may_decide(ctx, name, p)
         values: dict[str, Any] = {
@@ -172,7 +173,7 @@ def proposal_page(ctx: Ctx) -> Page:
             "acceptable": [v.d.path for v in views if not v.d.decided and v.d.status != "conflict"],
             "conflicts": [v.d.path for v in views if v.d.status == "conflict" and not v.d.decided],
             "may_decide": reviewer and p.status == "open" and store.settings.archived_at is None,
-            "may_erase": reviewer and p.erased is None and P.tip_of(store.core, p) is not None,
+            "may_erase": reviewer and p.erased is None and store.proposal_has_chain(p),
             "reviewer": reviewer,
             "done": _notice(ctx.query.get("done") or ""),
             "store_url": store_url,
@@ -211,8 +212,7 @@ def accept_do(ctx: Ctx) -> Redirect:
         p = _proposal(ctx, name, store)
         _need_reviewer(ctx, name, p)
         with ctx.pool.write_lock(name, p.scope):
-            done = deciding.accept(
-                store.core,
+            done = store.accept(
                 p.id,
                 reviewer=ctx.token.actor,
                 session=ctx.token.session,
@@ -231,9 +231,7 @@ def reject_do(ctx: Ctx) -> Redirect:
     with ctx.pool.store(name) as store:
         p = _proposal(ctx, name, store)
         _need_reviewer(ctx, name, p)
-        deciding.reject(
-            store.core, p.id, reviewer=ctx.token.actor, session=ctx.token.session, reason=reason, paths=paths
-        )
+        store.reject(p.id, reviewer=ctx.token.actor, session=ctx.token.session, reason=reason, paths=paths)
     return Redirect(proposal_url(name, p.id, done=f"rejected:{len(paths)}"))
 
 
@@ -248,8 +246,8 @@ def erase_confirm(ctx: Ctx) -> Page:
             "title": f"Erase {p.id}",
             "name": name,
             "p": p,
-            "versions": P.versions(store.core, p.id),
-            "paths": P.touched(store.core, p),
+            "versions": store.proposal_versions(p.id),
+            "paths": store.proposal_paths(p),
             "reason": (ctx.form.get("reason") or "").strip(),
             "store_url": store_url,
             "proposal_url": proposal_url,
@@ -265,7 +263,5 @@ def erase_do(ctx: Ctx) -> Page | Redirect:
     with ctx.pool.store(name) as store:
         p = _proposal(ctx, name, store)
         _need_reviewer(ctx, name, p)
-        done = deciding.erase(
-            store.core, p.id, reviewer=ctx.token.actor, session=ctx.token.session, reason=reason
-        )
+        done = store.erase_proposal(p.id, reviewer=ctx.token.actor, session=ctx.token.session, reason=reason)
     return Redirect(proposal_url(name, p.id, done=f"erased:{done.id}:{done.purged}"))
