@@ -22,8 +22,10 @@ import pygit2
 
 from gitmem import config
 from gitmem.config import StoreSettings
+from gitmem.engine import settings_change
 from gitmem.engine.batch import BatchOp, BatchResult
 from gitmem.engine.core import GITMEM_DIR, StoreCore, delete_store, list_stores, store_path
+from gitmem.engine.opening import handle
 from gitmem.engine.resolve import (
     StoreRef,
     all_refs,
@@ -147,8 +149,10 @@ class Store:
             home = self.path.parent.parent  # <home>/stores/<handle>.git
             with full_name_lock(home):
                 check_full_name_free(full_name, home, but=self.id)
-                return self._core.update_settings(actor=actor, full_name=full_name, **changes)
-        return self._core.update_settings(actor=actor, **changes)
+                return settings_change.update_settings(
+                    self._core, actor=actor, full_name=full_name, **changes
+                )
+        return settings_change.update_settings(self._core, actor=actor, **changes)
 
     def close(self) -> None:
         self._core.close()
@@ -603,7 +607,7 @@ def _create(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    core = StoreCore(open_repository(final), final)
+    core = handle(open_repository(final), final)
     from gitmem.engine import ledger
 
     ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
@@ -733,7 +737,7 @@ def restore_store(
             )
         )
         _configure(tmp, repo, settings)
-        with StoreCore(open_repository(tmp), tmp) as core:
+        with handle(open_repository(tmp), tmp) as core:
             count, report = restore.record_and_verify(core, bundle_path, digest, refs, sorted(files), actor)
             scopes = core.scopes()
         restore.forget_caches(tmp)
@@ -773,5 +777,5 @@ def _restored_id(original: str | None, keep_id: bool, home: str | os.PathLike[st
 def _bundle_store_id(git_dir: Path) -> str | None:
     from gitmem.audit.restore import ledger_store_id
 
-    with StoreCore(open_repository(git_dir), git_dir) as core:
+    with handle(open_repository(git_dir), git_dir) as core:
         return ledger_store_id(core)
