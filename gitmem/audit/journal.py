@@ -39,7 +39,8 @@ import pygit2
 
 from gitmem import config, events
 from gitmem.engine import ledger, receipts
-from gitmem.engine.core import StoreCore, open_core
+from gitmem.engine.core import StoreCore
+from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired

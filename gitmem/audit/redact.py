@@ -174,7 +174,7 @@ def _redact(
     if pattern is not None and remember:
         # Remembered before the rewrite: from the moment history no longer holds the content, no
         # write path can store a new match (a crash after this leaves only a stricter store).
-        denylist.remember_pattern(store, rid, pattern)
+        denylist.remember_pattern(store.path, rid, pattern)
     rw = run_rewrite_scopes(store, scopes, build)
     return Redaction(
         id=rid,

@@ -14,26 +14,76 @@ import contextlib
 import logging
 import os
 import shutil
+import sqlite3
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pygit2
 
 from gitmem import config, events
 from gitmem.config import StoreSettings
-from gitmem.engine.resolve import StoreRef, all_refs, resolve, resolve_store
+from gitmem.engine.denylist import DENYLIST, read_denylist
+from gitmem.engine.resolve import all_refs, resolve_store
+from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
 from gitmem.git.consolidate import merge_small_packs, remove_replaced
 from gitmem.git.intent import flushes
-from gitmem.git.repo import STORE_LOCK, Repo, open_repository
+from gitmem.git.repo import STORE_LOCK, Repo
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope
 
-if TYPE_CHECKING:
-    from gitmem.engine.index import Index
+
+class StagedIndexRecord(Protocol):
+    """An index record staged during a publish's flush (gitmem.engine.index.StagedRecord)."""
+
+    def commit(self) -> None: ...
+    def rollback(self) -> None: ...
+
+
+class IndexLike(Protocol):
+    """What the handle and its users ask of the derived index (gitmem.engine.index.Index). The
+    index reads through the handle; the handle takes the index from whoever opens it
+    (gitmem.engine.opening), so this layer never imports the index."""
+
+    @property
+    def db(self) -> sqlite3.Connection: ...
+    def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None: ...
+    def ensure_all(self) -> list[str]: ...
+    def forget(self, scope: str) -> None: ...
+    def rebuild(self) -> int: ...
+    def close(self) -> None: ...
+    def head(self, scope: str, path: str) -> HeadRow | None: ...
+    def head_at(self, scope: str, path: str, tip: str, blob: str) -> HeadRow | None: ...
+    def head_by_memory(self, scope: str, memory_id: str) -> HeadRow | None: ...
+    def heads(self, scope: str, prefix: str = "/") -> list[HeadRow]: ...
+    def scope_stats(self, scope: str) -> tuple[int, int]: ...
+    def store_bytes(self) -> int: ...
+    def purge_search(self, *, wait: float = 2.0) -> bool: ...
+    def purge_pending(self) -> bool: ...
+    def version_rows(
+        self, where: str = "", params: Sequence[Any] = (), limit: int | None = None
+    ) -> list[VersionRow]: ...
+    def stage(
+        self,
+        scope: str,
+        parent: pygit2.Oid | None,
+        commit: pygit2.Oid,
+        rows: Sequence[VersionRow],
+        contents: Mapping[str, bytes] | None = None,
+    ) -> StagedIndexRecord: ...
+    def mark_redacted(self, redaction: tuple[str, str, int, str], version_ids: Sequence[str]) -> None: ...
+    def apply_rewrite(
+        self,
+        scope: str,
+        old_tip: str,
+        new_tip: str,
+        commit_map: dict[str, str],
+        blob_map: dict[str, list[Any]],
+    ) -> None: ...
+
 
 GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
 
@@ -56,8 +106,17 @@ RACY_NS = 2_000_000_000
 class StoreCore(Repo):
     """A memory store's repository with its settings, scopes, deny-list and index."""
 
-    def __init__(self, repo: pygit2.Repository, path: Path, *, clone_of: str | None = None) -> None:
+    def __init__(
+        self,
+        repo: pygit2.Repository,
+        path: Path,
+        *,
+        clone_of: str | None = None,
+        index: Callable[[StoreCore], IndexLike] | None = None,
+    ) -> None:
         super().__init__(repo, path)
+        #: Makes the derived index of this handle (gitmem.engine.index.Index; the opener passes it).
+        self._make_index = index
         #: For a clone (offline inspection), the URL of the store it was cloned from; clones are read-only.
         self.clone_of = clone_of
         self._settings: StoreSettings | None = None
@@ -67,7 +126,7 @@ class StoreCore(Repo):
         self._settings_file: str | None = None
         self._denied: frozenset[str] = frozenset()
         self._deny_key: tuple[int, int, int] | None = None
-        self._index: Index | None = None
+        self._index: IndexLike | None = None
         #: The packs this handle's last merge of small packs replaced, and the flush count then.
         self._replaced: tuple[list[str], int] | None = None
         self._merge_lock = threading.Lock()
@@ -146,23 +205,14 @@ class StoreCore(Repo):
         self._settings = None
         return self.settings
 
-    def update_settings(self, *, actor: str | None = None, **changes: Any) -> StoreSettings:
-        """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically.
-
-        Every change is a ledger entry with its actor and a readable diff (``archived`` when it sets
-        ``archived_at``); a hand edit of the file found first is recorded before it, unattributed."""
-        self.check_writable()
-        from gitmem.engine import ledger  # the ledger records through this handle
-
-        ledger.check_hand_edit(self)
-        old = self.settings.to_dict()
-        new = replace(self.settings, updated_at=config.now_rfc3339(), **changes)
+    def save_settings(self, new: StoreSettings) -> StoreSettings:
+        """Validate ``new`` and save it atomically; no ledger entry (a change made through gitmem is
+        :func:`gitmem.engine.settings_change.update_settings`, which records one)."""
         # Round-trip through validation so a bad value never reaches the file.
         new = config.settings_from_dict(new.to_dict(), str(self.settings_path))
         guard_policy(new, str(self.settings_path))
         config.save_settings(self.settings_path, new)
         self._settings = new
-        ledger.record_settings_change(self, old, changes, actor)
         return new
 
     def check_writable(self) -> None:
@@ -187,8 +237,6 @@ class StoreCore(Repo):
     def denied_ids(self) -> frozenset[str]:
         """Object ids a redaction or compaction removed (``$GIT_DIR/gitmem/denylist``), re-read
         when the file changes. Writes refuse them, as the pre-receive hook does."""
-        from gitmem.engine.denylist import DENYLIST, read_denylist
-
         path = self.gitmem_dir / DENYLIST
         try:
             st = path.stat()
@@ -298,11 +346,13 @@ class StoreCore(Repo):
 
     # ------------------------------------------------------------------ derived index
     @property
-    def index(self) -> Index:
+    def index(self) -> IndexLike:
         if self._index is None:
-            from gitmem.engine.index import Index  # the index reads through this handle
-
-            self._index = Index(self)
+            if self._make_index is None:
+                raise ConfigError(
+                    f"{self.path}: this handle was opened without an index (gitmem.engine.opening)"
+                )
+            self._index = self._make_index(self)
         return self._index
 
     def drain_pushes(self) -> None:
@@ -328,59 +378,6 @@ class StoreCore(Repo):
 
     def __repr__(self) -> str:
         return f"StoreCore({str(self.path)!r})"
-
-
-def origin_url(repo: pygit2.Repository) -> str | None:
-    try:
-        return str(repo.remotes["origin"].url)
-    except (KeyError, ValueError):
-        return None
-
-
-def open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> StoreCore:
-    """A store handle by name in the workspace, or by path to a bare store or a clone of one.
-
-    After a reboot, ref moves that were flushed but not yet on disk are replayed first (the
-    intent log, docs/durability.md); no journal recovery here (``gitmem.store.open_store`` adds it)."""
-    try:
-        core = _open_core(name_or_path, home)
-    except PermissionError as exc:
-        raise ForbiddenError(f"permission denied: {exc.filename or name_or_path}") from None
-    if not core.is_clone:
-        core.recover()
-        core.drain_pushes()
-    return core
-
-
-def _open_core(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None) -> StoreCore:
-    found = resolve(name_or_path, home, paths=True)  # id > path > name (gitmem.engine.resolve)
-    if isinstance(found, StoreRef):
-        _check_readable(found.path)
-        return StoreCore(open_repository(found.path), found.path)
-    path = found
-    _check_readable(path)
-    repo = open_repository(path)
-    if repo.is_bare:
-        if (path / config.SETTINGS_FILE).exists():
-            return StoreCore(repo, path)
-        if not (path / GITMEM_DIR / config.SETTINGS_FILE).exists():
-            raise NotFoundError(
-                f"{path} is a git repository but not a gitmem store (no {config.SETTINGS_FILE})"
-            )
-        return StoreCore(repo, path, clone_of=origin_url(repo) or str(path))
-    gitdir = Path(repo.path).resolve()
-    return StoreCore(repo, gitdir, clone_of=origin_url(repo) or str(path))
-
-
-def _check_readable(path: Path) -> None:
-    """Another user's store (or one this process may not read) is "permission denied" (exit 6),
-    not "not a git repository"."""
-    try:
-        for p in (path, path / "objects", path / "refs", path / "HEAD", path / ".git"):
-            if p.exists() and not os.access(p, os.R_OK | (os.X_OK if p.is_dir() else 0)):
-                raise ForbiddenError(f"permission denied: {p} belongs to another user or is not readable")
-    except PermissionError:
-        raise ForbiddenError(f"permission denied: {path} belongs to another user") from None
 
 
 def list_stores(home: str | os.PathLike[str] | None = None) -> list[StoreSettings]:

@@ -10,12 +10,8 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pygit2
-
-if TYPE_CHECKING:
-    from gitmem.engine.core import StoreCore
 
 DENYLIST = "denylist"
 HEX40 = re.compile(r"^[0-9a-f]{40}$")
@@ -91,15 +87,15 @@ def read_patterns(git_dir: Path) -> tuple[re.Pattern[str], ...]:
     return compiled
 
 
-def remember_pattern(store: StoreCore, redaction_id: str, pattern: str) -> None:
-    """Add a redacted pattern to the deny-patterns (created 0600; idempotent)."""
+def remember_pattern(git_dir: Path, redaction_id: str, pattern: str) -> None:
+    """Add a redacted pattern to the store's deny-patterns (created 0600; idempotent)."""
     from gitmem.git.locks import file_lock
 
-    d = store.gitmem_dir
+    d = git_dir / "gitmem"
     d.mkdir(parents=True, exist_ok=True)
     path = d / PATTERNS
     with file_lock(d / (PATTERNS + ".lock")):
-        if any(p.pattern == pattern for p in read_patterns(store.path)):
+        if any(p.pattern == pattern for p in read_patterns(git_dir)):
             return
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
@@ -128,14 +124,15 @@ def denied_reason(
     return None
 
 
-def refuse_denied(store: StoreCore, path: str, data: bytes | None) -> None:
-    """Raise ForbiddenError when ``data`` at ``path`` is deny-listed or matches a deny-pattern."""
+def refuse_denied(git_dir: Path, denied: frozenset[str], path: str, data: bytes | None) -> None:
+    """Raise ForbiddenError when ``data`` at ``path`` is in ``denied`` (the store's deny-list, as
+    ``StoreCore.denied_ids`` reads it) or matches a deny-pattern; InvalidInputError for a forged mark."""
     from gitmem.errors import ForbiddenError
 
-    why = denied_reason(store.denied_ids(), read_patterns(store.path), path, data)
+    why = denied_reason(denied, read_patterns(git_dir), path, data)
     if why is not None:
         raise ForbiddenError(why + " (redact it, or write different content)")
-    forged = forged_mark(store.path, path, data)
+    forged = forged_mark(git_dir, path, data)
     if forged is not None:
         from gitmem.errors import InvalidInputError
 

@@ -36,7 +36,8 @@ from typing import Any
 import pygit2
 
 from gitmem.config import now_rfc3339
-from gitmem.engine.core import StoreCore, open_core
+from gitmem.engine.core import StoreCore
+from gitmem.engine.opening import open_core
 from gitmem.engine.resolve import all_refs, by_handle, stores_dir
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ConfigError

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.engine.core import open_core
+from gitmem.engine.opening import open_core
 from gitmem.engine.vectors import catch_up
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.config import Limits
-from gitmem.engine.core import StoreCore
+from gitmem.engine.core import StagedIndexRecord, StoreCore
 from gitmem.engine.denylist import denied_reason, forged_mark, read_patterns
 from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
@@ -43,7 +43,6 @@ from gitmem.model.versions import (
 )
 
 if TYPE_CHECKING:
-    from gitmem.engine.index import StagedRecord
     from gitmem.model.guard import Finding, GuardPolicy
 
 _log = logging.getLogger("gitmem.write")
@@ -369,7 +368,7 @@ def publish_recorded(
 
     The index record is staged in an open transaction while the flush runs and committed once
     the branch has moved, so a durable write costs little more than its flush and its objects."""
-    staged: list[StagedRecord] = []
+    staged: list[StagedIndexRecord] = []
 
     def stage() -> None:
         try:

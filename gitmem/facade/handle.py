@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gitmem import config
 from gitmem.config import StoreSettings
-from gitmem.engine import events
+from gitmem.engine import events, settings_change
 from gitmem.engine.core import StoreCore
 from gitmem.engine.resolve import check_full_name_free, full_name_lock
 from gitmem.facade.admin import Admin
@@ -110,9 +110,9 @@ class Store(Memories, History, Review, Files, Admin, Records):
             home = self.path.parent.parent  # <home>/stores/<handle>.git
             with full_name_lock(home):
                 check_full_name_free(full_name, home, but=self.id)
-                new = self._core.update_settings(actor=actor, full_name=full_name, **changes)
+                new = settings_change.update_settings(self._core, actor=actor, full_name=full_name, **changes)
         else:
-            new = self._core.update_settings(actor=actor, **changes)
+            new = settings_change.update_settings(self._core, actor=actor, **changes)
         if new.archived_at is not None and not was_archived:  # webhooks (docs/webhooks.md)
             events.record_store_event(self.path, "memory_store.archived", self.id)
         return new

@@ -13,8 +13,9 @@ import pygit2
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.engine import events
-from gitmem.engine.core import GITMEM_DIR, StoreCore
+from gitmem.engine.core import GITMEM_DIR
 from gitmem.engine.core import delete_store as _delete_store
+from gitmem.engine.opening import handle
 from gitmem.engine.resolve import (
     all_refs,
     check_full_name_free,
@@ -96,7 +97,7 @@ def _create(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    core = StoreCore(open_repository(final), final)
+    core = handle(open_repository(final), final)
     from gitmem.engine import ledger
 
     ledger.append(core, "store_created", {"id": settings.id, "name": name}, actor=actor)
@@ -236,7 +237,7 @@ def restore_store(
             )
         )
         _configure(tmp, repo, settings)
-        with StoreCore(open_repository(tmp), tmp) as core:
+        with handle(open_repository(tmp), tmp) as core:
             count, report = restore.record_and_verify(core, bundle_path, digest, refs, sorted(files), actor)
             scopes = core.scopes()
         restore.forget_caches(tmp)
@@ -277,5 +278,5 @@ def _restored_id(original: str | None, keep_id: bool, home: str | os.PathLike[st
 def _bundle_store_id(git_dir: Path) -> str | None:
     from gitmem.audit.restore import ledger_store_id
 
-    with StoreCore(open_repository(git_dir), git_dir) as core:
+    with handle(open_repository(git_dir), git_dir) as core:
         return ledger_store_id(core)

@@ -151,6 +151,6 @@ def open_repo() -> pygit2.Repository:
 
 
 def store_of(repo: pygit2.Repository) -> StoreCore:
-    from gitmem.engine.core import StoreCore
+    from gitmem.engine.opening import handle
 
-    return StoreCore(repo, Path(repo.path).resolve())
+    return handle(repo, Path(repo.path).resolve())

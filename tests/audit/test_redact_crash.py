@@ -13,7 +13,7 @@ import pytest
 import gitmem
 from gitmem.audit.verify import verify
 from gitmem.engine import ledger
-from gitmem.engine.core import open_core
+from gitmem.engine.opening import open_core
 from tests.helpers import git
 
 SECRET = "crash-secret-42"

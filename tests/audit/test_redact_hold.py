@@ -178,7 +178,7 @@ def test_10_private_files_are_0600(store: Store) -> None:
 # ---------------------------------------------------------------------- 11. archived stores
 def test_11_redaction_works_in_an_archived_store(store: Store) -> None:
     a = _one_scope(store)
-    store.core.update_settings(archived_at="2026-01-01T00:00:00Z")
+    store.update_settings(archived_at="2026-01-01T00:00:00Z")
     r = redact.redact(store.core, a.id, reason="leak")
     assert r.scopes == ["main"]
     assert scan_store(store.path, SECRET.encode()) == []
@@ -189,7 +189,7 @@ def test_11_redaction_works_in_an_archived_store(store: Store) -> None:
 def test_11_deleting_memories_works_in_an_archived_store(store: Store, workspace: Path) -> None:
     store.write("/keep.md", "keep\n", actor="user:a")
     store.write("/gone.md", "gone\n", actor="user:a")
-    store.core.update_settings(archived_at="2026-01-01T00:00:00Z")
+    store.update_settings(archived_at="2026-01-01T00:00:00Z")
     v = store.delete("/gone.md", actor="user:admin")  # erasure: allowed in an archived store
     assert v.operation == "deleted" and [m.path for m in store.list()] == ["/keep.md"]
     result = CliRunner().invoke(app, ["rm", "notes", "/keep.md", "--home", str(workspace)])
@@ -451,7 +451,7 @@ def test_8_fetch_never_replaces_the_clone_ledger(store: Store, tmp_path: Path) -
     from gitmem.push.clone import clone
 
     _two_scopes(store)
-    store.core.update_settings(description="two entries in the ledger")
+    store.update_settings(description="two entries in the ledger")
     dest = tmp_path / "c"
     clone(str(store.path), dest)
     mine = git(dest, "rev-parse", "refs/gitmem/ledger").stdout.strip()
@@ -530,9 +530,7 @@ def test_13_dry_runs_list_exactly_and_write_nothing(store: Store) -> None:
     )
     assert res.exit_code == 6 and "/live.md in scope 'main'" in res.output
     assert _state(store) == before
-    store.core.update_settings(
-        retention=store.settings.retention.__class__(max_days=1, min_days=0, keep_recent=1)
-    )
+    store.update_settings(retention=store.settings.retention.__class__(max_days=1, min_days=0, keep_recent=1))
     before = _state(store)
     res = CliRunner().invoke(app, ["prune", "notes", "--dry-run"])
     assert res.exit_code == 0, res.output

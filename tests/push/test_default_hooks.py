@@ -34,7 +34,7 @@ def _bare(script: str, *args: str) -> str:
     prelude = textwrap.dedent(
         """
         import sys
-        from gitmem.engine.core import open_core
+        from gitmem.engine.opening import open_core
         from gitmem.audit import redact
         loaded = [m for m in sys.modules if m == "gitmem.store" or m.startswith("gitmem.push")]
         assert loaded == [], loaded
