@@ -8,8 +8,6 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pygit2
-
 from gitmem import config
 from gitmem.config import StoreSettings
 from gitmem.engine import events
@@ -26,7 +24,7 @@ from gitmem.engine.resolve import (
 )
 from gitmem.errors import ConflictError, InvalidInputError
 from gitmem.facade.handle import Store, open_store
-from gitmem.git.repo import open_repository
+from gitmem.git.repo import Repository, configure_new_store, init_bare_repository, open_repository
 from gitmem.ids import is_id, new_id
 from gitmem.model.paths import validate_display_name
 
@@ -76,7 +74,7 @@ def _create(
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{store_id}.creating-{os.getpid()}-{secrets.token_hex(6)}"
     try:
-        repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
+        repo = init_bare_repository(tmp)
         now = config.now_rfc3339()
         settings = StoreSettings(
             id=store_id,
@@ -155,16 +153,13 @@ def copy_store(
     return copy
 
 
-def _configure(git_dir: Path, repo: pygit2.Repository, settings: StoreSettings) -> None:
+def _configure(git_dir: Path, repo: Repository, settings: StoreSettings) -> None:
     """Settings, git config and hooks of a new store's repository (not yet in the workspace)."""
     # The checks a later open applies: bad limits refuse the store now, not brick it then.
     config.settings_from_dict(settings.to_dict(), f"settings of new store {settings.name!r}")
     config.save_settings(git_dir / config.SETTINGS_FILE, settings)
     (git_dir / GITMEM_DIR).mkdir(exist_ok=True)
-    cfg = repo.config
-    cfg["gc.auto"] = 6700  # gc.autoPackLimit: set with the hooks (gitmem.push.hookinstall)
-    cfg["core.logAllRefUpdates"] = False
-    repo.free()
+    configure_new_store(repo)
     from gitmem.push.hookinstall import install_hooks
 
     install_hooks(git_dir, label=settings.id)  # pre-receive/post-receive shims + receive.* settings
@@ -216,7 +211,7 @@ def restore_store(
     tmp.mkdir()  # exclusive, and with the umask's mode like any store (mkdtemp would make it 0700)
     final: Path | None = None
     try:
-        repo = pygit2.init_repository(str(tmp), bare=True, initial_head="main")
+        repo = init_bare_repository(tmp)
         restore.fetch_bundle(tmp, bundle_path, refs)
         restore.install_private(tmp, files)
         recorded = _bundle_store_id(tmp)

@@ -78,6 +78,23 @@ def fsync_path(path: str) -> bool:
     return True
 
 
+#: A libgit2 repository, for the type hints of layers that do not import pygit2.
+Repository = pygit2.Repository
+
+
+def init_bare_repository(path: Path) -> pygit2.Repository:
+    """A new, empty bare repository at ``path`` whose HEAD names ``main``."""
+    return pygit2.init_repository(str(path), bare=True, initial_head="main")
+
+
+def configure_new_store(repo: pygit2.Repository) -> None:
+    """The git config of a new store's repository (hooks set theirs: gitmem.push.hookinstall); frees ``repo``."""
+    cfg = repo.config
+    cfg["gc.auto"] = 6700  # gc.autoPackLimit: set with the hooks (gitmem.push.hookinstall)
+    cfg["core.logAllRefUpdates"] = False
+    repo.free()
+
+
 def open_repository(path: Path) -> pygit2.Repository:
     try:
         return pygit2.Repository(str(path))
