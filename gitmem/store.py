@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from gitmem.audit.restore import Restored
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
-    from gitmem.engine.past import State
     from gitmem.model.versions import Version
 
 __all__ = [
@@ -415,13 +414,17 @@ class Store:
 
         return history.diff(self._core, old_id, new_id)
 
-    def state_at(self, at: str, *, scope: str = "main", caller: Caller | None = None) -> State:
-        """Which state of ``scope`` the moment ``at`` (a time, version or commit) names: its commit
-        id and version time (docs/point-in-time.md); a read-only session mount of a past state uses it."""
+    def state_at(
+        self, at: str, *, scope: str = "main", caller: Caller | None = None
+    ) -> tuple[str | None, str | None]:
+        """Which state of ``scope`` the moment ``at`` (a time, version or commit) names: ``(commit id,
+        version time)``, both None before the scope's first version (docs/point-in-time.md); a
+        read-only session mount of a past state uses it."""
         from gitmem.engine import access, past
 
         access.admit_read(self._core, caller, scope)
-        return past.state_at(self._core, scope, at)
+        state = past.state_at(self._core, scope, at)
+        return state.commit, state.time
 
     def diff_at(self, start: str, end: str, *, scope: str = "main") -> str:
         """The whole scope's unified diff between two moments (times, versions or commits): what

@@ -149,8 +149,8 @@ def remote_blob(tree: pygit2.Tree | None, path: str) -> str | None:
 def pinned_tip(store: Store, mount: Mount) -> tuple[pygit2.Oid | None, str]:
     """The state a past state's mount shows, resolved anew (a redaction rewrites the commit that
     state was, never its time) and its version time: ``--at`` (docs/point-in-time.md)."""
-    state = store.state_at(mount.at, scope=mount.scope)
-    return (pygit2.Oid(hex=state.commit) if state.commit else None), state.time or ""
+    commit, time = store.state_at(mount.at, scope=mount.scope)
+    return (pygit2.Oid(hex=commit) if commit else None), time or ""
 
 
 def materialise(store: Store, mount: Mount, session_id: str) -> Marker:

@@ -60,6 +60,7 @@ STORE_SURFACE = {
     "scopes",
     "search",
     "settings",
+    "state_at",
     "str_replace",
     "update_settings",
     "version",
