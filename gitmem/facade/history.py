@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from gitmem.audit.redaction_plan import Redaction
     from gitmem.engine.core import StoreCore
     from gitmem.engine.hybrid import SearchResults
-    from gitmem.engine.past import State
     from gitmem.engine.revert import RevertResult
     from gitmem.model.versions import Version
 
@@ -81,13 +80,17 @@ class History:
                     self.version(vid, caller=caller)
         return history.diff(self._core, old_id, new_id)
 
-    def state_at(self, at: str, *, scope: str = "main", caller: Caller | None = None) -> State:
-        """Which state of ``scope`` the moment ``at`` (a time, version or commit) names: its commit
-        id and version time (docs/point-in-time.md); a read-only session mount of a past state uses it."""
+    def state_at(
+        self, at: str, *, scope: str = "main", caller: Caller | None = None
+    ) -> tuple[str | None, str | None]:
+        """Which state of ``scope`` the moment ``at`` (a time, version or commit) names: ``(commit id,
+        version time)``, both None before the scope's first version (docs/point-in-time.md); a
+        read-only session mount of a past state uses it."""
         from gitmem.engine import access, past
 
         access.admit_read(self._core, caller, scope)
-        return past.state_at(self._core, scope, at)
+        state = past.state_at(self._core, scope, at)
+        return state.commit, state.time
 
     def diff_at(self, start: str, end: str, *, scope: str = "main") -> str:
         """The whole scope's unified diff between two moments (times, versions or commits): what

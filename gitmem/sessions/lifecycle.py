@@ -134,7 +134,7 @@ def _plan_mounts(
             if spec.access != "ro":
                 store.check_writable()
             if at is not None:  # refused now (a bad time, before a horizon), before anything is made
-                shows[(store.id, spec.scope)] = store.state_at(at, scope=spec.scope).time or ""
+                shows[(store.id, spec.scope)] = store.state_at(at, scope=spec.scope)[1] or ""
             base_slug = mount_slug(store.settings.name)
             opened.append(
                 (spec, store.id, base_slug, str(store.path), store.settings.description, store.settings.name)

@@ -127,8 +127,8 @@ def remote_blob(files: dict[str, str] | None, path: str) -> str | None:
 def pinned_tip(store: Store, mount: Mount) -> tuple[str | None, str]:
     """The state a past state's mount shows, resolved anew (a redaction rewrites the commit that
     state was, never its time) and its version time: ``--at`` (docs/point-in-time.md)."""
-    state = store.state_at(mount.at, scope=mount.scope)
-    return (state.commit or None), state.time or ""
+    commit, time = store.state_at(mount.at, scope=mount.scope)
+    return (commit or None), time or ""
 
 
 def materialise(store: Store, mount: Mount, session_id: str) -> Marker:

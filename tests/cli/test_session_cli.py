@@ -54,6 +54,8 @@ def test_start_json_is_the_session_record(store: Store, tmp_path: Path) -> None:
             "description": "Test notes",
             "instructions": "",
             "name": "notes",
+            "at": "",
+            "shows": "",
             "versions": 0,
         }
     ]

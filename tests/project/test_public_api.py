@@ -113,6 +113,7 @@ STORE_SURFACE = {
     "scopes",
     "search",
     "settings",
+    "state_at",
     "str_replace",
     "tip",
     "tlog_newest",

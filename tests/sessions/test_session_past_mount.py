@@ -43,13 +43,13 @@ def test_a_past_mount_shows_that_state_read_only_and_stays_there(
     root = tmp_path / "mnt/notes"
     assert files_under(root) == {"/facts.md": "the sky is blue\n"}
     (m,) = s.mounts
-    state = store.state_at(history)
-    assert (m.access, m.at, m.shows) == ("ro", history, state.time) and state.time
+    commit, when = store.state_at(history)
+    assert (m.access, m.at, m.shows) == ("ro", history, when) and when and commit
     marker = json.loads((root / ".gitmem/mount.json").read_text())
-    assert (marker["at"], marker["shows"], marker["base"]) == (history, state.time, state.commit)
+    assert (marker["at"], marker["shows"], marker["base"]) == (history, when, commit)
     assert stat.S_IMODE((root / "facts.md").stat().st_mode) == 0o444
     prompt = (tmp_path / "mnt/SYSTEM_PROMPT.md").read_text()
-    assert f"as it was at {history} (the state of {state.time})" in prompt
+    assert f"as it was at {history} (the state of {when})" in prompt
 
     (root / "facts.md").chmod(0o644)
     (root / "facts.md").write_text("changed by the agent\n")
@@ -59,7 +59,7 @@ def test_a_past_mount_shows_that_state_read_only_and_stays_there(
     assert ms.error is None and [r.path for r in ms.refused] == ["/facts.md"]
     assert files_under(root) == {"/facts.md": "the sky is blue\n"}  # put back to the past, not the head
     assert store.read("/facts.md").content == "the sky is grey\n"  # nothing was written
-    assert ms.tip == state.commit
+    assert ms.tip == commit
     sessions.end_session(s.id)
     assert not root.exists()
 
