@@ -21,7 +21,7 @@ from gitmem.engine import derive, receipts, search
 from gitmem.engine.index_db import busy
 from gitmem.engine.index_records import Bulk, Records, version_values
 from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
-from gitmem.errors import ConflictError
+from gitmem.errors import ConflictError, NotFoundError
 from gitmem.git.repo import unverified_reads
 from gitmem.git.treediff import TreeDiffer, diff_trees
 from gitmem.model.frontmatter import parse_description
@@ -40,6 +40,8 @@ _LATE_INDEXES = {
 }
 # Version ids a commit message may name (a superset of its Gitmem-Version trailer).
 _VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
+# Catch-ups an ``ensure`` without a caller's tip tries when the tip it read moved under it.
+_STALE_RETRIES = 4
 _KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
 
 
@@ -121,7 +123,10 @@ class CatchUp(Records):
         if self._known_tips.get(scope, "?") == tip_hex:
             return
         try:
-            self._catch_up(scope, tip)
+            for _attempt in range(_STALE_RETRIES):
+                if self._catch_up_or_stale(scope, tip) or known_tip:
+                    break  # a caller's stale tip: its compare-and-swap fails and it re-plans
+                tip = self.store.tip(scope)  # moved since it was read (a rewrite): read it again
         except sqlite3.DatabaseError as exc:
             if busy(exc):  # another process holds the index: deleting it would pull it from under them
                 raise ConflictError(
@@ -151,7 +156,27 @@ class CatchUp(Records):
     def _indexed_scopes(self) -> list[str]:
         return [r[0] for r in self.db.execute("SELECT scope FROM scopes")]
 
-    def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> None:
+    def _catch_up_or_stale(self, scope: str, tip: pygit2.Oid | None) -> bool:
+        """:meth:`_catch_up`; False when ``tip`` turned out stale and nothing was indexed, also
+        when an object of its history went missing under the walk while the branch moved away
+        from it (a history rewrite other than gitmem's own, which :meth:`_catch_up` detects
+        before walking: a plain-git force update and prune)."""
+        try:
+            return self._catch_up(scope, tip)
+        except (KeyError, pygit2.GitError, NotFoundError):  # pygit2.NotFoundError is both
+            if self._in_history(tip, self.store.tip(scope)):
+                raise  # the branch still holds it: a missing object of live history, not a race
+            return False
+
+    def _in_history(self, tip: pygit2.Oid | None, current: pygit2.Oid | None) -> bool:
+        """Whether the branch, now at ``current``, still holds ``tip`` (the caller's)."""
+        if tip == current:
+            return True
+        return tip is not None and current is not None and self.store.is_ancestor(tip, current)
+
+    def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> bool:
+        """Bring ``scope`` to ``tip``; False (nothing indexed) when the branch no longer holds
+        ``tip``, or does and has moved on while the index is ahead of ``tip``."""
         tip_hex = str(tip) if tip is not None else None
         rewritten = walked = False
         with unverified_reads(), self._write() as db:
@@ -159,11 +184,20 @@ class CatchUp(Records):
             indexed = row[0] if row else None
             if row is not None and indexed == tip_hex:
                 self._known_tips[scope] = tip_hex
-                return
+                return True
+            if not self._in_history(tip, self.store.tip(scope)):
+                # The caller read ``tip`` before a history rewrite (redaction, compaction) moved
+                # the branch off it: deriving it would index erased content, and walk objects the
+                # rewrite's purge is deleting. Checked under the write lock: a rewrite purges only
+                # after it updated the index (gitmem.audit.journal.finish), which waits for this
+                # transaction, so a ``tip`` the branch still holds here keeps its objects until the
+                # walk is done. A writer's compare-and-swap from ``tip`` then fails and it re-plans
+                # on the new tip; :meth:`ensure` reads the tip again for everyone else.
+                return False
             if tip is None:
                 self._drop_scope(db, scope)
                 self._known_tips[scope] = None
-                return
+                return True
             hide: pygit2.Oid | None = None
             if indexed is not None:
                 old = pygit2.Oid(hex=indexed)
@@ -177,7 +211,7 @@ class CatchUp(Records):
                     # The caller's tip is stale: a racing writer already recorded a newer commit.
                     # Rebuilding back to ``tip`` would cost a full walk; its CAS fails and retries.
                     # (A branch that really is back at ``tip``, reset with plain git, is re-derived.)
-                    return
+                    return False
                 else:  # history was rewritten under the index (redaction, compaction)
                     self._drop_scope(db, scope)
                     rewritten = True
@@ -222,6 +256,7 @@ class CatchUp(Records):
             self.purge_search()
         if walked:  # new commits: a push may be waiting in the spool for its ledger entry
             self.store.drain_pushes()
+        return True
 
     def _walk_fresh(
         self, db: sqlite3.Connection, scope: str, walk: Iterator[pygit2.Commit], bulk: Bulk

@@ -355,7 +355,21 @@ class Repo:
         now = int(time.time()) if when is None else when
         a = pygit2.Signature(author[0], author[1], now, 0)
         c = pygit2.Signature(COMMITTER[0], COMMITTER[1], now, 0)
-        return _retry_loose(lambda: self._writer.create_commit(None, a, c, message, tree, parents))
+        try:
+            return _retry_loose(lambda: self._writer.create_commit(None, a, c, message, tree, parents))
+        except pygit2.GitError as exc:
+            if not isinstance(exc, KeyError) or not any(str(p) in str(exc) for p in parents):
+                raise
+        # A parent is gone: a history rewrite moved the branch off the tip the writer read and
+        # purged it. libgit2 refuses such a commit; it is written as is instead, so that the
+        # writer's compare-and-swap from that parent, which cannot succeed, loses the race and the
+        # writer re-plans on the new tip (the commit stays unreachable, like any lost race's).
+        lines = [f"tree {tree}", *(f"parent {p}" for p in parents)]
+        lines += [
+            f"{who} {s.name} <{s.email}> {s.time} +0000" for who, s in (("author", a), ("committer", c))
+        ]
+        data = ("\n".join(lines) + "\n\n" + message).encode("utf-8")
+        return _retry_loose(lambda: self._writer.odb.write(pygit2.enums.ObjectType.COMMIT, data))
 
     def walk(self, tip: pygit2.Oid, hide: pygit2.Oid | None = None) -> Iterator[pygit2.Commit]:
         """Commits reachable from ``tip`` and not from ``hide``, oldest first."""
