@@ -60,6 +60,7 @@ STORE_SURFACE = {
     "blob",
     "changed_files",
     "check_writable",
+    "conversation_items",
     "close",
     "core",
     "cosign",
