@@ -65,7 +65,8 @@ def test_wheel_installs_into_a_fresh_venv_and_works(tmp_path: Path) -> None:
     # this environment's packages (pip, setuptools, pygit2, typer, ...) come after the venv's own
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {
-        **os.environ,
+        # the wheel alone: a PYTHONPATH (a checkout's tests run from a worktree) would shadow it
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         "PYTHON": str(py),
         "PIP_ARGS": "--no-deps --no-index",
         "EXTRAS": "",
