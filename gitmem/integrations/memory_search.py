@@ -59,7 +59,9 @@ def search(backend: MemoryBackend, query: str, limit: int = 10, mode: str = "aut
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ToolError(f"Error: limit must be 1 to {MAX_LIMIT}")
     try:
-        found = backend.store.search(query, scope=backend.scope, limit=limit, mode=mode)
+        found = backend.store.search(
+            query, scope=backend.scope, limit=limit, mode=mode, caller=backend.caller
+        )
     except GitmemError as exc:
         raise ToolError(f"Error: {exc.message}") from None
     hits = [

@@ -56,6 +56,7 @@ OPERATIONS = (
     "search",
     "list",
     "clone",
+    "webhooks",  # the admin's webhook endpoints: list, create, delete, enable, test (docs/webhooks.md)
 )
 
 

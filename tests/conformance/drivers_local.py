@@ -182,6 +182,8 @@ def memory_tool(w: World, cell: Cell) -> Got:
     from gitmem.integrations.anthropic_tool import GitmemMemoryTool
 
     session = sid_of(cell, "tool")
+    if cell.op == "search":
+        return _memory_search(w, cell)
     tool = GitmemMemoryTool(w.store, session=session, actor="user:lib")
     path = path_of(cell)
     at = "/memories" + path
@@ -211,6 +213,33 @@ def memory_tool(w: World, cell: Cell) -> Got:
     return outcome(
         w, path, None if cell.op == "delete" else cell.id, owner=session, gone=cell.op == "delete", **want
     )
+
+
+def _memory_search(w: World, cell: Cell) -> Got:
+    """The ``memory_search`` extension as the tool runner calls it, on the tool's scope and with
+    the caller's access (a reader's token Caller on the backend): the hits are the scope's, the
+    answer names the mode that answered."""
+    from anthropic.tools import ToolError
+
+    from gitmem.integrations.anthropic_tool import GitmemMemoryTool
+
+    needle = needle_of(cell)
+    scope = "team" if cell.caller == "scoped" and not cell.case else "main"
+    if scope == "team":  # the same needle in team; main's copy (prepare) must not be found
+        w.store.write(path_of(cell, "-team"), f"team needle {needle}\n", scope="team", actor="user:seed")
+    tool = GitmemMemoryTool(w.store, scope=scope, actor="user:lib")
+    tool.backend.caller = w.caller(cell.caller)
+    try:
+        answer = json.loads(tool.search_tool().call({"query": needle, "limit": 5}))
+    except ToolError as exc:
+        return Got("refused", "tool", str(exc))
+    want = "/memories" + path_of(cell, "-team" if scope == "team" else "")
+    paths = [h["path"] for h in answer["hits"]]
+    if answer["mode"] not in ("lexical", "semantic", "hybrid"):
+        return Got("nothing", detail=f"no answering mode reported: {answer}")
+    leaked = scope == "team" and "/memories" + path_of(cell) in paths  # main's copy
+    ok = bool(paths) and paths[0] == want and not leaked
+    return Got("allowed" if ok else "nothing", detail=f"{want} first, wanted; {answer['mode']}: {paths}")
 
 
 # ---------------------------------------------------------------------- session sync

@@ -9,7 +9,9 @@ import os
 import random
 import string
 import subprocess
+import threading
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +258,32 @@ def push_change(
     assert c.returncode == 0, c.stderr
     opts = [a for o in options for a in ("-o", o)]
     return git("push", "-q", *opts, "origin", "HEAD:refs/heads/main", cwd=work, env=env), path, text, gone
+
+
+# ---------------------------------------------------------------------- webhooks
+class _Hooks(BaseHTTPRequestHandler):
+    """A webhook receiver on 127.0.0.1: it records every delivery's headers and body, answers 204."""
+
+    got: list[tuple[dict[str, str], bytes]]
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        type(self).got.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def receiver(w: World) -> tuple[str, list[tuple[dict[str, str], bytes]]]:
+    """The module's one webhook receiver (started by the first cell that needs it): its URL and
+    what it received."""
+    if "hooks" not in w.extra:
+        handler = type("Hooks", (_Hooks,), {"got": []})
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        w.extra.setdefault("cleanup", []).append(server.shutdown)
+        w.extra["hooks"] = (f"http://127.0.0.1:{server.server_port}/hook", handler.got)
+    url, got = w.extra["hooks"]
+    return url, got

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gitmem.model.caller import OPERATIONS
+from gitmem.model.caller import FACES, OPERATIONS
 
 CALLERS = ("local", "ro", "rw", "scoped", "review", "admin", "redactor", "other", "none")
 
@@ -180,6 +180,10 @@ update           memory-tool    local     allowed
 rename           memory-tool    local     allowed
 delete           memory-tool    local     allowed
 list             memory-tool    local     allowed
+search           memory-tool    local     allowed                          # the memory_search extension
+search           memory-tool    ro        allowed                          # a reader's caller on the backend
+search           memory-tool    scoped    allowed                          # a tool on team: team's hits only
+search           memory-tool    scoped    refused    tool  case=other-scope  # a tool on main, caller confined to team
 
 create           session-sync   local     allowed
 create           session-sync   review    proposed                         # a notes:review mount
@@ -274,119 +278,151 @@ create           dreams         other     refused    404   case=unknown-store
 create           dreams         none      refused    401
 list             dreams         rw        allowed
 list             dreams         other     hidden
+
+webhooks         anthropic      admin     allowed                          # the admin API beside it: list, create, test, enable, delete
+webhooks         anthropic      admin     refused    403   case=private    # allow_private needs GITMEM_WEBHOOK_ALLOW_PRIVATE=1; 127.0.0.1 is SSRF
+webhooks         anthropic      ro        refused    403                   # admin tokens only, for every call
+webhooks         anthropic      rw        refused    403
+webhooks         anthropic      scoped    refused    403
+webhooks         anthropic      review    refused    403
+webhooks         anthropic      redactor  refused    403
+webhooks         anthropic      other     refused    403                   # no store is named: no existence oracle to keep
+webhooks         anthropic      none      refused    401
+webhooks         cli            local     allowed                          # gitmem webhook add|list|test|enable|remove
+webhooks         cli            local     refused    6     case=private    # 127.0.0.1 without --allow-private
+webhooks         library        local     allowed                          # gitmem.webhooks
 """
 )
 
+WEBHOOKS_NA = (
+    "webhook endpoints are configured by an admin only: the server's admin API (admin tokens) "
+    "or the CLI and library on the server's machine; this face has no such verb"
+)
+
 # Cells that cannot apply, each with the reason the test checks is given.
-NA = [
-    Cell("*", face, c, "n/a", reason=f"the {face} has no token: whoever opens the repository is trusted")
-    for face in ("library", "cli")
-    for c in ("other", "none")
-] + [
-    Cell(op, face, "*", "n/a", reason=why)
-    for face, ops, why in (
-        ("databricks", ("rename",), "the Databricks entries API has no rename"),
-        (
-            "databricks",
-            ("redact", "restore", "revert-session", "review-accept", "clone"),
-            "the Databricks entries API has no such endpoint",
-        ),
-        (
-            "anthropic",
-            ("restore", "revert-session", "clone", "search"),
-            "the Anthropic memory API has no such endpoint",
-        ),
-        (
-            "mcp-http",
-            ("redact", "restore", "revert-session", "review-accept", "clone"),
-            "no MCP tool does this (review tools are --reviewer only)",
-        ),
-        (
-            "mcp-stdio",
-            ("redact", "restore", "revert-session", "review-accept", "clone"),
-            "no MCP tool does this (review tools are --reviewer only)",
-        ),
-        (
-            "git-file",
-            ("redact", "restore", "revert-session", "review-accept", "search", "list"),
-            "git transfers commits; it has no such verb",
-        ),
-        (
-            "git-http",
-            ("redact", "restore", "revert-session", "review-accept", "search", "list"),
-            "git transfers commits; it has no such verb",
-        ),
-        (
-            "git-ssh",
-            ("redact", "restore", "revert-session", "review-accept", "search", "list"),
-            "git transfers commits; it has no such verb",
-        ),
-        (
-            "openai-agents",
-            ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"),
-            "the Agents Session protocol has no such verb",
-        ),
-        (
-            "langgraph",
-            ("rename", "redact", "restore", "revert-session", "review-accept", "clone"),
-            "the LangGraph BaseStore has no such verb",
-        ),
-        (
-            "memory-tool",
-            ("redact", "restore", "revert-session", "review-accept", "search", "clone"),
-            "the memory tool's commands have no such verb",
-        ),
-        (
-            "session-sync",
-            ("redact", "restore", "review-accept", "search", "clone"),
-            "a session mount syncs files; it has no such verb",
-        ),
-        (
-            "conversations",
-            ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"),
-            "the OpenAI conversations API has no such endpoint",
-        ),
-        (
-            "responses",
+NA = (
+    [
+        Cell("*", face, c, "n/a", reason=f"the {face} has no token: whoever opens the repository is trusted")
+        for face in ("library", "cli")
+        for c in ("other", "none")
+    ]
+    + [
+        Cell(op, face, "*", "n/a", reason=why)
+        for face, ops, why in (
+            ("databricks", ("rename",), "the Databricks entries API has no rename"),
             (
-                "update",
-                "rename",
-                "delete",
-                "redact",
-                "restore",
-                "revert-session",
-                "review-accept",
-                "search",
-                "list",
-                "clone",
+                "databricks",
+                ("redact", "restore", "revert-session", "review-accept", "clone"),
+                "the Databricks entries API has no such endpoint",
             ),
-            "the responses proxy only appends a turn to a conversation (create); the rest is the conversations API",
-        ),
-        (
-            "dreams",
             (
-                "update",
-                "rename",
-                "delete",
-                "redact",
-                "restore",
-                "revert-session",
-                "review-accept",
-                "search",
-                "clone",
+                "anthropic",
+                ("restore", "revert-session", "clone", "search"),
+                "the Anthropic memory API has no such endpoint",
             ),
-            "a dream is started and listed; its changes land as a proposal its reviewers decide (review rows)",
-        ),
-        (
-            "cluster-proxy",
-            OPERATIONS,
-            "the cluster proxy forwards every request unchanged to the store's home node, whose faces decide",
-        ),
-        (
-            "console",
-            ("create", "update", "rename", "delete"),
-            "the console edits nothing: it browses, restores, reverts, redacts and reviews",
-        ),
-    )
-    for op in ops
-]
+            (
+                "mcp-http",
+                ("redact", "restore", "revert-session", "review-accept", "clone"),
+                "no MCP tool does this (review tools are --reviewer only)",
+            ),
+            (
+                "mcp-stdio",
+                ("redact", "restore", "revert-session", "review-accept", "clone"),
+                "no MCP tool does this (review tools are --reviewer only)",
+            ),
+            (
+                "git-file",
+                ("redact", "restore", "revert-session", "review-accept", "search", "list"),
+                "git transfers commits; it has no such verb",
+            ),
+            (
+                "git-http",
+                ("redact", "restore", "revert-session", "review-accept", "search", "list"),
+                "git transfers commits; it has no such verb",
+            ),
+            (
+                "git-ssh",
+                ("redact", "restore", "revert-session", "review-accept", "search", "list"),
+                "git transfers commits; it has no such verb",
+            ),
+            (
+                "openai-agents",
+                ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"),
+                "the Agents Session protocol has no such verb",
+            ),
+            (
+                "langgraph",
+                ("rename", "redact", "restore", "revert-session", "review-accept", "clone"),
+                "the LangGraph BaseStore has no such verb",
+            ),
+            (
+                "memory-tool",
+                ("redact", "restore", "revert-session", "review-accept", "clone"),
+                "the memory tool's commands have no such verb",
+            ),
+        )
+        for op in ops
+    ]
+    + [
+        Cell("webhooks", face, "*", "n/a", reason=WEBHOOKS_NA)
+        for face in FACES
+        if face not in ("anthropic", "cli", "library", "cluster-proxy")  # the proxy: every operation n/a
+    ]
+    + [
+        Cell(op, face, "*", "n/a", reason=why)
+        for face, ops, why in (
+            (
+                "session-sync",
+                ("redact", "restore", "review-accept", "search", "clone"),
+                "a session mount syncs files; it has no such verb",
+            ),
+            (
+                "conversations",
+                ("rename", "redact", "restore", "revert-session", "review-accept", "search", "clone"),
+                "the OpenAI conversations API has no such endpoint",
+            ),
+            (
+                "responses",
+                (
+                    "update",
+                    "rename",
+                    "delete",
+                    "redact",
+                    "restore",
+                    "revert-session",
+                    "review-accept",
+                    "search",
+                    "list",
+                    "clone",
+                ),
+                "the responses proxy only appends a turn to a conversation (create); the rest is the conversations API",
+            ),
+            (
+                "dreams",
+                (
+                    "update",
+                    "rename",
+                    "delete",
+                    "redact",
+                    "restore",
+                    "revert-session",
+                    "review-accept",
+                    "search",
+                    "clone",
+                ),
+                "a dream is started and listed; its changes land as a proposal its reviewers decide (review rows)",
+            ),
+            (
+                "cluster-proxy",
+                OPERATIONS,
+                "the cluster proxy forwards every request unchanged to the store's home node, whose faces decide",
+            ),
+            (
+                "console",
+                ("create", "update", "rename", "delete"),
+                "the console edits nothing: it browses, restores, reverts, redacts and reviews",
+            ),
+        )
+        for op in ops
+    ]
+)

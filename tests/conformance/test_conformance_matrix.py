@@ -3,7 +3,8 @@
 LangGraph graph; drivers_remote.py: the official ``anthropic`` SDK, httpx for Databricks and the
 console, the ``mcp`` client over HTTP and stdio, real ``git`` over file:// and HTTP;
 drivers_ssh.py: real ``git`` through gitolite over ssh; drivers_openai.py: the ``openai`` client
-on conversations and responses, httpx on the dreams), on
+on conversations and responses, httpx on the dreams; drivers_webhooks.py: httpx on the admin
+webhook API, the CLI and the library), on
 one workspace and one server for the whole module (docs/access.md)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import drivers_local as local
 import drivers_openai as openai_faces
 import drivers_remote as remote
 import drivers_ssh as ssh
+import drivers_webhooks as hooks
 import pytest
 from kit import ACL_REVIEWED, ACTORS, NAME, NONE, SESSIONS, TOKENS, WRITES, World, prepare
 from matrix import NA, RUN, Cell
@@ -164,6 +166,7 @@ ROUTE_FACES = (
     ("/v1/memory_stores", "anthropic"),
     ("/v1/gitmem/stores/{name}/proposals", "anthropic"),  # the review API beside the Anthropic one
     ("/v1/gitmem/stores/{name}/memory_versions", "anthropic"),  # redaction receipts
+    ("/v1/gitmem/webhooks", "anthropic"),  # the admin's webhook endpoints, on the Anthropic API's tokens
     ("/v1/gitmem/stores/{name}/dream_pipeline", "dreams"),
     ("/v1/dreams", "dreams"),
     ("/v1/conversations", "conversations"),
@@ -215,13 +218,13 @@ def test_cell(world: World, cell: Cell) -> None:
 
 
 DRIVERS = {
-    "library": local.library,
-    "cli": local.cli,
+    "library": hooks.routed(local.library, hooks.library),
+    "cli": hooks.routed(local.cli, hooks.cli),
     "memory-tool": local.memory_tool,
     "session-sync": local.session_sync,
     "openai-agents": local.openai_agents,
     "langgraph": local.langgraph,
-    "anthropic": remote.anthropic_face,
+    "anthropic": hooks.routed(remote.anthropic_face, hooks.api),
     "databricks": remote.databricks,
     "mcp-http": remote.mcp_http,
     "mcp-stdio": remote.mcp_stdio,
