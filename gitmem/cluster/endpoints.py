@@ -284,8 +284,11 @@ class Inflight:
             await self.app(scope, receive, send)
             return
         if not self.node.begin_write(store):
-            await _unavailable(send, "the store is being handed to another node: retry")
-            return
+            import anyio.to_thread
+
+            if not await anyio.to_thread.run_sync(self.node.begin_write_after_beat, store):
+                await _unavailable(send, "the store's lease is not held here (being handed over?): retry")
+                return
         try:
             await self.app(scope, receive, send)
         finally:

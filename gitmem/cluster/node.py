@@ -263,6 +263,20 @@ class ClusterNode:
             self._writes[store] = self._writes.get(store, 0) + 1
             return True
 
+    def begin_write_after_beat(self, store: str) -> bool:
+        """:meth:`begin_write`, after one beat here unless the store is being handed over: a store
+        placed here since the last beat (``sync_placements`` places it, the beat takes its lease)
+        is not refused a write for the lease a beat would take now (a git push is not retried)."""
+        with self._cache_lock:
+            if store in self._handing:
+                return False
+        try:
+            self.tick()
+        except Exception as exc:  # noqa: BLE001 - as in the heartbeat loop: the write is refused
+            self.replication_errors.append(f"beat: {type(exc).__name__}: {exc}")
+            return False
+        return self.begin_write(store)
+
     def end_write(self, store: str) -> None:
         with self._cache_lock:
             self._writes[store] -= 1

@@ -22,8 +22,10 @@ from tests.cluster.test_cluster_nodes import cluster, the_copy
 from tests.pgkit import Postgres, stopped
 
 
-def _until(check: object, what: str, seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
+def _until(check: object, what: str, seconds: float = 180, floor: float = 0.0) -> None:
+    """Wait for ``check``; the deadline scales with ``floor`` (a beat timed in the same test: a
+    loaded machine's slower beats get a later deadline, at least ``seconds``)."""
+    deadline = time.monotonic() + max(seconds, 400 * floor)
     while True:
         try:
             if check():  # type: ignore[operator]
@@ -98,13 +100,24 @@ def test_a_partitioned_old_home_publishes_nothing_and_rejoins_level(database: st
         sdk = [anthropic.Anthropic(base_url=r.url, api_key=admin, max_retries=0, timeout=60) for r in nodes]
         store = sdk[0].beta.memory_stores.create(name="partitioned")
         sdk[0].beta.memory_stores.memories.create(store.id, path="/a.md", content="a\n")
-        n0.node.tick()
         home = the_copy(tmp_path / "n0")
+        started = time.monotonic()
+        n0.node.tick()
+        beat = time.monotonic() - started  # the floor the waits below scale with
+
+        def replica_level() -> bool:
+            # a beat replicates only to nodes seen healthy: on a loaded machine one beat may skip
+            # n1, and a replica without the copy can never take over (the cut comes after this)
+            n0.node.tick()
+            copy = the_copy(tmp_path / "n1", None)
+            return copy is not None and refs_of(copy) == refs_of(home)
+
+        _until(replica_level, "the replica never got the home's copy", floor=beat)
         # n0 is cut off from the database (it keeps running and serving)
         real = n0.node.state.dsn
         n0.node.state.dsn = real.rsplit(":", 1)[0] + ":1/nowhere"
         n0.node.state.close()
-        _until(lambda: n1.node.failovers, "the replica never took over")
+        _until(lambda: n1.node.failovers, "the replica never took over", floor=beat)
         assert _fenced(home)
         with gitmem.open_store(home) as s, pytest.raises(ForbiddenError):
             s.write("/split-brain.md", "the old home must not publish\n")
@@ -115,7 +128,7 @@ def test_a_partitioned_old_home_publishes_nothing_and_rejoins_level(database: st
         # healed: the old home is deposed, brought level, and had nothing unreplicated to report
         n0.node.state.dsn = real
         new_home = the_copy(tmp_path / "n1")
-        _until(lambda: refs_of(home) == refs_of(new_home), "the old home was never brought level")
+        _until(lambda: refs_of(home) == refs_of(new_home), "the old home was never brought level", floor=beat)
         assert "/b.md" in _paths(home)
         assert handoff.lost_writes(n1.node.state, store.id) == []
         assert _fenced(home)

@@ -216,3 +216,22 @@ def test_a_captured_forwarding_header_serves_no_other_request_and_expires() -> N
     nonce = again.split(":")[2]
     forged = proxy.forward_mac(b"x" * 32, "n0", "GET", "/v1/memory_stores/x", "", now, nonce)
     assert not app._forwarded_by_peer(scope(forged))  # signed with another secret
+
+
+def test_a_write_to_a_store_placed_since_the_last_beat_is_not_refused(database: str, tmp_path: Path) -> None:
+    """A store placed at its home (sync_placements) before a beat took its lease: a write through
+    another node is served (the home beats once for it), not refused with 503."""
+    with cluster(database, tmp_path, n=2) as nodes:
+        n0 = nodes[0].node
+        n0.heartbeat_seconds = 3600.0  # the next wait of n0's beat thread outlasts the test
+        time.sleep(2.0)  # (the wait under way, 0.5 s, ends and the long one begins)
+        gitmem.create_store("fresh", home=tmp_path / "n0").close()
+        n0.sync_placements()
+        assert not n0.epochs  # placed, no lease taken yet
+        _t, admin = ClusterTokenStore(n0.state).create(actor="user:admin", admin=True)
+        sdk = anthropic.Anthropic(base_url=nodes[1].url, api_key=admin, max_retries=0)
+        sid = n0.state.placements()[0].store_id
+        sdk.beta.memory_stores.memories.create(sid, path="/first.md", content="first\n")
+        assert n0.epochs and nodes[1].node.forwarded >= 1
+        with gitmem.open_store(the_copy(tmp_path / "n0")) as s:
+            assert s.read("/first.md").content == "first\n"  # type: ignore[union-attr]
