@@ -140,7 +140,13 @@ class MemoryBackend:
             paths = sorted(
                 p for p in self.store.files(self._tip()) if p.startswith(prefix) and self._shown(p)
             )
-            return [self.store.read(p, scope=self.scope, caller=self.caller) for p in paths]
+            out: list[Memory] = []
+            for p in paths:
+                try:
+                    out.append(self.store.read(p, scope=self.scope, caller=self.caller))
+                except NotFoundError:
+                    continue  # deleted in the scope since the proposal began: gone for the reader too
+            return out
         found = self.store.list(prefix, scope=self.scope, caller=self.caller)
         return [m for m in found if isinstance(m, Memory) and self._shown(m.path)]
 
