@@ -110,11 +110,18 @@ class MemoryBackend:
         with self._lock:
             return fn()
 
+    def _tip(self) -> str | None:
+        """The commit this backend's paths are looked up in: the scope's head, with a review-mode
+        caller's own open proposal on top (what it proposed is what it reads back, as
+        :meth:`gitmem.Store.read` with that caller shows it)."""
+        proposer = self.caller.owner if self.caller is not None and self.caller.review else None
+        return self.store.tip(self.scope, proposer=proposer, caller=self.caller)
+
     def _kind(self, store_path: str) -> str | None:
         """``dir``, ``file``, or None when nothing is at ``store_path``."""
         if store_path == "/":
             return "dir"
-        found = self.store.file_at(self.store.tip(self.scope), store_path)
+        found = self.store.file_at(self._tip(), store_path)
         return found[0] if found is not None else None
 
     def _file_ancestor(self, store_path: str) -> str | None:
@@ -128,9 +135,24 @@ class MemoryBackend:
 
     def _memories_under(self, store_path: str) -> list[Memory]:
         prefix = "/" if store_path == "/" else store_path + "/"
-        return [
-            m for m in self.store.list(prefix, scope=self.scope, caller=self.caller) if isinstance(m, Memory)
-        ]
+        if self.caller is not None and self.caller.review:
+            # the listing (the scope's index) knows nothing of proposals: walk the proposal's tip
+            paths = sorted(
+                p for p in self.store.files(self._tip()) if p.startswith(prefix) and self._shown(p)
+            )
+            out: list[Memory] = []
+            for p in paths:
+                try:
+                    out.append(self.store.read(p, scope=self.scope, caller=self.caller))
+                except NotFoundError:
+                    continue  # deleted in the scope since the proposal began: gone for the reader too
+            return out
+        found = self.store.list(prefix, scope=self.scope, caller=self.caller)
+        return [m for m in found if isinstance(m, Memory) and self._shown(m.path)]
+
+    def _shown(self, store_path: str) -> bool:
+        """Whether a listing shows ``store_path`` (a subclass may hide some: the dream's tools)."""
+        return True
 
     def _record(self, version: Version | None) -> None:
         if version is not None:

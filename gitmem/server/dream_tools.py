@@ -12,7 +12,6 @@ from typing import Any
 
 from anthropic.tools import ToolError
 
-from gitmem.engine import proposals
 from gitmem.errors import GitmemError
 from gitmem.integrations.anthropic_tool import MemoryBackend
 from gitmem.integrations.memory_paths import to_store_path
@@ -29,31 +28,9 @@ class Backend(MemoryBackend):
     def __init__(self, store: Store, scope: str, caller: Caller) -> None:
         assert caller.session is not None
         super().__init__(store, scope, caller.session, caller.actor, caller=caller)
-        self.owner = caller.owner if caller.review else None
 
-    def _tree(self) -> Any:
-        core = self.store.core
-        tip = proposals.owner_tip(core, self.scope, self.owner) if self.owner else None
-        return core.tree_of(tip if tip is not None else core.tip(self.scope))
-
-    def _memories_under(self, store_path: str) -> list[Any]:
-        if self.owner is None:
-            return [m for m in super()._memories_under(store_path) if not reserved(m.path)]
-        prefix = "" if store_path == "/" else store_path[1:] + "/"
-        out: list[Any] = []
-
-        def walk(t: Any, rel: str) -> None:
-            for entry in t:
-                path = rel + entry.name
-                if entry.type_str == "tree":
-                    walk(t[entry.name], path + "/")
-                elif path.startswith(prefix) and not reserved("/" + path):
-                    out.append(self.store.read("/" + path, scope=self.scope, caller=self.caller))
-
-        tree = self._tree()
-        if tree is not None:
-            walk(tree, "")
-        return out
+    def _shown(self, store_path: str) -> bool:
+        return not reserved(store_path)
 
 
 _TYPES: dict[str, type | tuple[type, ...]] = {

@@ -182,6 +182,8 @@ def prepare(store: Store, cell: Cell) -> dict[str, Any]:
     """What a cell's operation works on, written by the seed actor before the run."""
     path = path_of(cell)
     out: dict[str, Any] = {}
+    if cell.face == "dreams":  # its dreams read session sesn_rw: a cell run alone (-k) needs its version
+        store.write(path_of(cell, "-session"), "by a session\n", actor="user:rw", session=SESSIONS["rw"])
     if cell.op in ("update", "rename", "delete"):
         v = store.write(path, "seed\n", actor="user:seed")
         out["memory_id"] = v.memory_id if v is not None else None

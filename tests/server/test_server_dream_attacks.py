@@ -40,6 +40,7 @@ def env(workspace: Path, model: Script) -> Iterator[dict[str, Any]]:
         "review": token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True),
         "scoped": token(workspace, actor="user:team", stores={"notes": "rw"}, scope="team"),
         "outsider": token(workspace, actor="user:eve", stores={"other": "rw"}),
+        "reader": token(workspace, actor="user:ro", stores={"notes": "ro"}),
     }
     with running(workspace) as url:
         clients = {k: client(url, v) for k, v in tokens.items()}
@@ -54,8 +55,11 @@ def update(sid: str) -> dict[str, Any]:
 def test_tokens_that_may_not_are_refused_and_a_review_token_cannot_skip_review(env: dict[str, Any]) -> None:
     sid, home = env["sid"], env["home"]
     before = contents(home)
-    with pytest.raises(anthropic.PermissionDeniedError):
+    # no grant on the store: as an unknown store (docs/access.md: no existence oracle)
+    with pytest.raises(anthropic.NotFoundError):
         env["outsider"].beta.dreams.create(inputs=inputs(sid), model="m", output_behavior=update(sid))
+    with pytest.raises(anthropic.PermissionDeniedError):  # a grant without the right: 403
+        env["reader"].beta.dreams.create(inputs=inputs(sid), model="m", output_behavior=update(sid))
     with pytest.raises(anthropic.PermissionDeniedError):  # another scope than its own
         env["scoped"].beta.dreams.create(
             inputs=inputs(sid),
