@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 from kit import Got, World, receiver
 from matrix import Cell
 from typer.testing import CliRunner

@@ -31,7 +31,6 @@ ALLOWED: dict[str, int] = {
     "server/console/internals.py": 11,
     "server/conversations_api.py": 15,
     "server/dream_jobs.py": 1,
-    "server/dream_tools.py": 2,
     "server/dreamer.py": 3,
     "server/git_http.py": 1,
     "server/ops.py": 10,
