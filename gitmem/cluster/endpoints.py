@@ -30,6 +30,17 @@ SPOOL_BYTES = 8 << 20
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+async def held_response(app: Any, scope: Any, receive: Any) -> list[Any]:
+    """Run ``app`` and keep what it sends (a middleware that answers only once it saw the status)."""
+    held: list[Any] = []
+
+    async def hold(message: Any) -> None:
+        held.append(message)
+
+    await app(scope, receive, hold)
+    return held
+
+
 def is_write(scope: Any) -> str | None:
     """The store a request writes (an id or a name), or None (a read, or no one store's)."""
     if scope["type"] != "http" or scope["method"] not in WRITES:
@@ -245,12 +256,7 @@ class Placing:
         if not creates:
             await self.app(scope, receive, send)
             return
-        held: list[Any] = []
-
-        async def hold(message: Any) -> None:
-            held.append(message)
-
-        await self.app(scope, receive, hold)
+        held = await held_response(self.app, scope, receive)
         status = next((m["status"] for m in held if m["type"] == "http.response.start"), 500)
         if 200 <= status < 300:
             await anyio.to_thread.run_sync(self.node.tick)  # placed and fenced before the client hears
@@ -309,12 +315,7 @@ class SyncAck:
         if store is None:
             await self.app(scope, receive, send)
             return
-        held: list[Any] = []
-
-        async def hold(message: Any) -> None:
-            held.append(message)
-
-        await self.app(scope, receive, hold)
+        held = await held_response(self.app, scope, receive)
         status = next((m["status"] for m in held if m["type"] == "http.response.start"), 500)
         if 200 <= status < 300:
             import anyio.to_thread
@@ -361,12 +362,7 @@ class Figures:
         if path not in ("/healthz", "/metrics"):
             await self.app(scope, receive, send)
             return
-        held: list[Any] = []
-
-        async def hold(message: Any) -> None:
-            held.append(message)
-
-        await self.app(scope, receive, hold)
+        held = await held_response(self.app, scope, receive)
         start = next(m for m in held if m["type"] == "http.response.start")
         body = b"".join(m.get("body", b"") for m in held if m["type"] == "http.response.body")
         figures = await anyio.to_thread.run_sync(self.node.figures)
