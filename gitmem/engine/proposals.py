@@ -15,14 +15,12 @@ A proposal's record (scope, owner, base, status, decisions) lives in
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import fnmatch
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,26 +45,10 @@ REF_PREFIX = "refs/gitmem/proposals/"
 DIR = "proposals"
 STATUSES = ("open", "accepted", "rejected")
 
-_REVIEW: contextvars.ContextVar[bool] = contextvars.ContextVar("gitmem_review", default=False)
-_READER: contextvars.ContextVar[str | None] = contextvars.ContextVar("gitmem_reader", default=None)
-
-
-@contextlib.contextmanager
-def reviewing(on: bool = True, owner: str | None = None) -> Iterator[None]:
-    """Deprecated (docs/access.md): pass a :class:`gitmem.model.caller.Caller` with ``review``
-    instead; no face of gitmem uses this any more. Kept for library code written against it:
-    within the block, writes without a caller land as proposals, and reads by ``owner`` see it."""
-    token, reader = _REVIEW.set(on), _READER.set(owner)
-    try:
-        yield
-    finally:
-        _REVIEW.reset(token)
-        _READER.reset(reader)
-
 
 def reader(actor: str | None = None, session: str | None = None) -> str | None:
-    """Whose proposal a read shows: the explicit session or actor, else the context's owner."""
-    return session or actor or _READER.get()
+    """Whose proposal a read shows: the explicit session, else the actor (None: the scope only)."""
+    return session or actor
 
 
 def owner_of(actor: str, session: str | None) -> str:
@@ -86,7 +68,7 @@ def acl_reviews(acl: dict[str, Any], scope: str, actor: str) -> bool:
 
 def in_review(store: StoreCore, scope: str, actor: str, review: bool = False) -> bool:
     """Whether ``actor`` writes ``scope`` in review mode (its caller's, or ``acl.review``)."""
-    return review or _REVIEW.get() or acl_reviews(store.settings.acl, scope, actor)
+    return review or acl_reviews(store.settings.acl, scope, actor)
 
 
 def route(
@@ -94,7 +76,6 @@ def route(
 ) -> str | None:
     """The owner whose proposal a write goes to, or None when it is published as usual:
     ``review`` is the caller's mode (gitmem.model.caller), else the store's ``acl.review``."""
-    review = review or _REVIEW.get()
     if not review and not store.settings.acl.get("review"):
         return None  # the common case: one dict lookup
     validate_scope(scope)

@@ -11,7 +11,7 @@ conflict) fails the whole batch with the engine's error naming it: nothing is dr
 
 Reads follow the reader's open proposal (review mode, :mod:`gitmem.engine.proposals`): a review
 token sees what it proposed on top of the scope. The reader is named by ``owner`` (the caller's,
-``gitmem.engine.access.reader``); without one, the deprecated ambient ``proposals.reviewing()``.
+``gitmem.engine.access.reader``); without one, the scope only.
 """
 
 from __future__ import annotations
@@ -83,13 +83,8 @@ def delete_ops(records: Iterable[Record]) -> list[BatchOp]:
     return [BatchOp("delete", p) for r in records for p in r.paths]
 
 
-def _owner(owner: str | None) -> str | None:
-    return owner if owner is not None else proposals.reader()
-
-
 def _read(store: StoreCore, path: str, scope: str, owner: str | None = None) -> Memory:
     """``path`` in ``scope`` as the reader sees it (its open proposal on top, as ``Store.read``)."""
-    owner = _owner(owner)
     if owner is not None:
         mine = proposals.read_memory(store, path, scope, owner)
         if mine is not None:
@@ -101,7 +96,6 @@ def _memories(store: StoreCore, prefix: str, scope: str, owner: str | None = Non
     """Path -> content of every memory under ``prefix`` (the reader's proposal on top)."""
     listed = memories.list_memories(store, prefix, scope=scope, with_content=True)
     out = {m.path: m.content or "" for m in listed if isinstance(m, memories.Memory)}
-    owner = _owner(owner)
     if owner is not None:
         p = proposals.open_proposal(store, scope, owner)
         if p is not None:
@@ -170,13 +164,12 @@ def read_one(store: StoreCore, path: str, scope: str) -> Record | None:
     return read_record(store, path, scope)
 
 
-def paths_under(store: StoreCore, prefix: str, scope: str) -> list[str]:
+def paths_under(store: StoreCore, prefix: str, scope: str, owner: str | None = None) -> list[str]:
     """The memory paths under ``prefix`` (no contents read), sorted; the reader's proposal on top."""
     try:
         found = {m.path for m in memories.list_memories(store, prefix, scope=scope)}
     except NotFoundError:
         found = set()
-    owner = proposals.reader()
     if owner is not None:
         p = proposals.open_proposal(store, scope, owner)
         if p is not None:

@@ -21,6 +21,7 @@ from gitmem.cli.app import app
 from gitmem.engine import ledger, proposals
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ConflictError, ForbiddenError, GuardRejectedError, LimitExceededError, NotFoundError
+from gitmem.model.caller import Caller
 from gitmem.store import Store
 
 A, B = "sesn_agent_a", "sesn_agent_b"
@@ -56,8 +57,10 @@ def test_review_mode_proposes_reads_see_own_accept_part_reject_part(gated: Store
         gated.read("/a.md", session=B)
     with pytest.raises(NotFoundError):
         gated.read("/a.md")
-    with proposals.reviewing(owner=A):
-        assert gated.read("/a.md").content == "from a\n"
+    assert (
+        gated.read("/a.md", caller=Caller(actor=None, session=A, review=True, local=True)).content
+        == "from a\n"
+    )
 
     (pa,) = [p for p in proposals.proposals(gated.core) if p.owner == A]
     assert pa.ref.startswith("refs/gitmem/proposals/main/prop_") and pa.ref in refs(gated)

@@ -27,6 +27,7 @@ pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'git
 import gitmem  # noqa: E402
 from gitmem.audit import review  # noqa: E402
 from gitmem.engine import proposals  # noqa: E402
+from gitmem.model.caller import Caller  # noqa: E402
 from gitmem.server.console import internals  # noqa: E402
 from tests.browserkit import browser_sign_in, chromium, needs_browser  # noqa: E402
 from tests.consolekit import Seeded, csrf_of, seed, sign_in  # noqa: E402
@@ -81,11 +82,11 @@ def hostile_seed(home: Path) -> Hostile:
         s.write("/leak.md", "fine now\n", actor=ACTOR)
         assert v1 and v2 and v3 and leak
         s.redact(leak.id, reason=REASON, actor="user:admin")
-        with proposals.reviewing(owner=SESSION):
-            s.write(HOSTILE_PATH, PROPOSED, description=HOSTILE_DESC, actor=ACTOR, session=SESSION)
-            s.write(HOSTILE_PATH[:-3] + "-new.md", PROPOSED, actor=ACTOR, session=SESSION)
-        with proposals.reviewing(owner=SESSION2):
-            s.write(HOSTILE_PATH[:-3] + "-2.md", PROPOSED, actor=ACTOR, session=SESSION2)
+        one = Caller(actor=ACTOR, session=SESSION, review=True, local=True)
+        two = Caller(actor=ACTOR, session=SESSION2, review=True, local=True)
+        s.write(HOSTILE_PATH, PROPOSED, description=HOSTILE_DESC, caller=one)
+        s.write(HOSTILE_PATH[:-3] + "-new.md", PROPOSED, caller=one)
+        s.write(HOSTILE_PATH[:-3] + "-2.md", PROPOSED, caller=two)
         s.write(HOSTILE_PATH, DIFF_LINE + "\nthe scope moved on\n", actor=ACTOR)  # the first one conflicts
         conflicting = proposals.open_proposal(s.core, "main", SESSION)
         rejected = proposals.open_proposal(s.core, "main", SESSION2)

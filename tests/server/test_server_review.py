@@ -17,6 +17,7 @@ from serverkit import client, running, token
 import gitmem
 from gitmem.audit import review
 from gitmem.engine import proposals
+from gitmem.model.caller import Caller
 from tests.secret_scan import scan_store
 
 
@@ -91,9 +92,10 @@ def test_a_deletion_and_a_rename_in_the_proposal_show_for_the_proposer_only(env:
     a, o, sid = env["agent"], env["other"], env["sid"]
     by_path = {m.path: m for m in o.beta.memory_stores.memories.list(sid)}
     old, keep = by_path["/old.md"], by_path["/keep.md"]
-    with gitmem.open_store("notes", env["home"]) as s, proposals.reviewing(owner="user:agent"):
-        s.delete("/old.md", actor="user:agent")
-        s.rename("/keep.md", "/kept/renamed.md", actor="user:agent")
+    agent = Caller(actor="user:agent", review=True, local=True)
+    with gitmem.open_store("notes", env["home"]) as s:
+        s.delete("/old.md", caller=agent)
+        s.rename("/keep.md", "/kept/renamed.md", caller=agent)
     mems = a.beta.memory_stores.memories
     with pytest.raises(anthropic.NotFoundError):
         mems.retrieve(old.id, memory_store_id=sid)
