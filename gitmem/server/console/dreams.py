@@ -59,10 +59,8 @@ def dream_page(ctx: Ctx) -> Page:
     p = None
     may_decide = False
     if d.proposal_id:
-        from gitmem.engine import proposals as P
-
         with ctx.pool.store(name) as store:
-            p = P.get(store.core, d.proposal_id)
+            p = store.proposal(d.proposal_id)
             views = _views(store, p)
             may_decide = (
                 reviewer_refusal(ctx.token, name, p.scope) is None
