@@ -14,6 +14,10 @@ import pytest
 import gitmem
 from gitmem.store import Store
 
+# Shared fixtures, taken as parameters without importing them (an imported fixture trips ruff F811):
+# dreamkit.model, the scripted model of the dream tests.
+pytest_plugins = ["dreamkit"]
+
 # ---------------------------------------------------------------------- nothing left in the temp dir
 # The run gets its own temporary directory (TMPDIR, inherited by xdist workers and every subprocess);
 # pytest's own tmp_path roots stay where they were. Whatever is left in it at the end fails the run.
