@@ -26,6 +26,10 @@ _leftovers = pytest.StashKey[list[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        'slow: a slow scenario test (a real cluster failing over); `pytest -m "not slow"` skips them',
+    )
     if hasattr(config, "workerinput") or os.environ.get(_RUN_TMP):
         return  # an xdist worker (or a nested run): the controller made the directory
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
