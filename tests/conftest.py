@@ -14,6 +14,10 @@ import pytest
 import gitmem
 from gitmem.store import Store
 
+# Shared fixtures, taken as parameters without importing them (an imported fixture trips ruff F811):
+# dreamkit.model, the scripted model of the dream tests.
+pytest_plugins = ["dreamkit"]
+
 # ---------------------------------------------------------------------- nothing left in the temp dir
 # The run gets its own temporary directory (TMPDIR, inherited by xdist workers and every subprocess);
 # pytest's own tmp_path roots stay where they were. Whatever is left in it at the end fails the run.
@@ -22,6 +26,10 @@ _leftovers = pytest.StashKey[list[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        'slow: a slow scenario test (a real cluster failing over); `pytest -m "not slow"` skips them',
+    )
     if hasattr(config, "workerinput") or os.environ.get(_RUN_TMP):
         return  # an xdist worker (or a nested run): the controller made the directory
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import pytest
+
 Block = dict[str, Any]
 
 
@@ -151,3 +153,15 @@ def scripted_model(script: Script) -> Iterator[str]:
         script.release.set()
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
+    """The dream tests' model: :data:`CONSOLIDATE` served by :func:`scripted_model`, its URL and a key
+    in the dreamer's environment. A plugin (``pytest_plugins`` in tests/conftest.py), so the test
+    modules take it as a parameter without importing it; edit ``model.turns`` to script another reply."""
+    script = Script([list(t) for t in CONSOLIDATE])
+    with scripted_model(script) as url:
+        monkeypatch.setenv("GITMEM_DREAM_BASE_URL", url)
+        monkeypatch.setenv("GITMEM_DREAM_API_KEY", "scripted")
+        yield script

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dreamkit import CONSOLIDATE, SESSION_NOTE, STORE, Script, scripted_model
+from dreamkit import SESSION_NOTE, STORE, Script
 from typer.testing import CliRunner, Result
 
 import gitmem
@@ -22,15 +21,6 @@ from gitmem.server.dreamer import DreamRunner
 
 def gm(home: Path, *args: str) -> Result:
     return CliRunner().invoke(app, [args[0], args[1], *args[2:], "--home", str(home)])
-
-
-@pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
-    script = Script([list(t) for t in CONSOLIDATE])
-    with scripted_model(script) as url:
-        monkeypatch.setenv("GITMEM_DREAM_BASE_URL", url)
-        monkeypatch.setenv("GITMEM_DREAM_API_KEY", "scripted")
-        yield script
 
 
 @pytest.fixture

@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 
 import anthropic
+import pytest
 
 import gitmem
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
 from tests.cluster.test_cluster_nodes import cluster, the_copy
+
+pytestmark = pytest.mark.slow  # a real cluster, killed and failed over
 
 
 def _objects(git_dir: Path) -> set[str]:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import anthropic
+import pytest
 
 import gitmem
 from gitmem.cluster.state import ClusterState
@@ -22,6 +23,8 @@ from gitmem.cluster.tokens import ClusterTokenStore
 from tests.cluster.test_cluster_nodes import the_copy
 from tests.helpers import CheckedThread, join_all
 from tests.serverkit import free_port
+
+pytestmark = pytest.mark.slow  # a real cluster, killed and failed over
 
 
 def _start(home: Path, name: str, port: int, database: str) -> subprocess.Popen[bytes]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from dreamkit import CONSOLIDATE, Script, memory, scripted_model, text
+from dreamkit import Script, memory, text
 from serverkit import client, free_port, running, token
 from test_server_dreams import SESSION, contents, finished, inputs, seed, wait_for
 
@@ -21,13 +21,10 @@ from gitmem.server.dream_jobs import DreamJobs
 
 
 @pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
-    script = Script([list(t) for t in CONSOLIDATE])
-    with scripted_model(script) as url:
-        monkeypatch.setenv("GITMEM_DREAM_BASE_URL", url)
-        monkeypatch.setenv("GITMEM_DREAM_API_KEY", "scripted")
-        monkeypatch.setenv("GITMEM_DREAM_WORKERS", "1")
-        yield script
+def model(model: Script, monkeypatch: pytest.MonkeyPatch) -> Script:
+    """The shared scripted model (tests/dreamkit.py), with one dream worker (the concurrency limit)."""
+    monkeypatch.setenv("GITMEM_DREAM_WORKERS", "1")
+    return model
 
 
 @pytest.fixture

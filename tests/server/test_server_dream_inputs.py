@@ -11,7 +11,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from dreamkit import CONSOLIDATE, Script, memory, scripted_model, text
+from dreamkit import Script, memory, text
 from serverkit import client, running, token
 from test_server_dreams import SESSION, contents, finished, inputs, seed
 
@@ -19,15 +19,6 @@ import gitmem
 from gitmem.engine import proposals
 
 CHAT = "sesn_chat1"
-
-
-@pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
-    script = Script([list(t) for t in CONSOLIDATE])
-    with scripted_model(script) as url:
-        monkeypatch.setenv("GITMEM_DREAM_BASE_URL", url)
-        monkeypatch.setenv("GITMEM_DREAM_API_KEY", "scripted")
-        yield script
 
 
 @pytest.fixture

@@ -14,14 +14,12 @@ from typing import Any
 import anthropic
 import pytest
 from dreamkit import (
-    CONSOLIDATE,
     MERGE_REASON,
     SESSION_NOTE,
     STALE_REASON,
     STORE,
     Script,
     memory,
-    scripted_model,
     text,
 )
 from serverkit import client, running, token
@@ -50,15 +48,6 @@ def seed(home: Path) -> None:
         for path, content in STORE.items():
             s.write(path, content, actor="user:alice")
         s.write(SESSION_NOTE[0], SESSION_NOTE[1], session=SESSION)
-
-
-@pytest.fixture
-def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[Script]:
-    script = Script([list(t) for t in CONSOLIDATE])
-    with scripted_model(script) as url:
-        monkeypatch.setenv("GITMEM_DREAM_BASE_URL", url)
-        monkeypatch.setenv("GITMEM_DREAM_API_KEY", "scripted")
-        yield script
 
 
 @pytest.fixture
