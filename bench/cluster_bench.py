@@ -113,6 +113,22 @@ def _reads(url: str, secret: str, store: str, memory: str, n: int) -> list[float
     return out
 
 
+def _seed_memory(home_url: str, secret: str, store: str) -> dict[str, Any]:
+    """The memory the read rows retrieve, written at the store's home. A busy home can answer a
+    transient 409/503 (its lease renewing); retry a few times, then stop naming the answer."""
+    last = None
+    with httpx.Client(headers={**HEADERS, "x-api-key": secret}, timeout=60) as c:
+        for attempt in range(10):
+            last = c.post(
+                f"{home_url}/v1/memory_stores/{store}/memories",
+                json={"path": f"/r{attempt}.md", "content": "r\n"},
+            )
+            if last.status_code in (200, 201) and "id" in last.json():
+                return dict(last.json())
+            time.sleep(0.2 * (attempt + 1))
+    raise SystemExit(f"seeding the read rows failed: {last.status_code} {last.text[:300]}")
+
+
 def run(quick: bool, seconds: float, clients: int, n_stores: int) -> dict[str, Any]:
     lease = 2.0 if quick else 10.0
     results: dict[str, Any] = {}
@@ -142,11 +158,7 @@ def run(quick: bool, seconds: float, clients: int, n_stores: int) -> dict[str, A
                         homed = state.placement(store).home
                         home_url = urls[int(homed[1:])]
                         other_url = next(u for u in urls if u != home_url)
-                        with httpx.Client(headers={**HEADERS, "x-api-key": secret}) as c:
-                            m = c.post(
-                                f"{home_url}/v1/memory_stores/{store}/memories",
-                                json={"path": "/r.md", "content": "r\n"},
-                            ).json()
+                        m = _seed_memory(home_url, secret, store)
                         n = 30 if quick else 300
                         at_home = _reads(home_url, secret, store, m["id"], n)
                         via = _reads(other_url, secret, store, m["id"], n)
