@@ -46,11 +46,6 @@ DIR = "proposals"
 STATUSES = ("open", "accepted", "rejected")
 
 
-def reader(actor: str | None = None, session: str | None = None) -> str | None:
-    """Whose proposal a read shows: the explicit session, else the actor (None: the scope only)."""
-    return session or actor
-
-
 def owner_of(actor: str, session: str | None) -> str:
     return session or actor
 

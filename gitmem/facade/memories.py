@@ -94,10 +94,7 @@ class Memories:
             from gitmem.engine import past
 
             return past.read_at(self._core, path, scope=scope, at=at)
-        if caller is None:
-            owner = proposals.reader(actor, session) if version is None else None
-        else:
-            owner = access.reader(caller, actor, session) if version is None else None
+        owner = access.reader(caller, actor, session) if version is None else None
         if owner is not None:
             mine = proposals.read_memory(self._core, path, scope, owner)
             if mine is not None:
