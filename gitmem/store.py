@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from gitmem.audit.verify import VerifyReport
     from gitmem.audit.witness import Witness
     from gitmem.audit.witnessing import Worker as WitnessWorker
+    from gitmem.engine.hybrid import MODES as SEARCH_MODES
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
+    from gitmem.engine.overview import RedactionPreview, SessionWrites
     from gitmem.engine.proposals import STATUSES as PROPOSAL_STATUSES
     from gitmem.engine.proposals import Decision, Proposal
     from gitmem.engine.revert import RevertItem, RevertResult
@@ -65,6 +67,7 @@ VALUES = {
     "PruneResult": "gitmem.audit.retention",
     "ProposalSummary": "gitmem.audit.review:Summary",
     "Redaction": "gitmem.audit.redaction_plan",
+    "RedactionPreview": "gitmem.engine.overview",
     "Replica": "gitmem.push.replica",
     "ReplicaPush": "gitmem.push.replica",
     "RedactionInfo": "gitmem.model.versions",
@@ -73,6 +76,8 @@ VALUES = {
     "RevertResult": "gitmem.engine.revert",
     "SearchHit": "gitmem.engine.search",
     "SearchResults": "gitmem.engine.hybrid",
+    "SEARCH_MODES": "gitmem.engine.hybrid:MODES",
+    "SessionWrites": "gitmem.engine.overview",
     "ShortTermRecord": "gitmem.engine.shortterm:Record",
     "record_base_path": "gitmem.engine.shortterm:base_path",
     "record_replace_ops": "gitmem.engine.shortterm:replace_ops",
@@ -102,6 +107,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AUDIT_TYPES",
     "PROPOSAL_STATUSES",
+    "SEARCH_MODES",
     "Accepted",
     "AuditEvent",
     "BatchOp",
@@ -118,6 +124,7 @@ __all__ = [
     "PruneResult",
     "Redaction",
     "RedactionInfo",
+    "RedactionPreview",
     "Replica",
     "ReplicaPush",
     "Restored",
@@ -125,6 +132,7 @@ __all__ = [
     "RevertResult",
     "SearchHit",
     "SearchResults",
+    "SessionWrites",
     "ShortTermRecord",
     "Store",
     "StoreRef",

@@ -20,7 +20,8 @@ from gitmem.model.paths import validate_path, validate_scope
 from gitmem.model.versions import OPERATIONS, RedactionInfo, Version, timestamp
 
 
-def _to_version(store: StoreCore, row: VersionRow) -> Version:
+def to_version(store: StoreCore, row: VersionRow) -> Version:
+    """The public :class:`Version` of an index row (with its redaction, if any)."""
     redaction = None
     if row.redaction_id is not None:
         r = store.index.db.execute(
@@ -95,7 +96,7 @@ def versions(
             where.append(f"created_at {op} ?")
             params.append(value)
     rows = store.index.version_rows(" AND ".join(where), params, limit)
-    return [_to_version(store, r) for r in rows]
+    return [to_version(store, r) for r in rows]
 
 
 def _row(store: StoreCore, version_id: str, scope: str | None = None) -> VersionRow:
@@ -119,7 +120,7 @@ def _row(store: StoreCore, version_id: str, scope: str | None = None) -> Version
 
 def version(store: StoreCore, version_id: str, scope: str | None = None) -> Version:
     """One version by id (with ``scope``: that scope's row, for a version forked scopes share)."""
-    return _to_version(store, _row(store, version_id, scope))
+    return to_version(store, _row(store, version_id, scope))
 
 
 def _content(store: StoreCore, row: VersionRow) -> bytes | None:

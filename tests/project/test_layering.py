@@ -74,7 +74,6 @@ PYGIT2_FACES = {
     "gitmem/server/past_views.py",
     "gitmem/server/ops.py",
     "gitmem/server/proposed.py",
-    "gitmem/server/console/internals.py",
 }
 
 

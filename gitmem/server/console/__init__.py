@@ -3,7 +3,7 @@
 Plain server-rendered HTML (Jinja2, autoescaped), one stylesheet, a few lines of script, a strict
 CSP. Sign-in is with a gitmem token (``auth``); pages show only what the token may read and offer
 writes only where it may write. ``browse`` and ``audit`` hold the pages, ``web`` the plumbing,
-``internals`` the few index reads the public ``Store`` methods do not offer. See docs/console.md.
+``internals`` the summary reads (counts, marked search, redaction dry-runs). See docs/console.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from gitmem.server.console.browse import memory_url, store_url
 from gitmem.server.console.web import Ctx, Page, Redirect
 from gitmem.sessions import revert_session
 from gitmem.sessions import state as session_state
-from gitmem.store import AUDIT_TYPES, AuditEvent
+from gitmem.store import AUDIT_TYPES, AuditEvent, SessionWrites
 
 MAX_EVENTS = 500
 
@@ -88,9 +88,7 @@ class SessionView:
     actor: str
     created_at: str
     mounts: list[session_state.Mount] = field(default_factory=list)
-    writes: list[tuple[str, internals.SessionWrites, bool]] = field(
-        default_factory=list
-    )  # store, w, writable
+    writes: list[tuple[str, SessionWrites, bool]] = field(default_factory=list)  # store, w, writable
 
 
 def sessions_page(ctx: Ctx) -> Page:
@@ -107,7 +105,7 @@ def sessions_page(ctx: Ctx) -> Page:
         if not name or not ctx.token.may_read(settings.id):
             continue
         with ctx.pool.store(name) as store:
-            writes = internals.session_writes(store, ctx.scopes(name, store))
+            writes = internals.session_writes(store, ctx.scopes(name, store), ctx.caller)
         writable = settings.archived_at is None
         for w in writes:
             view = found.setdefault(w.session, SessionView(w.session, "api", ", ".join(w.actors), ""))
@@ -171,9 +169,9 @@ def redact_page(ctx: Ctx) -> Page:
         scopes = ctx.scopes(name, store)
         preview = None
         if f["version"]:
-            preview = internals.preview_version(store, f["version"])
+            preview = internals.preview_version(store, f["version"], ctx.caller)
         elif f["pattern"]:
-            preview = internals.preview_pattern(store, f["pattern"], f["scope"] or "main")
+            preview = internals.preview_pattern(store, f["pattern"], f["scope"] or "main", ctx.caller)
     values = {
         "title": f"Redact in {name}",
         "name": name,
@@ -200,7 +198,7 @@ def redact_do(ctx: Ctx) -> Page:
                 done = store.redact(f["version"], reason=f["reason"], caller=ctx.caller)
         elif f["pattern"]:
             scope = f["scope"] or "main"
-            internals.preview_pattern(store, f["pattern"], scope)  # 400 if it backtracks too long
+            internals.preview_pattern(store, f["pattern"], scope, ctx.caller)  # 400 if it backtracks too long
             with ctx.pool.write_lock(name, scope):
                 done = store.redact_pattern(f["pattern"], reason=f["reason"], scope=scope, caller=ctx.caller)
         else:

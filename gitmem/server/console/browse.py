@@ -56,7 +56,7 @@ def stores(ctx: Ctx) -> Page:
         handle = handles[settings.id]
         with ctx.pool.store(handle) as store:
             scopes = ctx.scopes(handle, store)
-            stats = internals.scope_stats(store, scopes)
+            stats = internals.scope_stats(store, scopes, ctx.caller)
             newest = [v for sc in scopes for v in store.versions(scope=sc, limit=1)]
             rows.append(
                 StoreRow(
@@ -98,9 +98,19 @@ def store_page(ctx: Ctx) -> Page:
         if query and known:
             path_prefix = None if prefix == "/" else prefix
             found = internals.search(
-                store, query, scope=scope, limit=SEARCH_LIMIT, path_prefix=path_prefix, mode=mode
+                store,
+                query,
+                scope=scope,
+                limit=SEARCH_LIMIT,
+                path_prefix=path_prefix,
+                caller=ctx.caller,
+                mode=mode,
             )
-        stats = internals.scope_stats(store, [scope])[0] if known else internals.ScopeStats(scope, 0, 0)
+        stats = (
+            internals.scope_stats(store, [scope], ctx.caller)[0]
+            if known
+            else internals.ScopeStats(scope, 0, 0)
+        )
         values: dict[str, Any] = {
             "title": name,
             "name": name,
@@ -135,7 +145,7 @@ def _resolve(ctx: Ctx, name: str, store: Store, scope: str) -> tuple[str, Memory
     """(memory id, the live memory or None when deleted); 404 when the memory is not in this scope."""
     mid, path = ctx.query.get("id"), ctx.query.get("path")
     if mid:
-        head = internals.head_of(store, scope, mid)
+        head = internals.head_of(store, scope, mid, ctx.caller)
         if head is None:
             if not store.versions(memory_id=mid, scope=scope, limit=1):
                 raise NotFoundError(f"memory {mid} does not exist in scope {scope!r}")
@@ -229,8 +239,8 @@ def _restorable(ctx: Ctx, store: Store, name: str) -> tuple[Version, str | None]
     ctx.need_write(name, v.scope, store)
     if v.redaction is not None or v.operation == "deleted":
         raise InvalidInputError(f"version {vid} has no content to restore (it is redacted or a deletion)")
-    head = internals.head_of(store, v.scope, v.memory_id)
-    return v, head.version_id if head else None
+    head = internals.head_of(store, v.scope, v.memory_id, ctx.caller)
+    return v, head.id if head else None
 
 
 def restore_confirm(ctx: Ctx) -> Page:

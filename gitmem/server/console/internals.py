@@ -1,8 +1,7 @@
-"""The only places the console reads library internals (the derived index), each a small function.
-
-They answer questions the public ``Store`` methods do not: a store's counts without listing every
-memory, the sessions that wrote to a store, a memory's head by id, and the dry-run of a redaction
-(which versions it would replace, and which live memories would block it). Nothing here writes.
+"""The console's summary reads, on the public ``Store`` methods (gitmem/facade/console_ops.py):
+a store's counts without listing every memory, the sessions that wrote to a store, a memory's head
+by id, search with marks no memory can fake, and the dry-run of a redaction (which versions it
+would replace, and which live memories would block it). Nothing here writes.
 """
 
 from __future__ import annotations
@@ -14,13 +13,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-import pygit2
-
-from gitmem.engine import hybrid as searching
-from gitmem.engine.rows import HeadRow, VersionRow
-from gitmem.errors import InvalidInputError, NotFoundError
-from gitmem.ids import is_id
-from gitmem.store import Store
+from gitmem.errors import InvalidInputError
+from gitmem.model.caller import Caller
+from gitmem.store import SEARCH_MODES, SearchHit, SessionWrites, Store, Version
 
 
 @dataclass(frozen=True)
@@ -30,26 +25,23 @@ class ScopeStats:
     bytes: int
 
 
-def scope_stats(store: Store, scopes: list[str]) -> list[ScopeStats]:
-    index = store.core.index
+def scope_stats(store: Store, scopes: list[str], caller: Caller | None) -> list[ScopeStats]:
     out = []
     for scope in scopes:
-        index.ensure(scope)
-        count, size = index.scope_stats(scope)
+        count, size = store.scope_counts(scope, caller=caller)
         out.append(ScopeStats(scope, count, size))
     return out
 
 
-def head_of(store: Store, scope: str, memory_id: str) -> HeadRow | None:
-    store.core.index.ensure(scope)
-    return store.core.index.head_by_memory(scope, memory_id)
+def head_of(store: Store, scope: str, memory_id: str, caller: Caller | None) -> Version | None:
+    return store.memory_head(memory_id, scope=scope, caller=caller)
 
 
 @dataclass(frozen=True)
 class Hit:
     """A search hit with its snippet cut into (matched, text) parts."""
 
-    hit: searching.SearchHit
+    hit: SearchHit
     parts: list[tuple[bool, str]]
 
 
@@ -64,19 +56,26 @@ class Found:
     pending: int
 
 
-MODES = searching.MODES
+MODES = SEARCH_MODES
 
 
 def search(
-    store: Store, query: str, *, scope: str, limit: int, path_prefix: str | None, mode: str = "lexical"
+    store: Store,
+    query: str,
+    *,
+    scope: str,
+    limit: int,
+    path_prefix: str | None,
+    caller: Caller | None,
+    mode: str = "lexical",
 ) -> Found:
     """The store's own search in ``mode`` (docs/search.md), with snippet marks no memory can
     contain: random per call, so a memory's own ``**`` (or anything else it holds) never comes out
     marked as a match."""
     nonce = secrets.token_hex(16)
     start, end = f"\ue000{nonce}<", f">{nonce}\ue000"
-    hits = searching.search(
-        store.core, query, scope=scope, limit=limit, path_prefix=path_prefix, marks=(start, end), mode=mode
+    hits = store.search_marked(
+        query, marks=(start, end), scope=scope, limit=limit, path_prefix=path_prefix, mode=mode, caller=caller
     )
     out = []
     for h in hits:
@@ -89,35 +88,8 @@ def search(
     return Found(out, hits.mode, hits.requested, hits.pending)
 
 
-@dataclass(frozen=True)
-class SessionWrites:
-    """What one session wrote in one scope of a store."""
-
-    session: str
-    scope: str
-    versions: int
-    first_at: int
-    last_at: int
-    actors: tuple[str, ...]
-
-
-def session_writes(store: Store, scopes: list[str]) -> list[SessionWrites]:
-    index = store.core.index
-    for scope in scopes:
-        index.ensure(scope)
-    if not scopes:
-        return []
-    marks = ",".join("?" * len(scopes))
-    rows = index.db.execute(
-        "SELECT session, scope, COUNT(*), MIN(created_at), MAX(created_at), GROUP_CONCAT(DISTINCT actor) "
-        f"FROM versions WHERE session IS NOT NULL AND scope IN ({marks}) GROUP BY session, scope "
-        "ORDER BY MAX(created_at) DESC",
-        tuple(scopes),
-    ).fetchall()
-    return [
-        SessionWrites(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), tuple(sorted(str(r[5]).split(","))))
-        for r in rows
-    ]
+def session_writes(store: Store, scopes: list[str], caller: Caller | None) -> list[SessionWrites]:
+    return store.session_writes(scopes, caller=caller)
 
 
 @dataclass(frozen=True)
@@ -126,25 +98,13 @@ class RedactionPreview:
 
     scope: str
     what: str
-    versions: list[VersionRow] = field(default_factory=list)
+    versions: list[Version] = field(default_factory=list)
     blocking: list[str] = field(default_factory=list)
 
 
-def preview_version(store: Store, version_id: str) -> RedactionPreview:
-    if not is_id(version_id, "memver"):
-        raise InvalidInputError(f"invalid version id {version_id!r}: expected memver_<ulid>")
-    index = store.core.index
-    index.ensure_all()
-    found = index.version_rows("id=?", (version_id,), 1)
-    if not found:
-        raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
-    row = found[0]
-    what = f"version {version_id}"
-    if row.redaction_id is not None:
-        return RedactionPreview(row.scope, what, [row], [f"it was already redacted ({row.redaction_id})"])
-    if row.blob is None:
-        return RedactionPreview(row.scope, what, [row], [f"it deleted {row.path}: there is no content"])
-    return _preview(store, row.scope, [row.blob], what)
+def preview_version(store: Store, version_id: str, caller: Caller | None) -> RedactionPreview:
+    found = store.redaction_preview(version_id, caller=caller)
+    return RedactionPreview(found.scope, f"version {version_id}", found.versions, found.blocking)
 
 
 PATTERN_SECONDS = 5.0
@@ -185,40 +145,16 @@ def matching(pattern: str, texts: list[str], seconds: float | None = None) -> li
     return [int(i) for i in json.loads(proc.stdout)]
 
 
-def preview_pattern(store: Store, pattern: str, scope: str) -> RedactionPreview:
+def preview_pattern(store: Store, pattern: str, scope: str, caller: Caller | None) -> RedactionPreview:
     try:
         re.compile(pattern)
     except re.error as exc:
         raise InvalidInputError(f"invalid pattern {pattern!r}: {exc}") from None
-    index = store.core.index
-    index.ensure_all()
-    blobs = [
-        str(r[0])
-        for r in index.db.execute(
-            "SELECT DISTINCT blob FROM versions WHERE scope=? AND blob IS NOT NULL AND redaction_id IS NULL",
-            (scope,),
-        )
-    ]
-    core = store.core
-    texts = [core.blob_data(pygit2.Oid(hex=b)).decode("utf-8", "surrogateescape") for b in blobs]
+    blobs = store.unredacted_blobs(scope, caller=caller)
+    texts = [store.blob(b).decode("utf-8", "surrogateescape") for b in blobs]
     found = [blobs[i] for i in matching(pattern, texts)]
     what = f"pattern {pattern!r}"
     if not found:
         return RedactionPreview(scope, what, [], [f"the pattern matches no version in scope {scope!r}"])
-    return _preview(store, scope, found, what)
-
-
-def _preview(store: Store, scope: str, blobs: list[str], what: str) -> RedactionPreview:
-    index = store.core.index
-    marks = ",".join("?" * len(blobs))
-    rows = index.version_rows(f"scope=? AND blob IN ({marks})", (scope, *blobs))
-    blocking = [
-        f"{h.path} currently holds this content (write a new version or delete it first)"
-        for h in index.heads(scope)
-        if h.blob in blobs
-    ]
-    others = index.db.execute(
-        f"SELECT DISTINCT scope FROM versions WHERE blob IN ({marks}) AND scope != ?", (*blobs, scope)
-    ).fetchall()
-    blocking += [f"the same content is also in scope {r[0]!r}: redact it there too" for r in others]
-    return RedactionPreview(scope, what, rows, blocking)
+    preview = store.redaction_preview_blobs(found, scope=scope, caller=caller)
+    return RedactionPreview(scope, what, preview.versions, preview.blocking)
