@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from gitmem.audit.verify import VerifyReport
     from gitmem.audit.witness import Witness
     from gitmem.audit.witnessing import Worker as WitnessWorker
+    from gitmem.engine.conversations import Conversation
+    from gitmem.engine.conversations import check_metadata as check_conversation_metadata
+    from gitmem.engine.conversations import normalize_item as normalize_conversation_item
+    from gitmem.engine.conversations import normalize_items as normalize_conversation_items
+    from gitmem.engine.conversations import parse_id as parse_conversation_id
     from gitmem.engine.hybrid import MODES as SEARCH_MODES
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
@@ -55,6 +60,11 @@ VALUES = {
     "AUDIT_TYPES": "gitmem.audit.timeline:TYPES",
     "Accepted": "gitmem.audit.review",
     "AuditEvent": "gitmem.audit.timeline",
+    "Conversation": "gitmem.engine.conversations",
+    "check_conversation_metadata": "gitmem.engine.conversations:check_metadata",
+    "normalize_conversation_item": "gitmem.engine.conversations:normalize_item",
+    "normalize_conversation_items": "gitmem.engine.conversations:normalize_items",
+    "parse_conversation_id": "gitmem.engine.conversations:parse_id",
     "Decision": "gitmem.engine.proposals",
     "Erased": "gitmem.audit.review",
     "ExportResult": "gitmem.engine.transfer",
@@ -112,6 +122,7 @@ __all__ = [
     "AuditEvent",
     "BatchOp",
     "BatchResult",
+    "Conversation",
     "Decision",
     "Erased",
     "ExportResult",
@@ -145,13 +156,17 @@ __all__ = [
     "WitnessWorker",
     "all_refs",
     "blob_id",
+    "check_conversation_metadata",
     "copy_store",
     "create_store",
     "delete_store",
     "handle_path",
     "list_stores",
     "load_tlog_policy",
+    "normalize_conversation_item",
+    "normalize_conversation_items",
     "open_store",
+    "parse_conversation_id",
     "record_base_path",
     "record_replace_ops",
     "record_write_ops",

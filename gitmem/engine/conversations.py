@@ -204,15 +204,19 @@ def _text(data: Json) -> str:
 
 
 # ---------------------------------------------------------------------- reads
-def _reader(caller: Caller | None) -> str | None:
-    """Whose proposal a read shows on top: a review-mode caller's own (None: the ambient one)."""
-    return access.reader(caller, None, None) if caller is not None else None
+def _reader(store: StoreCore, caller: Caller | None, scope: str) -> str | None:
+    """A read of ``scope`` by ``caller`` admitted (AccessError when it may not read it), and whose
+    proposal it shows on top: a review-mode caller's own (None: the ambient one)."""
+    if caller is None:
+        return None
+    access.admit_read(store, caller, scope)
+    return access.reader(caller, None, None)
 
 
 def get(
     store: StoreCore, scope: str, ulid: str, conversation_id: str, *, caller: Caller | None = None
 ) -> Conversation:
-    rec = shortterm.read_record(store, _dir(ulid) + META, scope, _reader(caller))
+    rec = shortterm.read_record(store, _dir(ulid) + META, scope, _reader(store, caller, scope))
     if rec is None:
         raise NotFoundError(f"conversation {conversation_id} does not exist")
     data = _load(rec)
@@ -237,7 +241,7 @@ def stored_items(
     """The conversation's items, oldest first."""
     prefix = _dir(ulid) + "items/"
     out = []
-    for rec in shortterm.read_records(store, prefix, scope, _reader(caller)):
+    for rec in shortterm.read_records(store, prefix, scope, _reader(store, caller, scope)):
         m = _ITEM_FILE.match(rec.path[len(prefix) :])
         if m is not None:
             out.append(StoredItem(int(m.group(1)), _load(rec), rec))
@@ -297,7 +301,7 @@ def update(
     session: str | None,
     caller: Caller | None = None,
 ) -> Conversation:
-    rec = shortterm.read_record(store, _dir(ulid) + META, scope, _reader(caller))
+    rec = shortterm.read_record(store, _dir(ulid) + META, scope, _reader(store, caller, scope))
     if rec is None:
         raise NotFoundError(f"conversation {conv.id} does not exist")
     data = _load(rec)
@@ -317,7 +321,7 @@ def delete(
     caller: Caller | None = None,
 ) -> None:
     """Every record of the conversation deleted, in one batch (the history keeps them)."""
-    records = shortterm.read_records(store, _dir(ulid), scope, _reader(caller))
+    records = shortterm.read_records(store, _dir(ulid), scope, _reader(store, caller, scope))
     ops = shortterm.delete_ops(records)
     shortterm.commit(store, scope, ops, actor=actor, session=session, caller=caller)
 

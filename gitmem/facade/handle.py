@@ -20,6 +20,7 @@ from gitmem.engine.core import StoreCore
 from gitmem.engine.resolve import check_full_name_free, full_name_lock
 from gitmem.facade.admin import Admin
 from gitmem.facade.console_ops import ConsoleOps
+from gitmem.facade.conversation_ops import ConversationOps
 from gitmem.facade.files import Files
 from gitmem.facade.history import History
 from gitmem.facade.memories import Memories
@@ -29,7 +30,7 @@ from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
 
 
-class Store(Memories, History, Review, Files, Admin, Records, ConsoleOps):
+class Store(Memories, History, Review, Files, Admin, Records, ConsoleOps, ConversationOps):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.

@@ -43,13 +43,13 @@ class Records:
     ) -> builtins.list[dict[str, Any]]:
         """The items of the conversation whose records are under ``/conversations/<conversation>/``
         (its ULID) in ``scope``, oldest first, as the Conversations API returns them
-        (docs/conversations.md); an empty list when it has none."""
+        (docs/conversations.md); an empty list when it has none. A review-mode ``caller`` reads
+        its proposal on top, as every read does."""
         import re
 
-        from gitmem.engine import access, conversations
+        from gitmem.engine import conversations
         from gitmem.ids import ULID_RE
 
         if not isinstance(conversation, str) or re.fullmatch(ULID_RE, conversation) is None:
             raise InvalidInputError(f"invalid conversation {conversation!r}: expected its ULID")
-        access.admit_read(self._core, caller, scope)
-        return conversations.items(self._core, scope, conversation)
+        return conversations.items(self._core, scope, conversation, caller=caller)  # admits the read

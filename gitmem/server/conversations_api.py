@@ -3,7 +3,8 @@
 The shapes and errors are those the official ``openai`` client expects, so that
 ``OpenAI(base_url=<gitmem>/v1, api_key=<gitmem token>)`` works unchanged. A conversation is bound at
 creation to a store and a scope (the Databricks document's ``memory_store`` and ``scope`` in the
-body); its records live in that scope under ``/conversations/`` (:mod:`gitmem.engine.conversations`).
+body); its records live in that scope under ``/conversations/`` (the ``Store`` conversation methods,
+:mod:`gitmem.facade.conversation_ops`).
 Every change is one batch of versions by the token's actor and session; a review token's changes
 land on its proposal; the guard and the limits refuse a change whole, with an error.
 
@@ -25,7 +26,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gitmem.engine import conversations as conv
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
@@ -35,7 +35,13 @@ from gitmem.server.intake import BodyTimeout, BodyTooLarge, read_body, secret
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
-from gitmem.store import resolve_store
+from gitmem.store import (
+    Conversation,
+    check_conversation_metadata,
+    normalize_conversation_items,
+    parse_conversation_id,
+    resolve_store,
+)
 
 log = logging.getLogger("gitmem.server.conversations")
 Json = dict[str, Any]
@@ -170,7 +176,7 @@ class ConversationsApi:
     # ------------------------------------------------------------------ access
     def bind(self, token: Token, conversation_id: str, *, write: bool = False) -> Bound:
         """The store and scope of ``conversation_id``, checked against ``token``."""
-        ulid, store_id, scope = conv.parse_id(conversation_id)
+        ulid, store_id, scope = parse_conversation_id(conversation_id)
         try:
             name = self.pool.name_of(store_id)
         except NotFoundError:
@@ -183,9 +189,9 @@ class ConversationsApi:
             )
         return Bound(name, scope, ulid, conversation_id)
 
-    def conversation(self, bound: Bound, caller: Caller) -> conv.Conversation:
+    def conversation(self, bound: Bound, caller: Caller) -> Conversation:
         with self.pool.store(bound.name) as store:
-            return conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=caller)
+            return store.conversation(bound.ulid, scope=bound.scope, caller=caller)
 
     def _store_and_scope(self, token: Token, body: Json) -> tuple[str, str, str]:
         ms = body.get("memory_store")
@@ -225,16 +231,15 @@ class ConversationsApi:
         if unknown:
             raise InvalidInputError(f"unknown field(s): {', '.join(sorted(unknown))}")
         name, scope, kind = self._store_and_scope(call.token, b)
-        metadata = conv.check_metadata(b.get("metadata"))
-        seed = conv.normalize_items(b.get("items"))
+        metadata = check_conversation_metadata(b.get("metadata"))
+        seed = normalize_conversation_items(b.get("items"))
         t = call.token
         with self.pool.store(name) as store, self.pool.write_lock(name, scope):
-            made, _ = conv.create(
-                store.core,
-                scope,
+            made = store.create_conversation(
+                scope=scope,
                 scope_kind=kind,
                 metadata=metadata,
-                seed=seed,
+                items=seed,
                 actor=t.actor,
                 session=t.session,
                 caller=call.caller,
@@ -249,19 +254,11 @@ class ConversationsApi:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         if set(call.body) - {"metadata"} or "metadata" not in call.body:
             raise InvalidInputError("an update takes exactly one field: metadata")
-        metadata = conv.check_metadata(call.body["metadata"])
+        metadata = check_conversation_metadata(call.body["metadata"])
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            old = conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
-            new = conv.update(
-                store.core,
-                bound.scope,
-                bound.ulid,
-                old,
-                metadata,
-                actor=t.actor,
-                session=t.session,
-                caller=call.caller,
+            new = store.update_conversation(
+                bound.ulid, metadata, scope=bound.scope, actor=t.actor, session=t.session, caller=call.caller
             )
         return new.to_json()
 
@@ -269,9 +266,8 @@ class ConversationsApi:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
-            conv.delete(
-                store.core, bound.scope, bound.ulid, actor=t.actor, session=t.session, caller=call.caller
+            store.delete_conversation(
+                bound.ulid, scope=bound.scope, actor=t.actor, session=t.session, caller=call.caller
             )
         return {"id": bound.id, "object": "conversation.deleted", "deleted": True}
 
@@ -299,12 +295,11 @@ class ConversationsApi:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         if set(call.body) - {"items"} or not isinstance(call.body.get("items"), list):
             raise InvalidInputError("items: required, a list of items")
-        new = conv.normalize_items(call.body["items"])
+        new = normalize_conversation_items(call.body["items"])
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
-            added = conv.add_items(
-                store.core, bound.scope, bound.ulid, new, actor=t.actor, session=t.session, caller=call.caller
+            added = store.add_conversation_items(
+                bound.ulid, new, scope=bound.scope, actor=t.actor, session=t.session, caller=call.caller
             )
         self.metrics.writes.labels("created").inc()
         return self._page(added, False)
@@ -323,8 +318,8 @@ class ConversationsApi:
             raise InvalidInputError("limit: an integer from 1 to 100")
         bound = self.bind(call.token, call.params["conversation_id"])
         with self.pool.store(bound.name) as store:
-            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
-            found = conv.items(store.core, bound.scope, bound.ulid, caller=call.caller)
+            store.conversation(bound.ulid, scope=bound.scope, caller=call.caller)
+            found = store.conversation_items(bound.ulid, scope=bound.scope, caller=call.caller)
         if order == "desc":
             found.reverse()
         after = q.get("after")
@@ -339,21 +334,18 @@ class ConversationsApi:
         self._include(call.query)
         bound = self.bind(call.token, call.params["conversation_id"])
         with self.pool.store(bound.name) as store:
-            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
-            return conv.find_item(
-                store.core, bound.scope, bound.ulid, call.params["item_id"], caller=call.caller
-            ).item
+            return store.conversation_item(
+                bound.ulid, call.params["item_id"], scope=bound.scope, caller=call.caller
+            )
 
     def delete_item(self, call: Call) -> Json:
         bound = self.bind(call.token, call.params["conversation_id"], write=True)
         t = call.token
         with self.pool.store(bound.name) as store, self.pool.write_lock(bound.name, bound.scope):
-            found = conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=call.caller)
-            conv.delete_item(
-                store.core,
-                bound.scope,
+            found = store.delete_conversation_item(
                 bound.ulid,
                 call.params["item_id"],
+                scope=bound.scope,
                 actor=t.actor,
                 session=t.session,
                 caller=call.caller,

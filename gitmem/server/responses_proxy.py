@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gitmem.engine import conversations as conv
 from gitmem.errors import InvalidInputError
 from gitmem.server.conversations_api import Bound, ConversationsApi, openai_error
 from gitmem.server.door import caller_for
 from gitmem.server.tokens import Token
+from gitmem.store import normalize_conversation_item
 
 log = logging.getLogger("gitmem.server.responses")
 Json = dict[str, Any]
@@ -54,7 +54,7 @@ def new_input(value: Any) -> list[Json]:
         value = [{"type": "message", "role": "user", "content": value}]
     if not isinstance(value, list) or not value:
         raise InvalidInputError("input: a string or a non-empty list of items")
-    return [conv.normalize_item(v, f"input[{n}]") for n, v in enumerate(value)]
+    return [normalize_conversation_item(v, f"input[{n}]") for n, v in enumerate(value)]
 
 
 class SseWatch:
@@ -125,23 +125,21 @@ class ResponsesProxy:
         items = new_input(body.get("input"))
         caller = caller_for(token)  # a review token reads its own proposal on top
         with self.api.pool.store(bound.name) as store:
-            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=caller)
-            history = conv.items(store.core, bound.scope, bound.ulid, caller=caller)
+            store.conversation(bound.ulid, scope=bound.scope, caller=caller)
+            history = store.conversation_items(bound.ulid, scope=bound.scope, caller=caller)
         return {**body, "input": [_as_input(i) for i in [*history, *items]]}, bound, items
 
     def _append(self, token: Token, bound: Bound, items: list[Json], response: Json) -> None:
         output = response.get("output")
         if not isinstance(output, list):
             raise InvalidInputError("the upstream's response has no output list")
-        produced = [conv.normalize_item(o, f"output[{n}]") for n, o in enumerate(output)]
+        produced = [normalize_conversation_item(o, f"output[{n}]") for n, o in enumerate(output)]
         caller = caller_for(token)  # a review token's turn lands on its proposal
         with self.api.pool.store(bound.name) as store, self.api.pool.write_lock(bound.name, bound.scope):
-            conv.get(store.core, bound.scope, bound.ulid, bound.id, caller=caller)
-            conv.add_items(
-                store.core,
-                bound.scope,
+            store.add_conversation_items(
                 bound.ulid,
                 [*items, *produced],
+                scope=bound.scope,
                 actor=token.actor,
                 session=token.session,
                 caller=caller,
