@@ -238,7 +238,8 @@ def serve() -> None:
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        # a guard against a server that never answers, not a speed check: a busy machine is slow
+        deadline = time.monotonic() + 120
         while True:
             try:
                 if httpx.get(url + "/healthz").status_code == 200:
@@ -246,6 +247,7 @@ def serve() -> None:
             except httpx.TransportError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()  # still running past the deadline: communicate() would wait for it forever
                 sys.exit(f"demo failed: gitmem serve did not start: {server.communicate()[1]}")
             time.sleep(0.1)
         print(f"listening on {url}\n")
@@ -260,7 +262,11 @@ def serve() -> None:
         check("/prefs/drinks.md" in paths, "the SDK did not list the store's memories")
     finally:
         server.send_signal(signal.SIGTERM)
-        _out, err = server.communicate(timeout=30)
+        try:
+            _out, err = server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # it ignored SIGTERM: never leave it behind
+            server.kill()
+            _out, err = server.communicate()
     print(f"$ kill -TERM %1\ngitmem serve stopped (exit {server.returncode})\n", flush=True)
     check(server.returncode in (0, -signal.SIGTERM), f"gitmem serve did not stop cleanly: {err}")
 
