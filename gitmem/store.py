@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.overview import RedactionPreview, SessionWrites
+    from gitmem.engine.proposal_view import MemoryPage
     from gitmem.engine.proposals import STATUSES as PROPOSAL_STATUSES
     from gitmem.engine.proposals import Decision, Proposal
     from gitmem.engine.revert import RevertItem, RevertResult
@@ -70,6 +71,7 @@ VALUES = {
     "ExportResult": "gitmem.engine.transfer",
     "ImportResult": "gitmem.engine.transfer",
     "Memory": "gitmem.engine.memories",
+    "MemoryPage": "gitmem.engine.proposal_view",
     "PathDiff": "gitmem.audit.review",
     "Prefix": "gitmem.engine.memories",
     "PROPOSAL_STATUSES": "gitmem.engine.proposals:STATUSES",
@@ -128,6 +130,7 @@ __all__ = [
     "ExportResult",
     "ImportResult",
     "Memory",
+    "MemoryPage",
     "PathDiff",
     "Prefix",
     "Proposal",

@@ -26,11 +26,12 @@ from gitmem.facade.history import History
 from gitmem.facade.memories import Memories
 from gitmem.facade.records import Records
 from gitmem.facade.review import Review
+from gitmem.facade.server_ops import ServerOps
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
 
 
-class Store(Memories, History, Review, Files, Admin, Records, ConsoleOps, ConversationOps):
+class Store(Memories, History, Review, Files, Admin, Records, ConsoleOps, ConversationOps, ServerOps):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.

@@ -6,8 +6,8 @@ thread on a Store lent by the pool, and renders the result. A request works in t
 token's (and its session), never something the request says.
 """
 
-# The wire format (wire.py), the by-id operations (ops.py), proposals (proposed.py) and the version
-# endpoints (anthropic_versions.py) are apart.
+# The wire format (wire.py), the memory record (ops.py) and the version endpoints
+# (anthropic_versions.py) are apart.
 from __future__ import annotations
 
 import logging
@@ -31,7 +31,7 @@ from gitmem.errors import (
 )
 from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_display_name, validate_prefix, validate_scope
-from gitmem.server import door, errors, inline, ops, past_views, proposed, wire
+from gitmem.server import door, errors, inline, ops, wire
 from gitmem.server.anthropic_versions import VersionEndpoints
 from gitmem.server.intake import BodyTimeout, check_beta, read_body
 from gitmem.server.metrics import Metrics
@@ -309,7 +309,7 @@ class AnthropicApi(VersionEndpoints):
             self._writable(store)
             version = store.create(path, content, scope=scope, caller=call.caller)
             self.metrics.writes.labels("created").inc()
-            rec = ops.written(store, scope, version, content.encode("utf-8"), with_content=chosen == "full")
+            rec = ops.created(version, content, with_content=chosen == "full")
             return wire.memory_json(rec, store.settings.id)
 
     def list_memories(self, call: Call) -> Json:
@@ -329,32 +329,23 @@ class AnthropicApi(VersionEndpoints):
             raise InvalidInputError("page: not a cursor of this listing")
         with self.pool.store(self._name(call, scope=scope)) as store:
             store_id = store.settings.id
-            items, proposed_ids = past_views.listing(
-                store, prefix, scope, depth, q.get("at"), call.owner
-            )  # ?at=, or a review token's own
-            if after is not None:
-                items = [
-                    i
-                    for i in items
-                    if i.path > after and not (after.endswith("/") and i.path.startswith(after))
-                ]
-            chosen_items = items[:limit]
-            out: list[Json] = []
-            for item in chosen_items:
-                if not isinstance(item, Memory):
-                    out.append(wire.prefix_json(item.path))
-                elif item.memory_id in proposed_ids:
-                    out.append(
-                        wire.memory_json(proposed.record(item, with_content=chosen == "full"), store_id)
-                    )
-                elif chosen == "full":
-                    row = past_views.head(store, scope, item, q.get("at"))
-                    if row is not None:  # deleted since the listing: skipped
-                        out.append(wire.memory_json(ops.record(store, row, with_content=True), store_id))
-                else:
-                    out.append(wire.memory_json(_record(item), store_id))
-            more = len(items) > limit
-            cursor = wire.encode_cursor(chosen_items[-1].path, what) if more else None
+            page = store.list_page(
+                prefix,
+                scope=scope,
+                depth=depth,
+                after=after,
+                limit=limit,
+                with_content=chosen == "full",
+                at=q.get("at"),
+                caller=call.caller,
+            )  # ?at=, or a review token's own proposal on top
+            out: list[Json] = [
+                wire.memory_json(ops.record(item, with_content=chosen == "full"), store_id)
+                if isinstance(item, Memory)
+                else wire.prefix_json(item.path)
+                for item in page.items
+            ]
+            cursor = wire.encode_cursor(page.last, what) if page.more and page.last is not None else None
             return wire.page(out, cursor)
 
     def retrieve_memory(self, call: Call) -> Json:
@@ -363,11 +354,11 @@ class AnthropicApi(VersionEndpoints):
         mid = self._memory_id(call)
         with self.pool.store(self._name(call, scope=scope)) as store:
             tip = store.tip(scope)  # read before the index catches up: at most what it reaches
-            rec = past_views.get(
-                store, scope, mid, chosen == "full", call.query.get("at"), call.owner
-            )  # ?at=, or a review token's own
+            m = store.memory_by_id(
+                mid, scope=scope, with_content=chosen == "full", at=call.query.get("at"), caller=call.caller
+            )  # ?at=, or a review token's own proposal on top
             self.fresh.mark(store, scope, tip)
-            return wire.memory_json(rec, store.settings.id)
+            return wire.memory_json(ops.record(m, with_content=chosen == "full"), store.settings.id)
 
     def update_memory(self, call: Call) -> Json:
         scope = call.scope()
@@ -381,10 +372,9 @@ class AnthropicApi(VersionEndpoints):
         with self.pool.store(name) as store:  # writes to one scope are group-committed
             self._writable(store)
             before = store.settings.id
-            rec = ops.update(
-                store,
-                scope,
+            m = store.update_by_id(
                 mid,
+                scope=scope,
                 content=content,
                 path=path,
                 if_sha256=sha,
@@ -394,7 +384,7 @@ class AnthropicApi(VersionEndpoints):
                 caller=call.caller,
             )
             self.metrics.writes.labels("modified").inc()
-            return wire.memory_json(rec, before)
+            return wire.memory_json(ops.record(m, with_content=chosen == "full"), before)
 
     def delete_memory(self, call: Call) -> Json:
         scope = call.scope()
@@ -404,10 +394,9 @@ class AnthropicApi(VersionEndpoints):
         sha = wire.sha256_field(expected, "expected_content_sha256") if expected is not None else None
         with self.pool.store(name) as store:  # writes to one scope are group-committed
             # no _writable: deleting (like redacting) works in an archived store, as in Anthropic's API
-            ops.delete(
-                store,
-                scope,
+            store.delete_by_id(
                 mid,
+                scope=scope,
                 if_sha256=sha,
                 actor=call.token.actor,
                 session=call.token.session,
@@ -415,16 +404,3 @@ class AnthropicApi(VersionEndpoints):
             )
             self.metrics.writes.labels("deleted").inc()
         return {"id": mid, "type": "memory_deleted"}
-
-
-def _record(m: Memory) -> ops.MemoryRecord:
-    return ops.MemoryRecord(
-        m.memory_id,
-        m.path,
-        None,
-        m.content_sha256,
-        m.size,
-        m.version_id,
-        int(m.created_at.timestamp()) if m.created_at else 0,
-        int(m.updated_at.timestamp()) if m.updated_at else 0,
-    )

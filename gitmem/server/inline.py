@@ -16,7 +16,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import ConfigError, NotFoundError
-from gitmem.server import proposed, wire
+from gitmem.server import ops, wire
 from gitmem.store import Store
 
 if TYPE_CHECKING:  # the API imports this module
@@ -71,8 +71,8 @@ def retrieve_memory(api: AnthropicApi, call: Call) -> Json | None:
             api._check(call, store_id, scope=scope)
             if not api.fresh.fresh(store, scope, store.tip(scope)):
                 return None
-            rec = proposed.get(store, scope, mid, with_content=chosen == "full", owner=call.owner)
+            m = store.memory_by_id(mid, scope=scope, with_content=chosen == "full", caller=call.caller)
             api.metrics.inline_reads.inc()
-            return wire.memory_json(rec, settings.id)
+            return wire.memory_json(ops.record(m, with_content=chosen == "full"), settings.id)
     except _Fallback:
         return None

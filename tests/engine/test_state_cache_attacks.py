@@ -113,12 +113,7 @@ def test_a_group_screens_each_rewrite_against_the_planned_content(store: Any) ->
 
 
 def _update_by_id(store: Any, memory_id: str, content: str, if_sha256: str | None = None) -> Any:
-    from gitmem.server import ops
-
-    return ops.update(
-        store, "main", memory_id, content=content, path=None, if_sha256=if_sha256,
-        actor="user:a", session=None, with_content=False,
-    )  # fmt: skip
+    return store.update_by_id(memory_id, content=content, if_sha256=if_sha256, actor="user:a")
 
 
 def test_updates_by_memory_id_group_committed_together_resolve_on_the_planned_content(store: Any) -> None:
