@@ -19,6 +19,7 @@ This module does the git work only (no records, no locks): gitmem.engine.proposa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pygit2
 
@@ -76,7 +77,7 @@ def _entry(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
         return None
 
 
-def _blob_id(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None | bool:
+def _blob_id(tree: pygit2.Tree | None, path: str) -> pygit2.Oid | None | Literal[False]:
     """The blob at ``path`` (None: nothing there; False: a directory, which a file cannot replace)."""
     obj = _entry(tree, path)
     if obj is None:
@@ -123,6 +124,23 @@ def _tree_id(store: StoreCore, tree: pygit2.Tree | None, written: list[pygit2.Oi
     return written[-1]
 
 
+def _step(
+    path: str,
+    blob: pygit2.Oid | None,
+    changed: set[str],
+    base_tree: pygit2.Tree | None,
+    onto_tree: pygit2.Tree | None,
+) -> tuple[str, pygit2.Oid | None]:
+    """One step of the replay. A path the whole chain leaves as it found it (changed and changed
+    back, created and deleted) is the scope's: the step that returns it to the base's content
+    returns it to the scope's instead. Its other steps are replayed, so that what the chain
+    wrote stays reachable from it (an erasure of the proposal purges it)."""
+    if path in changed or blob != _blob_id(base_tree, path):
+        return path, blob
+    now = _blob_id(onto_tree, path)
+    return path, None if now is False else now
+
+
 def rebase_chain(
     store: StoreCore, base: pygit2.Oid | None, chain: list[pygit2.Commit], onto: pygit2.Oid
 ) -> Rebased | None:
@@ -153,10 +171,10 @@ def rebase_chain(
             written.append(new_base)
         parent, before = new_base, base_tree
         for c in chain:
-            # Only the paths the whole chain changes: one it changed and changed back (or created
-            # and deleted) is the scope's, whatever the scope holds there now.
             steps = [(_path(d.raw_path), d.new_id) for d in tree_deltas(before, c.tree)]
-            tree = _apply(store, tree, [(p, b) for p, b in steps if p in changed], written)
+            tree = _apply(
+                store, tree, [_step(p, b, changed, base_tree, onto_tree) for p, b in steps], written
+            )
             author = (c.author.name, c.author.email)
             parent = store.create_commit(
                 _tree_id(store, tree, written), [parent], c.message, author, c.committer.time

@@ -183,3 +183,19 @@ def test_a_compaction_moves_a_rebased_proposal_it_no_longer_holds_back(store: St
     assert (d.base, d.current) == ("one\n", "one (ada), again\n")
     review.accept(store.core, p.id, reviewer="user:rev", paths=["/b.md"])
     assert {m.path for m in store.list()} == {"/base.md"}
+
+
+def test_what_the_chain_wrote_and_took_back_stays_erasable_after_a_rebase(store: Store) -> None:
+    from tests.secret_scan import scan_store
+
+    store.update_settings(guard={"secrets": "off"})
+    store.write("/tmp.md", "poisoned 7c1e-erase-me\n", caller=BOT)
+    store.delete("/tmp.md", caller=BOT)  # taken back: the proposal changes nothing there
+    store.write("/tmp.md", "ada's\n", actor="user:ada")
+    store.write("/next.md", "next\n", caller=BOT)  # rebased
+    p = proposal(store)
+    assert P.touched(store.core, p) == ["/next.md"]
+    assert [v.path for v in P.versions(store.core, p.id)] == ["/tmp.md", "/tmp.md", "/next.md"]
+    review.erase(store.core, p.id, reviewer="user:rev", reason="poisoned")
+    assert scan_store(store.path, b"7c1e-erase-me") == []
+    assert store.read("/tmp.md").content == "ada's\n"
