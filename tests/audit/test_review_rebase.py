@@ -199,3 +199,42 @@ def test_what_the_chain_wrote_and_took_back_stays_erasable_after_a_rebase(store:
     review.erase(store.core, p.id, reviewer="user:rev", reason="poisoned")
     assert scan_store(store.path, b"7c1e-erase-me") == []
     assert store.read("/tmp.md").content == "ada's\n"
+
+
+def test_a_proposer_racing_publishers_loses_nothing(store: Store) -> None:
+    import threading
+
+    store.write("/open.md", "opens the proposal\n", caller=BOT)
+    for i in range(4):
+        store.write(f"/seed{i}.md", f"seed {i}\n", actor="user:ada")  # published after it opened
+    errors: list[BaseException] = []
+
+    def publisher(name: str) -> None:
+        try:
+            for i in range(8):
+                store.write(f"/{name}{i}.md", f"{name} {i}\n", actor=f"user:{name}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def proposer() -> None:
+        try:
+            for i in range(8):
+                store.write(f"/p{i}.md", f"p {i}\n", caller=BOT)
+                if i < 4:
+                    store.delete(f"/seed{i}.md", caller=BOT)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=publisher, args=(n,)) for n in ("ada", "bob")]
+    threads.append(threading.Thread(target=proposer))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    p = proposal(store)
+    assert len(P.versions(store.core, p.id)) == 1 + 8 + 4
+    review.accept(store.core, p.id, reviewer="user:rev")
+    expected = {"/open.md"} | {f"/p{i}.md" for i in range(8)}
+    expected |= {f"/{n}{i}.md" for n in ("ada", "bob") for i in range(8)}
+    assert {m.path for m in store.list()} == expected
