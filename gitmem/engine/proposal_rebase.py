@@ -147,7 +147,7 @@ def rebase_chain(
     """The ``chain`` (oldest first, on ``base``) replayed onto the scope commit ``onto``; the
     commits keep their messages (trailers: version and memory ids), authors and times. None when
     the replay would put a file where the scope now has a directory or the other way round: the
-    proposal then stays on its base (its review reports the paths)."""
+    proposal then stays on its base, and its review compares it with the scope as always."""
     base_tree = store.tree_of(base)
     onto_tree = store.tree_of(onto)
     tip_tree = chain[-1].tree if chain else base_tree

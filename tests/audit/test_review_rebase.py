@@ -238,3 +238,19 @@ def test_a_proposer_racing_publishers_loses_nothing(store: Store) -> None:
     expected = {"/open.md"} | {f"/p{i}.md" for i in range(8)}
     expected |= {f"/{n}{i}.md" for n in ("ada", "bob") for i in range(8)}
     assert {m.path for m in store.list()} == expected
+
+
+def test_a_file_the_scope_made_a_directory_keeps_the_proposal_on_its_base(store: Store) -> None:
+    store.write("/x", "x\n", actor="user:ada")
+    store.write("/x", "x (bot)\n", caller=BOT)
+    base = proposal(store).base
+    store.delete("/x", actor="user:ada")
+    store.write("/x/y.md", "y\n", actor="user:ada")  # the scope made a directory of it
+    store.write("/z.md", "z\n", caller=BOT)  # no replay: it would drop /x/y.md
+    p = proposal(store)
+    assert p.base == base
+    assert statuses(store) == {"/x": "conflict", "/z.md": "clean"}
+    with pytest.raises(ConflictError):
+        review.accept(store.core, p.id, reviewer="user:rev")
+    review.accept(store.core, p.id, reviewer="user:rev", paths=["/z.md"])
+    assert {m.path for m in store.list()} == {"/x/y.md", "/z.md"}
