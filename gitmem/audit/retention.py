@@ -27,7 +27,9 @@ import pygit2
 from gitmem.audit.journal import Rewrite, run_rewrite
 from gitmem.audit.proposal_chains import OnDroppedHistory, move_chains
 from gitmem.engine import ledger
+from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
+from gitmem.engine.proposal_rebase import origin_blobs
 from gitmem.engine.rows import VersionRow
 from gitmem.git.rewrite import Rewriter
 from gitmem.model.versions import COMPACTION, SNAPSHOT, resolve_actor
@@ -170,7 +172,10 @@ def _prune_scope(store: StoreCore, scope: str, actor: str, keep_recent: int, cut
         commit_map.update(chain_map)
         remaining = {r.blob for r in rows if r.blob and r.id not in {d.id for d in dropped}}
         gone_blobs = sorted({r.blob for r in dropped if r.blob and r.blob not in remaining})
-        gone_blobs = [b for b in gone_blobs if not _blob_elsewhere(store, scope, b)]
+        held = origin_blobs(
+            store, [pygit2.Oid(hex=p.base) for p in P.proposals(store, scope=scope) if p.base]
+        )
+        gone_blobs = [b for b in gone_blobs if not _blob_elsewhere(store, scope, b) and b not in held]
         return Rewrite(
             op="compaction",
             id=rid,

@@ -31,6 +31,7 @@ from gitmem import config
 from gitmem.engine import pipeline
 from gitmem.engine.core import StoreCore
 from gitmem.engine.overlay import BatchState
+from gitmem.engine.proposal_rebase import rebase_chain, stands_on
 from gitmem.engine.rows import Memory, VersionRow
 from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
@@ -187,6 +188,29 @@ def tip_of(store: StoreCore, p: Proposal) -> pygit2.Oid | None:
     return store.ref_target(p.ref)
 
 
+def rebase(store: StoreCore, p: Proposal) -> Proposal:
+    """The proposal as saved, its chain moved onto the scope's tip first if the scope moved since
+    its base (gitmem.engine.proposal_rebase: conflicts are kept for the review, never settled)."""
+    try:
+        p = get(store, p.id)
+    except NotFoundError:  # decided and dropped meanwhile: the sink starts the next proposal
+        return p
+    onto = store.tip(p.scope)
+    base = pygit2.Oid(hex=p.base) if p.base else None
+    if p.status != "open" or onto is None or stands_on(store, base) == onto:
+        return p
+    with file_lock(store.gitmem_dir / "proposals.lock"):  # as decisions and proposal writes
+        p, onto = get(store, p.id), store.tip(p.scope) or onto
+        base, old = (pygit2.Oid(hex=p.base) if p.base else None), tip_of(store, p)
+        moved = p.status == "open" and stands_on(store, base) != onto  # else: done meanwhile
+        done = rebase_chain(store, base, chain(store, p), onto) if moved else None
+        # the ref first, then the record (a crash between leaves the chain on its old base's history)
+        if done is not None and store.publish(p.ref, old, done.tip, done.written):
+            p.base = str(done.base)
+            save(store, p)
+    return p
+
+
 # ---------------------------------------------------------------------- writing a proposal
 def chain(store: StoreCore, p: Proposal) -> list[pygit2.Commit]:
     """The proposal's own commits, oldest first."""
@@ -283,6 +307,7 @@ class ProposalSink(pipeline.Sink):
         self.proposal, self.owner, self.actor, self.session = p, owner, actor, session
 
     def tip(self) -> pygit2.Oid | None:
+        self.proposal = rebase(self.store, self.proposal)  # plan on the scope as it is now
         return tip_of(self.store, self.proposal)
 
     def state(self, tip: pygit2.Oid | None) -> ProposalState:

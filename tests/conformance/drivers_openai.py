@@ -63,9 +63,9 @@ def conversations(w: World, cell: Cell) -> Got:
                 extra_body={"memory_store": {"name": NAME}, "scope": scope},
             )
             return _change(w, cell, made.id)
-        # a review token deletes its own (proposed) conversation: a proposal cannot yet delete what
-        # was published after it opened (test_conformance_gaps.py)
-        cid = _conversation(w, "review" if cell.op == "delete" and cell.caller == "review" else "rw")
+        # published by the read-write token, for a review token after its proposal opened (its
+        # proposal is rebased onto the scope: docs/review.md, "When the scope moves")
+        cid = _conversation(w)
         before = _under(w, cid)[1]
         if cell.op == "update":
             c.conversations.update(cid, metadata={"topic": cell.id[:60]})
