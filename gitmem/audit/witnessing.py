@@ -178,10 +178,12 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     def one(name: str, answer: Callable[[], tuple[int, str, int]]) -> None:
         try:
             status, text, old = answer()
+            out[name] = _take(store, policy, name, newest, status, text)
         except (OSError, http.client.HTTPException) as exc:
             out[name] = f"unreachable: {exc}"
             return
-        out[name] = _take(store, policy, name, newest, status, text)
+        finally:  # the first answer commits the append's checkpoint, cosigned by then or not
+            checkpoints.flush(store)
         if out[name] != "cosigned" and old != start(name):  # what the witness told us, for next time
             with lock:
                 sizes[name] = old
@@ -201,6 +203,15 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
         for fut in as_completed(futures):
             one(futures[fut], fut.result)
     return out
+
+
+def round_and_commit(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dict[str, str]:
+    """What the worker does after an append: :func:`cosign_round`, the checkpoint the append left
+    uncommitted going into the repository with the first cosignature (or alone, after the round)."""
+    try:
+        return cosign_round(store, policy, timeout)
+    finally:
+        checkpoints.flush(store)
 
 
 def _take(
@@ -237,13 +248,19 @@ class Worker:
         self.last: dict[Path, dict[str, str]] = {}
 
     def start(self) -> None:
-        checkpoints.add_listener(self.notify)
+        checkpoints.add_listener(self.notify, commits=True)  # appends leave their commit to rounds
         self._thread.start()
 
     def stop(self) -> None:
         checkpoints.remove_listener(self.notify)
         self._queue.put(None)
         self._thread.join(timeout=30)
+        for path in checkpoints.pending_paths():  # what no round committed yet
+            try:
+                with self._open(path) as core:
+                    checkpoints.flush(core)
+            except Exception:  # noqa: BLE001,S112 - the next append there signs it again
+                continue
 
     def notify(self, path: Path) -> None:
         self._queue.put(path)  # never blocks: the queue is unbounded
@@ -267,11 +284,12 @@ class Worker:
 
     def _one(self, path: Path) -> None:
         policy = self._policy()
-        if policy is None or not policy.urls:
-            return
         try:
             with self._open(path) as core:
-                result = cosign_round(core, policy)
+                if policy is None or not policy.urls:
+                    checkpoints.flush(core)
+                    return
+                result = round_and_commit(core, policy)
         except Exception as exc:  # noqa: BLE001 - the loop outlives any one store's trouble
             result = {"*": f"error: {exc}"}
         self.last[path] = result
