@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitmem.audit import transparency
+from gitmem.audit import transparency, witness_client
 from gitmem.engine import checkpoints
 from gitmem.errors import GitmemError
 from gitmem.model.tlog import note
@@ -49,6 +49,8 @@ def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: flo
     body = f"old {old}\n" + "".join(note.b64(h) + "\n" for h in proof) + "\n" + signed
     u = urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
     key = (u.scheme, u.hostname or "127.0.0.1", u.port)
+    if u.scheme == "http":
+        return _submit_plain(key[1], u.port or 80, u.path, body.encode("utf-8"), timeout)
     with _conns_lock:
         conn = _conns.pop(key, None)  # a connection is used by one round at a time
     for attempt in range(2):
@@ -73,6 +75,36 @@ def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: flo
             with _conns_lock:
                 _conns.setdefault(key, conn)
         return resp.status, text
+    raise AssertionError("unreachable")
+
+
+_plain: dict[tuple[str, int], witness_client.Conn] = {}
+
+
+def _submit_plain(host: str, port: int, path: str, body: bytes, timeout: float) -> tuple[int, str]:
+    """:func:`submit` over plain HTTP, with :mod:`gitmem.audit.witness_client` (the same keep-alive
+    and one retry on a kept connection the witness had closed)."""
+    with _conns_lock:
+        conn = _plain.pop((host, port), None)
+    for attempt in range(2):
+        fresh = conn is None
+        if conn is None:
+            conn = witness_client.Conn(host, port, timeout)
+        try:
+            status, text, keep = conn.post(path, body, timeout)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = None
+            if fresh or attempt:
+                raise
+            continue
+        if keep:
+            with _conns_lock:
+                if _plain.setdefault((host, port), conn) is not conn:
+                    conn.close()
+        else:
+            conn.close()
+        return status, text
     raise AssertionError("unreachable")
 
 

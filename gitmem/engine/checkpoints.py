@@ -106,6 +106,8 @@ def flush(store: StoreCore) -> bool:
 
 
 def _flush_locked(store: StoreCore) -> bool:
+    if store.path not in _pending:
+        return False
     tip = _tip(store)
     p = _pending_for(store, tip)
     if p is None:
@@ -350,7 +352,7 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     body = Checkpoint(origin(store), cr.size, cr.root()).body()
     s = signer(store)
     keys = _keys(files)
-    vkey = s.verifier().vkey()
+    vkey = s.vkey
     if vkey not in keys:
         keys.append(vkey)
     signed = note.sign(body, [s]).encode()

@@ -156,6 +156,11 @@ class Ed25519Signer:
     def verifier(self) -> Ed25519Verifier:
         return Ed25519Verifier(self.name, self.key_id, self.public_key)
 
+    @functools.cached_property
+    def vkey(self) -> str:
+        """The verifier key, as :meth:`Ed25519Verifier.vkey` spells it."""
+        return self.verifier().vkey()
+
     def skey(self) -> str:
         return encode_skey(self.name, ALG_ED25519, self.seed, self.public_key)
 
