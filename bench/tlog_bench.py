@@ -17,6 +17,8 @@ Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall 
   check, and the one commit that stores the append's checkpoint with the cosignature (the
   witness's own CPU is its process's, reported apart from /proc).
 - ``sign + witness``: their sum, the CPU a redaction pays (target <= 1 ms).
+- ``checkpoint commits per append``: commits on ``refs/gitmem/checkpoints`` per append and round
+  (1: the checkpoint and its cosignature are one commit).
 - ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
   costs on this file system: signing writes one, storing a cosignature another).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
@@ -138,6 +140,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
         policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
         assert witnessing.cosign_round(core, policy) == {"w1": "cosigned"}
+        commits_before = len(checkpoints.history(core))
         checkpoints.on_append = timed_on_append
         checkpoints.add_listener(committer, commits=True)
         try:
@@ -156,9 +159,8 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         finally:
             checkpoints.on_append = real
             checkpoints.remove_listener(committer)
-    committed = checkpoints.history(core)
+    commits_per_append = (len(checkpoints.history(core)) - commits_before) / rounds
     assert transparency.newest(core).cp.size == len(ledger.entries(core)), "a checkpoint was not committed"
-    assert len(committed) >= rounds, committed
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
     floor = _commit_floor(core, rounds)
 
@@ -198,7 +200,9 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "witness_process_cpu_ms": round(sum(witness_cpu) / len(witness_cpu) * 1000, 3),  # ticks: a mean
         "sign_plus_witness_cpu_ms": _ms(total),
         "floor_commit_cpu_ms": _ms(floor),
+        "checkpoint_commits_per_append_with_witness": round(commits_per_append, 3),
         "target_ms": 1.0,
+        "sign_plus_witness_over_target": round(_ms(total) / 1.0, 2),
         "write_ack_no_witnesses_ms": _ms(plain),
         "write_ack_with_witness_worker_ms": _ms(worked),
         "checkpoints_signed_by_ordinary_writes": signed_by_writes,
@@ -220,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(entries, rounds, writes)
     for k, v in rows.items():
         print(f"{k:42} {v}")
-    verdict = "met" if float(str(rows["sign_plus_witness_cpu_ms"])) <= 1.0 else "MISSED"
+    got = float(str(rows["sign_plus_witness_cpu_ms"]))
+    verdict = f"met ({got} ms)" if got <= 1.0 else f"MISSED ({got} ms CPU, {got / 1.0:.1f}x the target)"
     print(f"{'target sign + witness <= 1 ms CPU':42} {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
