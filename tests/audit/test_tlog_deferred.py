@@ -123,3 +123,14 @@ def test_without_a_committing_listener_the_append_commits(store: Store) -> None:
     entry = ledger.append(store.core, "flag", {"n": 0})
     assert not checkpoints.pending_paths()
     assert _ref_size(store) == entry.seq + 1
+
+
+def test_remember_commits_a_pending_checkpoint_before_remembering_it(store: Store, deferring: None) -> None:
+    core = store.core
+    entry = ledger.append(core, "flag", {"n": 0})
+    assert checkpoints.pending_paths() == [core.path]
+    transparency.remember(core)
+    assert not checkpoints.pending_paths()
+    assert _ref_size(store) == entry.seq + 1
+    seen = transparency._load_seen(core)["checkpoints"]
+    assert transparency.parse_body(note.parse(seen[-1]).text).size == entry.seq + 1
