@@ -15,7 +15,10 @@ The private key is ``$GIT_DIR/gitmem/tlog/log.key`` (mode 0600, Go's ``PRIVATE+K
 the tree's frontier is kept in memory after each append and cached in
 ``$GIT_DIR/gitmem/tlog/state.json`` (every 64 appends, extended from the leaf-hash cache, rebuilt
 from the ledger when it lags or does not give the newest signed root). Nothing here blocks on a witness: listeners (:func:`add_listener`) are told of each new
-checkpoint and do their work elsewhere.
+checkpoint and do their work elsewhere. A listener that commits (``gitmem serve``'s witness worker)
+takes the commit over: the append signs, the checkpoint waits in memory (:func:`current` and
+:func:`history` show it in this process) and goes into the repository with the first cosignature
+(:func:`add_cosignatures`) or alone (:func:`flush`), in one commit either way.
 """
 
 from __future__ import annotations
@@ -337,7 +340,8 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     """Sign and commit the checkpoint of the tree with entry ``seq`` (``leaf``) as its last leaf;
     ``leaves`` gives every leaf when the cached frontier lags. Runs under the ledger lock. Returns
     the signed note. Its cost (bench/tlog_bench.py): a few hashes, one signature, one commit object
-    (the tree is the previous one's), one fsync and the ref's move."""
+    (the tree is the previous one's), one fsync and the ref's move; with a committing listener,
+    the commit is the witness round's."""
     _flush_locked(store)  # two appends before the witness round: each checkpoint is committed
     tip = _tip(store)
     files = _files(store, tip)
