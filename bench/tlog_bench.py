@@ -7,13 +7,18 @@ checkpoint and by one witness round trip, and what it adds to an ordinary write'
 
 Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall = ``perf_counter``):
 
-- ``sign``: ``checkpoints.on_append`` timed inside each ``ledger.append`` of a store of
-  ``--entries`` entries: the tlog's share of an append (frontier, Ed25519 signature, the
-  checkpoint commit and its flush; the flush's wait is wall time, not CPU).
-- ``witness round trip``: ``witnessing.cosign_round`` against one real ``gitmem witness serve``
-  process on 127.0.0.1 after each append: proof, HTTP request, cosignature check, storing it (the
+- ``sign (no witness)``: ``checkpoints.on_append`` timed inside each ``ledger.append`` of a store of
+  ``--entries`` entries, no witness worker: the tlog's share of an append (frontier, Ed25519
+  signature, the checkpoint commit and its flush; the flush's wait is wall time, not CPU).
+- ``sign``: the same with witnesses configured and a committing listener registered, as ``gitmem
+  serve``'s witness worker registers one: the append signs and leaves the commit to the round.
+- ``witness round trip``: ``witnessing.round_and_commit`` (what the worker runs) against one real
+  ``gitmem witness serve`` process on 127.0.0.1 after each append: proof, HTTP request, cosignature
+  check, and the one commit that stores the append's checkpoint with the cosignature (the
   witness's own CPU is its process's, reported apart from /proc).
 - ``sign + witness``: their sum, the CPU a redaction pays (target <= 1 ms).
+- ``checkpoint commits per append``: commits on ``refs/gitmem/checkpoints`` per append and round
+  (1: the checkpoint and its cosignature are one commit).
 - ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
   costs on this file system: signing writes one, storing a cosignature another).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
@@ -112,6 +117,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     real = checkpoints.on_append
     sign_cpu, sign_wall, round_cpu, round_wall = [], [], [], []
     witness_cpu: list[float] = []
+    alone: list[float] = []
 
     def timed_on_append(*a: Any, **k: Any) -> str:  # the tlog's share of ledger.append, alone
         c0, w0 = time.process_time(), time.perf_counter()
@@ -121,23 +127,40 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
             sign_cpu.append(time.process_time() - c0)
             sign_wall.append(time.perf_counter() - w0)
 
+    def committer(path: Path) -> None:  # the worker's promise; the loop below runs its round
+        return None
+
+    checkpoints.on_append = timed_on_append
+    try:
+        for i in range(rounds):  # no witness: the append commits its checkpoint itself
+            ledger.append(core, "flag", {"alone": i})
+    finally:
+        checkpoints.on_append = real
+    alone, sign_cpu, sign_wall = sign_cpu, [], []
     with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
         policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
         assert witnessing.cosign_round(core, policy) == {"w1": "cosigned"}
+        commits_before = len(checkpoints.history(core))
         checkpoints.on_append = timed_on_append
+        checkpoints.add_listener(committer, commits=True)
         try:
             for i in range(rounds):
                 ledger.append(core, "flag", {"on": i})
+                assert checkpoints.pending_paths() == [core.path]
                 before = _proc_cpu(pid)
                 c0, w0 = time.process_time(), time.perf_counter()
-                result = witnessing.cosign_round(core, policy)
+                result = witnessing.round_and_commit(core, policy)
                 c, w = time.process_time() - c0, time.perf_counter() - w0
                 assert result == {"w1": "cosigned"}, result
+                assert not checkpoints.pending_paths()
                 witness_cpu.append(_proc_cpu(pid) - before)
                 round_cpu.append(c)
                 round_wall.append(w)
         finally:
             checkpoints.on_append = real
+            checkpoints.remove_listener(committer)
+    commits_per_append = (len(checkpoints.history(core)) - commits_before) / rounds
+    assert transparency.newest(core).cp.size == len(ledger.entries(core)), "a checkpoint was not committed"
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
     floor = _commit_floor(core, rounds)
 
@@ -169,6 +192,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     rows: dict[str, object] = {
         "entries": entries,
         "rounds": rounds,
+        "sign_no_witness_cpu_ms": _ms(alone),
         "sign_cpu_ms": _ms(sign_cpu),
         "sign_wall_ms": _ms(sign_wall),
         "witness_round_cpu_ms": _ms(round_cpu),
@@ -176,7 +200,9 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "witness_process_cpu_ms": round(sum(witness_cpu) / len(witness_cpu) * 1000, 3),  # ticks: a mean
         "sign_plus_witness_cpu_ms": _ms(total),
         "floor_commit_cpu_ms": _ms(floor),
+        "checkpoint_commits_per_append_with_witness": round(commits_per_append, 3),
         "target_ms": 1.0,
+        "sign_plus_witness_over_target": round(_ms(total) / 1.0, 2),
         "write_ack_no_witnesses_ms": _ms(plain),
         "write_ack_with_witness_worker_ms": _ms(worked),
         "checkpoints_signed_by_ordinary_writes": signed_by_writes,
@@ -198,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(entries, rounds, writes)
     for k, v in rows.items():
         print(f"{k:42} {v}")
-    verdict = "met" if float(str(rows["sign_plus_witness_cpu_ms"])) <= 1.0 else "MISSED"
+    got = float(str(rows["sign_plus_witness_cpu_ms"]))
+    verdict = f"met ({got} ms)" if got <= 1.0 else f"MISSED ({got} ms CPU, {got / 1.0:.1f}x the target)"
     print(f"{'target sign + witness <= 1 ms CPU':42} {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -150,7 +150,13 @@ def check(store: StoreCore) -> list[str]:
 
 
 def remember(store: StoreCore) -> None:
-    """Record the newest verified checkpoint and the trusted keys (after a clean verify, a clone)."""
+    """Record the newest verified checkpoint and the trusted keys (after a clean verify, a clone).
+    Only what is on the ref is remembered: a checkpoint this process signed and left to the witness
+    round is committed first (a crash would otherwise leave a remembered one newer than the ref)."""
+    with contextlib.suppress(GitmemError, OSError):
+        checkpoints.flush(store)
+    if store.path in checkpoints.pending_paths():
+        return
     files = checkpoints.current(store)
     if not files:
         return

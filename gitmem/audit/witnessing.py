@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitmem.audit import transparency
+from gitmem.audit import transparency, witness_client
 from gitmem.engine import checkpoints
 from gitmem.errors import GitmemError
 from gitmem.model.tlog import note
@@ -49,6 +49,8 @@ def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: flo
     body = f"old {old}\n" + "".join(note.b64(h) + "\n" for h in proof) + "\n" + signed
     u = urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
     key = (u.scheme, u.hostname or "127.0.0.1", u.port)
+    if u.scheme == "http":
+        return _submit_plain(key[1], u.port or 80, u.path, body.encode("utf-8"), timeout)
     with _conns_lock:
         conn = _conns.pop(key, None)  # a connection is used by one round at a time
     for attempt in range(2):
@@ -73,6 +75,36 @@ def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: flo
             with _conns_lock:
                 _conns.setdefault(key, conn)
         return resp.status, text
+    raise AssertionError("unreachable")
+
+
+_plain: dict[tuple[str, int], witness_client.Conn] = {}
+
+
+def _submit_plain(host: str, port: int, path: str, body: bytes, timeout: float) -> tuple[int, str]:
+    """:func:`submit` over plain HTTP, with :mod:`gitmem.audit.witness_client` (the same keep-alive
+    and one retry on a kept connection the witness had closed)."""
+    with _conns_lock:
+        conn = _plain.pop((host, port), None)
+    for attempt in range(2):
+        fresh = conn is None
+        if conn is None:
+            conn = witness_client.Conn(host, port, timeout)
+        try:
+            status, text, keep = conn.post(path, body, timeout)
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            conn = None
+            if fresh or attempt:
+                raise
+            continue
+        if keep:
+            with _conns_lock:
+                if _plain.setdefault((host, port), conn) is not conn:
+                    conn.close()
+        else:
+            conn.close()
+        return status, text
     raise AssertionError("unreachable")
 
 
@@ -178,10 +210,12 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     def one(name: str, answer: Callable[[], tuple[int, str, int]]) -> None:
         try:
             status, text, old = answer()
+            out[name] = _take(store, policy, name, newest, status, text)
         except (OSError, http.client.HTTPException) as exc:
             out[name] = f"unreachable: {exc}"
             return
-        out[name] = _take(store, policy, name, newest, status, text)
+        finally:  # the first answer commits the append's checkpoint, cosigned by then or not
+            checkpoints.flush(store)
         if out[name] != "cosigned" and old != start(name):  # what the witness told us, for next time
             with lock:
                 sizes[name] = old
@@ -201,6 +235,15 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
         for fut in as_completed(futures):
             one(futures[fut], fut.result)
     return out
+
+
+def round_and_commit(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dict[str, str]:
+    """What the worker does after an append: :func:`cosign_round`, the checkpoint the append left
+    uncommitted going into the repository with the first cosignature (or alone, after the round)."""
+    try:
+        return cosign_round(store, policy, timeout)
+    finally:
+        checkpoints.flush(store)
 
 
 def _take(
@@ -237,13 +280,19 @@ class Worker:
         self.last: dict[Path, dict[str, str]] = {}
 
     def start(self) -> None:
-        checkpoints.add_listener(self.notify)
+        checkpoints.add_listener(self.notify, commits=True)  # appends leave their commit to rounds
         self._thread.start()
 
     def stop(self) -> None:
         checkpoints.remove_listener(self.notify)
         self._queue.put(None)
         self._thread.join(timeout=30)
+        for path in checkpoints.pending_paths():  # what no round committed yet
+            try:
+                with self._open(path) as core:
+                    checkpoints.flush(core)
+            except Exception:  # noqa: BLE001,S112 - the next append there signs it again
+                continue
 
     def notify(self, path: Path) -> None:
         self._queue.put(path)  # never blocks: the queue is unbounded
@@ -267,11 +316,12 @@ class Worker:
 
     def _one(self, path: Path) -> None:
         policy = self._policy()
-        if policy is None or not policy.urls:
-            return
         try:
             with self._open(path) as core:
-                result = cosign_round(core, policy)
+                if policy is None or not policy.urls:
+                    checkpoints.flush(core)
+                    return
+                result = round_and_commit(core, policy)
         except Exception as exc:  # noqa: BLE001 - the loop outlives any one store's trouble
             result = {"*": f"error: {exc}"}
         self.last[path] = result

@@ -15,7 +15,10 @@ The private key is ``$GIT_DIR/gitmem/tlog/log.key`` (mode 0600, Go's ``PRIVATE+K
 the tree's frontier is kept in memory after each append and cached in
 ``$GIT_DIR/gitmem/tlog/state.json`` (every 64 appends, extended from the leaf-hash cache, rebuilt
 from the ledger when it lags or does not give the newest signed root). Nothing here blocks on a witness: listeners (:func:`add_listener`) are told of each new
-checkpoint and do their work elsewhere.
+checkpoint and do their work elsewhere. A listener that commits (``gitmem serve``'s witness worker)
+takes the commit over: the append signs, the checkpoint waits in memory (:func:`current` and
+:func:`history` show it in this process) and goes into the repository with the first cosignature
+(:func:`add_cosignatures`) or alone (:func:`flush`), in one commit either way.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +53,7 @@ KEY_FILE = "log.key"
 STATE_FILE = "state.json"
 LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
+_committers: list[Callable[[Path], None]] = []  # listeners that commit what they are told of
 _signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
 _files_memo: dict[tuple[str, str], dict[str, str]] = {}
 _ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
@@ -58,15 +63,67 @@ MESSAGE_FILES = ("checkpoint", "witnessed")
 STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves file fills the gap)
 
 
-def add_listener(fn: Callable[[Path], None]) -> None:
-    """Call ``fn(store path)`` after each new checkpoint of this process (it must not block)."""
+def add_listener(fn: Callable[[Path], None], commits: bool = False) -> None:
+    """Call ``fn(store path)`` after each new checkpoint of this process (it must not block).
+    ``commits``: ``fn`` promises to have the checkpoint committed soon (:func:`flush`, or with the
+    first witness cosignature, :func:`add_cosignatures`): while such a listener is registered, an
+    append signs and leaves the commit to it (the witness worker: one commit per append, not two)."""
     if fn not in _listeners:
         _listeners.append(fn)
+    if commits and fn not in _committers:
+        _committers.append(fn)
 
 
 def remove_listener(fn: Callable[[Path], None]) -> None:
     if fn in _listeners:
         _listeners.remove(fn)
+    if fn in _committers:
+        _committers.remove(fn)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A checkpoint signed by an append and not committed yet: the tip it extends and its files."""
+
+    tip: pygit2.Oid | None
+    files: dict[str, str]
+    what: str
+
+
+_pending: dict[Path, _Pending] = {}
+
+
+def _pending_for(store: StoreCore, tip: pygit2.Oid | None) -> _Pending | None:
+    """This process's uncommitted checkpoint for the store, when the ref still is where it was
+    signed (else it is dropped: the ledger holds the entry, the next append signs it again)."""
+    p = _pending.get(store.path)
+    return p if p is not None and p.tip == tip else None
+
+
+def flush(store: StoreCore) -> bool:
+    """Commit this process's uncommitted checkpoint of the store, if any; whether one was."""
+    if store.path not in _pending:
+        return False
+    with file_lock(store.gitmem_dir / "ledger.lock"):
+        return _flush_locked(store)
+
+
+def _flush_locked(store: StoreCore) -> bool:
+    if store.path not in _pending:
+        return False
+    tip = _tip(store)
+    p = _pending_for(store, tip)
+    if p is None:
+        _pending.pop(store.path, None)
+        return False
+    _commit(store, tip, p.files, p.what)
+    _pending.pop(store.path, None)
+    return True
+
+
+def pending_paths() -> list[Path]:
+    """The stores with a checkpoint signed by this process and not committed yet."""
+    return list(_pending)
 
 
 _made: set[Path] = set()
@@ -126,6 +183,7 @@ def rotate_key(store: StoreCore) -> note.Ed25519Signer:
     old = signer(store)
     new = note.Ed25519Signer(origin(store), os.urandom(32))
     with file_lock(store.gitmem_dir / "ledger.lock"):
+        _flush_locked(store)
         tip = _tip(store)
         files = _files(store, tip)
         body = parse_body(note.parse(files["checkpoint"]).text).body() if "checkpoint" in files else None
@@ -282,7 +340,9 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     """Sign and commit the checkpoint of the tree with entry ``seq`` (``leaf``) as its last leaf;
     ``leaves`` gives every leaf when the cached frontier lags. Runs under the ledger lock. Returns
     the signed note. Its cost (bench/tlog_bench.py): a few hashes, one signature, one commit object
-    (the tree is the previous one's), one fsync and the ref's move."""
+    (the tree is the previous one's), one fsync and the ref's move; with a committing listener,
+    the commit is the witness round's."""
+    _flush_locked(store)  # two appends before the witness round: each checkpoint is committed
     tip = _tip(store)
     files = _files(store, tip)
     prev = files.get("checkpoint")
@@ -296,14 +356,17 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     body = Checkpoint(origin(store), cr.size, cr.root()).body()
     s = signer(store)
     keys = _keys(files)
-    vkey = s.verifier().vkey()
+    vkey = s.vkey
     if vkey not in keys:
         keys.append(vkey)
     signed = note.sign(body, [s]).encode()
     files = {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)}
     if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
         files["witnessed"] = prev
-    _commit(store, tip, files, f"ledger entry #{seq}")
+    if _committers:  # the witness worker commits it, with the first cosignature when one comes
+        _pending[store.path] = _Pending(tip, files, f"ledger entry #{seq}")
+    else:
+        _commit(store, tip, files, f"ledger entry #{seq}")
     _ranges[store.path] = cr
     _signed_here[store.path] = (signed, vkey)
     if cr.size % STATE_EVERY == 0:
@@ -349,14 +412,20 @@ def _cosigned(signed: str) -> bool:
 
 # ---------------------------------------------------------------------- reading
 def current(store: StoreCore) -> dict[str, str]:
-    """The newest commit's files: ``checkpoint``, ``keys`` and maybe ``witnessed`` (empty: none)."""
-    return _files(store, _tip(store))
+    """The newest commit's files: ``checkpoint``, ``keys`` and maybe ``witnessed`` (empty: none);
+    in the process that signed it, the checkpoint not committed yet."""
+    tip = _tip(store)
+    p = _pending_for(store, tip)
+    return dict(p.files) if p is not None else _files(store, tip)
 
 
 def history(store: StoreCore) -> list[str]:
     """Every checkpoint note the ref's history holds, oldest first (cosignature updates included)."""
     out: list[str] = []
     oid = _tip(store)
+    p = _pending_for(store, oid)
+    if p is not None:
+        out.append(p.files["checkpoint"])
     while oid is not None:
         commit = store.commit(oid)
         files = _files(store, oid)
@@ -373,6 +442,18 @@ def add_cosignatures(store: StoreCore, body: str, sigs: Iterable[note.Signature]
     new = list(sigs)
     with file_lock(store.gitmem_dir / "ledger.lock"):
         tip = _tip(store)
+        p = _pending_for(store, tip)
+        if p is not None and note.parse(p.files["checkpoint"]).text == body:
+            parsed = note.parse(p.files["checkpoint"])  # not committed yet: one commit for both
+            mine = {(s.name, s.key_id) for s in parsed.sigs}
+            added = [s for s in new if (s.name, s.key_id) not in mine]
+            files = {**p.files, "checkpoint": note.Note(parsed.text, (*parsed.sigs, *added)).encode()}
+            names = ", ".join(s.name for s in added)
+            _commit(store, tip, files, f"{p.what}, cosigned by {names}" if added else p.what)
+            _pending.pop(store.path, None)
+            return bool(added)
+        if _flush_locked(store):  # cosignatures of an older checkpoint: the newest is committed first
+            tip = _tip(store)
         files = _files(store, tip)
         for slot in ("checkpoint", "witnessed"):
             text = files.get(slot)

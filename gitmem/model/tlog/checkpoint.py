@@ -8,6 +8,7 @@ lines. A cosignature/v1 (signature type 0x04, key id ``SHA-256(name || 0x0A || 0
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -37,8 +38,10 @@ class Checkpoint:
         return "".join(f"{line}\n" for line in lines)
 
 
+@functools.lru_cache(maxsize=64)
 def parse_body(text: str) -> Checkpoint:
-    """The checkpoint a note text holds; InvalidInputError when it is not one."""
+    """The checkpoint a note text holds; InvalidInputError when it is not one (memoised: a
+    Checkpoint is immutable)."""
     if not text.endswith("\n"):
         raise InvalidInputError("malformed checkpoint: the text does not end in a newline")
     lines = text[:-1].split("\n")
@@ -68,6 +71,10 @@ class CosignatureVerifier:
     key_id: int
     public_key: bytes
 
+    @functools.cached_property
+    def _key(self) -> Ed25519PublicKey:
+        return Ed25519PublicKey.from_public_bytes(self.public_key)
+
     def verify(self, text: str, sig: bytes) -> bool:
         if len(sig) != 72:
             return False
@@ -75,7 +82,7 @@ class CosignatureVerifier:
         if ts > MAX_TIMESTAMP:
             return False
         try:
-            Ed25519PublicKey.from_public_bytes(self.public_key).verify(sig[8:], cosigned_message(text, ts))
+            self._key.verify(sig[8:], cosigned_message(text, ts))
         except (InvalidSignature, ValueError):
             return False
         return True

@@ -114,11 +114,15 @@ class Ed25519Verifier:
     key_id: int
     public_key: bytes
 
+    @functools.cached_property
+    def _key(self) -> Ed25519PublicKey:
+        return Ed25519PublicKey.from_public_bytes(self.public_key)
+
     def verify(self, text: str, sig: bytes) -> bool:
         if len(sig) != 64:
             return False
         try:
-            Ed25519PublicKey.from_public_bytes(self.public_key).verify(sig, text.encode("utf-8"))
+            self._key.verify(sig, text.encode("utf-8"))
         except (InvalidSignature, ValueError):
             return False
         return True
@@ -151,6 +155,11 @@ class Ed25519Signer:
 
     def verifier(self) -> Ed25519Verifier:
         return Ed25519Verifier(self.name, self.key_id, self.public_key)
+
+    @functools.cached_property
+    def vkey(self) -> str:
+        """The verifier key, as :meth:`Ed25519Verifier.vkey` spells it."""
+        return self.verifier().vkey()
 
     def skey(self) -> str:
         return encode_skey(self.name, ALG_ED25519, self.seed, self.public_key)
@@ -208,12 +217,18 @@ def ed25519_signer(skey: str) -> Ed25519Signer:
 
 
 def parse(note: str | bytes) -> Note:
-    """Split a signed note into text and signature lines (no verification)."""
+    """Split a signed note into text and signature lines (no verification). A note is immutable:
+    the last ones parsed are memoised (a witness round and a checkpoint commit read the same few)."""
     if isinstance(note, bytes):
         try:
             note = note.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInputError("malformed note: not UTF-8") from None
+    return _parse(note)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(note: str) -> Note:
     if _CONTROL.search(note):
         raise InvalidInputError("malformed note: control characters")
     split = note.rfind("\n\n")
