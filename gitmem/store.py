@@ -16,6 +16,17 @@ from gitmem.engine.resolve import StoreRef, all_refs, handle_path, resolve_store
 from gitmem.facade.admin import load_tlog_policy, verify_receipt
 from gitmem.facade.files import blob_id
 from gitmem.facade.handle import Store, open_store
+from gitmem.facade.hooks_ops import (
+    clone_store,
+    fence_epoch,
+    fetch_clone,
+    init_replica,
+    install_hooks,
+    install_hooks_at,
+    purge_and_prove,
+    render_hook,
+    store_id_by_handle,
+)
 from gitmem.facade.lifecycle import copy_store, create_store, delete_store, restore_store
 
 if TYPE_CHECKING:
@@ -50,8 +61,14 @@ if TYPE_CHECKING:
     from gitmem.engine.shortterm import replace_ops as record_replace_ops
     from gitmem.engine.shortterm import write_ops as record_write_ops
     from gitmem.engine.transfer import ExportResult, ImportResult
+    from gitmem.git.fence import shut_fence, write_fence
+    from gitmem.git.locks import file_lock
     from gitmem.model.tlog.policy import Policy as TlogPolicy
     from gitmem.model.versions import RedactionInfo, Version
+    from gitmem.push.clone import CloneResult, FetchResult, RewrittenScope
+    from gitmem.push.hookinstall import InstalledHook
+    from gitmem.push.pushenv import SERVER_REVIEW_ENV as PUSH_REVIEW_ENV
+    from gitmem.push.pushenv import SERVER_SESSION_ENV as PUSH_SESSION_ENV
     from gitmem.push.replica import Replica, ReplicaPush
 
 # The value types the facade's methods take and return, for the faces (which import this module,
@@ -66,15 +83,20 @@ VALUES = {
     "normalize_conversation_item": "gitmem.engine.conversations:normalize_item",
     "normalize_conversation_items": "gitmem.engine.conversations:normalize_items",
     "parse_conversation_id": "gitmem.engine.conversations:parse_id",
+    "CloneResult": "gitmem.push.clone",
     "Decision": "gitmem.engine.proposals",
     "Erased": "gitmem.audit.review",
     "ExportResult": "gitmem.engine.transfer",
+    "FetchResult": "gitmem.push.clone",
     "ImportResult": "gitmem.engine.transfer",
+    "InstalledHook": "gitmem.push.hookinstall",
     "Memory": "gitmem.engine.memories",
     "MemoryPage": "gitmem.engine.proposal_view",
     "PathDiff": "gitmem.audit.review",
     "Prefix": "gitmem.engine.memories",
     "PROPOSAL_STATUSES": "gitmem.engine.proposals:STATUSES",
+    "PUSH_REVIEW_ENV": "gitmem.push.pushenv:SERVER_REVIEW_ENV",
+    "PUSH_SESSION_ENV": "gitmem.push.pushenv:SERVER_SESSION_ENV",
     "Proposal": "gitmem.engine.proposals",
     "PruneResult": "gitmem.audit.retention",
     "ProposalSummary": "gitmem.audit.review:Summary",
@@ -86,6 +108,7 @@ VALUES = {
     "Restored": "gitmem.audit.restore",
     "RevertItem": "gitmem.engine.revert",
     "RevertResult": "gitmem.engine.revert",
+    "RewrittenScope": "gitmem.push.clone",
     "SearchHit": "gitmem.engine.search",
     "SearchResults": "gitmem.engine.hybrid",
     "SEARCH_MODES": "gitmem.engine.hybrid:MODES",
@@ -101,6 +124,9 @@ VALUES = {
     "Version": "gitmem.model.versions",
     "Witness": "gitmem.audit.witness",
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
+    "file_lock": "gitmem.git.locks",
+    "shut_fence": "gitmem.git.fence",
+    "write_fence": "gitmem.git.fence",
 }
 
 
@@ -120,15 +146,20 @@ __all__ = [
     "AUDIT_TYPES",
     "PROPOSAL_STATUSES",
     "SEARCH_MODES",
+    "PUSH_REVIEW_ENV",
+    "PUSH_SESSION_ENV",
     "Accepted",
     "AuditEvent",
     "BatchOp",
     "BatchResult",
     "Conversation",
+    "CloneResult",
     "Decision",
     "Erased",
     "ExportResult",
+    "FetchResult",
     "ImportResult",
+    "InstalledHook",
     "Memory",
     "MemoryPage",
     "PathDiff",
@@ -144,6 +175,7 @@ __all__ = [
     "Restored",
     "RevertItem",
     "RevertResult",
+    "RewrittenScope",
     "SearchHit",
     "SearchResults",
     "SessionWrites",
@@ -160,22 +192,34 @@ __all__ = [
     "all_refs",
     "blob_id",
     "check_conversation_metadata",
+    "clone_store",
     "copy_store",
     "create_store",
     "delete_store",
+    "fence_epoch",
+    "fetch_clone",
+    "file_lock",
     "handle_path",
+    "init_replica",
+    "install_hooks",
+    "install_hooks_at",
     "list_stores",
     "load_tlog_policy",
     "normalize_conversation_item",
     "normalize_conversation_items",
     "open_store",
     "parse_conversation_id",
+    "purge_and_prove",
     "record_base_path",
     "record_replace_ops",
     "record_write_ops",
+    "render_hook",
     "resolve_store",
     "restore_store",
+    "shut_fence",
+    "store_id_by_handle",
     "store_path",
     "stores_dir",
     "verify_receipt",
+    "write_fence",
 ]

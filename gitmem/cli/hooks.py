@@ -33,17 +33,14 @@ def install(
     json: common.JsonOpt = False,
 ) -> None:
     """Install the pre-receive/post-receive hooks (idempotent; a foreign hook is kept as <name>.legacy)."""
-    from gitmem.push import hookinstall
-    from gitmem.push.hookinstall import InstalledHook
+    from gitmem.store import InstalledHook, install_hooks
 
     def render(hooks: list[InstalledHook]) -> None:
         for h in hooks:
             extra = f" (runs {h.legacy.name} too)" if h.legacy is not None else ""
             typer.echo(f"{h.store}\t{h.hook.name}\t{h.action}{extra}")
 
-    common.run(
-        json, lambda: hookinstall.install(store, all_stores=all_stores, home=common.home(home)), render
-    )
+    common.run(json, lambda: install_hooks(store, all_stores=all_stores, home=common.home(home)), render)
 
 
 @hooks_app.command("print")
@@ -57,11 +54,11 @@ def print_hook(
     custom_hooks/pre-receive.d/): gitmem hooks print pre-receive > .../pre-receive.d/gitmem."""
     import sys
 
-    from gitmem.push.hookinstall import render
+    from gitmem.store import render_hook
 
     common.run(
         json,
-        lambda: {"hook": name, "python": sys.executable, "text": render(name, sys.executable)},
+        lambda: {"hook": name, "python": sys.executable, "text": render_hook(name, sys.executable)},
         lambda shim: typer.echo(shim["text"], nl=False),
     )
 
@@ -73,8 +70,7 @@ def clone(
     json: common.JsonOpt = False,
 ) -> None:
     """Clone a store for offline inspection (git history, ledger refs, read-only settings); push to write."""
-    from gitmem.push.clone import CloneResult
-    from gitmem.push.clone import clone as do_clone
+    from gitmem.store import CloneResult, clone_store
 
     def render(r: CloneResult) -> None:
         typer.echo(f"cloned {r.source} to {r.path} (scopes: {', '.join(r.scopes) or 'none'})")
@@ -82,7 +78,7 @@ def clone(
 
     def call() -> CloneResult:
         with common.busy("cloning...", json):
-            return do_clone(store, dest, home=common.home(home))
+            return clone_store(store, dest, home=common.home(home))
 
     common.run(json, call, render)
 
@@ -102,8 +98,7 @@ def fetch(
     With --purge, local branches at the old history are reset onto the new one and the old history's
     objects are removed from the clone, then proved gone. A rewritten audit ledger is never taken:
     it is reported (exit 7)."""
-    from gitmem.push.clone import FetchResult
-    from gitmem.push.clone import fetch as do_fetch
+    from gitmem.store import FetchResult, fetch_clone
 
     def render(r: FetchResult) -> None:
         if not r.updated:
@@ -131,7 +126,7 @@ def fetch(
                 typer.echo(f"  local branch {branch} reset onto the rewritten history")
             typer.echo(f"purged {r.purged} object(s) of the old history from the clone (verified)")
 
-    common.run(json, lambda: do_fetch(clone_path, purge=purge), render)
+    common.run(json, lambda: fetch_clone(clone_path, purge=purge), render)
 
 
 @replica_app.command("init")
@@ -142,7 +137,7 @@ def replica_init(
     """Make PATH a replica: a bare repository whose post-receive purges rewritten history (sh + git only)."""
     from pathlib import Path
 
-    from gitmem.push.replica import init_replica
+    from gitmem.store import init_replica
 
     def render(p: Path) -> None:
         typer.echo(f"replica ready at {p}; on the primary: gitmem replica add STORE {p}")

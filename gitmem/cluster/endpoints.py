@@ -17,10 +17,10 @@ from gitmem import config
 from gitmem.cluster import handoff, purges, replication
 from gitmem.cluster.proxy import _unavailable, store_named
 from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
-from gitmem.git.fence import read_fence, write_fence
+from gitmem.store import fence_epoch, write_fence
 
 if TYPE_CHECKING:
-    from gitmem.cluster.node import ClusterNode
+    from gitmem.cluster.nodeview import NodeView
 
 SIGNATURE = "x-gitmem-cluster-signature"
 # A replication's body: a bundle of a whole store and its state. It streams to a spooled file,
@@ -50,7 +50,7 @@ def is_write(scope: Any) -> str | None:
     return store_named(scope["path"])
 
 
-def replica_app(self: ClusterNode) -> Any:
+def replica_app(self: NodeView) -> Any:
     """The endpoints other nodes replicate into (signed with the cluster's secret)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -153,7 +153,7 @@ def replica_app(self: ClusterNode) -> Any:
 
 
 def apply_replication(
-    self: ClusterNode,
+    self: NodeView,
     store_id: str,
     path: Path,
     bundle: bytes,
@@ -168,9 +168,7 @@ def apply_replication(
         new = not path.exists()
         if not new:  # an older (replayed, or overtaken) replication never rolls the copy back
             replication.check_and_record_seq(path, seq)
-        fence = read_fence(path) or {}
-        epoch = fence.get("epoch")
-        was_home = epoch if fence.get("node") == self.name and isinstance(epoch, int) and epoch > 0 else 0
+        was_home = fence_epoch(path, self.name)
 
         def keep_tail(before: dict[str, str]) -> None:
             if was_home:
@@ -180,9 +178,9 @@ def apply_replication(
         write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)  # a replica never writes
         if new:
             replication.check_and_record_seq(path, seq)
-            from gitmem.push.hookinstall import install_hooks
+            from gitmem.store import install_hooks_at
 
-            install_hooks(path, label=store_id)
+            install_hooks_at(path, label=store_id)
         self.state.record_position(store_id, self.name, f"#{seq}", seq)
         digest, problem = purges.purge_copy(path)  # a redaction's retired objects leave this copy too
         if digest:
@@ -202,7 +200,7 @@ def _git(path: Path, *args: str, stdin: str = "") -> str:
 
 
 def report_tail(
-    self: ClusterNode,
+    self: NodeView,
     store_id: str,
     path: Path,
     epoch: int,
@@ -242,7 +240,7 @@ class Placing:
 
     CREATES = ("/v1/memory_stores", "/api/2.1/unity-catalog/memory-stores")
 
-    def __init__(self, app: Any, node: ClusterNode) -> None:
+    def __init__(self, app: Any, node: NodeView) -> None:
         self.app, self.node = app, node
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -281,7 +279,7 @@ class Inflight:
     """Count the writes this node is answering, per store named; a store being handed over takes
     no new write (503, retried by clients) and the handoff waits for the ones in flight."""
 
-    def __init__(self, app: Any, node: ClusterNode) -> None:
+    def __init__(self, app: Any, node: NodeView) -> None:
         self.app, self.node = app, node
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -307,7 +305,7 @@ class SyncAck:
     level; when none confirms, the client gets 503: the write is durable at the home, but not
     acknowledged as replicated."""
 
-    def __init__(self, app: Any, node: ClusterNode) -> None:
+    def __init__(self, app: Any, node: NodeView) -> None:
         self.app, self.node = app, node
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -352,7 +350,7 @@ class Figures:
         "database_up": "1 while the cluster's PostgreSQL answers",
     }
 
-    def __init__(self, app: Any, node: ClusterNode) -> None:
+    def __init__(self, app: Any, node: NodeView) -> None:
         self.app, self.node = app, node
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

@@ -18,7 +18,7 @@ from gitmem.cluster.endpoints import SIGNATURE
 from gitmem.cluster.state import ClusterState, Placement
 from gitmem.cluster.tokens import ClusterTokenStore
 from gitmem.errors import ConflictError, GitmemError, NotFoundError, UnavailableError
-from gitmem.git.fence import shut_fence, write_fence
+from gitmem.store import shut_fence, write_fence
 
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.audit.copy_purge import purge_and_prove
+from gitmem.store import purge_and_prove
 
 if TYPE_CHECKING:
     from gitmem.cluster.state import ClusterState

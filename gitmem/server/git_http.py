@@ -36,15 +36,14 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gitmem import config
 from gitmem.errors import AmbiguousStoreError, AuthenticationError, GitmemError
-from gitmem.push.pushenv import SERVER_REVIEW_ENV, SERVER_SESSION_ENV
 from gitmem.server import door
 from gitmem.server.tokens import Token, TokenStore
-from gitmem.store import resolve_store
+from gitmem.store import PUSH_REVIEW_ENV, PUSH_SESSION_ENV, resolve_store
 
 log = logging.getLogger("gitmem.server.git")
 PREFIX = "/git/"
-SESSION_ENV = SERVER_SESSION_ENV  # GITMEM_PUSH_SESSION, read by the receive hooks (docs/git-servers.md)
-REVIEW_ENV = SERVER_REVIEW_ENV  # GITMEM_PUSH_REVIEW: a review-mode token's push (refused by the hook)
+SESSION_ENV = PUSH_SESSION_ENV  # GITMEM_PUSH_SESSION, read by the receive hooks (docs/git-servers.md)
+REVIEW_ENV = PUSH_REVIEW_ENV  # GITMEM_PUSH_REVIEW: a review-mode token's push (refused by the hook)
 PROPOSALS_REF = "refs/gitmem/proposals"  # engine.proposals.REF_PREFIX, without its slash
 MAX_PUSH_BYTES = 1 << 30  # one push's request body at most (a store is at most a few 100 MB)
 _PATH_RE = re.compile(r"^/git/([^/]+)\.git(/.*)\Z")

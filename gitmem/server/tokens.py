@@ -26,7 +26,6 @@ from typing import Any
 
 from gitmem import config
 from gitmem.errors import AuthenticationError, ConfigError, GitmemError, InvalidInputError, NotFoundError
-from gitmem.git.locks import file_lock
 from gitmem.ids import ULID_RE, is_id, new_ulid
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_actor, validate_session
@@ -69,7 +68,7 @@ class Token:
     home: str = field(default="", compare=False, repr=False)
 
     def _access(self, store: str) -> str | None:
-        """``store`` is a store id, or a store's handle (gitmem.engine.resolve): an old-layout
+        """``store`` is a store id, or a store's handle (docs/stores.md): an old-layout
         store's directory name means that store's id, never a display name."""
         if self.admin:
             return "rw"
@@ -113,16 +112,16 @@ def _handle_id(home: str, handle: str) -> str | None:
     cached = _HANDLE_IDS.get((home, handle))
     if cached is not None:
         return cached
-    from gitmem.engine.resolve import by_handle
+    from gitmem.store import store_id_by_handle
 
     try:
-        ref = by_handle(handle, home or None) if home else None
+        found = store_id_by_handle(handle, home) if home else None
     except GitmemError:
         return None
-    if ref is None:
+    if found is None:
         return None
-    _HANDLE_IDS[(home, handle)] = ref.id
-    return ref.id
+    _HANDLE_IDS[(home, handle)] = found
+    return found
 
 
 def parse_time(text: str) -> dt.datetime:
@@ -248,6 +247,8 @@ class TokenStore:
         os.replace(tmp, self.path)
 
     def _locked(self) -> Any:
+        from gitmem.store import file_lock
+
         return file_lock(self.path.with_name(f".{TOKENS_FILE}.lock"))
 
     # ------------------------------------------------------------------ verbs

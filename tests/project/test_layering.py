@@ -63,7 +63,6 @@ TYPE_ONLY_CYCLES = [
     ["gitmem.engine.guard", "gitmem.engine.writer"],
     ["gitmem.engine.queuefiles", "gitmem.engine.xqueue"],
     ["gitmem.git.intent", "gitmem.git.repo"],
-    ["gitmem.cluster.endpoints", "gitmem.cluster.node"],
     ["gitmem.integrations.anthropic_tool", "gitmem.integrations.memory_search"],
     ["gitmem.server.anthropic_api", "gitmem.server.anthropic_versions", "gitmem.server.inline"],
 ]  # fmt: skip
