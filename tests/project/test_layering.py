@@ -60,12 +60,7 @@ SIZE_OK = re.compile(r"#\s*size-ok:\s*\S")
 SPLITTING: set[str] = set()
 # Cycles closed only by ``if TYPE_CHECKING:`` imports that are still to be removed. Shrink only.
 TYPE_ONLY_CYCLES = [
-    ["gitmem.engine.guard", "gitmem.engine.writer"],
-    ["gitmem.engine.queuefiles", "gitmem.engine.xqueue"],
-    ["gitmem.git.intent", "gitmem.git.repo"],
     ["gitmem.cluster.endpoints", "gitmem.cluster.node"],
-    ["gitmem.integrations.anthropic_tool", "gitmem.integrations.memory_search"],
-    ["gitmem.server.anthropic_api", "gitmem.server.anthropic_versions", "gitmem.server.inline"],
 ]  # fmt: skip
 # The only layers that import pygit2 (the hook reads the quarantine with it) ...
 PYGIT2_LAYERS = ("gitmem/git/", "gitmem/engine/", "gitmem/audit/", "gitmem/push/")
