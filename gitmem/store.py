@@ -16,6 +16,7 @@ from gitmem.engine.resolve import StoreRef, all_refs, handle_path, resolve_store
 from gitmem.facade.admin import load_tlog_policy, verify_receipt
 from gitmem.facade.files import blob_id
 from gitmem.facade.handle import Store, open_store
+from gitmem.facade.house_ops import file_lock, start_witness_worker
 from gitmem.facade.lifecycle import copy_store, create_store, delete_store, restore_store
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from gitmem.audit.timeline import AuditEvent
     from gitmem.audit.transparency import Signed as TlogCheckpoint
     from gitmem.audit.verify import VerifyReport
+    from gitmem.audit.witness import MAX_BODY as WITNESS_MAX_BODY
+    from gitmem.audit.witness import Reply as WitnessReply
     from gitmem.audit.witness import Witness
     from gitmem.audit.witnessing import Worker as WitnessWorker
     from gitmem.engine.hybrid import SearchResults
@@ -82,7 +85,9 @@ VALUES = {
     "VerifiedReceipt": "gitmem.audit.redaction_receipts:Verified",
     "VerifyReport": "gitmem.audit.verify",
     "Version": "gitmem.model.versions",
+    "WITNESS_MAX_BODY": "gitmem.audit.witness:MAX_BODY",
     "Witness": "gitmem.audit.witness",
+    "WitnessReply": "gitmem.audit.witness:Reply",
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
 }
 
@@ -133,13 +138,16 @@ __all__ = [
     "VerifiedReceipt",
     "VerifyReport",
     "Version",
+    "WITNESS_MAX_BODY",
     "Witness",
+    "WitnessReply",
     "WitnessWorker",
     "all_refs",
     "blob_id",
     "copy_store",
     "create_store",
     "delete_store",
+    "file_lock",
     "handle_path",
     "list_stores",
     "load_tlog_policy",
@@ -149,6 +157,7 @@ __all__ = [
     "record_write_ops",
     "resolve_store",
     "restore_store",
+    "start_witness_worker",
     "store_path",
     "stores_dir",
     "verify_receipt",

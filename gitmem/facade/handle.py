@@ -21,6 +21,7 @@ from gitmem.engine.resolve import check_full_name_free, full_name_lock
 from gitmem.facade.admin import Admin
 from gitmem.facade.files import Files
 from gitmem.facade.history import History
+from gitmem.facade.house_ops import HouseOps
 from gitmem.facade.memories import Memories
 from gitmem.facade.records import Records
 from gitmem.facade.review import Review
@@ -28,7 +29,7 @@ from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
 
 
-class Store(Memories, History, Review, Files, Admin, Records):
+class Store(Memories, History, Review, Files, Admin, Records, HouseOps):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.
