@@ -27,6 +27,7 @@ from gitmem.facade.hooks_ops import (
     render_hook,
     store_id_by_handle,
 )
+from gitmem.facade.house_ops import file_lock, start_witness_worker
 from gitmem.facade.lifecycle import copy_store, create_store, delete_store, restore_store
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from gitmem.audit.timeline import AuditEvent
     from gitmem.audit.transparency import Signed as TlogCheckpoint
     from gitmem.audit.verify import VerifyReport
+    from gitmem.audit.witness import MAX_BODY as WITNESS_MAX_BODY
+    from gitmem.audit.witness import Reply as WitnessReply
     from gitmem.audit.witness import Witness
     from gitmem.audit.witnessing import Worker as WitnessWorker
     from gitmem.engine.conversations import Conversation
@@ -62,7 +65,6 @@ if TYPE_CHECKING:
     from gitmem.engine.shortterm import write_ops as record_write_ops
     from gitmem.engine.transfer import ExportResult, ImportResult
     from gitmem.git.fence import shut_fence, write_fence
-    from gitmem.git.locks import file_lock
     from gitmem.model.tlog.policy import Policy as TlogPolicy
     from gitmem.model.versions import RedactionInfo, Version
     from gitmem.push.clone import CloneResult, FetchResult, RewrittenScope
@@ -122,9 +124,10 @@ VALUES = {
     "VerifiedReceipt": "gitmem.audit.redaction_receipts:Verified",
     "VerifyReport": "gitmem.audit.verify",
     "Version": "gitmem.model.versions",
+    "WITNESS_MAX_BODY": "gitmem.audit.witness:MAX_BODY",
     "Witness": "gitmem.audit.witness",
+    "WitnessReply": "gitmem.audit.witness:Reply",
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
-    "file_lock": "gitmem.git.locks",
     "shut_fence": "gitmem.git.fence",
     "write_fence": "gitmem.git.fence",
 }
@@ -187,7 +190,9 @@ __all__ = [
     "VerifiedReceipt",
     "VerifyReport",
     "Version",
+    "WITNESS_MAX_BODY",
     "Witness",
+    "WitnessReply",
     "WitnessWorker",
     "all_refs",
     "blob_id",
@@ -218,6 +223,7 @@ __all__ = [
     "restore_store",
     "shut_fence",
     "store_id_by_handle",
+    "start_witness_worker",
     "store_path",
     "stores_dir",
     "verify_receipt",

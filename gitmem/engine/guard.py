@@ -17,8 +17,9 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from gitmem.engine.change import Change
 from gitmem.errors import GitmemError, GuardRejectedError
 from gitmem.model.guard import Finding, GuardPolicy, action_for, decide, scan
 from gitmem.model.guard_memo import CleanParagraphs
@@ -26,11 +27,21 @@ from gitmem.model.guard_memo import CleanParagraphs
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
     from gitmem.engine.rows import VersionRow
-    from gitmem.engine.writer import Change, ScopeState
+    from gitmem.git.blobs import StoredBlob
 
 FLAG_TRAILER = "Gitmem-Flag"
 MAX_FLAGS_IN_TRAILER = 10
 MAX_IN_MESSAGE = 5
+
+
+class ScreenedState(Protocol):
+    """What :func:`screen` reads of the planner's scope state (gitmem.engine.writer.ScopeState):
+    the scope, the file a path holds at its tip, and the policy read once per state."""
+
+    scope: str
+    guard: GuardPolicy | None
+
+    def blob(self, path: str) -> StoredBlob | None: ...
 
 
 def policy_for(store: StoreCore) -> GuardPolicy:
@@ -73,7 +84,7 @@ def _memo(store: StoreCore, scope: str) -> CleanParagraphs:
         return memo
 
 
-def screen(store: StoreCore, state: ScopeState, change: Change) -> None:
+def screen(store: StoreCore, state: ScreenedState, change: Change) -> None:
     """Check one planned change. Raises GuardRejectedError when the policy rejects it; a change
     the policy flags gets its flagged findings in ``change.flags``. Content a rename carries
     unchanged was screened when it was written, as the pre-receive hook only scans new blobs."""

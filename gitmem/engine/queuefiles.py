@@ -9,13 +9,23 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gitmem import errors
 from gitmem.errors import GitmemError, InvalidInputError
 
 if TYPE_CHECKING:
-    from gitmem.engine.xqueue import Request
+    from gitmem.model.versions import Version
+
+
+class Answered(Protocol):
+    """What :func:`result_of` reads of a finished request (gitmem.engine.xqueue.Request)."""
+
+    @property
+    def result(self) -> Version | None: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
 
 
 def ulid_ms(ulid: str) -> int:
@@ -107,7 +117,7 @@ def decode_args(args: object) -> object:
     return out
 
 
-def result_of(r: Request) -> dict[str, object]:
+def result_of(r: Answered) -> dict[str, object]:
     if r.error is not None:
         exc = r.error
         cls = type(exc) if isinstance(exc, GitmemError) else GitmemError

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gitmem.engine import memories, proposals
+from gitmem.engine import access, memories, proposals
 from gitmem.engine.batch import BatchOp, BatchResult, apply_batch
 from gitmem.errors import IntegrityError, LimitExceededError, NotFoundError
 from gitmem.model.reserved import CHECKPOINTS, CONVERSATIONS, SHORTTERM_PREFIXES, is_shortterm
@@ -151,21 +151,31 @@ def commit(
     return apply_batch(store, list(ops), scope=scope, actor=actor, session=session, caller=caller)
 
 
-def read_one(store: StoreCore, path: str, scope: str) -> Record | None:
-    """The record at ``path`` without reading its neighbours (a chunked one lists its directory)."""
+def read_one(store: StoreCore, path: str, scope: str, caller: Caller | None = None) -> Record | None:
+    """The record at ``path`` without reading its neighbours (a chunked one lists its directory),
+    as ``caller`` may read it (ForbiddenError: another scope or store; a review-mode caller's own
+    proposal on top)."""
+    access.admit_read(store, caller, scope)
+    owner = access.reader(caller, None, None)
     try:
-        return Record(path, _read(store, path, scope=scope).content or "", (path,))
+        return Record(path, _read(store, path, scope, owner).content or "", (path,))
     except NotFoundError:
         pass
     parent = path.rsplit("/", 1)[0] + "/"
-    chunks = [p for p in paths_under(store, parent, scope) if p.startswith(path + ".part")]
+    chunks = [p for p in _paths_under(store, parent, scope, owner) if p.startswith(path + ".part")]
     if not chunks:
         return None
-    return read_record(store, path, scope)
+    return read_record(store, path, scope, owner)
 
 
-def paths_under(store: StoreCore, prefix: str, scope: str, owner: str | None = None) -> list[str]:
-    """The memory paths under ``prefix`` (no contents read), sorted; the reader's proposal on top."""
+def paths_under(store: StoreCore, prefix: str, scope: str, caller: Caller | None = None) -> list[str]:
+    """The memory paths under ``prefix`` (no contents read), sorted, as ``caller`` may read them
+    (ForbiddenError: another scope or store; a review-mode caller's own proposal on top)."""
+    access.admit_read(store, caller, scope)
+    return _paths_under(store, prefix, scope, access.reader(caller, None, None))
+
+
+def _paths_under(store: StoreCore, prefix: str, scope: str, owner: str | None) -> list[str]:
     try:
         found = {m.path for m in memories.list_memories(store, prefix, scope=scope)}
     except NotFoundError:

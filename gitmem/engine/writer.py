@@ -15,13 +15,13 @@ import random
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
 from gitmem.config import Limits
+from gitmem.engine.change import Change as Change
 from gitmem.engine.core import StagedIndexRecord, StoreCore
 from gitmem.engine.denylist import denied_reason, forged_mark, read_patterns
 from gitmem.engine.guard import flag_trailer, screen
@@ -43,7 +43,7 @@ from gitmem.model.versions import (
 )
 
 if TYPE_CHECKING:
-    from gitmem.model.guard import Finding, GuardPolicy
+    from gitmem.model.guard import GuardPolicy
 
 _log = logging.getLogger("gitmem.write")
 MAX_ATTEMPTS = 64
@@ -52,20 +52,6 @@ STORE_BYTES_LOCK = "store-bytes.lock"
 # land within this many max-size memories of the limit check and publish under one store-wide lock;
 # the others cannot overshoot unless more than this many of them race at once.
 STORE_LOCK_MARGIN = 16
-
-
-@dataclass(frozen=True)
-class Change:
-    """What one version does: the planner's answer."""
-
-    operation: str  # created | modified | deleted
-    path: str
-    data: bytes | None
-    memory_id: str
-    previous_path: str | None = None
-    reverts: str | None = None  # revert-session: the session this version undoes (Gitmem-Reverts)
-    #: What the guard flagged in ``data`` (gitmem.engine.guard.screen fills it while planning).
-    flags: list[Finding] = field(default_factory=list, compare=False)
 
 
 class ScopeState:

@@ -23,6 +23,7 @@ from gitmem.facade.console_ops import ConsoleOps
 from gitmem.facade.conversation_ops import ConversationOps
 from gitmem.facade.files import Files
 from gitmem.facade.history import History
+from gitmem.facade.house_ops import HouseOps
 from gitmem.facade.memories import Memories
 from gitmem.facade.records import Records
 from gitmem.facade.review import Review
@@ -31,7 +32,9 @@ from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_display_name
 
 
-class Store(Memories, History, Review, Files, Admin, Records, ConsoleOps, ConversationOps, ServerOps):
+class Store(
+    Memories, History, Review, Files, Admin, Records, ConsoleOps, ConversationOps, ServerOps, HouseOps
+):
     """A memory store. Get one with :func:`open_store` or :func:`create_store`.
 
     A ``Store`` is safe to use from one thread at a time; see docs/architecture.md.

@@ -26,17 +26,23 @@ class Records:
 
         return shortterm.read_records(self._core, prefix, scope)
 
-    def record(self, path: str, *, scope: str = "main") -> ShortTermRecord | None:
-        """The record at ``path`` (None: none), without reading its neighbours."""
+    def record(
+        self, path: str, *, scope: str = "main", caller: Caller | None = None
+    ) -> ShortTermRecord | None:
+        """The record at ``path`` (None: none), without reading its neighbours; ``caller`` must
+        be able to read ``scope`` (ForbiddenError), as for every read."""
         from gitmem.engine import shortterm
 
-        return shortterm.read_one(self._core, path, scope)
+        return shortterm.read_one(self._core, path, scope, caller)
 
-    def record_paths(self, prefix: str, *, scope: str = "main") -> builtins.list[str]:
-        """The memory paths under ``prefix`` (chunks included; no contents read), sorted."""
+    def record_paths(
+        self, prefix: str, *, scope: str = "main", caller: Caller | None = None
+    ) -> builtins.list[str]:
+        """The memory paths under ``prefix`` (chunks included; no contents read), sorted;
+        ``caller`` must be able to read ``scope`` (ForbiddenError), as for every read."""
         from gitmem.engine import shortterm
 
-        return shortterm.paths_under(self._core, prefix, scope)
+        return shortterm.paths_under(self._core, prefix, scope, caller)
 
     def conversation_items(
         self, conversation: str, *, scope: str = "main", caller: Caller | None = None

@@ -14,7 +14,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pygit2
 
@@ -24,7 +24,27 @@ from gitmem.git.locks import close_lock_fd, open_lock_fd
 if TYPE_CHECKING:
     import concurrent.futures
 
-    from gitmem.git.repo import Repo
+
+class Repo(Protocol):
+    """What the intent log uses of a repository handle (gitmem.git.repo.Repo, which publishes and
+    recovers through this module)."""
+
+    @property
+    def git_dir(self) -> str: ...
+
+    @property
+    def repo(self) -> pygit2.Repository: ...
+
+    def ref_target(self, name: str) -> pygit2.Oid | None: ...
+
+    def cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str = "gitmem") -> bool: ...
+
+    def sync_all(self) -> None: ...
+
+    def sync_ref_file(self, name: str) -> None: ...
+
+    def recover(self) -> int: ...
+
 
 _LIBC: object = None
 

@@ -12,7 +12,8 @@ JSON: ``{"mode": <the mode that answered>, "hits": [{"path": "/memories/...", "d
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from anthropic import beta_async_tool, beta_tool
 from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool
@@ -23,7 +24,27 @@ from gitmem.errors import GitmemError
 from gitmem.integrations.memory_paths import ROOT
 
 if TYPE_CHECKING:
-    from gitmem.integrations.anthropic_tool import MemoryBackend
+    from gitmem.model.caller import Caller
+    from gitmem.store import Store
+
+T = TypeVar("T")
+
+
+class SearchBackend(Protocol):
+    """What a search uses of the memory tool's backend (gitmem.integrations.anthropic_tool.MemoryBackend,
+    which offers this module's tools): its store, scope and caller, and its lock."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def scope(self) -> str: ...
+
+    @property
+    def caller(self) -> Caller | None: ...
+
+    def locked(self, fn: Callable[[], T]) -> T: ...
+
 
 NAME = "memory_search"
 MODES = ("lexical", "semantic", "hybrid", "auto")
@@ -52,7 +73,7 @@ def schema(default_mode: str) -> dict[str, Any]:
     }
 
 
-def search(backend: MemoryBackend, query: str, limit: int = 10, mode: str = "auto") -> str:
+def search(backend: SearchBackend, query: str, limit: int = 10, mode: str = "auto") -> str:
     """One search on the backend's store and scope (the tool's answer, or ToolError)."""
     if not isinstance(query, str) or not query.strip():
         raise ToolError("Error: give a query")
@@ -76,7 +97,7 @@ def search(backend: MemoryBackend, query: str, limit: int = 10, mode: str = "aut
     return json.dumps({"mode": found.mode, "hits": hits}, ensure_ascii=False)
 
 
-def search_tool(backend: MemoryBackend, mode: str = "auto") -> BetaFunctionTool[Any]:
+def search_tool(backend: SearchBackend, mode: str = "auto") -> BetaFunctionTool[Any]:
     """The ``memory_search`` tool for a sync tool runner (``mode``: the default when the model gives none)."""
     if mode not in MODES:
         raise ValueError(f"invalid search mode {mode!r}: use one of {', '.join(MODES)}")
@@ -87,7 +108,7 @@ def search_tool(backend: MemoryBackend, mode: str = "auto") -> BetaFunctionTool[
     return beta_tool(memory_search, name=NAME, description=DESCRIPTION, input_schema=schema(mode))
 
 
-def async_search_tool(backend: MemoryBackend, mode: str = "auto") -> BetaAsyncFunctionTool[Any]:
+def async_search_tool(backend: SearchBackend, mode: str = "auto") -> BetaAsyncFunctionTool[Any]:
     """The same for an async tool runner (the search runs in a worker thread)."""
     if mode not in MODES:
         raise ValueError(f"invalid search mode {mode!r}: use one of {', '.join(MODES)}")

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -29,52 +28,19 @@ from gitmem.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from gitmem.model.caller import Caller
-from gitmem.model.paths import validate_display_name, validate_prefix, validate_scope
+from gitmem.model.paths import validate_display_name, validate_prefix
 from gitmem.server import door, errors, inline, ops, wire
+from gitmem.server.anthropic_call import Call as Call
 from gitmem.server.anthropic_versions import VersionEndpoints
 from gitmem.server.intake import BodyTimeout, check_beta, read_body
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
-from gitmem.server.tokens import Token, TokenStore, parse_time
+from gitmem.server.tokens import TokenStore, parse_time
 from gitmem.store import Memory, Store, create_store, delete_store
 
 log = logging.getLogger("gitmem.server")
 Json = dict[str, Any]
 STORE_FIELDS = ("name", "description", "metadata")
-
-
-@dataclass(frozen=True)
-class Call:
-    """One authenticated request, as the handlers see it."""
-
-    token: Token
-    params: Mapping[str, str]
-    query: Mapping[str, str]
-    raw: bytes
-    request_id: str
-
-    @property
-    def caller(self) -> Caller:
-        """Who asks, for the library (gitmem.model.caller): the engine decides with it."""
-        return door.caller_for(self.token)
-
-    @property
-    def owner(self) -> str | None:
-        """Whose open proposal this caller's reads show on top (a review token's own)."""
-        return self.caller.owner if self.token.review else None
-
-    def scope(self) -> str:
-        scope = self.query.get("scope") or self.token.default_scope()
-        try:
-            validate_scope(scope)
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"scope: {exc.message}") from None
-        if self.token.scope is not None and scope != self.token.scope:
-            raise ForbiddenError(
-                f"token {self.token.id} may only use scope {self.token.scope!r}, not {scope!r}"
-            )
-        return scope
 
 
 class AnthropicApi(VersionEndpoints):

@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gitmem.errors import AccessError, ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.model.versions import Version
 from gitmem.server import wire
+from gitmem.server.anthropic_call import Call
 from gitmem.server.metrics import Metrics
 from gitmem.server.pool import StorePool
 from gitmem.store import Store
-
-if TYPE_CHECKING:
-    from gitmem.server.anthropic_api import Call
 
 Json = dict[str, Any]
 

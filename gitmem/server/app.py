@@ -182,9 +182,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        from gitmem.server.witness_http import start_worker
+        from gitmem.store import start_witness_worker
 
-        witnesses = start_worker(pool.home)  # cosignatures in the background (docs/transparency.md)
+        witnesses = start_witness_worker(pool.home)  # cosignatures in the background (docs/transparency.md)
         dreams.start()
         deliveries.start()
         try:

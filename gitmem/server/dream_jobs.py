@@ -28,8 +28,8 @@ from typing import Any
 
 from gitmem import config
 from gitmem.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
-from gitmem.git.locks import file_lock
 from gitmem.ids import is_id, new_id
+from gitmem.store import file_lock
 
 STATUSES = ("pending", "running", "completed", "failed", "canceled")
 FINAL = ("completed", "failed", "canceled")

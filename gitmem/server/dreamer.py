@@ -44,7 +44,6 @@ from typing import Any
 from anthropic.tools import ToolError
 
 from gitmem import config
-from gitmem.engine import proposals
 from gitmem.errors import ConfigError, GitmemError
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
@@ -131,7 +130,7 @@ class Dreamer:
         on the store it writes, in its scope; in review mode when it asked for review or the
         store's ``acl.review`` reviews the dreamer (so that it reads its proposal back)."""
         d = self.dream
-        review = review or proposals.route(target.core, d.scope, d.actor, d.session_id) is not None
+        review = review or target.review_owner(d.scope, d.actor, d.session_id) is not None
         return Caller(
             actor=d.actor,
             session=d.session_id,
@@ -238,12 +237,12 @@ class Dreamer:
             return f"Error: bad input for {command!r}: {exc}", True
         new = backend.versions[before:]
         if new:
-            core = backend.store.core
+            store = backend.store
             # Where the engine routed them: the caller's review mode, or the store's acl.review
             # (which may review the dreamer even when the dream asked for none: said so).
             caller = backend.caller
             assert caller is not None
-            owner = proposals.route(core, backend.scope, caller.actor, caller.session, caller.review)
+            owner = store.review_owner(backend.scope, caller.actor, caller.session, review=caller.review)
             landed = owner is None
             entries = [
                 {
@@ -258,7 +257,7 @@ class Dreamer:
                 }
                 for v in new
             ]
-            proposal = proposals.open_proposal(core, backend.scope, owner) if owner else None
+            proposal = store.open_proposal(backend.scope, owner, caller=caller) if owner else None
 
             def change(x: Dream) -> None:
                 x.changes.extend(entries)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gitmem.errors import ConfigError, NotFoundError
 from gitmem.server import ops, wire
+from gitmem.server.anthropic_call import Call
+from gitmem.server.metrics import Metrics
+from gitmem.server.pool import StorePool
 from gitmem.store import Store
-
-if TYPE_CHECKING:  # the API imports this module
-    from gitmem.server.anthropic_api import AnthropicApi, Call
 
 Json = dict[str, Any]
 
@@ -45,11 +45,29 @@ class Freshness:
             return tip is not None and self._tips.get(store, {}).get(scope) == str(tip)
 
 
+class InlineApi(Protocol):
+    """What an inline read uses of the API (gitmem.server.anthropic_api.AnthropicApi, which
+    answers through this module): its pool, metrics and freshness marks, and its checks."""
+
+    @property
+    def pool(self) -> StorePool: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def fresh(self) -> Freshness: ...
+
+    def _memory_id(self, call: Call) -> str: ...
+
+    def _check(self, call: Call, store_id: str, *, write: bool = False, scope: str | None = None) -> None: ...
+
+
 class _Fallback(Exception):
     """The inline path cannot answer: the request takes the ordinary path (a worker thread)."""
 
 
-def retrieve_memory(api: AnthropicApi, call: Call) -> Json | None:
+def retrieve_memory(api: InlineApi, call: Call) -> Json | None:
     """``api.retrieve_memory`` answered here, or None (then it runs in a thread)."""
     if call.token.review:
         return None

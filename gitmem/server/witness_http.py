@@ -1,26 +1,17 @@
 """``gitmem witness serve``: a tlog-witness over HTTP (stdlib ``http.server``; no extra needed).
 
 ``POST /add-checkpoint`` and ``GET /<sha256(origin) hex>/checkpoint``; the logic is
-:class:`gitmem.audit.witness.Witness`, this module only moves bytes (docs/transparency.md#witnesses).
+:class:`gitmem.store.Witness`, this module only moves bytes (docs/transparency.md#witnesses). The
+background witness loop of ``gitmem serve`` is :func:`gitmem.store.start_witness_worker`.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from gitmem.audit.redaction_receipts import POLICY_FILE, load_policy
-from gitmem.audit.witness import MAX_BODY, Reply, Witness
-from gitmem.audit.witnessing import Worker
-from gitmem.errors import GitmemError
-from gitmem.model.tlog.policy import Policy
-from gitmem.store import open_store
-
-if TYPE_CHECKING:
-    from gitmem.engine.core import StoreCore
+from gitmem.store import WITNESS_MAX_BODY as MAX_BODY
+from gitmem.store import Witness
+from gitmem.store import WitnessReply as Reply
 
 
 def make_server(witness: Witness, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
@@ -63,30 +54,3 @@ def make_server(witness: Witness, host: str = "127.0.0.1", port: int = 0) -> Thr
             return
 
     return ThreadingHTTPServer((host, port), Handler)
-
-
-def start_worker(home: Path, interval: float = 2.0) -> Worker | None:
-    """The background witness loop of ``gitmem serve`` when ``<home>/witnesses.policy`` exists:
-    it is woken by each append of this process and scans every store each ``interval`` seconds
-    (appends by pushes and other processes; retries)."""
-    path = home / POLICY_FILE
-    if not path.is_file():
-        return None
-
-    @contextlib.contextmanager
-    def open_core(store_path: Path) -> Iterator[StoreCore]:
-        with open_store(store_path) as s:
-            yield s.core
-
-    def stores() -> list[Path]:
-        return sorted(p for p in (home / "stores").glob("*.git") if p.is_dir())
-
-    def policy() -> Policy | None:
-        try:
-            return load_policy(path)
-        except GitmemError:
-            return None
-
-    worker = Worker(open_core, stores, policy, interval=interval)
-    worker.start()
-    return worker

@@ -16,6 +16,7 @@ from tests.pgkit import bindir
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # three real nodes and PostgreSQL, benchmarked
 def test_cluster_bench_quick(tmp_path: Path) -> None:
     if bindir() is None:
         pytest.skip("needs PostgreSQL (Debian package postgresql)")

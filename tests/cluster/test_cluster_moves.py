@@ -96,6 +96,7 @@ def test_a_move_under_load_loses_no_acknowledged_write(database: str, tmp_path: 
         assert httpx.get(by_name[target].url + "/healthz").json()["cluster"]["leases_held"] == 1
 
 
+@pytest.mark.slow  # a real cluster, failed over
 def test_a_sync_failover_never_promotes_a_replica_without_every_acknowledged_write(
     database: str, tmp_path: Path
 ) -> None:

@@ -111,3 +111,34 @@ def test_forged_ids_are_not_found() -> None:
     assert conv.parse_id(good) == ("01ARZ3NDEKTSV4RRFFQ69G5FAV", "memstore_X", "user-1")
     with pytest.raises(NotFoundError):
         conv.parse_id(good + "A")  # not the canonical form of any id
+
+
+def test_a_scope_confined_caller_reads_no_other_scopes_records(store: Store) -> None:
+    from gitmem.errors import AccessError
+    from gitmem.model.caller import Caller
+
+    path = "/checkpoints/t1/c1.json"
+    for scope in ("main", "other"):
+        store.batch(shortterm.write_ops(path, f'{{"in": "{scope}"}}', 1 << 20), scope=scope)
+    confined = Caller(actor="agent:a", stores={store.id: "rw"}, scope="other", rights=frozenset({"write"}))
+    # its own scope reads as before
+    rec = store.record(path, scope="other", caller=confined)
+    assert rec is not None and rec.text == '{"in": "other"}'
+    assert store.record_paths("/checkpoints/", scope="other", caller=confined) == [path]
+    # another scope's: refused, whether the record exists or not (no existence oracle)
+    for p in (path, "/checkpoints/t1/none.json"):
+        with pytest.raises(AccessError):
+            store.record(p, scope="main", caller=confined)
+    with pytest.raises(AccessError):
+        store.record_paths("/checkpoints/", scope="main", caller=confined)
+    with pytest.raises(AccessError):
+        shortterm.read_one(store.core, path, "main", confined)
+    with pytest.raises(AccessError):
+        shortterm.paths_under(store.core, "/checkpoints/", "main", confined)
+    # a caller of another store reads none of this one's
+    stranger = Caller(actor="agent:b", stores={"memstore_someoneelse": "rw"}, rights=frozenset({"write"}))
+    with pytest.raises(AccessError):
+        store.record(path, scope="other", caller=stranger)
+    # no caller (the local process): everything, as before
+    main = store.record(path, scope="main")
+    assert main is not None and main.text == '{"in": "main"}'

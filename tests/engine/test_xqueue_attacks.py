@@ -494,6 +494,7 @@ elif crash == "recorded":  # the ref moved and the record committed, nothing ans
 elif crash == "answers":"""
 
 
+@pytest.mark.slow  # real processes, SIGKILLed and recovered
 @pytest.mark.parametrize("crash", ["staged", "recorded"])
 def test_sigkill_of_a_leader_with_its_index_record_staged(
     store_path: Path, crash: str, monkeypatch: pytest.MonkeyPatch

@@ -4,9 +4,8 @@
 the library layers ``git``, ``engine``, ``audit`` and ``push`` do: the facade hands out ids and
 bytes, never pygit2 objects).
 
-Not all of them do yet. ``ALLOWED`` names every module that still does and how often: the
-allow-list only shrinks. A module over its count, a module not listed, or an entry higher than
-the module's real count (shrink it) fails the test.
+Every face module does (the allow-lists that counted the modules still on their way are gone):
+one reach or one pygit2 import anywhere in a face fails the test, with the module and the count.
 """
 
 from __future__ import annotations
@@ -21,15 +20,6 @@ PACKAGE = Path(gitmem.__file__).parent
 FACES = ("cli", "server", "sessions", "integrations", "cluster")
 INTERNAL = ("gitmem.engine", "gitmem.audit", "gitmem.git", "gitmem.push")
 
-# module (relative to gitmem/) -> internal imports plus ``.core`` uses it still has. Shrink it.
-ALLOWED: dict[str, int] = {
-    "server/dream_jobs.py": 1,
-    "server/dreamer.py": 3,
-    "server/witness_http.py": 5,
-}
-
-# Face modules that still import pygit2 (owned by other work in progress). Shrink it.
-PYGIT2_ALLOWED: set[str] = set()
 PYGIT2_FACES = ("cli", "server", "sessions", "integrations")
 
 
@@ -58,16 +48,11 @@ def counts() -> Counter[str]:
     return out
 
 
-def test_faces_reach_no_further_than_the_allow_list() -> None:
-    found = counts()
-    over = {m: (n, ALLOWED.get(m, 0)) for m, n in found.items() if n > ALLOWED.get(m, 0)}
-    assert not over, f"faces reaching below the public API beyond the allow-list (found, allowed): {over}"
-
-
-def test_the_allow_list_only_shrinks() -> None:
-    found = counts()
-    stale = {m: (ALLOWED[m], found.get(m, 0)) for m in ALLOWED if ALLOWED[m] > found.get(m, 0)}
-    assert not stale, f"lower these allow-list entries to what the modules still use (listed, found): {stale}"
+def test_faces_reach_nothing_below_the_public_api() -> None:
+    found = {m: n for m, n in counts().items() if n}
+    assert not found, (
+        f"faces reaching below the public API (module: imports of internals plus .core uses): {found}"
+    )
 
 
 def test_the_counter_sees_what_it_must() -> None:
@@ -110,13 +95,8 @@ def pygit2_importers() -> set[str]:
 
 
 def test_faces_do_not_import_pygit2() -> None:
-    extra = pygit2_importers() - PYGIT2_ALLOWED
-    assert not extra, f"faces importing pygit2 (the facade gives ids and bytes instead): {sorted(extra)}"
-
-
-def test_the_pygit2_allow_list_only_shrinks() -> None:
-    stale = PYGIT2_ALLOWED - pygit2_importers()
-    assert not stale, f"these no longer import pygit2: take them off PYGIT2_ALLOWED: {sorted(stale)}"
+    found = pygit2_importers()
+    assert not found, f"faces importing pygit2 (the facade gives ids and bytes instead): {sorted(found)}"
 
 
 def test_the_pygit2_check_sees_what_it_must() -> None:

@@ -7,14 +7,13 @@
 - no import cycle among gitmem's modules, imports inside functions included, and no waiver for one
   (a ``# cycle-ok:`` comment is itself a failure). Imports under ``if TYPE_CHECKING:`` never run, so
   they take no part in cycles, but they still obey the layer order; and a cycle closed only by them
-  fails too, but for the few listed in ``TYPE_ONLY_CYCLES`` (a shrinking list);
+  fails too (it hides a real coupling);
 - pygit2 is imported only in the library layers that work with git: ``gitmem/git``, ``engine``,
-  ``audit``, ``push`` (the face modules in ``PYGIT2_FACES`` still do, a shrinking list);
+  ``audit``, ``push``; no face does;
 - nothing outside gitmem/cli/ imports typer or rich (the library never renders);
 - nothing but gitmem/config.py reads os.environ / os.getenv;
 - the library never calls print() (process entry points excepted);
-- modules stay under 500 lines, no waiver; only the modules in ``SPLITTING`` (being split now) may
-  still be longer, and the list only shrinks.
+- modules stay under 500 lines, with no waiver.
 """
 
 from __future__ import annotations
@@ -56,20 +55,8 @@ ENTRY_MODULES = {"gitmem", "gitmem.__main__", "gitmem.hook"}
 
 CYCLE_OK = re.compile(r"#\s*cycle-ok:(.*)$")
 SIZE_OK = re.compile(r"#\s*size-ok:\s*\S")
-# Modules over MAX_LINES that are being split along their seams right now (issue 34). Shrink only.
-SPLITTING: set[str] = set()
-# Cycles closed only by ``if TYPE_CHECKING:`` imports that are still to be removed. Shrink only.
-TYPE_ONLY_CYCLES = [
-    ["gitmem.engine.guard", "gitmem.engine.writer"],
-    ["gitmem.engine.queuefiles", "gitmem.engine.xqueue"],
-    ["gitmem.git.intent", "gitmem.git.repo"],
-    ["gitmem.integrations.anthropic_tool", "gitmem.integrations.memory_search"],
-    ["gitmem.server.anthropic_api", "gitmem.server.anthropic_versions", "gitmem.server.inline"],
-]  # fmt: skip
-# The only layers that import pygit2 (the hook reads the quarantine with it) ...
+# The only layers that import pygit2 (the hook reads the quarantine with it)
 PYGIT2_LAYERS = ("gitmem/git/", "gitmem/engine/", "gitmem/audit/", "gitmem/push/")
-# ... and the face modules that still do (another change moves their git work into the library). Shrink only.
-PYGIT2_FACES: set[str] = set()
 
 
 # ------------------------------------------------------------------ the import graph
@@ -324,12 +311,11 @@ def test_no_cycle_waivers() -> None:
     assert waived == [], "no cycle is deliberate: break it (a lower module, a callable passed down)"
 
 
-def test_no_cycles_through_type_checking_imports_but_the_listed_ones() -> None:
+def test_no_cycles_through_type_checking_imports() -> None:
     """A cycle closed by a ``TYPE_CHECKING`` import hides a real coupling (the module imported for
-    its types calls back at run time); the list of those left only shrinks."""
-    found = find_cycles(import_graph(PACKAGE), type_only=True)
-    assert [c for c in found if c not in TYPE_ONLY_CYCLES] == []
-    assert [c for c in TYPE_ONLY_CYCLES if c not in found] == [], "gone: remove it from TYPE_ONLY_CYCLES"
+    its types calls back at run time): a lower module or a Protocol breaks it."""
+    graph = import_graph(PACKAGE)
+    assert describe_cycles(find_cycles(graph, type_only=True), graph) == []
 
 
 def test_the_core_is_at_the_bottom_of_the_engine() -> None:
@@ -350,8 +336,7 @@ def _pygit2_importers() -> set[str]:
 
 def test_pygit2_only_in_the_library_layers() -> None:
     outside = {m for m in _pygit2_importers() if not m.startswith(PYGIT2_LAYERS)}
-    assert outside - PYGIT2_FACES == set(), "pygit2 belongs in gitmem/git, engine, audit or push"
-    assert PYGIT2_FACES - outside == set(), "no longer imports pygit2: remove it from PYGIT2_FACES"
+    assert outside == set(), "pygit2 belongs in gitmem/git, engine, audit or push"
 
 
 def test_library_never_imports_typer_or_rich() -> None:
@@ -398,16 +383,14 @@ def oversized(paths: Iterable[Path]) -> list[Path]:
 
 def test_modules_stay_small() -> None:
     big = {_rel(p) for p in oversized(_modules())}
-    assert big - SPLITTING == set(), "split these along their seams"
-    assert SPLITTING - big == set(), "split already: remove them from SPLITTING"
+    assert big == set(), "split these along their seams"
 
 
-def test_no_size_waivers_outside_the_modules_being_split() -> None:
+def test_no_size_waivers() -> None:
     waived = [
         _rel(p)
         for p in _modules()
-        if _rel(p) not in SPLITTING
-        and any(SIZE_OK.search(line) for line in p.read_text(encoding="utf-8").splitlines())
+        if any(SIZE_OK.search(line) for line in p.read_text(encoding="utf-8").splitlines())
     ]
     assert waived == []
 

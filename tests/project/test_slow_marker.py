@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
+# Scenario tests timed past ~15 s (``--durations``: real clusters, servers or processes killed and
+# recovered): each carries the marker, on the whole module or on the test itself.
+SLOW: dict[str, set[str] | None] = {  # module -> its slow tests (None: the whole module)
+    "cluster/test_cluster_failover.py": None,
+    "cluster/test_cluster_sigkill.py": None,
+    "cluster/test_cluster_moves.py": {"test_a_sync_failover_never_promotes_a_replica_without_every_acknowledged_write"},
+    "bench/test_cluster_bench_smoke.py": {"test_cluster_bench_quick"},
+    "server/test_server_dreams.py": {"test_a_server_killed_mid_run_ends_the_dream_failed_and_nothing_reaches_the_scope"},
+    "engine/test_xqueue_attacks.py": {"test_sigkill_of_a_leader_with_its_index_record_staged"},
+}  # fmt: skip
 
 
 def test_the_slow_marker_is_registered(pytestconfig: pytest.Config) -> None:
@@ -16,3 +27,28 @@ def test_the_slow_marker_is_registered(pytestconfig: pytest.Config) -> None:
 def test_some_scenario_tests_carry_the_slow_marker() -> None:
     marked = [p for p in TESTS.rglob("test_*.py") if "pytest.mark.slow" in p.read_text()]
     assert any(p.parent.name == "cluster" for p in marked)
+
+
+def _is_slow(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "slow" and "mark" in ast.unparse(node)
+
+
+@pytest.mark.parametrize("module", sorted(SLOW))
+def test_the_slow_scenario_tests_carry_the_marker(module: str) -> None:
+    tree = ast.parse((TESTS / module).read_text(encoding="utf-8"))
+    whole = any(
+        isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets)
+        and _is_slow(n.value)
+        for n in tree.body
+    )
+    tests = SLOW[module]
+    if tests is None:
+        assert whole, f"{module} should carry pytestmark = pytest.mark.slow"
+        return
+    marked = {
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and any(_is_slow(d) for d in n.decorator_list)
+    }
+    assert whole or tests <= marked, f"{module}: not marked slow: {sorted(tests - marked)}"

@@ -356,6 +356,7 @@ def _serve(home: Path, port: int, model_url: str) -> subprocess.Popen[bytes]:
     )
 
 
+@pytest.mark.slow  # a real server, killed mid-dream and started again
 def test_a_server_killed_mid_run_ends_the_dream_failed_and_nothing_reaches_the_scope(
     workspace: Path, model: Script
 ) -> None:

@@ -1,0 +1,96 @@
+"""What the server's house-keeping faces need of the library: the review routing a dream reads
+(:class:`HouseOps`, mixed into :class:`gitmem.Store`), the background witness loop of
+``gitmem serve``, the tlog-witness's wire values, and the file lock faces keep their own records
+under (module functions, exported from :mod:`gitmem.store`).
+
+Each delegates to one verb of the engine or the audit layer; nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem.errors import GitmemError
+from gitmem.model.caller import Caller
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from gitmem.audit.witnessing import Worker as WitnessWorker
+    from gitmem.engine.core import StoreCore
+    from gitmem.engine.proposals import Proposal
+    from gitmem.model.tlog.policy import Policy
+
+
+class HouseOps:
+    """Review routing (mixed into :class:`gitmem.Store`; docs/review.md)."""
+
+    _core: StoreCore
+
+    def review_owner(
+        self, scope: str, actor: str | None, session: str | None, *, review: bool = False
+    ) -> str | None:
+        """Whose proposal a write by ``actor`` (in ``session``) to ``scope`` goes to, or None when
+        it is published as usual: ``review`` is the caller's mode (gitmem.model.caller), else the
+        store's ``acl.review`` decides. Reads the store's settings only, no memory."""
+        from gitmem.engine import proposals
+
+        return proposals.route(self._core, scope, actor, session, review)
+
+    def open_proposal(self, scope: str, owner: str, *, caller: Caller | None = None) -> Proposal | None:
+        """The open proposal of ``owner`` in ``scope`` (None: there is none, or ``caller`` may not
+        read the scope: the same answer, no existence oracle)."""
+        from gitmem.engine import proposals
+
+        if caller is not None and not caller.may_read(self._core.settings.id, scope):
+            return None
+        return proposals.open_proposal(self._core, scope, owner)
+
+
+def start_witness_worker(home: str | Path, interval: float = 2.0) -> WitnessWorker | None:
+    """The background witness loop of ``gitmem serve``, started, when ``<home>/witnesses.policy``
+    exists (None: it does not). It is woken by each append of this process and scans every store
+    of ``home`` each ``interval`` seconds (appends by pushes and other processes; retries)."""
+    from gitmem.audit.journal import open_recovered
+    from gitmem.audit.redaction_receipts import POLICY_FILE, load_policy
+    from gitmem.audit.witnessing import Worker
+    from gitmem.engine.ledger import check_hand_edit
+
+    home = Path(home)
+    path = home / POLICY_FILE
+    if not path.is_file():
+        return None
+
+    @contextlib.contextmanager
+    def open_core(store_path: Path) -> Iterator[StoreCore]:
+        core = open_recovered(store_path, None)  # as gitmem.store.open_store opens one
+        try:
+            check_hand_edit(core)
+            yield core
+        finally:
+            core.close()
+
+    def stores() -> list[Path]:
+        return sorted(p for p in (home / "stores").glob("*.git") if p.is_dir())
+
+    def policy() -> Policy | None:
+        try:
+            return load_policy(path)
+        except GitmemError:
+            return None
+
+    worker = Worker(open_core, stores, policy, interval=interval)
+    worker.start()
+    return worker
+
+
+def file_lock(path: str | Path) -> AbstractContextManager[None]:
+    """An exclusive lock on the file ``path`` (created 0600, its directory too) for a ``with``
+    block: what a face keeps beside the stores (dream records) is locked as the stores' own files
+    are (gitmem.git.locks)."""
+    from gitmem.git.locks import file_lock as lock
+
+    return lock(Path(path))
