@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from gitmem.engine.hybrid import SearchResults
     from gitmem.engine.memories import Memory, Prefix
     from gitmem.engine.proposals import STATUSES as PROPOSAL_STATUSES
-    from gitmem.engine.proposals import Decision, Proposal
+    from gitmem.engine.proposals import Decision, Proposal, acl_reviews
     from gitmem.engine.revert import RevertItem, RevertResult
     from gitmem.engine.search import SearchHit
     from gitmem.engine.shortterm import Record as ShortTermRecord
@@ -84,6 +84,7 @@ VALUES = {
     "Version": "gitmem.model.versions",
     "Witness": "gitmem.audit.witness",
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
+    "acl_reviews": "gitmem.engine.proposals",
 }
 
 
@@ -135,6 +136,7 @@ __all__ = [
     "Version",
     "Witness",
     "WitnessWorker",
+    "acl_reviews",
     "all_refs",
     "blob_id",
     "copy_store",
