@@ -164,7 +164,7 @@ def create_app(
     except ImportError:  # pragma: no cover - served without /mcp then
         mcp_http = None
     else:
-        mcp_http = McpHttp(pool, tokens)
+        mcp_http = McpHttp(pool, tokens, body_timeout=body_timeout)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "stores": len(pool.all_settings())})

@@ -78,8 +78,10 @@ class McpHttp:
         max_servers: int = 256,
         max_per_token: int = MAX_PER_TOKEN,
         max_stores_per_token: int | None = None,
+        body_timeout: float | None = None,
     ) -> None:
         self.pool = pool
+        self.body_timeout = body_timeout if body_timeout is not None else door.BODIES["mcp"].deadline
         self.tokens = tokens
         self.idle_seconds = idle_seconds
         self.max_servers = max_servers
@@ -115,6 +117,11 @@ class McpHttp:
             await _json(send, 500, "api_error", f"internal error: {exc.message}")
             return
         scope.setdefault("state", {})["token_id"] = token.id
+        if scope["method"] == "POST":  # the door's body policy: whole, within the deadline (408)
+            replayed = await _whole_body(receive, send, self.body_timeout)
+            if replayed is None:
+                return
+            receive = replayed
         sid = headers.get(SESSION_HEADER)
         if sid is not None:
             entry = self._by_sid.get(sid)
@@ -254,6 +261,38 @@ def _scope_and_session(token: Token, query: bytes, headers: dict[str, str]) -> t
     if token.scope is not None and scope != token.scope:
         raise ForbiddenError(f"token {token.id} may only use scope {token.scope!r}, not {scope!r}")
     return scope, session
+
+
+async def _whole_body(receive: Receive, send: Send, timeout: float | None) -> Receive | None:
+    """Read a POST body whole, at most :data:`MAX_BODY` bytes (413) within ``timeout`` seconds
+    (408: a client sending slowly or not at all holds no connection for ever), and give the MCP
+    session manager a ``receive`` that replays it (None: the error is sent)."""
+    chunks: list[bytes] = []
+    size, more = 0, True
+    with anyio.move_on_after(timeout):
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                await _json(send, 413, "request_too_large", f"the request body is over {MAX_BODY} bytes")
+                return None
+            chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+    if more:
+        await _json(send, 408, "timeout_error", f"the request body did not arrive within {timeout:g} seconds")
+        return None
+    body, given = b"".join(chunks), [False]
+
+    async def replay() -> Message:
+        if not given[0]:
+            given[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def _json(
