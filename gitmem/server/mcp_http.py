@@ -41,6 +41,7 @@ from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, Inva
 from gitmem.integrations.mcp_server import ServedStore, build_server, labels
 from gitmem.model.paths import validate_scope
 from gitmem.server import door
+from gitmem.server.intake import buffered
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
 from gitmem.store import all_refs, handle_path, open_store
@@ -118,8 +119,13 @@ class McpHttp:
             return
         scope.setdefault("state", {})["token_id"] = token.id
         if scope["method"] == "POST":  # the door's body policy: whole, within the deadline (408)
-            replayed = await _whole_body(receive, send, self.body_timeout)
-            if replayed is None:
+            replayed = await buffered(receive, MAX_BODY, self.body_timeout)
+            if isinstance(replayed, int):
+                if replayed == 408:
+                    message = f"the request body did not arrive within {self.body_timeout:g} seconds"
+                    await _json(send, 408, "timeout_error", message)
+                elif replayed == 413:
+                    await _json(send, 413, "request_too_large", f"the request body is over {MAX_BODY} bytes")
                 return
             receive = replayed
         sid = headers.get(SESSION_HEADER)
@@ -261,38 +267,6 @@ def _scope_and_session(token: Token, query: bytes, headers: dict[str, str]) -> t
     if token.scope is not None and scope != token.scope:
         raise ForbiddenError(f"token {token.id} may only use scope {token.scope!r}, not {scope!r}")
     return scope, session
-
-
-async def _whole_body(receive: Receive, send: Send, timeout: float | None) -> Receive | None:
-    """Read a POST body whole, at most :data:`MAX_BODY` bytes (413) within ``timeout`` seconds
-    (408: a client sending slowly or not at all holds no connection for ever), and give the MCP
-    session manager a ``receive`` that replays it (None: the error is sent)."""
-    chunks: list[bytes] = []
-    size, more = 0, True
-    with anyio.move_on_after(timeout):
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > MAX_BODY:
-                await _json(send, 413, "request_too_large", f"the request body is over {MAX_BODY} bytes")
-                return None
-            chunks.append(chunk)
-            more = bool(message.get("more_body", False))
-    if more:
-        await _json(send, 408, "timeout_error", f"the request body did not arrive within {timeout:g} seconds")
-        return None
-    body, given = b"".join(chunks), [False]
-
-    async def replay() -> Message:
-        if not given[0]:
-            given[0] = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 async def _json(
