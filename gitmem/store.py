@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from gitmem.engine.overview import RedactionPreview, SessionWrites
     from gitmem.engine.proposal_view import MemoryPage
     from gitmem.engine.proposals import STATUSES as PROPOSAL_STATUSES
-    from gitmem.engine.proposals import Decision, Proposal
+    from gitmem.engine.proposals import Decision, Proposal, acl_reviews
     from gitmem.engine.revert import RevertItem, RevertResult
     from gitmem.engine.search import SearchHit
     from gitmem.engine.shortterm import Record as ShortTermRecord
@@ -130,6 +130,7 @@ VALUES = {
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
     "shut_fence": "gitmem.git.fence",
     "write_fence": "gitmem.git.fence",
+    "acl_reviews": "gitmem.engine.proposals",
 }
 
 
@@ -194,6 +195,7 @@ __all__ = [
     "Witness",
     "WitnessReply",
     "WitnessWorker",
+    "acl_reviews",
     "all_refs",
     "blob_id",
     "check_conversation_metadata",

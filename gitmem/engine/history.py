@@ -111,8 +111,8 @@ def _row(store: StoreCore, version_id: str, scope: str | None = None) -> Version
         rows.sort(key=lambda r: (r.scope != "main", r.scope))
     else:
         rows = store.index.version_rows("id=? AND scope=?", (version_id, scope), 1)
-        if not rows and store.index.version_rows("id=?", (version_id,), 1):
-            raise NotFoundError(f"version {version_id} is not in scope {scope!r}")
+        if not rows:  # another scope's version answers as an unknown one: no oracle (docs/access.md)
+            raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
     if not rows:
         raise NotFoundError(f"version {version_id} does not exist in store {store.name!r}")
     return rows[0]

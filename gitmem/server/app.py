@@ -32,12 +32,14 @@ from gitmem.ids import new_id
 from gitmem.server import errors
 from gitmem.server.anthropic_api import AnthropicApi
 from gitmem.server.console import Console
+from gitmem.server.console.web import PREFIX as CONSOLE_PREFIX
 from gitmem.server.conversations_api import ConversationsApi
 from gitmem.server.databricks_api import DatabricksApi
 from gitmem.server.databricks_wire import BASE as DATABRICKS_BASE
 from gitmem.server.dreamer import DreamRunner
 from gitmem.server.dreams_api import DreamsApi
 from gitmem.server.git_http import GitHttp
+from gitmem.server.intake import buffered
 from gitmem.server.metrics import CONTENT_TYPE, Metrics
 from gitmem.server.pool import StorePool
 from gitmem.server.receipts_api import ReceiptsApi
@@ -59,10 +61,13 @@ access_log = logging.getLogger("gitmem.access")
 class _Front:
     """Request id, access log, metrics and the early body-size check, as plain ASGI middleware."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: Metrics, max_body: int, body_timeout: float | None = None
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body = max_body
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -93,6 +98,16 @@ class _Front:
                 if scope["path"].startswith(DATABRICKS_BASE):
                     body = {"error_code": "INVALID_PARAMETER_VALUE", "message": message}
                 await JSONResponse(body, 413)(scope, receive, send_with_id)
+            elif scope["method"] == "POST" and scope["path"].startswith(CONSOLE_PREFIX):
+                # The console's forms are read without a deadline of their own: the door's body
+                # policy (whole, within the deadline: 408) is applied here, before sign-in too.
+                replayed = await buffered(receive, self.max_body, self.body_timeout)
+                if isinstance(replayed, int):
+                    if replayed != 499:
+                        what = "did not arrive in time" if replayed == 408 else "is too large"
+                        await Response(f"the request body {what}\n", replayed)(scope, receive, send_with_id)
+                    return
+                await self.app(scope, replayed, send_with_id)
             else:
                 await self.app(scope, receive, send_with_id)
         finally:
@@ -164,7 +179,7 @@ def create_app(
     except ImportError:  # pragma: no cover - served without /mcp then
         mcp_http = None
     else:
-        mcp_http = McpHttp(pool, tokens)
+        mcp_http = McpHttp(pool, tokens, body_timeout=body_timeout)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok", "stores": len(pool.all_settings())})
@@ -224,7 +239,7 @@ def create_app(
     app.state.metrics = metrics
     app.state.dreams = dreams
     app.state.deliveries = deliveries
-    return _Front(app, metrics, max_body)
+    return _Front(app, metrics, max_body, body_timeout)
 
 
 def app_from_environment() -> Any:

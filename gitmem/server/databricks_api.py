@@ -179,7 +179,12 @@ class DatabricksApi:
         ref = self._ref(call)
         shown = call.params["full_name"]
         door.store_access(
-            call.token, ref.id if ref is not None else shown, ref is not None, write=write, scope=scope
+            call.token,
+            ref.id if ref is not None else shown,
+            ref is not None,
+            write=write,
+            scope=scope,
+            shown=shown,
         )
         assert ref is not None
         return ref.handle

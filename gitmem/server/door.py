@@ -87,16 +87,24 @@ def caller_for(token: Token) -> Caller:
 
 
 def store_access(
-    token: Token, name: str, exists: bool, *, write: bool = False, scope: str | None = None
+    token: Token,
+    name: str,
+    exists: bool,
+    *,
+    write: bool = False,
+    scope: str | None = None,
+    shown: str | None = None,
 ) -> None:
     """The one rule of every face: no grant (or another scope) and no store are the same 404;
-    a write with a read-only grant is 403."""
+    a write with a read-only grant is 403. ``shown``: how the request named the store (the
+    messages say that, never ``name`` when it is an id the request did not give)."""
+    said = shown if shown is not None else name
     if not exists or not token.may_read(name, None):
-        raise NotFoundError(f"memory store {name} does not exist")
+        raise NotFoundError(f"memory store {said} does not exist")
     if scope is not None and not token.may_read(name, scope):
         raise AccessError(f"token {token.id} may only use scope {token.scope!r}, not {scope!r}")
     if write and not token.may_write(name, scope):
-        raise AccessError(f"token {token.id} may read memory store {name} but not write it")
+        raise AccessError(f"token {token.id} may read memory store {said} but not write it")
 
 
 # ---------------------------------------------------------------------- bodies

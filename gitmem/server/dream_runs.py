@@ -12,7 +12,7 @@ from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_session
 from gitmem.server.dream_jobs import ACTOR, Dream, DreamJobs, Pipeline
-from gitmem.store import open_store, resolve_store
+from gitmem.store import acl_reviews, open_store, resolve_store
 
 MAX_INSTRUCTIONS = 4096
 MAX_SESSIONS = 100
@@ -79,6 +79,10 @@ def new_dream(
                     f"session {sid} wrote no version in scope {scope!r} of memory store {s.settings.id}"
                 )
         store_id = s.settings.id
+        # The requester's own review routing follows its dream: an actor the store's acl.review
+        # names cannot have the dreamer publish for it (docs/access.md, review routing).
+        if behavior == "update_existing" and acl_reviews(s.settings.acl, scope, requested_by):
+            review = True
     dream = Dream(
         id="",
         store=store,

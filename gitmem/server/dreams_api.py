@@ -224,18 +224,17 @@ class DreamsApi:
     # ------------------------------------------------------------------ memory pipelines
     def _store(self, call: Call, *, write: bool = False) -> str:
         """The handle (pool key) of the store in the URL: an id, or a name one store carries; a
-        store the token may not see is refused as one it may not read."""
+        store the token may not read answers as one that does not exist, naming only what the URL
+        said (no existence oracle, docs/access.md); a read-only grant's write is refused."""
+        shown = call.params["name"]
         try:
-            name = dream_runs.handle_of(call.params["name"], self.api.pool.home)
+            name = dream_runs.handle_of(shown, self.api.pool.home)
         except NotFoundError:
-            raise ForbiddenError(
-                f"token {call.token.id} may not read store {call.params['name']!r}"
-            ) from None
-        ok = call.token.may_write(name) if write else call.token.may_read(name)
-        if not ok:
-            raise ForbiddenError(
-                f"token {call.token.id} may not {'write' if write else 'read'} store {name!r}"
-            )
+            name = None
+        if name is None or not call.token.may_read(name):
+            raise NotFoundError(f"memory store {shown!r} does not exist")
+        if write and not call.token.may_write(name):
+            raise ForbiddenError(f"token {call.token.id} may not write store {shown!r}")
         return name
 
     def get_pipeline(self, call: Call) -> Json:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import anyio
 from starlette.requests import Request
+from starlette.types import Message, Receive
 
 from gitmem.errors import InvalidInputError, LimitExceededError
 
@@ -36,6 +37,37 @@ async def read_body(request: Request, max_bytes: int, timeout: float | None = No
     if deadline.cancelled_caught:
         raise BodyTimeout
     return b"".join(chunks)
+
+
+async def buffered(receive: Receive, max_bytes: int, timeout: float | None) -> Receive | int:
+    """Read an ASGI request body whole, at most ``max_bytes`` within ``timeout`` seconds, for a
+    handler that reads it without a deadline of its own (MCP's session manager, the console's
+    forms): a ``receive`` replaying it, or the status to answer instead (408: too slow, 413: too
+    large, 499: the client went away)."""
+    chunks: list[bytes] = []
+    size, more = 0, True
+    with anyio.move_on_after(timeout):
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return 499
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > max_bytes:
+                return 413
+            chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+    if more:
+        return 408
+    body, given = b"".join(chunks), [False]
+
+    async def replay() -> Message:
+        if not given[0]:
+            given[0] = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def secret(request: Request) -> str | None:

@@ -41,6 +41,7 @@ from gitmem.errors import AuthenticationError, ForbiddenError, GitmemError, Inva
 from gitmem.integrations.mcp_server import ServedStore, build_server, labels
 from gitmem.model.paths import validate_scope
 from gitmem.server import door
+from gitmem.server.intake import buffered
 from gitmem.server.pool import StorePool
 from gitmem.server.tokens import Token, TokenStore
 from gitmem.store import all_refs, handle_path, open_store
@@ -78,8 +79,10 @@ class McpHttp:
         max_servers: int = 256,
         max_per_token: int = MAX_PER_TOKEN,
         max_stores_per_token: int | None = None,
+        body_timeout: float | None = None,
     ) -> None:
         self.pool = pool
+        self.body_timeout = body_timeout if body_timeout is not None else door.BODIES["mcp"].deadline
         self.tokens = tokens
         self.idle_seconds = idle_seconds
         self.max_servers = max_servers
@@ -115,6 +118,16 @@ class McpHttp:
             await _json(send, 500, "api_error", f"internal error: {exc.message}")
             return
         scope.setdefault("state", {})["token_id"] = token.id
+        if scope["method"] == "POST":  # the door's body policy: whole, within the deadline (408)
+            replayed = await buffered(receive, MAX_BODY, self.body_timeout)
+            if isinstance(replayed, int):
+                if replayed == 408:
+                    message = f"the request body did not arrive within {self.body_timeout:g} seconds"
+                    await _json(send, 408, "timeout_error", message)
+                elif replayed == 413:
+                    await _json(send, 413, "request_too_large", f"the request body is over {MAX_BODY} bytes")
+                return
+            receive = replayed
         sid = headers.get(SESSION_HEADER)
         if sid is not None:
             entry = self._by_sid.get(sid)

@@ -71,19 +71,20 @@ class ReviewApi:
         ]
 
     def _name(self, call: Call, *, decide: bool = False) -> str:
-        """The handle (pool key) of the store in the URL: an id, or a name one store carries."""
+        """The handle (pool key) of the store in the URL: an id, or a name one store carries. A
+        store the token may not read answers as one that does not exist, naming only what the URL
+        said (the door's rule: no existence oracle, docs/access.md)."""
+        shown = call.params["name"]
         try:
-            name = resolve_store(call.params["name"], self.api.pool.home).handle
+            name = resolve_store(shown, self.api.pool.home).handle
         except NotFoundError:
-            raise ForbiddenError(
-                f"token {call.token.id} may not read store {call.params['name']!r}"
-            ) from None
+            name = None
+        if name is None or not call.token.may_read(name):
+            raise NotFoundError(f"memory store {shown!r} does not exist")
         if decide:
             refusal = reviewer_refusal(call.token, name)
             if refusal is not None:
                 raise ForbiddenError(refusal)
-        elif not call.token.may_read(name):
-            raise ForbiddenError(f"token {call.token.id} may not read store {name!r}")
         return name
 
     def _proposal(self, call: Call, store: Store, name: str, *, decide: bool = False) -> Proposal:
