@@ -171,7 +171,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     with _witness(home / "w2", transparency.log_vkey(core)) as (vkey, url, _pid):
         text = f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n"
         (home / "witnesses.policy").write_text(text)
-        from gitmem.server.witness_http import start_worker
+        from gitmem.store import start_witness_worker as start_worker
 
         block = 10  # interleaved blocks, so that the machine's load moves both alike
         for start in range(0, writes, block):
