@@ -168,6 +168,13 @@ def read_one(store: StoreCore, path: str, scope: str, caller: Caller | None = No
     return read_record(store, path, scope, owner)
 
 
+def records_under(store: StoreCore, prefix: str, scope: str, caller: Caller | None = None) -> list[Record]:
+    """Every record under ``prefix`` as ``caller`` may read them (ForbiddenError: another scope or
+    store; a review-mode caller's own proposal on top), chunks joined, by path."""
+    access.admit_read(store, caller, scope)
+    return read_records(store, prefix, scope, access.reader(caller, None, None))
+
+
 def paths_under(store: StoreCore, prefix: str, scope: str, caller: Caller | None = None) -> list[str]:
     """The memory paths under ``prefix`` (no contents read), sorted, as ``caller`` may read them
     (ForbiddenError: another scope or store; a review-mode caller's own proposal on top)."""

@@ -20,11 +20,14 @@ class Records:
 
     _core: StoreCore
 
-    def records(self, prefix: str, *, scope: str = "main") -> builtins.list[ShortTermRecord]:
-        """Every record under ``prefix``, chunks joined, by path."""
+    def records(
+        self, prefix: str, *, scope: str = "main", caller: Caller | None = None
+    ) -> builtins.list[ShortTermRecord]:
+        """Every record under ``prefix``, chunks joined, by path; ``caller`` must be able to read
+        ``scope`` (ForbiddenError), as for every read."""
         from gitmem.engine import shortterm
 
-        return shortterm.read_records(self._core, prefix, scope)
+        return shortterm.records_under(self._core, prefix, scope, caller)
 
     def record(
         self, path: str, *, scope: str = "main", caller: Caller | None = None

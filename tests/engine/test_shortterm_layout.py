@@ -125,6 +125,9 @@ def test_a_scope_confined_caller_reads_no_other_scopes_records(store: Store) -> 
     rec = store.record(path, scope="other", caller=confined)
     assert rec is not None and rec.text == '{"in": "other"}'
     assert store.record_paths("/checkpoints/", scope="other", caller=confined) == [path]
+    assert [r.text for r in store.records("/checkpoints/", scope="other", caller=confined)] == [
+        '{"in": "other"}'
+    ]
     # another scope's: refused, whether the record exists or not (no existence oracle)
     for p in (path, "/checkpoints/t1/none.json"):
         with pytest.raises(AccessError):
@@ -135,10 +138,16 @@ def test_a_scope_confined_caller_reads_no_other_scopes_records(store: Store) -> 
         shortterm.read_one(store.core, path, "main", confined)
     with pytest.raises(AccessError):
         shortterm.paths_under(store.core, "/checkpoints/", "main", confined)
+    with pytest.raises(AccessError):
+        store.records("/checkpoints/", scope="main", caller=confined)
+    with pytest.raises(AccessError):
+        shortterm.records_under(store.core, "/checkpoints/", "main", confined)
     # a caller of another store reads none of this one's
     stranger = Caller(actor="agent:b", stores={"memstore_someoneelse": "rw"}, rights=frozenset({"write"}))
     with pytest.raises(AccessError):
         store.record(path, scope="other", caller=stranger)
+    with pytest.raises(AccessError):
+        store.records("/checkpoints/", scope="other", caller=stranger)
     # no caller (the local process): everything, as before
     main = store.record(path, scope="main")
     assert main is not None and main.text == '{"in": "main"}'
