@@ -14,10 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import pygit2
-
 from gitmem.engine.core import StoreCore
 from gitmem.engine.group import mutate
+from gitmem.engine.memories import memory_of as memory_of  # proposal_view reads rows with it too
 from gitmem.engine.planners import refuse_conflict
 from gitmem.engine.rows import HeadRow, Memory
 from gitmem.engine.writer import Change, ScopeState, decode_content, encode_content, sha256_hex
@@ -38,23 +37,6 @@ def head(store: StoreCore, scope: str, memory_id: str) -> HeadRow | None:
     """The index's row of the live memory ``memory_id`` of ``scope`` (caught up first)."""
     store.index.ensure(scope)
     return store.index.head_by_memory(scope, memory_id)
-
-
-def memory_of(store: StoreCore, row: HeadRow, *, with_content: bool) -> Memory:
-    """The memory an index row names (its content read from the row's blob when asked for)."""
-    content = decode_content(store.blob_data(pygit2.Oid(hex=row.blob))) if with_content else None
-    return Memory(
-        path=row.path,
-        scope=row.scope,
-        content=content,
-        content_sha256=row.sha256,
-        size=row.size,
-        description=row.description,
-        memory_id=row.memory_id,
-        version_id=row.version_id,
-        created_at=timestamp(row.created_at),
-        updated_at=timestamp(row.updated_at),
-    )
 
 
 def get(store: StoreCore, scope: str, memory_id: str, *, with_content: bool) -> Memory:

@@ -25,6 +25,7 @@ from gitmem.engine.planners import (
     replace_edit,
 )
 from gitmem.engine.planners import refuse_conflict as refuse_conflict  # batches and the server use it
+from gitmem.engine.rows import HeadRow
 from gitmem.engine.rows import Memory as Memory  # the public record, importable from here
 from gitmem.engine.rows import Prefix as Prefix
 from gitmem.engine.writer import MAX_ATTEMPTS, decode_content, encode_content, sha256_hex
@@ -269,21 +270,7 @@ def list_memories(
                 out.append(Prefix(sub, 0))
             rollup[sub] += 1
             continue
-        content = decode_content(store.blob_data(pygit2.Oid(hex=row.blob))) if with_content else None
-        out.append(
-            Memory(
-                path=row.path,
-                scope=scope,
-                content=content,
-                content_sha256=row.sha256,
-                size=row.size,
-                description=row.description,
-                memory_id=row.memory_id,
-                version_id=row.version_id,
-                created_at=timestamp(row.created_at),
-                updated_at=timestamp(row.updated_at),
-            )
-        )
+        out.append(memory_of(store, row, with_content=with_content))
     return [Prefix(item.path, rollup[item.path]) if isinstance(item, Prefix) else item for item in out]
 
 
@@ -322,4 +309,21 @@ def restore(
         session=session,
         memory_id=row.memory_id,
         caller=caller,
+    )
+
+
+def memory_of(store: StoreCore, row: HeadRow, *, with_content: bool) -> Memory:
+    """The memory an index row names (its content read from the row's blob when asked for)."""
+    content = decode_content(store.blob_data(pygit2.Oid(hex=row.blob))) if with_content else None
+    return Memory(
+        path=row.path,
+        scope=row.scope,
+        content=content,
+        content_sha256=row.sha256,
+        size=row.size,
+        description=row.description,
+        memory_id=row.memory_id,
+        version_id=row.version_id,
+        created_at=timestamp(row.created_at),
+        updated_at=timestamp(row.updated_at),
     )
