@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gitmem.errors import ForbiddenError, InvalidInputError
 from gitmem.model.caller import Caller
-from gitmem.model.paths import validate_scope
 from gitmem.server import door
 from gitmem.server.tokens import Token
 
@@ -35,12 +33,4 @@ class Call:
 
     def scope(self) -> str:
         scope = self.query.get("scope") or self.token.default_scope()
-        try:
-            validate_scope(scope)
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"scope: {exc.message}") from None
-        if self.token.scope is not None and scope != self.token.scope:
-            raise ForbiddenError(
-                f"token {self.token.id} may only use scope {self.token.scope!r}, not {scope!r}"
-            )
-        return scope
+        return door.token_scope(self.token, scope)

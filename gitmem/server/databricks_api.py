@@ -34,7 +34,7 @@ from gitmem.errors import (
 )
 from gitmem.ids import is_id
 from gitmem.model.caller import Caller
-from gitmem.model.paths import validate_prefix, validate_scope
+from gitmem.model.paths import validate_prefix
 from gitmem.server import door, wire
 from gitmem.server.databricks_wire import (
     _EDITS,
@@ -90,15 +90,7 @@ class Call:
         scope = in_query or in_body
         if not scope:
             raise InvalidInputError("scope is required on every entry request (?scope=...)")
-        try:
-            validate_scope(scope)
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"scope: {exc.message}") from None
-        if self.token.scope is not None and scope != self.token.scope:
-            raise ForbiddenError(
-                f"token {self.token.id} may only use scope {self.token.scope!r}, not {scope!r}"
-            )
-        return scope
+        return door.token_scope(self.token, scope)
 
 
 class DatabricksApi:

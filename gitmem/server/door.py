@@ -21,8 +21,9 @@ import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gitmem.errors import AccessError, InvalidInputError, NotFoundError
+from gitmem.errors import AccessError, ForbiddenError, InvalidInputError, NotFoundError
 from gitmem.model.caller import DEFAULT_REVIEW_RIGHTS, DEFAULT_RW_RIGHTS, RIGHTS, Caller
+from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_session
 from gitmem.server.tokens import Token, TokenStore
 
@@ -128,6 +129,18 @@ BODIES: dict[str, BodyPolicy] = {
     "git": BodyPolicy(max_bytes=None, deadline=None, idle=60.0),
 }
 MIN_PUSH_BYTES = 64 << 20  # a push may always carry this much (a new store's first pack)
+
+
+def token_scope(token: Token, scope: str) -> str:
+    """``scope`` as a request names it, checked (400) and within the token's confinement (403): the
+    one check every HTTP API makes before the engine's own."""
+    try:
+        validate_scope(scope)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"scope: {exc.message}") from None
+    if token.scope is not None and scope != token.scope:
+        raise ForbiddenError(f"token {token.id} may only use scope {token.scope!r}, not {scope!r}")
+    return scope
 
 
 def push_cap(max_store_bytes: int | None, configured: int) -> int:
