@@ -6,6 +6,9 @@ published meanwhile."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pygit2
 import pytest
 
@@ -254,3 +257,27 @@ def test_a_file_the_scope_made_a_directory_keeps_the_proposal_on_its_base(store:
         review.accept(store.core, p.id, reviewer="user:rev")
     review.accept(store.core, p.id, reviewer="user:rev", paths=["/z.md"])
     assert {m.path for m in store.list()} == {"/x/y.md", "/z.md"}
+
+
+def test_a_store_holding_a_conflict_base_verifies_and_restores_from_its_backup(
+    store: Store, tmp_path: Path
+) -> None:
+    """The base commit a rebase writes (``gitmem proposal base``) is a commit no version names:
+    the store's own verify and a restore from its bundle must both accept it."""
+    import gitmem
+
+    store.write("/base.md", "one\n", actor="user:ada")
+    store.write("/base.md", "one (bot)\n", caller=BOT)
+    store.write("/base.md", "one (ada)\n", actor="user:ada")
+    store.write("/other.md", "other\n", caller=BOT)  # rebases: /base.md is a conflict
+    assert store.core.commit(pygit2.Oid(hex=proposal(store).base)).message.startswith(BASE_SUBJECT)
+    assert store.verify(raise_on_failure=False).ok
+    bundle = tmp_path / "backup.bundle"
+    store.export_bundle(bundle)
+    backup = tmp_path / "backup"  # the proposals' records, as docs/operations.md copies them
+    shutil.copytree(store.path / "gitmem" / "proposals", backup / "proposals")
+    home = store.path.parent.parent
+    gitmem.store.restore_store("again", bundle, backup=backup, home=home, actor="user:root")
+    with gitmem.open_store("again", home=home) as again:
+        assert again.verify(raise_on_failure=False).ok
+        assert statuses(again) == statuses(store) == {"/base.md": "conflict", "/other.md": "clean"}
