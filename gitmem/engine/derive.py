@@ -187,7 +187,7 @@ def rows_for_commit(
     """
     heads = heads or DbHeads(db, scope)
     changes = (differ or TreeDiffer(repo)).commit_changes(commit)
-    if len(commit.parents) > 1:  # the other parents' lines are walked too: keep the merge's own
+    if len(commit.parent_ids) > 1:  # the other parents' lines are walked too: keep the merge's own
         changes = merge_own_changes(commit, changes)
     # When the store got the version: a rebased or back-dated commit keeps an old author
     # date, but its committer date is when it was made (the hook keeps those in order).

@@ -9,10 +9,12 @@ end. History rewritten under the index (a redaction, a compaction) drops and re-
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import re
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pygit2
@@ -43,6 +45,23 @@ _VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
 # Catch-ups an ``ensure`` without a caller's tip tries when the tip it read moved under it.
 _STALE_RETRIES = 4
 _KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Generator[None, None, None]:
+    """No cyclic garbage collection while a fresh walk runs: it allocates a few containers per
+    commit and frees them (no cycles), yet every 700 of them start a collection, and the older
+    generations' ones traverse all it holds (the heads, the buffered rows), which grows with the
+    history. Reference counting still frees everything; collections resume when the walk ends
+    (if another thread paused them first, that thread resumes them)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class FreshHeads:
@@ -231,7 +250,8 @@ class CatchUp(Records):
                     db.execute(f"DROP INDEX IF EXISTS {name}")
             try:
                 if fresh:
-                    walked = self._walk_fresh(db, scope, walk, bulk)
+                    with _no_cycle_collection():
+                        walked = self._walk_fresh(db, scope, walk, bulk)
                 for commit in walk:
                     walked = True
                     rows = self.rows_for_commit(db, scope, commit)
