@@ -73,6 +73,10 @@ def measure(store_path: Path, spec: Spec, rounds: int) -> Result:
     )
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 CPU_SECONDS: dict[str, float] = {}  # the best rebuild's CPU seconds, by store
 
 
@@ -83,18 +87,25 @@ def spec_for(memories: int, versions: int, layout: str = "tree") -> Spec:
 
 def linear_row(layout: str, results: dict[int, Result], cpu: dict[int, float]) -> Result | None:
     """The longest store's rebuild time over that of the store half as long (None: no such pair);
-    the note gives the ratio of their CPU seconds (steadier on a shared machine)."""
+    the note gives the ratio of their CPU seconds (steadier on a shared machine) and how much
+    ``git log --raw`` itself grew between the two stores (the second half of a store edits
+    memories of full directories, the first half fills them: git reads bigger trees there too)."""
     longest = max(results)
     half = results.get(longest // 2)
     if half is None or longest // 2 == longest:
         return None
+    notes = []
+    if cpu.get(longest // 2):
+        notes.append(f"CPU {cpu[longest] / cpu[longest // 2]:.2f}x")
+    if half.floor_s > 0:
+        notes.append(f"git log --raw {results[longest].floor_s / half.floor_s:.2f}x")
     return Result(
         f"linear in versions, {layout}: {longest:,} vs {longest // 2:,} versions",
         results[longest].gitmem_s,
         half.gitmem_s,
         "rebuild of half as many",
         2.2,
-        f"CPU {cpu[longest] / cpu[longest // 2]:.2f}x" if cpu.get(longest // 2) else "",
+        "; ".join(notes),
     )
 
 
@@ -115,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [1000, 2000] if args.quick else [int(v) for v in args.versions.split(",") if v]
     rounds = args.rounds or (1 if args.quick else 3)
     workdir = args.cache / f"work-rebuild-{os.getpid()}"
+    load_at_start = _load()
     results = []
     try:
         for layout in layouts:
@@ -135,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(table(results))
+    print(
+        f"load average (1, 5, 15 min) at the start: {load_at_start}; at the end: {_load()} ({os.cpu_count()} CPUs)"
+    )
     if args.json:
         args.json.write_text(json.dumps([r.to_dict() for r in results], indent=2))
     return 0
