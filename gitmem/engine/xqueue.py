@@ -214,8 +214,16 @@ class Turn:
         ``answers`` (after a leader let go of this process's file)."""
         if self.own is None:
             return False
-        self.store.index.ensure(self.scope)
-        rows = self._rows([r.version_id for r in self.own_requests if r.version_id])
+        ids = [r.version_id for r in self.own_requests if r.version_id]
+        # The leader committed its index record (the shared index file) before it let go of this
+        # file, so the rows are there as a rule: look first, and bring the index up to the tip
+        # (a write transaction, which waits for the next leader's open record) only for what is
+        # missing. A row is only ever recorded for a commit the branch holds (a record is
+        # committed after its ref moved, undone on a lost race; rewrites update the index).
+        rows = self._rows(ids)
+        if len(rows) < len(ids):
+            self.store.index.ensure(self.scope)
+            rows = self._rows(ids)
         body = read_json(self.dir / f"{self.own}.res", 1 << 20) if answers else None
         results = body.get("results") if body is not None else None
         if not isinstance(results, list) or len(results) != len(self.own_requests):
