@@ -70,6 +70,13 @@ _NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
 _TMP = re.compile(rf"^\.tmp-{ULID_RE}-([0-9]{{1,10}})\.(req|res)$")
 _SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
 LINGER = 0.002  # seconds a leader waits for the processes of the last group to come back
+# A queued writer's pauses between looks for a leader (growing from the first to the last). A
+# leader holds the files it took for its whole commit (a flush at least), so a writer whose file
+# was taken finds it held and waits on its lock; the pauses only bound how soon a writer whose
+# file no leader took notices a free scope lock (the leader that let it go, back with its next
+# write, takes it at once meanwhile). Each look costs three flock calls and a wake-up.
+POLL_FIRST = 0.0005
+POLL_LAST = 0.004
 _ENTRY_KEYS = {"version", "op", "args", "actor", "session"}
 _log = logging.getLogger("gitmem.write")
 #: gitmem.engine.proposals.route: the owner of the proposal a write goes to, or None.
@@ -157,7 +164,7 @@ class Turn:
         a short, growing pause, taking the scope lock itself as soon as it is free."""
         self.enqueue(requests)
         if self.own_fd is not None:
-            pause = LINGER / 10
+            pause = POLL_FIRST
             deadline = time.monotonic() + WAIT_LIMIT
             while time.monotonic() < deadline:
                 if wait_for_holder(self.own_fd):  # a leader took the file and let it go
@@ -170,7 +177,7 @@ class Turn:
                 if try_lock(fd):
                     return False
                 time.sleep(pause)
-                pause = min(2 * pause, LINGER)
+                pause = min(2 * pause, POLL_LAST)
         lock(fd)
         return False
 
