@@ -1,5 +1,4 @@
-"""Group commit across processes: the writes of processes waiting for a scope's lock, committed
-by its holder.
+"""Group commit across processes: the writes of processes waiting for a scope's lock, by its holder.
 
 A process whose group leader finds the scope lock (gitmem.engine.writer.scope_lock) held by
 another process writes its group's writes, in serializable form (gitmem.engine.planners.Spec),
@@ -15,10 +14,9 @@ ids up (:meth:`Turn.collect`); one that no leader answered leads its own writes.
 
 Crash safety: each queued write carries the version id its caller minted, and the commit carries
 it in its Gitmem-Version trailer, so before planning a queued write the leader looks the id up in
-the scope's history (the index caught up to the tip): a write an earlier leader published but
-did not answer is answered from there, never committed twice. Files of writers that are gone
-(their pid) or older than :data:`STALE_SECONDS` are removed. docs/durability.md, "Group commit".
-"""
+the scope's history (the index caught up to the tip): a write an earlier leader published but did
+not answer is answered from there, never committed twice. Files of writers that are gone (their
+pid) or older than :data:`STALE_SECONDS` are removed. docs/durability.md, "Group commit"."""
 
 from __future__ import annotations
 
@@ -70,13 +68,8 @@ _NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
 _TMP = re.compile(rf"^\.tmp-{ULID_RE}-([0-9]{{1,10}})\.(req|res)$")
 _SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
 LINGER = 0.002  # seconds a leader waits for the processes of the last group to come back
-# A queued writer's pauses between looks for a leader (growing from the first to the last). A
-# leader holds the files it took for its whole commit (a flush at least), so a writer whose file
-# was taken finds it held and waits on its lock; the pauses only bound how soon a writer whose
-# file no leader took notices a free scope lock (the leader that let it go, back with its next
-# write, takes it at once meanwhile). Each look costs three flock calls and a wake-up.
-POLL_FIRST = 0.0005
-POLL_LAST = 0.004
+# A queued writer's pauses between looks for a leader, growing (docs/durability.md, "Group commit").
+POLL_FIRST, POLL_LAST = 0.0005, 0.004
 _ENTRY_KEYS = {"version", "op", "args", "actor", "session"}
 _log = logging.getLogger("gitmem.write")
 #: gitmem.engine.proposals.route: the owner of the proposal a write goes to, or None.
@@ -215,18 +208,13 @@ class Turn:
 
     def collect(self, *, answers: bool = True) -> bool:
         """Finish the queued writes a leader answered; whether one did. A committed write is
-        looked up in the history (the leader leaves its request file to its writer, so that its
-        publish is not held up by file removals): no answer file can claim a version that is not
-        there; only refusals and writes that changed nothing have an answer file, read only with
-        ``answers`` (after a leader let go of this process's file)."""
+        looked up in the history (the index, which the leader recorded it in before it let go of
+        the file: caught up to the tip, a write transaction, only when an id is missing), so no
+        answer file can claim a version that is not there; only refusals and writes that changed
+        nothing have an answer file, read only with ``answers`` (after a leader let go of it)."""
         if self.own is None:
             return False
         ids = [r.version_id for r in self.own_requests if r.version_id]
-        # The leader committed its index record (the shared index file) before it let go of this
-        # file, so the rows are there as a rule: look first, and bring the index up to the tip
-        # (a write transaction, which waits for the next leader's open record) only for what is
-        # missing. A row is only ever recorded for a commit the branch holds (a record is
-        # committed after its ref moved, undone on a lost race; rewrites update the index).
         rows = self._rows(ids)
         if len(rows) < len(ids):
             self.store.index.ensure(self.scope)
