@@ -370,7 +370,9 @@ def publish_recorded(
     try:
         if not overlap:
             stage()
-        moved = store.publish(store.ref_name(scope), tip, head, written, during_flush=stage if overlap else None)
+        moved = store.publish(
+            store.ref_name(scope), tip, head, written, during_flush=stage if overlap else None
+        )
     except BaseException:
         for s in staged:
             s.rollback()
