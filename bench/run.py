@@ -3,6 +3,7 @@
 same run on the same machine and the same store.
 
     python bench/run.py [--quick] [--sizes 1000,10000,100000] [--versions 100000] [--json out.json]
+                        [--only write,group]
 
 Stores are generated deterministically with ``git fast-import`` and cached under ``bench/.cache/``;
 every measurement runs on a private copy, so the cache is never written to. See bench/README.md.
@@ -122,16 +123,39 @@ def measure_write(store_path: Path, label: str, rounds: int, memory: int, memori
         syncfs(str(store_path))
 
     pygit2.settings.enable_fsync_gitdir(False)  # the library makes its writes durable itself
-    fns = [lib, unsynced, fsynced, one_flush]
+    # CPU seconds of the process (every thread) per call too: on a loaded machine the wall clock
+    # of a flush swings with other processes' writes, the CPU a write costs far less.
+    cpu: dict[Callable[[], None], list[float]] = {fn: [] for fn in (lib, one_flush)}
+
+    def cpu_timed(fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            t = time.process_time()
+            fn()
+            cpu[fn].append(time.process_time() - t)
+
+        return run
+
+    fns = [cpu_timed(lib), unsynced, fsynced, cpu_timed(one_flush)]
     for _ in range(3):  # warm up: open the index, load the packs
         for fn in fns:
             fn()
+    for samples in cpu.values():
+        samples.clear()
     g, u, f, one = interleaved_many(fns, rounds)
     store.close()
+    cpu_g, cpu_one = (sum(cpu[fn]) / len(cpu[fn]) for fn in (lib, one_flush))
+    cpu_note = f"CPU {cpu_g * 1e3:.2f} vs {cpu_one * 1e3:.2f} ms, {cpu_g / cpu_one:.2f}x"
     return [
         Result(f"write, {label}", g, u, "raw pygit2, unsynced", None, "informative: no durability"),
         Result(f"write, {label}", g, f, "raw pygit2, libgit2 fsync", 1.0),
-        Result(f"write, {label}", g, one, "raw pygit2 + one syncfs", 1.25, f"{1 / g:,.0f} durable writes/s"),
+        Result(
+            f"write, {label}",
+            g,
+            one,
+            "raw pygit2 + one syncfs",
+            1.25,
+            f"{1 / g:,.0f} durable writes/s; {cpu_note}",
+        ),
     ]
 
 
@@ -513,8 +537,9 @@ def make_plan(quick: bool, sizes: list[int] | None = None, versions: int | None 
 class Runner:
     """Runs a plan: builds (or finds) the stores, measures on private copies, collects results."""
 
-    def __init__(self, plan: Plan, cache: Path, quick: bool) -> None:
+    def __init__(self, plan: Plan, cache: Path, quick: bool, only: list[str] | None = None) -> None:
         self.plan = plan
+        self.only = only  # step names' first words to run (None: all)
         self.quick = quick
         self.cache = cache
         self.workdir = cache / f"work-{os.getpid()}"
@@ -522,6 +547,8 @@ class Runner:
         self.builds: dict[Spec, Built] = {}
 
     def step(self, what: str, fn: Callable[..., Result | list[Result]], *args: object, **kw: object) -> None:
+        if self.only is not None and what.split()[0] not in self.only:
+            return
         t = time.perf_counter()
         result = fn(*args, **kw)
         self.results.extend(result if isinstance(result, list) else [result])
@@ -611,6 +638,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="history length of the long stores (default 100000); above 100000 the main stores keep "
         "100000 and one more store this long is built for an index-rebuild row (e.g. 1000000)",
     )
+    ap.add_argument(
+        "--only",
+        type=lambda s: [x for x in s.split(",") if x],
+        help="run only the steps whose name starts with one of these words (write, read, history, "
+        "process, batch, index, group, clone, hooks), e.g. --only write,group",
+    )
     ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where built stores are cached")
     return ap.parse_args(argv)
@@ -619,7 +652,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t = time.perf_counter()
-    runner = Runner(make_plan(args.quick, args.sizes, args.versions), args.cache, args.quick)
+    runner = Runner(make_plan(args.quick, args.sizes, args.versions), args.cache, args.quick, args.only)
     results = runner.run()
     builds = runner.build_info()
     elapsed = time.perf_counter() - t

@@ -47,7 +47,23 @@ class ScreenedState(Protocol):
 def policy_for(store: StoreCore) -> GuardPolicy:
     """The policy a write to ``store`` is checked with: the ``guard`` of its settings. (Patterns
     remembered by redactions join it as ``deny_patterns``.)"""
-    return policy_of(store.settings.guard)
+    guard = store.settings.guard
+    last = _LAST_POLICY
+    if last is not None and last[0] is guard:  # the settings as last read: no canonical JSON again
+        return last[1]
+    policy = policy_of(guard)
+    _remember_policy(guard, policy)
+    return policy
+
+
+# The guard mapping last checked and its policy (held, so its id is never another mapping's): a
+# store's settings are read once and kept until their file changes (a new mapping then).
+_LAST_POLICY: tuple[dict[str, Any], GuardPolicy] | None = None
+
+
+def _remember_policy(guard: dict[str, Any], policy: GuardPolicy) -> None:
+    global _LAST_POLICY
+    _LAST_POLICY = (guard, policy)
 
 
 def policy_of(guard: dict[str, Any], where: str = "gitmem.yaml") -> GuardPolicy:

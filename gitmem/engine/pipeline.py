@@ -6,8 +6,8 @@ limits, the deny-list and the guard check every change), take the store-bytes lo
 changes could push the store past ``max_store_bytes`` together with other scopes, write the
 objects of the chain (loose, one pack, or ``git fast-import`` for huge batches), refuse what a
 redaction deny-listed meanwhile, then publish the chain on the :class:`Sink` with one flush and one
-compare-and-swap; the index record is staged during the flush and committed once the ref moved
-(gitmem.engine.writer.publish_recorded), and flagged versions get their ``flag`` ledger entry. A
+compare-and-swap; the index record is staged (before the flush, or during it for a long chain)
+and committed once the ref moved (gitmem.engine.writer.publish_recorded), and flagged versions get their ``flag`` ledger entry. A
 lost race re-plans against the new tip.
 
 The front ends bring items and take answers: group commit (gitmem.engine.group: many callers,

@@ -1,5 +1,4 @@
-"""Group commit across processes: the writes of processes waiting for a scope's lock, committed
-by its holder.
+"""Group commit across processes: the writes of processes waiting for a scope's lock, by its holder.
 
 A process whose group leader finds the scope lock (gitmem.engine.writer.scope_lock) held by
 another process writes its group's writes, in serializable form (gitmem.engine.planners.Spec),
@@ -15,10 +14,9 @@ ids up (:meth:`Turn.collect`); one that no leader answered leads its own writes.
 
 Crash safety: each queued write carries the version id its caller minted, and the commit carries
 it in its Gitmem-Version trailer, so before planning a queued write the leader looks the id up in
-the scope's history (the index caught up to the tip): a write an earlier leader published but
-did not answer is answered from there, never committed twice. Files of writers that are gone
-(their pid) or older than :data:`STALE_SECONDS` are removed. docs/durability.md, "Group commit".
-"""
+the scope's history (the index caught up to the tip): a write an earlier leader published but did
+not answer is answered from there, never committed twice. Files of writers that are gone (their
+pid) or older than :data:`STALE_SECONDS` are removed. docs/durability.md, "Group commit"."""
 
 from __future__ import annotations
 
@@ -70,6 +68,8 @@ _NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
 _TMP = re.compile(rf"^\.tmp-{ULID_RE}-([0-9]{{1,10}})\.(req|res)$")
 _SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
 LINGER = 0.002  # seconds a leader waits for the processes of the last group to come back
+# A queued writer's pauses between looks for a leader, growing (docs/durability.md, "Group commit").
+POLL_FIRST, POLL_LAST = 0.0005, 0.004
 _ENTRY_KEYS = {"version", "op", "args", "actor", "session"}
 _log = logging.getLogger("gitmem.write")
 #: gitmem.engine.proposals.route: the owner of the proposal a write goes to, or None.
@@ -157,7 +157,7 @@ class Turn:
         a short, growing pause, taking the scope lock itself as soon as it is free."""
         self.enqueue(requests)
         if self.own_fd is not None:
-            pause = LINGER / 10
+            pause = POLL_FIRST
             deadline = time.monotonic() + WAIT_LIMIT
             while time.monotonic() < deadline:
                 if wait_for_holder(self.own_fd):  # a leader took the file and let it go
@@ -170,7 +170,7 @@ class Turn:
                 if try_lock(fd):
                     return False
                 time.sleep(pause)
-                pause = min(2 * pause, LINGER)
+                pause = min(2 * pause, POLL_LAST)
         lock(fd)
         return False
 
@@ -208,14 +208,17 @@ class Turn:
 
     def collect(self, *, answers: bool = True) -> bool:
         """Finish the queued writes a leader answered; whether one did. A committed write is
-        looked up in the history (the leader leaves its request file to its writer, so that its
-        publish is not held up by file removals): no answer file can claim a version that is not
-        there; only refusals and writes that changed nothing have an answer file, read only with
-        ``answers`` (after a leader let go of this process's file)."""
+        looked up in the history (the index, which the leader recorded it in before it let go of
+        the file: caught up to the tip, a write transaction, only when an id is missing), so no
+        answer file can claim a version that is not there; only refusals and writes that changed
+        nothing have an answer file, read only with ``answers`` (after a leader let go of it)."""
         if self.own is None:
             return False
-        self.store.index.ensure(self.scope)
-        rows = self._rows([r.version_id for r in self.own_requests if r.version_id])
+        ids = [r.version_id for r in self.own_requests if r.version_id]
+        rows = self._rows(ids)
+        if len(rows) < len(ids):
+            self.store.index.ensure(self.scope)
+            rows = self._rows(ids)
         body = read_json(self.dir / f"{self.own}.res", 1 << 20) if answers else None
         results = body.get("results") if body is not None else None
         if not isinstance(results, list) or len(results) != len(self.own_requests):
