@@ -11,7 +11,7 @@ import importlib
 import json as json_mod
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 import typer
 import typer.core
@@ -343,7 +343,8 @@ class _LazyCoercion:
     built on first use: importing pydantic for that is about a third of ``gitmem ls``'s start-up.
     An absent value is None (or ``()``) as typer's own coercion makes it, and a value that already
     is of a plain ``str`` or ``int`` parameter's type (no parser, no bounds: a string typed for
-    ``str``, an ``int`` default) is that value; any other goes to typer's coercion, unchanged.
+    ``str``, an ``int`` default) is that value, strings for a ``list[str]`` the list of them; any
+    other goes to typer's coercion, unchanged.
     """
 
     def __init__(self, param: Any) -> None:
@@ -353,6 +354,7 @@ class _LazyCoercion:
         plain = plain and getattr(info, "max", None) is None
         annotation = self._descriptor.annotation
         self._plain: type | None = annotation if plain and annotation in (str, int) else None
+        self._strings = plain and get_origin(annotation) is list and get_args(annotation) == (str,)
         self._real: Any = None
 
     def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
@@ -361,6 +363,8 @@ class _LazyCoercion:
             return () if multi else None
         if self._plain is not None and not multi and type(value) is self._plain:
             return value
+        if self._strings and multi and isinstance(value, tuple | list) and all(type(v) is str for v in value):
+            return list(value)
         if self._real is None:
             from typer._coercion import build_runtime_param
 

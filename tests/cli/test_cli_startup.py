@@ -66,6 +66,8 @@ CASES = (
     ["--json", "read", "notes", "/a.md"],
     ["read", "notes", "/a.md", "--scope", "nosuch"],
     ["log", "notes", "-h"],
+    ["help", "session", "sync"],
+    ["help", "nosuch"],
 )
 
 
