@@ -13,16 +13,23 @@ DEMO_STAMP := $(VENV)/.demo-installed
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The demo install: a current pip first (the one a new venv bundles can be years old and resolves
+# several times slower), and no byte-compiling of every installed module (the tour imports a
+# fraction of them; each is compiled once, when first imported).
 $(DEMO_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[demo]'
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check --no-compile -e '.[demo]'
 	touch $@
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $@ $(DEMO_STAMP)
 
+# The tour runs ~30 gitmem processes: each module they import is compiled once and its bytecode
+# kept (in .venv and gitmem/__pycache__, both ignored by git), even where PYTHONDONTWRITEBYTECODE
+# is set: else every process would compile gitmem and its dependencies again.
 demo: $(DEMO_STAMP)
-	$(PY) examples/demo.py
+	PYTHONDONTWRITEBYTECODE= $(PY) examples/demo.py
 	@echo "gitmem is in $(VENV)/bin: run 'make install', or: export PATH=\"$$PWD/$(VENV)/bin:\$$PATH\""
 
 # gitmem on PATH: pipx when there is one, else a user install of this checkout.

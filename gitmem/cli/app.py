@@ -1,5 +1,8 @@
 """The ``gitmem`` typer application: global options, the command groups registered on it, and the
 click command built from it (grouped help, readable metavars, usage errors as ``Error:`` or JSON).
+
+A command's module is imported only when that command runs (or when a listing of every command is
+asked for, as ``--help`` does): ``gitmem ls`` never loads the server, the sessions or the cluster.
 """
 
 from __future__ import annotations
@@ -8,7 +11,7 @@ import importlib
 import json as json_mod
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
 import typer
 import typer.core
@@ -48,10 +51,46 @@ def _first_line(cmd: Command) -> str:
 
 
 class GroupedGroup(TyperGroup):
-    """``--help`` lists commands by group, each with its whole first paragraph (never cut off)."""
+    """``--help`` lists commands by group, each with its whole first paragraph (never cut off).
+
+    The root's commands load lazily: ``get_command`` imports only the named command's module (see
+    ``COMMANDS``); anything reading ``commands`` itself (help, the reference, completion) gets all.
+    """
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, Command]:
+        for module in COMMANDS:
+            self._load(module)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, Command]) -> None:
+        self._commands = dict(value)
+        self._loaded: set[str] = set()
+
+    def _load(self, module: str) -> None:
+        """Register ``gitmem.cli.MODULE``'s commands (once), tidied as the root's own are."""
+        if module in self._loaded:
+            return
+        self._loaded.add(module)
+        sub = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)
+        importlib.import_module(f"gitmem.cli.{module}").register(sub)
+        made = typer.main.get_group(sub).commands
+        if set(made) != set(COMMANDS[module]):  # the table below and the module's register() disagree
+            raise RuntimeError(f"gitmem.cli.{module} registers {sorted(made)}, not {COMMANDS[module]}")
+        for name, cmd in made.items():
+            _tidy(cmd, CONTEXT)
+            self._commands[name] = cmd
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        module = MODULE_OF.get(cmd_name)
+        if module is not None:
+            self._load(module)
+        return self._commands.get(cmd_name)
 
     def list_commands(self, ctx: Context) -> list[str]:
-        return list(self.commands)
+        names = [name for names in COMMANDS.values() for name in names]
+        return names + [name for name in self._commands if name not in MODULE_OF]
 
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         if ctx.parent is not None:  # a sub-group (``gitmem store``): one plain list
@@ -83,7 +122,7 @@ class GroupedGroup(TyperGroup):
         **extra: Any,
     ) -> Any:
         """Usage errors as ``Error: ...`` with a hint (or ``{"error": ...}`` with --json), exit 2."""
-        if not self._tidied:
+        if not self._tidied:  # the root's own options; each command is tidied as it loads
             _tidy(self, CONTEXT)
             self._tidied = True
         argv = list(args) if args is not None else sys.argv[1:]
@@ -174,7 +213,7 @@ def help_(
     ctx = root.make_context("gitmem", [], resilient_parsing=True)
     cmd: Command = root
     for name in command or []:
-        sub = cmd.get_command(ctx, name) if hasattr(cmd, "commands") else None
+        sub = cmd.get_command(ctx, name) if isinstance(cmd, TyperGroup) else None
         if sub is None:
             raise common.fail(common.unknown("command", name, _names(cmd, ctx)), common.want_json(False))
         ctx = sub.make_context(name, [], parent=ctx, resilient_parsing=True)
@@ -183,7 +222,7 @@ def help_(
 
 
 def _names(cmd: Command, ctx: Context) -> list[str]:
-    return cmd.list_commands(ctx) if hasattr(cmd, "commands") else []
+    return cmd.list_commands(ctx) if isinstance(cmd, TyperGroup) else []
 
 
 def completion(
@@ -199,28 +238,28 @@ def completion(
     typer.echo(get_completion_script(prog_name="gitmem", complete_var="_GITMEM_COMPLETE", shell=shell))
 
 
-# Each module defines ``register(app)``; one line per command group.
-COMMAND_MODULES = (
-    "stores",
-    "memories",
-    "versions",
-    "transfer",
-    "search",
-    "hooks",
-    "mcp",
-    "sessions",
-    "audit",
-    "serve",
-    "tokens",
-    "webhooks",
-    "review",
-    "tlog",
-    "dreams",
-    "cluster",
-)
+# Each module defines ``register(app)``, which adds exactly the top-level commands named here (the
+# root checks it when it loads the module); one line per module, in the order commands are listed.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "stores": ("store",),
+    "memories": ("write", "create", "read", "ls", "edit", "rm", "mv"),
+    "versions": ("log", "show", "diff", "restore", "reindex", "maintain"),
+    "transfer": ("export", "import"),
+    "search": ("search",),
+    "hooks": ("hooks", "replica", "clone", "fetch"),
+    "mcp": ("mcp",),
+    "sessions": ("session", "revert-session"),
+    "audit": ("redact", "audit", "verify", "prune"),
+    "serve": ("serve",),
+    "tokens": ("token",),
+    "webhooks": ("webhook",),
+    "review": ("review",),
+    "tlog": ("receipt", "witness", "tlog"),
+    "dreams": ("dream",),
+    "cluster": ("cluster",),
+}
+MODULE_OF = {name: module for module, names in COMMANDS.items() for name in names}
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"gitmem.cli.{_name}").register(app)
 app.command("help")(help_)
 app.command("completion")(completion)
 
@@ -267,7 +306,9 @@ ARGUMENT_NAMES = {"session_id": "SESSION", "clone_path": "CLONE", "token_id": "T
 def _tidy(cmd: Command, ctx_settings: dict[str, Any]) -> None:
     """Readable metavars (``--store STORE``, ``--since DATE``, ``PATH``) and ``-h`` everywhere."""
     cmd.context_settings = {**ctx_settings, **cmd.context_settings}
+    _lazy_help_coercion(cmd)
     for param in cmd.params:
+        _lazy_coercion(param)
         if param.param_type_name == "option":
             if param.is_flag or param.count or param.metavar is not None:
                 continue
@@ -287,9 +328,69 @@ def _tidy(cmd: Command, ctx_settings: dict[str, Any]) -> None:
             param.metavar = METAVARS.get(name, name.upper().replace("_", "-"))
         elif param.param_type_name == "argument":
             _tidy_argument(param)
-    if hasattr(cmd, "commands"):
-        for sub in cmd.commands.values():
-            _tidy(sub, ctx_settings)
+    if isinstance(cmd, GroupedGroup):  # help and completion; the lazy commands are tidied as they load
+        subs = [sub for name, sub in cmd._commands.items() if name not in MODULE_OF]
+    else:
+        subs = list(getattr(cmd, "commands", {}).values())
+    for sub in subs:
+        _tidy(sub, ctx_settings)
+
+
+class _LazyCoercion:
+    """One parameter's value coercion, built only for a value that needs it.
+
+    Recent typer coerces every parameter of the command that runs with a pydantic ``TypeAdapter``
+    built on first use: importing pydantic for that is about a third of ``gitmem ls``'s start-up.
+    An absent value is None (or ``()``) as typer's own coercion makes it, and a value that already
+    is of a plain ``str`` or ``int`` parameter's type (no parser, no bounds: a string typed for
+    ``str``, an ``int`` default) is that value, strings for a ``list[str]`` the list of them; any
+    other goes to typer's coercion, unchanged.
+    """
+
+    def __init__(self, param: Any) -> None:
+        self._descriptor = param.type_descriptor
+        info = self._descriptor.parameter_info
+        plain = getattr(info, "parser", None) is None and getattr(info, "min", None) is None
+        plain = plain and getattr(info, "max", None) is None
+        annotation = self._descriptor.annotation
+        self._plain: type | None = annotation if plain and annotation in (str, int) else None
+        self._strings = plain and get_origin(annotation) is list and get_args(annotation) == (str,)
+        self._real: Any = None
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        multi = param.multiple or param.nargs == -1
+        if value is None:
+            return () if multi else None
+        if self._plain is not None and not multi and type(value) is self._plain:
+            return value
+        if self._strings and multi and isinstance(value, tuple | list) and all(type(v) is str for v in value):
+            return list(value)
+        if self._real is None:
+            from typer._coercion import build_runtime_param
+
+            self._real = build_runtime_param(self._descriptor)
+        return self._real.coerce(value, param=param, ctx=ctx)
+
+
+def _lazy_coercion(param: Any) -> None:
+    """Typer's coercion deferred (see ``_LazyCoercion``) where this typer has it; else nothing."""
+    if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+        param._runtime_param = _LazyCoercion(param)
+
+
+def _lazy_help_coercion(cmd: Command) -> None:
+    """The same for the ``-h`` option click makes (and keeps) on a command's first parse."""
+    made = getattr(cmd, "get_help_option", None)
+    if made is None or "get_help_option" in vars(cmd):
+        return
+
+    def get_help_option(ctx: Context) -> Any:
+        option = made(ctx)
+        if option is not None:
+            _lazy_coercion(option)
+        return option
+
+    cmd.get_help_option = get_help_option
 
 
 def _tidy_argument(param: Any) -> None:

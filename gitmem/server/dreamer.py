@@ -39,17 +39,18 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-from anthropic.tools import ToolError
+from typing import TYPE_CHECKING, Any
 
 from gitmem import config
 from gitmem.errors import ConfigError, GitmemError
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
-from gitmem.server import dream_models, dream_prompt, dream_runs, dream_tools
+from gitmem.server import dream_models, dream_prompt, dream_runs
 from gitmem.server.dream_jobs import Dream, DreamJobs
 from gitmem.store import Store, copy_store, open_store
+
+if TYPE_CHECKING:
+    from gitmem.server import dream_tools
 
 log = logging.getLogger("gitmem.server")
 WRITES = ("create", "str_replace", "insert", "delete", "rename")
@@ -142,6 +143,8 @@ class Dreamer:
         )
 
     def _converse(self, source: Store, target: Store, caller: Caller) -> None:
+        from gitmem.server import dream_tools  # the Anthropic SDK: imported when a dream runs, not at start
+
         d = self.dream
         backend = dream_tools.Backend(target, d.scope, caller)
         first = dream_prompt.first_message(
@@ -207,6 +210,10 @@ class Dreamer:
         self._save(change)
 
     def _tool(self, backend: dream_tools.Backend, name: str, data: Any, reasoning: str) -> tuple[str, bool]:
+        from anthropic.tools import ToolError
+
+        from gitmem.server import dream_tools
+
         if not isinstance(data, dict):
             return "Error: the tool input must be an object", True
         if name == "search_memories":
