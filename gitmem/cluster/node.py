@@ -408,6 +408,7 @@ class ClusterNode:
         """This node's ASGI app: the server's app on the cluster's tokens, behind the proxy."""
         import httpx2 as httpx
 
+        from gitmem.cluster.mcp_route import McpRouter
         from gitmem.cluster.proxy import ClusterProxy
         from gitmem.server.app import create_app
 
@@ -426,12 +427,16 @@ class ClusterNode:
             client=client, on_forward=counted,
         )  # fmt: skip
         replica = endpoints.replica_app(self)
+        routed = McpRouter(
+            proxy, node=self.name, home_of=self.home_of, on_forward=counted,
+            store_id_of=lambda store: self.state.resolve(store).store_id,
+        )  # fmt: skip
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http" and scope["path"].startswith("/cluster/v1/"):
                 await replica(scope, receive, send)
             else:
-                await proxy(scope, receive, send)
+                await routed(scope, receive, send)
 
         return endpoints.Figures(app, self)
 
