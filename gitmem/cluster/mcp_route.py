@@ -35,6 +35,18 @@ MAX_BODY = 1 << 20  # the MCP face's own body limit (gitmem.server.door.BODIES["
 BODY_SECONDS = 30.0
 
 
+def routed_store(scope: Scope) -> str | None:
+    """The store a ``POST /mcp`` routed here by another node's router is for (its ``?store=``), so
+    that the home counts it as a write to that store (a handoff waits for it; ``replication:
+    sync`` holds its answer until a replica has it); None for any other request."""
+    if scope["type"] != "http" or scope["method"] != "POST" or scope["path"].rstrip("/") != "/mcp":
+        return None
+    if not any(k == ROUTED for k, _v in scope.get("headers", [])):
+        return None
+    asked = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("store", [])
+    return asked[0] if len(asked) == 1 else None
+
+
 class McpRouter:
     """Route a ``tools/call`` naming a store homed elsewhere to its home (module docstring).
 

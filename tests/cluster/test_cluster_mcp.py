@@ -89,3 +89,32 @@ def test_an_mcp_write_through_a_replica_node_lands_once_at_the_home(database: st
             with gitmem.open_store(the_copy(tmp_path / name)) as copy:
                 assert copy.read("/via-n1.md").content == "through node one\n"  # type: ignore[union-attr]
                 assert len(copy.versions(path="/via-n1.md")) == 2
+
+
+def test_an_mcp_write_routed_to_a_sync_home_is_answered_once_a_replica_holds_it(
+    database: str, tmp_path: Path
+) -> None:
+    """Under ``replication: sync`` the home holds a routed tool call's answer until a replica has
+    the write (its beats are stopped, so only the write's own replication can bring it there)."""
+    import time
+
+    with cluster(database, tmp_path, n=2, replicas=1, sync=True) as nodes:
+        n0, n1 = nodes
+        gitmem.create_store("notes", home=tmp_path / "n0").close()
+        n0.node.tick()
+        sid = n0.node.state.resolve("notes").store_id
+        assert n0.node.state.placement(sid).replicas == ("n1",)
+        n0.node.heartbeat_seconds = 3600.0  # n0's next wait outlasts the test: no beat replicates
+        time.sleep(2.0)  # (the wait under way, 0.5 s, ends and the long one begins)
+        _w, writer = ClusterTokenStore(n0.node.state).create(actor="user:ada", stores={"notes": "rw"})
+
+        async def session() -> None:
+            async with _connect(n1.url, writer) as c:
+                made = await c.call_tool(
+                    "write_memory", {"store": "notes", "path": "/synced.md", "content": "held\n"}
+                )
+                assert not made.is_error, _text(made)
+
+        anyio.run(session)
+        with gitmem.open_store(the_copy(tmp_path / "n1")) as copy:  # at the answer, not a beat later
+            assert copy.read("/synced.md").content == "held\n"  # type: ignore[union-attr]
