@@ -9,11 +9,12 @@ import hashlib
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster import endpoints, handoff
+from gitmem.cluster import endpoints, handoff, purges
 from gitmem.cluster.endpoints import SIGNATURE
 from gitmem.cluster.state import ClusterState, Placement
 from gitmem.cluster.tokens import ClusterTokenStore
@@ -66,6 +67,8 @@ class ClusterNode:
             None  # monotonic time of the first beat of this run of good ones
         )
         self._behind: dict[str, int] = {}  # store homed here -> replicas not level after its last replication
+        # replications to several replicas at once (a few threads: each keeps one database connection)
+        self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"gitmem-replicate-{self.name}")
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -80,6 +83,7 @@ class ClusterNode:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self._workers.shutdown(wait=False, cancel_futures=True)
         self.state.close()
 
     def _loop(self) -> None:
@@ -170,15 +174,20 @@ class ClusterNode:
             state = replication.state_of(path)
             digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()  # what, not when
             level: list[int] = []
+            todo: list[str] = []
             for replica in replicas:  # (the count behind is kept for /metrics, below)
                 sent = self._sent.get((store_id, replica))
                 if sent is not None and sent[0] == digest:
                     level.append(sent[1])
-                    continue
-                if replica not in urls:
-                    continue
+                elif replica in urls:
+                    todo.append(replica)
+            # each replica on its own worker: one that hangs holds up no other's copy (or proof)
+            sends = [
+                (r, self._workers.submit(self._send, store_id, urls[r], refs, state, path)) for r in todo
+            ]
+            for replica, pending in sends:
                 try:
-                    seq = self._send(store_id, urls[replica], refs, state, path)
+                    seq = pending.result()
                 except (GitmemError, OSError) as exc:
                     self.replication_errors.append(f"{store_id} -> {replica}: {exc}")
                     continue
@@ -421,6 +430,7 @@ class ClusterNode:
         served: Any = endpoints.Placing(inner, self)
         if self.sync:
             served = endpoints.SyncAck(served, self)
+        served = purges.PurgeAnswer(served, self)  # after a sync hold: its replication came first
         served = endpoints.Inflight(served, self)
         proxy = ClusterProxy(
             served, node=self.name, secret=self.state.secret(), home_of=self.home_of,

@@ -11,15 +11,21 @@ and the home sends it again at every beat until it holds.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
+import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from gitmem.errors import GitmemError, NotFoundError
 from gitmem.store import purge_and_prove
 
 if TYPE_CHECKING:
+    from gitmem.cluster.nodeview import NodeView
     from gitmem.cluster.state import ClusterState
 
 PROVED_FILE = "gitmem/replica_purged"  # the deny-list digest this copy last proved
@@ -92,3 +98,77 @@ def unproved(state: ClusterState) -> list[tuple[str, str, str]]:
         .fetchall()
     )
     return [(str(s), str(n), str(d)) for s, n, d in rows]
+
+
+# ---------------------------------------------------------------------- the redaction's own answer
+REDACTION = re.compile(r"^/v1/memory_stores/(?P<store>[^/]+)/memory_versions/[^/]+/redact/?$")
+SETTLE_SECONDS = 10.0  # the most a redaction's answer waits for its replicas' proofs
+# The replications a redaction's answer waits for run here (a few long-lived threads, as each keeps
+# a database connection of its own); one that outlasts the wait goes on, and the beat retries.
+_SETTLING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gitmem-purge-settle")
+
+
+def settle(node: NodeView, store: str, wait: float = SETTLE_SECONDS) -> PurgeState | None:
+    """After a redaction of ``store`` homed here: send its replicas the new deny-list now (each
+    purges and proves before it answers), waiting at most ``wait`` seconds (a replica that does not
+    answer by then stays pending; the beat sends it again), and say whether every replica proved
+    it. None when the store is not homed here (nothing of ours to say)."""
+    try:
+        placement = node.state.resolve(store)
+    except NotFoundError:  # not placed: not a cluster store (yet)
+        return None
+    path = node._local.get(placement.store_id)
+    if placement.home != node.name or path is None:
+        return None
+    if placement.replicas:
+        done = _SETTLING.submit(_replicate_quietly, node, placement.store_id, path, placement.replicas)
+        with contextlib.suppress(TimeoutError):
+            done.result(timeout=wait)
+    return status(node.state, placement.store_id, path)
+
+
+def _replicate_quietly(node: NodeView, store_id: str, path: Path, replicas: tuple[str, ...]) -> None:
+    try:
+        node.replicate(store_id, path, replicas)
+    except Exception as exc:  # noqa: BLE001 - a thread's error would be lost: the beat retries it
+        node.replication_errors.append(f"{store_id}: purge on the replicas: {exc}")
+
+
+def answer_json(got: PurgeState) -> dict[str, Any]:
+    return {"verified": got.verified, "pending": dict(sorted(got.pending.items()))}
+
+
+class PurgeAnswer:
+    """A redaction's answer (``POST .../memory_versions/{id}/redact``) at the store's home gains
+    ``purge``: ``verified`` only once every replica proved the purge, and the ``pending`` replicas
+    with the reason (:func:`settle`; the answer never waits more than :data:`SETTLE_SECONDS`)."""
+
+    def __init__(self, app: Any, node: NodeView, wait: float = SETTLE_SECONDS) -> None:
+        self.app, self.node, self.wait = app, node, wait
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        import anyio.to_thread
+
+        from gitmem.cluster.endpoints import held_response
+
+        m = REDACTION.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+        if m is None:
+            await self.app(scope, receive, send)
+            return
+        held = await held_response(self.app, scope, receive)
+        start = next(x for x in held if x["type"] == "http.response.start")
+        body = b"".join(x.get("body", b"") for x in held if x["type"] == "http.response.body")
+        got = None
+        if 200 <= start["status"] < 300:
+            try:
+                got = await anyio.to_thread.run_sync(settle, self.node, m.group("store"), self.wait)
+                data = json.loads(body)
+            except (GitmemError, ValueError) as exc:
+                got, data = PurgeState(m.group("store"), False, {"?": f"unknown: {exc}"}), None
+            if got is not None and isinstance(data, dict):
+                data["purge"] = answer_json(got)
+                body = json.dumps(data).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
