@@ -186,6 +186,10 @@ def apply_replication(
             install_hooks_at(path, label=store_id)
         self.state.record_position(store_id, self.name, f"#{seq}", seq)
         digest, problem = purges.purge_copy(path)  # a redaction's retired objects leave this copy too
+        dropped, kept = purges.purge_lost(path)  # and the lost tails' bundles beside it
+        if dropped:
+            purges.record_dropped(self.state, store_id, self.name, dropped)
+        problem = problem or kept
         if digest:
             purges.record(self.state, store_id, self.name, digest, problem)
         if problem:
@@ -232,6 +236,10 @@ def report_tail(
     (path / kept).parent.mkdir(parents=True, exist_ok=True)
     tips = "".join(f"{name}\n" for name in sorted({w.ref for w in lost}))
     _git(path, "bundle", "create", str(path / kept), "--stdin", stdin=tips + theirs)
+    # every object the bundle holds, listed beside it, so that a later redaction can tell whether
+    # this bundle keeps a redacted object (purges.purge_lost) without the commits it builds on
+    listed = _git(path, "rev-list", "--objects", "--no-object-names", "--stdin", stdin=tips + theirs)
+    purges.write_atomic(path / kept.with_suffix(".objects"), listed)
     handoff.record_lost(self.state, lost)
     self.lost.extend(lost)
 

@@ -60,6 +60,78 @@ def purge_copy(git_dir: Path) -> tuple[str, str]:
     return digest, ""
 
 
+LOST_DIR = "gitmem/lost"  # the async tails' bundles on an old home (cluster/endpoints.report_tail)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _denied(git_dir: Path) -> set[str]:
+    """The object ids of a copy's deny-list (the format of gitmem/engine/denylist.py)."""
+    path = git_dir / "gitmem" / "denylist"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    return {
+        item
+        for item in (line.split("#", 1)[0].strip().lower() for line in text.splitlines())
+        if len(item) == 40 and all(c in "0123456789abcdef" for c in item)
+    }
+
+
+def _held(bundle: Path) -> set[str] | None:
+    """The objects a lost-tail bundle holds (listed beside it when it was made); None: unknown."""
+    try:
+        return set(bundle.with_suffix(".objects").read_text().split())
+    except FileNotFoundError:
+        return None
+
+
+def purge_lost(git_dir: Path) -> tuple[list[str], str]:
+    """Drop every lost-tail bundle of this copy that holds a deny-listed object (or whose objects
+    are not listed, so cannot be told apart), leaving a report beside it
+    (``<bundle>.dropped.json``: when, why, which deny-listed ids); then prove that no bundle left
+    holds one. (the bundles dropped, "" once proved, else why not)."""
+    lost = git_dir / LOST_DIR
+    denied = _denied(git_dir) if lost.is_dir() else set()
+    if not denied:
+        return [], ""
+    import datetime as dt
+
+    dropped: list[str] = []
+    for bundle in sorted(lost.glob("*.bundle")):
+        held = _held(bundle)
+        hit = sorted(held & denied) if held is not None else None
+        if hit == []:
+            continue
+        report = {
+            "bundle": f"{LOST_DIR}/{bundle.name}",
+            "dropped_at": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
+            "reason": "it held objects a redaction retired" if hit else "its objects were not listed",
+            "denied_objects": hit,
+        }
+        write_atomic(bundle.with_suffix(".dropped.json"), json.dumps(report, indent=2) + "\n")
+        bundle.unlink()
+        bundle.with_suffix(".objects").unlink(missing_ok=True)
+        dropped.append(f"{LOST_DIR}/{bundle.name}")
+    for bundle in lost.glob("*.bundle"):  # the proof: what is left holds no deny-listed id
+        held = _held(bundle)
+        if held is None or held & denied:
+            return dropped, f"the lost-tail bundle {bundle.name} still holds a redacted object"
+    return dropped, ""
+
+
+def record_dropped(state: ClusterState, store_id: str, node: str, bundles: list[str]) -> None:
+    """The lost writes whose bundle was dropped say so (``gitmem cluster status`` lists them)."""
+    for bundle in bundles:
+        state.conn().execute(
+            "UPDATE lost_writes SET bundle = %s WHERE store_id = %s AND node = %s AND bundle = %s",
+            (f"dropped (held a redacted object; report: {bundle[:-7]}.dropped.json)", store_id, node, bundle),
+        )
+
+
 def record(state: ClusterState, store_id: str, node: str, digest: str, problem: str) -> None:
     state.conn().execute(
         "INSERT INTO purges (store_id, node, denylist_sha256, proved, detail) VALUES (%s, %s, %s, %s, %s)"

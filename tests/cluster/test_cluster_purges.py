@@ -127,3 +127,67 @@ def test_the_redaction_answer_says_verified_only_once_every_replica_proved_it(
         finally:
             halt(back, node=False)
         store.close()
+
+
+def test_a_redaction_drops_the_lost_tail_bundle_that_kept_the_secret(database: str, tmp_path: Path) -> None:
+    """An async failover's tail, kept in a bundle on the old home, held a secret; a redaction at
+    the new home retires that blob: the old home drops the bundle (a report beside it, the lost
+    writes say so), and its purge is proved and verified only once no bundle keeps it."""
+    import json
+    import time
+
+    from gitmem.cluster import handoff
+    from gitmem.cluster.node import ClusterNode
+    from gitmem.cluster.replication import refs_of
+
+    def until(check: object, what: str, seconds: float = 180) -> None:
+        deadline = time.monotonic() + seconds
+        while not check():  # type: ignore[operator]
+            assert time.monotonic() < deadline, what
+            time.sleep(0.05)
+
+    with cluster(database, tmp_path, n=2, lease_seconds=8.0, healthy_seconds=3.0) as nodes:
+        n0, n1 = nodes
+        state = n0.node.state
+        store = gitmem.create_store("tail", home=tmp_path / "n0")
+        sid = store.settings.id
+        store.close()
+        n0.node.tick()
+        old_home = the_copy(tmp_path / "n0")
+        with gitmem.open_store(old_home) as s:
+            s.write("/r0.md", "replicated\n")
+        n0.node.tick()
+        n0.node.stop()  # the home stops beating; its tail (a secret in it) is never sent
+        with gitmem.open_store(old_home) as s:
+            s.write("/tail-secret.md", SECRET.decode() + "\n")
+            s.write("/tail-ok.md", "harmless\n")
+        blob = subprocess.run(
+            ["git", f"--git-dir={old_home}", "rev-parse", "refs/heads/main:tail-secret.md"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        halt(n0)
+        until(lambda: n1.node.failovers, "the replica never took over")
+        new_home = the_copy(tmp_path / "n1")
+        back = serving(ClusterNode(tmp_path / "n0", database, "n0", n0.url, heartbeat_seconds=0.5,
+                                   lease_seconds=8.0, healthy_seconds=3.0))  # fmt: skip
+        try:
+            until(lambda: refs_of(old_home) == refs_of(new_home), "the old home was never brought level")
+            until(lambda: handoff.lost_writes(state, sid), "the tail was not reported")
+            lost = handoff.lost_writes(state, sid)
+            bundle = old_home / lost[0].bundle
+            assert blob in bundle.with_suffix(".objects").read_text().split()  # it keeps the secret
+            # the same secret reaches the new home later, and is redacted there
+            with gitmem.open_store(new_home) as s:
+                s.write("/dup.md", SECRET.decode() + "\n")
+                s.write("/dup.md", "rotated\n")
+                s.redact(s.versions(path="/dup.md")[-1].id, reason="a leaked key")
+            assert blob in (new_home / "gitmem" / "denylist").read_text()
+            until(lambda: not bundle.exists(), "the bundle holding the secret was kept")
+            report = json.loads(bundle.with_suffix(".dropped.json").read_text())
+            assert report["denied_objects"] == [blob] and report["bundle"] == lost[0].bundle
+            assert all(w.bundle.startswith("dropped") for w in handoff.lost_writes(state, sid))
+            assert not list((old_home / "gitmem" / "lost").glob("*.bundle"))
+            until(lambda: purges.status(state, sid, new_home).verified, "the purge was never verified")
+            assert prove_purged(old_home, secrets=[SECRET]).ok
+        finally:
+            halt(back)
