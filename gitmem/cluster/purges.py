@@ -108,7 +108,7 @@ def purge_lost(git_dir: Path) -> tuple[list[str], str]:
             continue
         report = {
             "bundle": f"{LOST_DIR}/{bundle.name}",
-            "dropped_at": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
+            "dropped_at": dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z"),
             "reason": "it held objects a redaction retired" if hit else "its objects were not listed",
             "denied_objects": hit,
         }
