@@ -348,6 +348,8 @@ class Figures:
         "leases_held": "Stores whose write lease this node holds",
         "replicas_behind": "Replicas of the stores homed here not level after their last replication",
         "forwarded": "Requests this node proxied to a store's home",
+        "refs_listed": "Replication checks that listed a store's refs with git",
+        "refs_skipped": "Beats that reused a store's last ref listing (its ref generation unchanged)",
         "failovers": "Stores this node took over from a lost home",
         "moves": "Stores this node handed to another node",
         "replication_errors": "Recent replication, move and beat errors (the last 200 at most)",

@@ -16,10 +16,11 @@ from typing import Any
 
 from gitmem.cluster import endpoints, handoff, purges
 from gitmem.cluster.endpoints import SIGNATURE
+from gitmem.cluster.listing import RefListings
 from gitmem.cluster.state import ClusterState, Placement
 from gitmem.cluster.tokens import ClusterTokenStore
 from gitmem.errors import ConflictError, GitmemError, NotFoundError, UnavailableError
-from gitmem.store import shut_fence, write_fence
+from gitmem.store import ref_generation, shut_fence, write_fence
 
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
 
@@ -35,6 +36,7 @@ class ClusterNode:
     lease_seconds: float = 10.0
     healthy_seconds: float | None = None  # default: 1.5 leases
     sync: bool = False  # acknowledge a write only once a replica holds it (docs/cluster.md)
+    refs_recheck_seconds: float = 30.0  # a beat lists a store's refs at least this often (uncounted moves)
     state: ClusterState = field(init=False)
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
     forwarded: int = field(default=0, init=False)
@@ -67,6 +69,7 @@ class ClusterNode:
             None  # monotonic time of the first beat of this run of good ones
         )
         self._behind: dict[str, int] = {}  # store homed here -> replicas not level after its last replication
+        self.listings = RefListings(self.refs_recheck_seconds)  # the beat's last ref listings
         # replications to several replicas at once (a few threads: each keeps one database connection)
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"gitmem-replicate-{self.name}")
 
@@ -139,7 +142,7 @@ class ClusterNode:
                 write_fence(
                     path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
                 )
-                self.replicate(p.store_id, path, p.replicas)
+                self.replicate(p.store_id, path, p.replicas, exact=False)
         self.fail_over(local)
 
     def sync_placements(self) -> dict[str, Path]:
@@ -162,16 +165,21 @@ class ClusterNode:
         return local
 
     # ------------------------------------------------------------------ replication and failover
-    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> list[int]:
+    def replicate(
+        self, store_id: str, path: Path, replicas: tuple[str, ...], *, exact: bool = True
+    ) -> list[int]:
         """Bring every healthy replica level with this home's copy; for each replica level now,
         the replication number it holds. One replication of a store at a time: each sends the
-        state as it is when it starts, so a later one never carries older refs than an earlier one."""
+        state as it is when it starts, so a later one never carries older refs than an earlier one.
+        ``exact=False`` (the beat): the refs listed last are reused while the store's ref
+        generation and state files are unchanged (:class:`~gitmem.cluster.listing.RefListings`)."""
         from gitmem.cluster import replication
 
         with self._store_lock(store_id):
             urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
-            refs = replication.refs_of(path)
+            generation = ref_generation(path)  # read before the state and the refs (RefListings)
             state = replication.state_of(path)
+            refs = self.listings.refs(store_id, path, generation, state, exact)
             digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()  # what, not when
             level: list[int] = []
             todo: list[str] = []
@@ -200,6 +208,7 @@ class ClusterNode:
         with self._store_lock(store_id):
             for key in [k for k in self._sent if k[0] == store_id]:
                 del self._sent[key]
+            self.listings.forget(store_id)
             self._behind.pop(store_id, None)
 
     def _store_lock(self, store_id: str) -> threading.Lock:
@@ -385,6 +394,8 @@ class ClusterNode:
             "leases_held": len(self.epochs),
             "replicas_behind": sum(v for k, v in self._behind.items() if k in self.epochs),
             "forwarded": self.forwarded,
+            "refs_listed": self.listings.listed,
+            "refs_skipped": self.listings.skipped,
             "failovers": len(self.failovers),
             "moves": len(self.moves),
             "replication_errors": len(self.replication_errors),

@@ -29,7 +29,9 @@ class NodeView(Protocol):
     def _store_lock(self, store_id: str) -> threading.Lock:
         """The lock serializing this node's work on its copy of ``store_id``."""
 
-    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> list[int]:
+    def replicate(
+        self, store_id: str, path: Path, replicas: tuple[str, ...], *, exact: bool = True
+    ) -> list[int]:
         """Bring every healthy replica level with this home's copy."""
 
     def replicate_now(self, store: str) -> bool:

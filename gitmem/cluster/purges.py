@@ -221,13 +221,16 @@ class PurgeAnswer:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         import anyio.to_thread
 
-        from gitmem.cluster.endpoints import held_response
-
         m = REDACTION.match(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
         if m is None:
             await self.app(scope, receive, send)
             return
-        held = await held_response(self.app, scope, receive)
+        held: list[Any] = []
+
+        async def hold(message: Any) -> None:  # the answer is small: held until the purge is known
+            held.append(message)
+
+        await self.app(scope, receive, hold)
         start = next(x for x in held if x["type"] == "http.response.start")
         body = b"".join(x.get("body", b"") for x in held if x["type"] == "http.response.body")
         got = None
