@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 import gitmem
 from gitmem.audit.purge_proof import prove_purged
 from gitmem.cluster import purges
@@ -129,6 +131,7 @@ def test_the_redaction_answer_says_verified_only_once_every_replica_proved_it(
         store.close()
 
 
+@pytest.mark.slow  # a real cluster, failed over
 def test_a_redaction_drops_the_lost_tail_bundle_that_kept_the_secret(database: str, tmp_path: Path) -> None:
     """An async failover's tail, kept in a bundle on the old home, held a secret; a redaction at
     the new home retires that blob: the old home drops the bundle (a report beside it, the lost

@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 import gitmem
 from gitmem.cluster.replication import refs_of
 from gitmem.cluster.tokens import ClusterTokenStore
@@ -21,6 +23,7 @@ def _git(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow  # a real cluster, fifty beats, a clone and a push
 def test_the_beat_lists_refs_only_when_the_ref_generation_moved(database: str, tmp_path: Path) -> None:
     with cluster(database, tmp_path, n=2) as nodes:
         n0, n1 = nodes
