@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from gitmem.engine.shortterm import write_ops as record_write_ops
     from gitmem.engine.transfer import ExportResult, ImportResult
     from gitmem.git.fence import shut_fence, write_fence
+    from gitmem.git.refgen import read as ref_generation
     from gitmem.model.tlog.policy import Policy as TlogPolicy
     from gitmem.model.versions import RedactionInfo, Version
     from gitmem.push.clone import CloneResult, FetchResult, RewrittenScope
@@ -128,6 +129,7 @@ VALUES = {
     "Witness": "gitmem.audit.witness",
     "WitnessReply": "gitmem.audit.witness:Reply",
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
+    "ref_generation": "gitmem.git.refgen:read",
     "shut_fence": "gitmem.git.fence",
     "write_fence": "gitmem.git.fence",
     "acl_reviews": "gitmem.engine.proposals",
@@ -220,6 +222,7 @@ __all__ = [
     "record_base_path",
     "record_replace_ops",
     "record_write_ops",
+    "ref_generation",
     "render_hook",
     "resolve_store",
     "restore_store",

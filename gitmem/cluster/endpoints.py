@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem import config
 from gitmem.cluster import handoff, purges, replication
+from gitmem.cluster.mcp_route import routed_store
 from gitmem.cluster.proxy import _unavailable, store_named
 from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
 from gitmem.store import fence_epoch, write_fence
@@ -47,6 +48,8 @@ def is_write(scope: Any) -> str | None:
         return None
     if scope["path"].endswith("/git-upload-pack"):  # a fetch is a POST too
         return None
+    if scope["path"].rstrip("/") == "/mcp":  # a tool call another node routed here names its store
+        return routed_store(scope)
     return store_named(scope["path"])
 
 
@@ -183,6 +186,10 @@ def apply_replication(
             install_hooks_at(path, label=store_id)
         self.state.record_position(store_id, self.name, f"#{seq}", seq)
         digest, problem = purges.purge_copy(path)  # a redaction's retired objects leave this copy too
+        dropped, kept = purges.purge_lost(path)  # and the lost tails' bundles beside it
+        if dropped:
+            purges.record_dropped(self.state, store_id, self.name, dropped)
+        problem = problem or kept
         if digest:
             purges.record(self.state, store_id, self.name, digest, problem)
         if problem:
@@ -229,6 +236,10 @@ def report_tail(
     (path / kept).parent.mkdir(parents=True, exist_ok=True)
     tips = "".join(f"{name}\n" for name in sorted({w.ref for w in lost}))
     _git(path, "bundle", "create", str(path / kept), "--stdin", stdin=tips + theirs)
+    # every object the bundle holds, listed beside it, so that a later redaction can tell whether
+    # this bundle keeps a redacted object (purges.purge_lost) without the commits it builds on
+    listed = _git(path, "rev-list", "--objects", "--no-object-names", "--stdin", stdin=tips + theirs)
+    purges.write_atomic(path / kept.with_suffix(".objects"), listed)
     handoff.record_lost(self.state, lost)
     self.lost.extend(lost)
 
@@ -337,6 +348,8 @@ class Figures:
         "leases_held": "Stores whose write lease this node holds",
         "replicas_behind": "Replicas of the stores homed here not level after their last replication",
         "forwarded": "Requests this node proxied to a store's home",
+        "refs_listed": "Replication checks that listed a store's refs with git",
+        "refs_skipped": "Beats that reused a store's last ref listing (its ref generation unchanged)",
         "failovers": "Stores this node took over from a lost home",
         "moves": "Stores this node handed to another node",
         "replication_errors": "Recent replication, move and beat errors (the last 200 at most)",

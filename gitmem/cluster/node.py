@@ -9,16 +9,18 @@ import hashlib
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster import endpoints, handoff
+from gitmem.cluster import endpoints, handoff, purges
 from gitmem.cluster.endpoints import SIGNATURE
+from gitmem.cluster.listing import RefListings
 from gitmem.cluster.state import ClusterState, Placement
 from gitmem.cluster.tokens import ClusterTokenStore
 from gitmem.errors import ConflictError, GitmemError, NotFoundError, UnavailableError
-from gitmem.store import shut_fence, write_fence
+from gitmem.store import ref_generation, shut_fence, write_fence
 
 HOME_CACHE_SECONDS = 1.0  # a placement lookup is reused this long (a move is seen within it)
 
@@ -34,6 +36,7 @@ class ClusterNode:
     lease_seconds: float = 10.0
     healthy_seconds: float | None = None  # default: 1.5 leases
     sync: bool = False  # acknowledge a write only once a replica holds it (docs/cluster.md)
+    refs_recheck_seconds: float = 30.0  # a beat lists a store's refs at least this often (uncounted moves)
     state: ClusterState = field(init=False)
     epochs: dict[str, int] = field(default_factory=dict, init=False)  # store id -> lease epoch held
     forwarded: int = field(default=0, init=False)
@@ -66,6 +69,9 @@ class ClusterNode:
             None  # monotonic time of the first beat of this run of good ones
         )
         self._behind: dict[str, int] = {}  # store homed here -> replicas not level after its last replication
+        self.listings = RefListings(self.refs_recheck_seconds)  # the beat's last ref listings
+        # replications to several replicas at once (a few threads: each keeps one database connection)
+        self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"gitmem-replicate-{self.name}")
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -80,6 +86,7 @@ class ClusterNode:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self._workers.shutdown(wait=False, cancel_futures=True)
         self.state.close()
 
     def _loop(self) -> None:
@@ -135,7 +142,7 @@ class ClusterNode:
                 write_fence(
                     path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
                 )
-                self.replicate(p.store_id, path, p.replicas)
+                self.replicate(p.store_id, path, p.replicas, exact=False)
         self.fail_over(local)
 
     def sync_placements(self) -> dict[str, Path]:
@@ -158,27 +165,37 @@ class ClusterNode:
         return local
 
     # ------------------------------------------------------------------ replication and failover
-    def replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> list[int]:
+    def replicate(
+        self, store_id: str, path: Path, replicas: tuple[str, ...], *, exact: bool = True
+    ) -> list[int]:
         """Bring every healthy replica level with this home's copy; for each replica level now,
         the replication number it holds. One replication of a store at a time: each sends the
-        state as it is when it starts, so a later one never carries older refs than an earlier one."""
+        state as it is when it starts, so a later one never carries older refs than an earlier one.
+        ``exact=False`` (the beat): the refs listed last are reused while the store's ref
+        generation and state files are unchanged (:class:`~gitmem.cluster.listing.RefListings`)."""
         from gitmem.cluster import replication
 
         with self._store_lock(store_id):
             urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
-            refs = replication.refs_of(path)
+            generation = ref_generation(path)  # read before the state and the refs (RefListings)
             state = replication.state_of(path)
+            refs = self.listings.refs(store_id, path, generation, state, exact)
             digest = hashlib.sha256(replication.envelope(refs, state)).hexdigest()  # what, not when
             level: list[int] = []
+            todo: list[str] = []
             for replica in replicas:  # (the count behind is kept for /metrics, below)
                 sent = self._sent.get((store_id, replica))
                 if sent is not None and sent[0] == digest:
                     level.append(sent[1])
-                    continue
-                if replica not in urls:
-                    continue
+                elif replica in urls:
+                    todo.append(replica)
+            # each replica on its own worker: one that hangs holds up no other's copy (or proof)
+            sends = [
+                (r, self._workers.submit(self._send, store_id, urls[r], refs, state, path)) for r in todo
+            ]
+            for replica, pending in sends:
                 try:
-                    seq = self._send(store_id, urls[replica], refs, state, path)
+                    seq = pending.result()
                 except (GitmemError, OSError) as exc:
                     self.replication_errors.append(f"{store_id} -> {replica}: {exc}")
                     continue
@@ -191,6 +208,7 @@ class ClusterNode:
         with self._store_lock(store_id):
             for key in [k for k in self._sent if k[0] == store_id]:
                 del self._sent[key]
+            self.listings.forget(store_id)
             self._behind.pop(store_id, None)
 
     def _store_lock(self, store_id: str) -> threading.Lock:
@@ -376,6 +394,8 @@ class ClusterNode:
             "leases_held": len(self.epochs),
             "replicas_behind": sum(v for k, v in self._behind.items() if k in self.epochs),
             "forwarded": self.forwarded,
+            "refs_listed": self.listings.listed,
+            "refs_skipped": self.listings.skipped,
             "failovers": len(self.failovers),
             "moves": len(self.moves),
             "replication_errors": len(self.replication_errors),
@@ -408,6 +428,7 @@ class ClusterNode:
         """This node's ASGI app: the server's app on the cluster's tokens, behind the proxy."""
         import httpx2 as httpx
 
+        from gitmem.cluster.mcp_route import McpRouter
         from gitmem.cluster.proxy import ClusterProxy
         from gitmem.server.app import create_app
 
@@ -420,18 +441,23 @@ class ClusterNode:
         served: Any = endpoints.Placing(inner, self)
         if self.sync:
             served = endpoints.SyncAck(served, self)
+        served = purges.PurgeAnswer(served, self)  # after a sync hold: its replication came first
         served = endpoints.Inflight(served, self)
         proxy = ClusterProxy(
             served, node=self.name, secret=self.state.secret(), home_of=self.home_of,
             client=client, on_forward=counted,
         )  # fmt: skip
         replica = endpoints.replica_app(self)
+        routed = McpRouter(
+            proxy, node=self.name, home_of=self.home_of, on_forward=counted,
+            store_id_of=lambda store: self.state.resolve(store).store_id,
+        )  # fmt: skip
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http" and scope["path"].startswith("/cluster/v1/"):
                 await replica(scope, receive, send)
             else:
-                await proxy(scope, receive, send)
+                await routed(scope, receive, send)
 
         return endpoints.Figures(app, self)
 

@@ -20,12 +20,19 @@ class NodeView(Protocol):
     state: ClusterState
     lost: list[LostWrite]  # the async tails found on this node's old copies
     _secret: bytes  # the cluster's signing secret
+    _local: dict[str, Path]  # store id -> this node's repository of it (last listing)
+    replication_errors: Any  # the last errors (a bounded deque of strings)
 
     def tick(self) -> None:
         """One heartbeat (leases, fences, placements, handoffs, failovers)."""
 
     def _store_lock(self, store_id: str) -> threading.Lock:
         """The lock serializing this node's work on its copy of ``store_id``."""
+
+    def replicate(
+        self, store_id: str, path: Path, replicas: tuple[str, ...], *, exact: bool = True
+    ) -> list[int]:
+        """Bring every healthy replica level with this home's copy."""
 
     def replicate_now(self, store: str) -> bool:
         """True once at least one replica holds the write just made to ``store`` here."""

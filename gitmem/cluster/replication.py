@@ -192,6 +192,7 @@ def apply(
         if name not in refs:
             lines.append(f"delete {name}")
     if lines:
+        clear_stale_locks(git_dir, [*refs, *current])
         _git(git_dir, "update-ref", "--stdin", stdin=("\n".join(lines) + "\n").encode())
     for rel, content in files.items():
         path = git_dir / rel
@@ -206,6 +207,32 @@ def apply(
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
+
+
+STALE_LOCK_SECONDS = 10.0  # a ref lock on a replica's copy older than this is a dead writer's
+
+
+def clear_stale_locks(git_dir: Path, names: list[str]) -> list[str]:
+    """Remove the ref locks (``<ref>.lock``, ``packed-refs.lock``) a dead writer left in this copy,
+    older than :data:`STALE_LOCK_SECONDS`; the ones removed. A home SIGKILLed mid-write leaves the
+    lock of the ref it was moving, and git then refuses every later update of that ref: its copy,
+    now a replica, could never be brought level. A replica's copy takes no ref write but the
+    replication's own (its fence is shut; the node replicates one store at a time), so such a
+    lock is no live writer's."""
+    removed: list[str] = []
+    now = time.time()
+    for rel in sorted({*names, "packed-refs"}):
+        if rel.startswith("/") or ".." in rel.split("/"):
+            continue
+        lock = git_dir / f"{rel}.lock"
+        try:
+            if now - lock.stat().st_mtime <= STALE_LOCK_SECONDS:
+                continue
+            lock.unlink()
+        except OSError:
+            continue
+        removed.append(rel)
+    return removed
 
 
 def envelope(refs: dict[str, str], state: dict[str, str | None], seq: int = 0) -> bytes:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.errors import GitmemError, NotFoundError
-from gitmem.git import intent
+from gitmem.git import intent, refgen
 from gitmem.git.fence import check_fence
 from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
@@ -189,7 +189,7 @@ class Repo:
         lists the packs as they are now. Retries back off (1, 2, 4 ... ms, 255 ms in all)."""
         for attempt in range(_MISSING_TARGET_RETRIES + 1):
             try:
-                return move(self._repo)
+                return refgen.moved(self.path, move(self._repo))  # counted: docs/cluster.md
             except pygit2.GitError as exc:
                 if "doesn't exist" not in str(exc) or attempt == _MISSING_TARGET_RETRIES:
                     raise

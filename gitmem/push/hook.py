@@ -339,10 +339,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             hold_until_exit(lock, receive_pack_pid())  # until receive-pack has moved the refs
     else:
+        from gitmem.git.refgen import bump
         from gitmem.push.postreceive import post_receive
 
         try:
-            lines = post_receive(open_repo(), text, env)
+            repo = open_repo()
+            bump(repo.path)  # receive-pack moved refs: a new ref generation (docs/cluster.md)
+            lines = post_receive(repo, text, env)
         except Exception as exc:  # the push has landed; report, never fail it
             lines = [f"gitmem: warning: post-receive: {type(exc).__name__}: {exc}"]
         sys.stderr.write("".join(line + "\n" for line in lines))

@@ -13,6 +13,8 @@ TESTS = Path(__file__).resolve().parents[1]
 SLOW: dict[str, set[str] | None] = {  # module -> its slow tests (None: the whole module)
     "cluster/test_cluster_failover.py": None,
     "cluster/test_cluster_sigkill.py": None,
+    "cluster/test_cluster_purges.py": {"test_a_redaction_drops_the_lost_tail_bundle_that_kept_the_secret"},
+    "cluster/test_cluster_refgen.py": {"test_the_beat_lists_refs_only_when_the_ref_generation_moved"},
     "cluster/test_cluster_moves.py": {"test_a_sync_failover_never_promotes_a_replica_without_every_acknowledged_write"},
     "bench/test_cluster_bench_smoke.py": {"test_cluster_bench_quick"},
     "server/test_server_dreams.py": {"test_a_server_killed_mid_run_ends_the_dream_failed_and_nothing_reaches_the_scope"},
