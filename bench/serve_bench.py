@@ -419,9 +419,8 @@ def bench_many(stores: int, touched: int, clients: int, per_client: int) -> dict
                 sampler.join()
             peak_mb = _status_mb(pid, "VmHWM")
         created = 0
-        for sid in set(p for lst in picks for p in lst):
-            i = next(k for k, v in ids.items() if v == sid)
-            with gitmem.open_store(f"m{i:05d}", home) as st:
+        for sid in set(p for lst in picks for p in lst):  # by id: a name would list every store
+            with gitmem.open_store(sid, home) as st:
                 created += sum(1 for m in st.list("/many/", depth=0))
         if created != clients * per_client:
             raise RuntimeError(f"{clients * per_client} creates acknowledged, {created} memories found")
