@@ -102,13 +102,14 @@ def measure(store_path: Path, spec: Spec, workdir: Path, rounds: int) -> list[Re
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="2k memories / 20k versions, one round")
-    ap.add_argument("--memories", type=int, default=10_000)
-    ap.add_argument("--versions", type=int, default=100_000)
+    ap.add_argument("--memories", type=int, help="memories (default 10,000; quick 2,000)")
+    ap.add_argument("--versions", type=int, help="versions (default 100,000; quick 20,000)")
     ap.add_argument("--rounds", type=int, default=0, help="rounds (default 3, quick 1)")
     ap.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     ap.add_argument("--cache", type=Path, default=CACHE_DIR, help="where built stores are cached")
     args = ap.parse_args(argv)
-    memories, versions = (2000, 20_000) if args.quick else (args.memories, args.versions)
+    memories = args.memories or (2000 if args.quick else 10_000)
+    versions = args.versions or (20_000 if args.quick else 100_000)
     rounds = args.rounds or (1 if args.quick else 3)
     spec = Spec(memories, versions, seed_chunk=1000 if versions > 100_000 else 1)
     workdir = args.cache / f"work-clone-{os.getpid()}"
