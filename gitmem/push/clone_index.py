@@ -58,9 +58,10 @@ def snapshot(source: StoreCore, gitdir: Path) -> Path | None:
         return None
     index = source.index
     try:
-        index.ensure_all()
+        index.db  # noqa: B018  (connects: a store this process may not write has its index in memory)
         if getattr(index, "in_memory", False):
-            return None
+            return None  # deriving it here would cost what the clone's own derivation costs
+        index.ensure_all()
         target = gitdir / "gitmem" / f".{INDEX_FILE}.seed{os.getpid()}"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.unlink(missing_ok=True)
