@@ -335,10 +335,39 @@ def _make_store(job: tuple[Path, int, bool]) -> tuple[int, str]:
         return i, st.settings.id
 
 
+_LINKED = ("objects", "hooks", "refs", "info", "HEAD", "config", "description")
+
+
+def _copy_template(template: Path, home: Path, i: int) -> str:
+    """An untouched store as a copy of ``template`` (an empty store made by ``create_store``) with
+    its own id and name: git's files hard-linked, gitmem's own (settings, keys, locks) copied with
+    the id and name rewritten. Its ledger's first entry still names the template's id, so it is no
+    store to verify or write; the run never opens one (the server lists them, by settings)."""
+    from gitmem.ids import new_id
+
+    old_id = template.name[: -len(".git")]
+    sid = new_id("memstore")
+    dest = template.parent / f"{sid}.git"
+
+    def copy(src: str, dst: str) -> None:
+        rel = Path(src).relative_to(template)
+        if rel.parts[0] in _LINKED:
+            os.link(src, dst)
+            return
+        data = Path(src).read_bytes().replace(old_id.encode(), sid.encode())
+        if rel.name == "gitmem.yaml":
+            data = data.replace(b"name: template\n", f"name: m{i:05d}\n".encode())
+        Path(dst).write_bytes(data)
+
+    shutil.copytree(template, dest, copy_function=copy)
+    return sid
+
+
 def bench_many(stores: int, touched: int, clients: int, per_client: int) -> dict[str, Any]:
     """One ``gitmem serve`` over ``stores`` stores; ``clients`` clients read, then write, random
-    stores among the first ``touched``. Stores are created by 16 processes (a store's creation is
-    mostly waiting for its flushes, which overlap)."""
+    stores among the first ``touched``. The touched stores are created by 16 processes (a store's
+    creation is mostly waiting for its flushes, which overlap); the others are copies of one empty
+    store with their own ids (:func:`_copy_template`), which the run never opens."""
     from multiprocessing import Pool
 
     home = Path(tempfile.mkdtemp(prefix="serve-bench-many-"))
@@ -346,9 +375,15 @@ def bench_many(stores: int, touched: int, clients: int, per_client: int) -> dict
         t0 = time.perf_counter()
         ids: dict[int, str] = {}
         with Pool(16) as pool:
-            jobs = [(home, i, i < touched) for i in range(stores)]
+            jobs = [(home, i, True) for i in range(touched)]
             for i, sid in pool.imap_unordered(_make_store, jobs, chunksize=16):
                 ids[i] = sid
+        if stores > touched:
+            with gitmem.create_store("template", home=home) as tpl:
+                template = tpl.core.path
+            for i in range(touched, stores):
+                ids[i] = _copy_template(template, home, i)
+            shutil.rmtree(template)
         built = time.perf_counter() - t0
         _tok, secret = TokenStore(home).create(admin=True)
         hot = [ids[i] for i in range(touched)]
@@ -384,9 +419,8 @@ def bench_many(stores: int, touched: int, clients: int, per_client: int) -> dict
                 sampler.join()
             peak_mb = _status_mb(pid, "VmHWM")
         created = 0
-        for sid in set(p for lst in picks for p in lst):
-            i = next(k for k, v in ids.items() if v == sid)
-            with gitmem.open_store(f"m{i:05d}", home) as st:
+        for sid in set(p for lst in picks for p in lst):  # by id: a name would list every store
+            with gitmem.open_store(sid, home) as st:
                 created += sum(1 for m in st.list("/many/", depth=0))
         if created != clients * per_client:
             raise RuntimeError(f"{clients * per_client} creates acknowledged, {created} memories found")
@@ -426,7 +460,7 @@ def report_many(m: dict[str, Any]) -> bool:
         f"open files at most {m['max_open_fds']} (at start {m['started_fds']}; idle stores kept open <= "
         f"{MAX_IDLE}); stores built in {m['build_s']:.0f} s\n"
     )
-    return ok
+    return bool(ok)
 
 
 def main(argv: list[str] | None = None) -> int:

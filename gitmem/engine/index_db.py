@@ -75,6 +75,8 @@ class IndexDb:
         self._generation = 0
         self._shared: sqlite3.Connection | None = None  # the in-memory index, one per process
         self._shared_lock = threading.RLock()
+        # A connection a thread left for the next one (park), with its generation.
+        self._parked: tuple[sqlite3.Connection, int] | None = None
         self._known_tips: dict[str, str | None] = {}
         # head_at: (scope, path) -> (the tip it was read for, the row), at most _HEADS_CACHED
         self._heads: dict[tuple[str, str], tuple[str, HeadRow]] = {}
@@ -111,9 +113,34 @@ class IndexDb:
     def db(self) -> sqlite3.Connection:
         db = self._db
         if db is None:
-            db = self._connect()
+            db = self._adopt() or self._connect()
             self._db = db
         return db
+
+    def park(self) -> None:
+        """This thread is done with the handle for now (a pool lends it to another thread next):
+        its connection waits for the next thread that uses the handle instead of staying open with
+        this one, so a handle lent thread after thread holds one connection, not one per thread.
+        Only for a handle no other thread uses meanwhile (the server's pool)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if conn is None or conn is self._shared or conn.in_transaction:
+            return
+        self._local.db = None
+        with self._shared_lock:
+            old, self._parked = self._parked, (conn, getattr(self._local, "generation", -1))
+        if old is not None:
+            old[0].close()
+
+    def _adopt(self) -> sqlite3.Connection | None:
+        """The connection another thread parked (:meth:`park`), when it is of this generation."""
+        with self._shared_lock:
+            parked, self._parked = self._parked, None
+        if parked is None:
+            return None
+        if parked[1] != self._generation:
+            parked[0].close()
+            return None
+        return parked[0]
 
     def _connect(self) -> sqlite3.Connection:
         if not self._location_writable():
@@ -200,6 +227,9 @@ class IndexDb:
             db.close()
         self._local.db = None
         with self._shared_lock:
+            parked, self._parked = self._parked, None
+            if parked is not None:
+                parked[0].close()
             if self._shared is not None:
                 self._shared.close()
                 self._shared = None

@@ -123,6 +123,13 @@ class Store(
             events.record_store_event(self.path, "memory_store.archived", self.id)
         return new
 
+    def hand_over(self) -> None:
+        """This thread is done with the Store for now and another thread may use it next (a pool
+        lending Stores): the next thread takes over its index connection instead of opening one
+        of its own, so a Store lent thread after thread holds one connection. Call it only when no
+        other thread uses the Store until then."""
+        self._core.hand_over()
+
     def close(self) -> None:
         self._core.close()
 

@@ -4,7 +4,8 @@ The clone is an ordinary git working copy (scope ``main`` checked out when it ex
 fetches ``refs/gitmem/*`` (the audit ledger) and holds a read-only copy of the store's settings in
 ``.git/gitmem/gitmem.yaml``. Read-only gitmem commands work on it; writes are refused (commit with
 git and push instead, through the store's pre-receive hook). The deny-list, index and secrets of the
-store are never copied.
+store are never copied; its index seeds the clone's only after checks against the clone's own
+git (:mod:`gitmem.push.clone_index`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class CloneResult:
     path: Path
     scopes: list[str]
     gitmem_refs: list[str]
+    #: the clone's index was seeded from the source's (checked; gitmem.push.clone_index)
+    seeded_index: bool = False
 
 
 def clone(
@@ -94,8 +97,22 @@ def clone(
         raise GitmemError(f"cannot finish the clone at {target}: {exc}") from None
     finally:
         repo.free()
+    seeded = _seed_index(source, home, target)
     _anchor_ledger(target)
-    return CloneResult(url, target, scopes, gitmem_refs)
+    return CloneResult(url, target, scopes, gitmem_refs, seeded)
+
+
+def _seed_index(source: str | os.PathLike[str], home: str | os.PathLike[str] | None, target: Path) -> bool:
+    """Start the clone's index from the source's, checked against the clone's git
+    (:mod:`gitmem.push.clone_index`); when a check fails, the first command derives it from git."""
+    from gitmem.push import clone_index
+
+    with open_store(source, home) as store:
+        candidate = clone_index.snapshot(store, target / ".git")
+    if candidate is None:
+        return False
+    with open_store(str(target)) as copy:
+        return clone_index.seed(copy, candidate)
 
 
 def _anchor_ledger(target: Path) -> None:

@@ -152,6 +152,7 @@ class StorePool:
                 self._retiring.discard(name)
 
     def _give_back(self, name: str, store: Store) -> None:
+        store.hand_over()  # the next thread to take it uses its connections: one set per Store
         now = time.monotonic()
         stale: list[Store] = []
         with self._lock:

@@ -81,6 +81,7 @@ STORE_SURFACE = {
     "file_at",
     "files",
     "has_object",
+    "hand_over",
     "head_bytes",
     "id",
     "import_jsonl",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 from pathlib import Path
@@ -84,3 +85,66 @@ def test_many_threads_over_many_stores_keep_the_bound_and_write_each_version_onc
             ids = [v.id for v in s.versions()]
             assert sorted(set(ids) & set(written[name])) == sorted(written[name])
             assert len(ids) == len(set(ids)) == len(written[name]) + 1
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_open_files_stay_bounded_over_more_stores_and_threads_than_the_bound(workspace: Path) -> None:
+    """More stores than the pool keeps idle, lent thread after thread (as a server's thread pool
+    does): the descriptors held stay those of the idle bound, a Store lent to one thread after
+    another holds one index connection, not one per thread, and evicted stores reopen correctly."""
+    names = _stores(workspace, 8)
+    pool = StorePool(workspace, max_idle=2)
+    before = _fds()
+    with pool.store(names[0]) as s:
+        s.list("/")
+    one = _fds() - before  # what one open, idle Store holds
+    assert one > 0
+
+    def use(name: str, k: int) -> None:
+        with pool.store(name) as s:
+            assert s.read("/hello.md").content == f"{name}\n"
+            s.write(f"/by/t{k}.md", f"{k}\n", actor="user:alice")
+            s.list("/")
+
+    # One Store, twelve threads one after the other: still one Store's descriptors.
+    for k in range(12):
+        t = threading.Thread(target=use, args=(names[0], k))
+        t.start()
+        t.join()
+    assert pool.idle_count() == 1
+    assert _fds() - before <= one
+    # Every store, from six threads at once, many times over: at most the idle bound stays open.
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        rng = random.Random(k)
+        try:
+            for i in range(10):
+                use(rng.choice(names), 100 + 10 * k + i)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert pool.idle_count() <= 2
+    assert pool.opened > 8  # stores were evicted and opened again
+    assert _fds() - before <= 2 * one + 2  # two idle Stores (a pack file more at most)
+    # Evicted stores reopen with everything written through the pool.
+    for name in names:
+        with pool.store(name) as s:
+            assert s.read("/hello.md").content == f"{name}\n"
+            assert [m.path for m in s.list("/by/")] == sorted(m.path for m in s.list("/by/"))
+    pool.close()
+    assert _fds() <= before
+    total = 0
+    for name in names:
+        with gitmem.open_store(name, home=workspace) as s:
+            total += len(s.list("/by/"))
+    assert total == 12 + 60
