@@ -145,7 +145,8 @@ def scripted_model(script: Script) -> Iterator[str]:
             self.wfile.write(data)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 0.05 s: shutdown() waits for the next poll (0.5 s by default, each test)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

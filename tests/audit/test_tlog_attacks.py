@@ -53,7 +53,7 @@ def liar() -> Iterator[dict[str, object]]:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
     yield state
     server.shutdown()
@@ -139,7 +139,7 @@ def test_the_witness_http_face_refuses_what_it_cannot_read(store: Store, tmp_pat
     import http.client
 
     server = make_server(Witness(tmp_path / "w", "witness.test/h"))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     port = server.server_address[1]
     try:
         for headers, status in (({"Content-Length": str(10**7)}, 413), ({"Content-Length": "x"}, 411)):

@@ -40,7 +40,7 @@ def witness_url(store: Store, tmp_path: Path) -> Iterator[tuple[str, str]]:
     w = Witness(tmp_path / "w", "witness.test/d1")
     w.add_log(transparency.log_vkey(store.core))
     server = make_server(w)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     t.start()
     yield w.vkey, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -284,7 +284,7 @@ def receiver(w: World) -> tuple[str, list[tuple[dict[str, str], bytes]]]:
     if "hooks" not in w.extra:
         handler = type("Hooks", (_Hooks,), {"got": []})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         w.extra.setdefault("cleanup", []).append(server.shutdown)
         w.extra["hooks"] = (f"http://127.0.0.1:{server.server_port}/hook", handler.got)
     url, got = w.extra["hooks"]

@@ -109,7 +109,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         tok, secret = tokens.create(**kw)
         secrets[name], ids[name] = secret, tok.id
     model = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
-    threading.Thread(target=model.serve_forever, daemon=True).start()
+    threading.Thread(target=model.serve_forever, args=(0.05,), daemon=True).start()
     model_url = f"http://127.0.0.1:{model.server_port}/v1"
     with ExitStack() as stack:
         env = stack.enter_context(pytest.MonkeyPatch.context())

@@ -17,7 +17,10 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache")
+# ".venv*": a virtualenv (or a link to one) in the checkout is not source: copied, it was most of the run
+IGNORE = shutil.ignore_patterns(
+    ".venv*", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+)
 
 
 def source_copy(tmp_path: Path) -> Path:

@@ -206,13 +206,15 @@ def test_a_create_new_dream_killed_mid_run_ends_failed_naming_its_output_and_the
     server = _serve(workspace, port, os.environ["GITMEM_DREAM_BASE_URL"])
     try:
         c = client(f"http://127.0.0.1:{port}", admin, max_retries=8)
-        sid = wait_for(lambda: _store_id(c), "the server to answer")
+        # the waits for the server poll without the SDK's retries (their backoff grows to 8 s)
+        probe = client(f"http://127.0.0.1:{port}", admin, max_retries=0)
+        sid = wait_for(lambda: _store_id(probe), "the server to answer", timeout=180)
         d = c.beta.dreams.create(inputs=inputs(sid), model="m")
         wait_for(model.reached.is_set, "the model's third turn")
         server.send_signal(signal.SIGKILL)
         server.wait(30)
         server = _serve(workspace, port, os.environ["GITMEM_DREAM_BASE_URL"])
-        got = wait_for(lambda: _retrieve(c, d.id), "the restarted server")
+        got = wait_for(lambda: _retrieve(probe, d.id), "the restarted server", timeout=180)
         assert got.status == "failed" and got.error.type == "internal_error"
         name = got.model_extra["gitmem"]["output_store"]
         assert name and f"memory store {name}" in got.error.message

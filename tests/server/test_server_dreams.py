@@ -374,7 +374,9 @@ def test_a_server_killed_mid_run_ends_the_dream_failed_and_nothing_reaches_the_s
     server = _serve(workspace, port, model_url)
     try:
         c = client(url, secret, max_retries=8)
-        sid = wait_for(lambda: _store_id(c), "the server to answer")
+        # the waits for the server poll without the SDK's retries (their backoff grows to 8 s)
+        probe = client(url, secret, max_retries=0)
+        sid = wait_for(lambda: _store_id(probe), "the server to answer", timeout=180)
         d = c.beta.dreams.create(
             inputs=inputs(sid), model="m", output_behavior={"type": "update_existing", "memory_store_id": sid}
         )
@@ -383,7 +385,7 @@ def test_a_server_killed_mid_run_ends_the_dream_failed_and_nothing_reaches_the_s
         server.wait(30)
         model.release.set()
         server = _serve(workspace, port, model_url)
-        d = wait_for(lambda: _retrieve(c, d.id), "the restarted server")
+        d = wait_for(lambda: _retrieve(probe, d.id), "the restarted server", timeout=180)
         assert d.status == "failed" and d.error.type == "internal_error" and d.ended_at is not None
         ext = d.model_extra["gitmem"]
         assert ext["proposal_id"] in d.error.message and "not applied" in d.error.message
