@@ -172,3 +172,14 @@ def run_threads(target: Callable[[int], object], n: int) -> None:
     for t in threads:
         t.start()
     join_all(threads)
+
+
+def patience(seconds: float) -> float:
+    """A ``time.monotonic()`` deadline for a wait that a loaded machine stretches: ``seconds`` as
+    measured on a quiet one, times twice the load per core (at least 1): a wait is bounded, so a
+    hang still fails, but a busy CI does not."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        per_core = 1.0
+    return time.monotonic() + seconds * 2 * max(1.0, per_core)

@@ -14,6 +14,7 @@ import uvicorn
 
 from gitmem.server.app import create_app
 from gitmem.server.tokens import TokenStore
+from tests.helpers import patience
 
 
 def free_port() -> int:
@@ -37,7 +38,7 @@ def running(home: Path, **app_kw: object) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
+    deadline = patience(20)
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the test server did not start")

@@ -17,6 +17,7 @@ from gitmem.cli.app import app
 from gitmem.engine import proposals
 from gitmem.server.dream_jobs import DreamJobs
 from gitmem.server.dreamer import DreamRunner
+from tests.helpers import patience
 
 
 def gm(home: Path, *args: str) -> Result:
@@ -66,7 +67,7 @@ def test_a_schedule_starts_a_run_when_due_and_not_before(home: Path, model: Scri
         started = runner.run_due()
         assert len(started) == 1
         jobs = DreamJobs(home)
-        deadline = time.monotonic() + 60
+        deadline = patience(60)
         while not jobs.get(started[0]).final and time.monotonic() < deadline:
             time.sleep(0.05)
         d = jobs.get(started[0])

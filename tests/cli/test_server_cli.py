@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 import gitmem
 from gitmem.cli.app import app
+from tests.helpers import patience
 
 runner = CliRunner()
 
@@ -50,14 +51,16 @@ def test_gitmem_serve_subprocess(workspace: Path) -> None:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = patience(30)
         while True:
             try:
                 if httpx.get(url + "/healthz").status_code == 200:
                     break
             except httpx.TransportError:
                 pass
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()  # a server still starting is stopped first: communicate() would wait on it
+                raise AssertionError(proc.communicate(timeout=60))
             time.sleep(0.1)
         c = client(url, secret)
         sid = c.beta.memory_stores.list().data[0].id

@@ -15,6 +15,7 @@ import gitmem
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
 from tests.cluster.test_cluster_nodes import cluster, the_copy
+from tests.helpers import patience
 
 pytestmark = pytest.mark.slow  # a real cluster, killed and failed over
 
@@ -36,7 +37,7 @@ def _refs(git_dir: Path) -> dict[str, str]:
 
 
 def _until(check: object, what: str) -> None:
-    deadline = time.monotonic() + 120
+    deadline = patience(120)
     while not check():  # type: ignore[operator]
         assert time.monotonic() < deadline, what
         time.sleep(0.05)

@@ -20,6 +20,7 @@ import gitmem
 from gitmem.cluster.node import ClusterNode
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
+from tests.helpers import patience
 from tests.serverkit import free_port
 
 _MISSING = object()
@@ -52,7 +53,7 @@ def serving(node: ClusterNode, *, start: bool = True) -> Running:
     server = uvicorn.Server(uvicorn.Config(node.app(), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
+    deadline = patience(60)
     while not server.started:
         assert thread.is_alive() and time.monotonic() < deadline, "a node did not start"
         time.sleep(0.02)

@@ -16,6 +16,7 @@ from matrix import Cell
 
 from gitmem.engine import conversations as conv
 from gitmem.engine import proposals as P
+from tests.helpers import patience
 
 
 def _client(w: World, caller: str) -> openai.OpenAI:
@@ -129,7 +130,7 @@ def _start_dream(w: World, h: dict[str, str], sid: str) -> httpx.Response:
     r = httpx.post(f"{w.url}/v1/dreams", headers=h, json=body, timeout=30)
     if r.status_code == 200:
         d = r.json()
-        deadline = time.monotonic() + 120
+        deadline = patience(120)
         while d["status"] in ("pending", "running") and time.monotonic() < deadline:
             time.sleep(0.1)
             d = httpx.get(f"{w.url}/v1/dreams/{d['id']}", headers=h, timeout=30).json()

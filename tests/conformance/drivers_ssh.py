@@ -20,6 +20,7 @@ from serverkit import free_port
 
 from gitmem.model.caller import Caller
 from gitmem.push.pushenv import session_namespace
+from tests.helpers import patience
 
 SSHD = "/usr/sbin/sshd"
 GITOLITE_SHELL = "/usr/share/gitolite3/gitolite-shell"
@@ -146,7 +147,7 @@ def gitolite(w: World) -> Gitolite:
         log.close()
 
     w.extra["cleanup"].append(stop)
-    deadline = time.monotonic() + 30
+    deadline = patience(30)
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

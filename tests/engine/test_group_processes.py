@@ -25,7 +25,7 @@ from gitmem.audit.verify import verify
 from gitmem.engine.xqueue import QUEUE_DIR
 from gitmem.git.locks import file_lock
 from gitmem.ids import new_id, new_ulid
-from tests.helpers import git
+from tests.helpers import git, patience
 
 # A writer process: one line of JSON on stdout per operation, as soon as it returned (acknowledged).
 # ``crash`` names a step at which the first process to reach it (the marker file) SIGKILLs itself.
@@ -148,7 +148,7 @@ def scope_held(path: Path) -> Iterator[None]:
 
 
 def _wait_for(cond: object, what: str) -> None:
-    deadline = time.monotonic() + 60
+    deadline = patience(60)
     while not cond():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)

@@ -25,6 +25,7 @@ from gitmem.engine import ledger
 from gitmem.errors import ConfigError, InvalidInputError
 from gitmem.model.paths import validate_path, validate_scope
 from gitmem.store import Store
+from tests.helpers import patience
 
 IDENTITY_VARS = ("REMOTE_USER", "GL_USERNAME", "GITEA_PUSHER_NAME", "GL_USER", "GITMEM_ACTOR")
 
@@ -222,7 +223,7 @@ def daemon(workspace: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
+        deadline = patience(10)
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

@@ -18,6 +18,7 @@ from gitmem.engine import hybrid, vector_catchup, vectors
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import InvalidInputError
 from gitmem.store import Store
+from tests.helpers import patience
 
 pytestmark = pytest.mark.skipif(not vectors.available(), reason="the extra 'semantic' is not installed")
 
@@ -161,7 +162,7 @@ def test_a_killed_catch_up_leaves_a_consistent_file(store: Store) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, "-m", "gitmem.engine.vector_catchup", str(store.path)], env=env)
     path = vectors.vector_path(store.core)
-    deadline = time.monotonic() + 120
+    deadline = patience(120)
     while time.monotonic() < deadline and len(vectors.stored_blobs(store.core) if path.exists() else ()) == 0:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)

@@ -18,6 +18,7 @@ import pytest
 
 import gitmem
 from gitmem.store import Store
+from tests.helpers import patience
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 FCGIWRAP = shutil.which("fcgiwrap") or "/usr/sbin/fcgiwrap"
@@ -69,7 +70,7 @@ def _port() -> int:
 
 
 def _wait(check: object, what: str) -> None:
-    deadline = time.monotonic() + 20
+    deadline = patience(20)
     while not check():  # type: ignore[operator]
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not start")

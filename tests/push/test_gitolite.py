@@ -24,6 +24,7 @@ import pytest
 
 from gitmem.engine import ledger
 from gitmem.store import Store
+from tests.helpers import patience
 
 SSHD = "/usr/sbin/sshd"
 GITOLITE_SHELL = "/usr/share/gitolite3/gitolite-shell"
@@ -124,7 +125,7 @@ def gitolite(store: Store, workspace: Path, tmp_path: Path) -> Iterator[Gitolite
     log = open(tmp_path / "sshd.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(tmp_path / "sshd_config")], stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 10
+        deadline = patience(10)
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

@@ -17,6 +17,7 @@ import pytest
 import gitmem
 from gitmem import config
 from gitmem.store import Store
+from tests.helpers import patience
 
 
 def git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -147,7 +148,7 @@ def daemon(workspace: Path) -> Iterator[str]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 10
+        deadline = patience(10)
         while True:  # bounded wait for the daemon to listen
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()

@@ -20,6 +20,7 @@ from gitmem.server.dream_jobs import DreamJobs  # noqa: E402
 from gitmem.server.dream_runs import new_dream  # noqa: E402
 from gitmem.server.dreamer import DreamRunner  # noqa: E402
 from tests.consolekit import csrf_of, sign_in  # noqa: E402
+from tests.helpers import patience
 from tests.serverkit import running, token  # noqa: E402
 
 
@@ -112,7 +113,7 @@ def test_dream_now_runs_the_pipeline_and_a_review_token_cannot_run_one_without_r
                 assert done.status_code == 303
                 (d,) = jobs.all()
                 assert done.headers["location"].endswith(f"/dreams/{d.id}")
-                deadline = time.monotonic() + 60
+                deadline = patience(60)
                 while not jobs.get(d.id).final and time.monotonic() < deadline:
                     time.sleep(0.05)
                 assert jobs.get(d.id).status == "completed" and jobs.get(d.id).trigger == "console"

@@ -18,6 +18,7 @@ from serverkit import running, token  # noqa: E402
 import gitmem  # noqa: E402
 from gitmem.engine import conversations as conv  # noqa: E402
 from gitmem.errors import GuardRejectedError  # noqa: E402
+from tests.helpers import patience  # noqa: E402
 
 BIND = {"memory_store": {"name": "notes"}, "scope": {"kind": "user", "value": "u1"}}
 
@@ -163,7 +164,7 @@ def test_sigkill_of_the_server_loses_no_acknowledged_item(workspace: Path) -> No
     proc = subprocess.Popen(cmd)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = patience(60)
         while True:
             try:
                 httpx.get(url + "/healthz")

@@ -21,6 +21,7 @@ import gitmem
 from gitmem.audit import redaction_receipts as rr
 from gitmem.audit import transparency
 from gitmem.model.tlog.checkpoint import Cosigner
+from tests.helpers import patience
 from tests.serverkit import client, running, token
 
 
@@ -120,7 +121,7 @@ def test_redaction_is_acknowledged_while_a_witness_hangs_and_its_receipt_complet
     hang = served["hang"]
     assert isinstance(hang, Hanging)
     c.beta.memory_stores.memories.create(sid, path="/after.md", content="an ordinary write")  # not held
-    deadline = time.monotonic() + 120
+    deadline = patience(120)
     while True:
         req = urllib.request.Request(
             f"{served['url']}/v1/memory_stores/{sid}/memory_versions/{m.memory_version_id}/receipt",

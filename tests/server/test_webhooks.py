@@ -29,6 +29,7 @@ import gitmem
 from gitmem import webhooks
 from gitmem.engine import events
 from gitmem.engine.batch import BatchOp
+from tests.helpers import patience
 
 
 class Receiver:
@@ -298,7 +299,7 @@ def test_a_failing_receiver_is_retried_with_backoff_then_stopped_and_resumed(
         with gitmem.open_store(sid, workspace) as s:
             s.write("/a.md", "a\n")
             s.write("/b.md", "b\n")
-        deadline = time.monotonic() + 120
+        deadline = patience(120)
         while webhooks.describe(workspace, ep)["status"] != "stopped" and time.monotonic() < deadline:
             time.sleep(0.05)
         row = webhooks.describe(workspace, ep)

@@ -16,6 +16,7 @@ from serverkit import free_port, running
 from test_webhooks import Receiver, add, fast_worker, receiver, version_ids, versions_in_order  # noqa: F401
 
 import gitmem
+from tests.helpers import patience
 
 
 def test_a_graceful_restart_mid_stream_loses_and_repeats_nothing(
@@ -48,7 +49,7 @@ def _serve(workspace: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(gitmem.__file__).parent.parent)}
     args = [sys.executable, "-m", "gitmem", "--home", str(workspace), "serve", "--port", str(port)]
     p = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
+    deadline = patience(120)
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5):
@@ -86,7 +87,7 @@ def test_sigkill_mid_stream_loses_nothing_and_repeats_only_the_delivery_in_fligh
     second = _serve(workspace, free_port())
     try:
         expected = versions_in_order(workspace, sid)
-        deadline = time.monotonic() + 180
+        deadline = patience(180)
         while set(expected) - set(version_ids(receiver.payloads())) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)
