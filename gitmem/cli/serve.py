@@ -65,7 +65,7 @@ def serve(
             ) from None
         if cluster_node is not None:
             from gitmem import config
-            from gitmem.cluster.node import serve_node
+            from gitmem.cluster.serving import serve_node
             from gitmem.errors import InvalidInputError
 
             url = database or config.env("GITMEM_CLUSTER_DATABASE")

@@ -9,16 +9,15 @@ import hashlib
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster import endpoints, handoff, purges
+from gitmem.cluster import handoff
 from gitmem.cluster.endpoints import SIGNATURE
 from gitmem.cluster.listing import RefListings
 from gitmem.cluster.state import ClusterState, Placement
-from gitmem.cluster.tokens import ClusterTokenStore
 from gitmem.errors import ConflictError, GitmemError, NotFoundError, UnavailableError
 from gitmem.store import ref_generation, shut_fence, write_fence
 
@@ -72,6 +71,10 @@ class ClusterNode:
         self.listings = RefListings(self.refs_recheck_seconds)  # the beat's last ref listings
         # replications to several replicas at once (a few threads: each keeps one database connection)
         self._workers = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"gitmem-replicate-{self.name}")
+        # the beat's own replications run beside it: a replica that takes connections and never
+        # answers must not hold up the next beat's lease renewals (the home would fence itself)
+        self._beat_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"gitmem-beat-{self.name}")
+        self._beat_sends: dict[str, Future[list[int]]] = {}  # store id -> its beat replication running
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -86,27 +89,36 @@ class ClusterNode:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self._beat_pool.shutdown(wait=False, cancel_futures=True)
         self._workers.shutdown(wait=False, cancel_futures=True)
         self.state.close()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.heartbeat_seconds):
             try:
-                self.tick()
+                self.tick(wait=False)
             except Exception as exc:  # noqa: BLE001 - the database is down, a copy is unreadable, ...:
                 # the beat must go on (a dead heartbeat thread would never renew again); the
                 # fences close on their own clock meanwhile
                 self.replication_errors.append(f"beat: {type(exc).__name__}: {exc}")
                 continue
 
-    def tick(self) -> None:
+    def tick(self, *, wait: bool = True) -> None:
         """One heartbeat: say we are alive, place new local stores, take or renew the leases of the
         stores homed here and fence each local copy: open while the lease holds, shut otherwise;
-        hand over the stores asked to move, and take over those whose home is lost."""
+        hand over the stores asked to move, and take over those whose home is lost. Each homed
+        store's replication starts beside the beat (one at a time per store: a store whose last one
+        still runs is skipped); ``wait`` (a caller's tick) returns once they ended, the heartbeat
+        thread's beat does not wait, so its next renewal is on time whatever a replica does."""
         with self._tick_lock:
-            self._tick()
+            started = self._tick()
+        if wait:
+            for pending in started:
+                with contextlib.suppress(Exception):  # its errors are in replication_errors
+                    pending.result()
 
-    def _tick(self) -> None:
+    def _tick(self) -> list[Future[list[int]]]:
+        started_sends: list[Future[list[int]]] = []
         try:
             self.state.heartbeat(self.name)
         except GitmemError:
@@ -142,8 +154,20 @@ class ClusterNode:
                 write_fence(
                     path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
                 )
-                self.replicate(p.store_id, path, p.replicas, exact=False)
+                running = self._beat_sends.get(p.store_id)
+                if running is None or running.done():
+                    pending = self._beat_pool.submit(self._beat_replicate, p.store_id, path, p.replicas)
+                    self._beat_sends[p.store_id] = pending
+                    started_sends.append(pending)
         self.fail_over(local)
+        return started_sends
+
+    def _beat_replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> list[int]:
+        try:
+            return self.replicate(store_id, path, replicas, exact=False)
+        except Exception as exc:  # noqa: BLE001 - the beat's copy fails alone; the next beat retries
+            self.replication_errors.append(f"{store_id}: beat replication: {type(exc).__name__}: {exc}")
+            raise
 
     def sync_placements(self) -> dict[str, Path]:
         """Place every store of this workspace that the cluster does not know yet, homed here;
@@ -423,70 +447,3 @@ class ClusterNode:
         with self._cache_lock:
             self._cache[store] = (now, found)
         return found
-
-    def app(self) -> Any:
-        """This node's ASGI app: the server's app on the cluster's tokens, behind the proxy."""
-        import httpx2 as httpx
-
-        from gitmem.cluster.mcp_route import McpRouter
-        from gitmem.cluster.proxy import ClusterProxy
-        from gitmem.server.app import create_app
-
-        inner = create_app(self.home, tokens=ClusterTokenStore(self.state))
-        client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0))
-
-        def counted(_node: str) -> None:
-            self.forwarded += 1
-
-        served: Any = endpoints.Placing(inner, self)
-        if self.sync:
-            served = endpoints.SyncAck(served, self)
-        served = purges.PurgeAnswer(served, self)  # after a sync hold: its replication came first
-        served = endpoints.Inflight(served, self)
-        proxy = ClusterProxy(
-            served, node=self.name, secret=self.state.secret(), home_of=self.home_of,
-            client=client, on_forward=counted,
-        )  # fmt: skip
-        replica = endpoints.replica_app(self)
-        routed = McpRouter(
-            proxy, node=self.name, home_of=self.home_of, on_forward=counted,
-            store_id_of=lambda store: self.state.resolve(store).store_id,
-        )  # fmt: skip
-
-        async def app(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http" and scope["path"].startswith("/cluster/v1/"):
-                await replica(scope, receive, send)
-            else:
-                await routed(scope, receive, send)
-
-        return endpoints.Figures(app, self)
-
-
-def serve_node(
-    home: Path,
-    *,
-    database: str,
-    name: str,
-    url: str,
-    host: str,
-    port: int,
-    log_level: str,
-    sync: bool,
-    replicas: int = 1,
-    lease_seconds: float = 10.0,
-) -> None:
-    """``gitmem serve --cluster-node NAME``: join, serve every face behind the proxy, leave the
-    heartbeat (and so the leases) when stopped."""
-    import uvicorn
-
-    from gitmem.server.app import uvicorn_options
-
-    node = ClusterNode(
-        Path(home), database, name, url, sync=sync, replicas=replicas, lease_seconds=lease_seconds,
-        heartbeat_seconds=min(2.0, lease_seconds / 4),
-    )  # fmt: skip
-    node.start()
-    try:
-        uvicorn.run(node.app(), **uvicorn_options(host=host, port=port, log_level=log_level))
-    finally:
-        node.stop()

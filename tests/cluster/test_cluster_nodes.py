@@ -18,6 +18,7 @@ import uvicorn
 
 import gitmem
 from gitmem.cluster.node import ClusterNode
+from gitmem.cluster.serving import node_app
 from gitmem.cluster.state import ClusterState
 from gitmem.cluster.tokens import ClusterTokenStore
 from tests.helpers import patience
@@ -50,7 +51,7 @@ def serving(node: ClusterNode, *, start: bool = True) -> Running:
     if start:
         node.start()
     port = int(node.url.rsplit(":", 1)[1])
-    server = uvicorn.Server(uvicorn.Config(node.app(), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(node_app(node), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = patience(60)
