@@ -15,6 +15,7 @@ failures are retried with a backoff.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -43,6 +44,11 @@ if TYPE_CHECKING:
 SIZES_FILE = "witnesses.json"
 
 
+@functools.lru_cache(maxsize=64)
+def _split(url: str) -> urllib.parse.SplitResult:
+    return urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
+
+
 _conns: dict[tuple[str, str, int | None], http.client.HTTPConnection] = {}
 _conns_lock = threading.Lock()
 
@@ -51,7 +57,7 @@ def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: flo
     """POST an add-checkpoint request; ``(status, body)``. The connection is kept for the next round
     (HTTP/1.1 keep-alive, as tlog-witness recommends); one that went stale is replaced once."""
     body = f"old {old}\n" + "".join(note.b64(h) + "\n" for h in proof) + "\n" + signed
-    u = urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
+    u = _split(url)
     key = (u.scheme, u.hostname or "127.0.0.1", u.port)
     if u.scheme == "http":
         return _submit_plain(key[1], u.port or 80, u.path, body.encode("utf-8"), timeout)

@@ -51,9 +51,10 @@ STATE_FILE = "state.json"
 LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
 _committers: list[Callable[[Path], None]] = []  # listeners that commit what they are told of
-_signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
+_signers: dict[Path, tuple[float, note.Ed25519Signer, str]] = {}  # store -> (key mtime, key, key path)
 _files_memo: dict[tuple[str, str], dict[str, str]] = {}
 _ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
+_roots: dict[Path, bytes] = {}  # and its root
 _signed_here: dict[Path, tuple[str, str]] = {}  # the note this process signed last, and by which vkey
 _mem = threading.RLock()  # this process's uncommitted checkpoints change under it (after the ledger lock)
 _recent: dict[Path, tuple[int, list[bytes]]] = {}  # the leaf hashes of this process's last appends
@@ -74,10 +75,9 @@ def add_listener(fn: Callable[[Path], None], commits: bool = False) -> None:
 
 
 def remove_listener(fn: Callable[[Path], None]) -> None:
-    if fn in _listeners:
-        _listeners.remove(fn)
-    if fn in _committers:
-        _committers.remove(fn)
+    for group in (_listeners, _committers):
+        if fn in group:
+            group.remove(fn)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def signer(store: StoreCore) -> note.Ed25519Signer:
-    """The store's log key, created (0600) on first use."""
+    """The store's log key, created (0600) on first use (read again when its file changes)."""
+    cached = _signers.get(store.path)
+    if cached is not None:
+        with contextlib.suppress(OSError):
+            if os.stat(cached[2]).st_mtime == cached[0]:
+                return cached[1]
     path = tlog_dir(store) / KEY_FILE
     try:
         mtime = path.stat().st_mtime
@@ -168,11 +173,8 @@ def signer(store: StoreCore) -> note.Ed25519Signer:
             if not path.exists():
                 _write_private(path, note.Ed25519Signer(origin(store), os.urandom(32)).skey() + "\n")
         mtime = path.stat().st_mtime
-    cached = _signers.get(path)
-    if cached is not None and cached[0] == mtime:
-        return cached[1]
     s = note.ed25519_signer(path.read_text(encoding="ascii"))
-    _signers[path] = (mtime, s)
+    _signers[store.path] = (mtime, s, str(path))
     return s
 
 
@@ -294,9 +296,7 @@ def _load_range(store: StoreCore) -> CompactRange | None:
     try:
         data = json.loads((tlog_dir(store) / STATE_FILE).read_text(encoding="ascii"))
         return CompactRange(int(data["size"]), [bytes.fromhex(h) for h in data["range"]])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
-    except Exception:  # noqa: BLE001 - a damaged cache is rebuilt, never trusted
+    except Exception:  # noqa: BLE001 - a missing or damaged cache is rebuilt, never trusted
         return None
 
 
@@ -315,6 +315,8 @@ def _frontier(
     used only when it gives the root of the newest signed checkpoint (of size ``seq``): a stale or
     damaged cache never gets a wrong root signed."""
     cr = _ranges.get(store.path)
+    if prev is not None and cr is not None and (cr.size, _roots.get(store.path)) == (seq, prev.root):
+        return CompactRange(cr.size, cr.hashes)  # the frontier this process signed ``prev`` from
     if cr is None or cr.size != seq:
         cr = _load_range(store)
         if cr is not None and cr.size < seq:
@@ -357,27 +359,27 @@ def _sign(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable
     files = dict(p.files) if p is not None else _files(store, tip)  # a newer append supersedes it
     prev = files.get("checkpoint")
     prev_cp = None
-    if prev is not None:
-        with contextlib.suppress(GitmemError):
-            prev_cp = parse_body(note.parse(prev).text)
+    if prev is not None:  # its text is what precedes the blank line (parse_body memoises it)
+        with contextlib.suppress(GitmemError, ValueError):
+            prev_cp = parse_body(prev[: prev.index("\n\n") + 1])
     cr = _frontier(store, seq, prev_cp, leaves)
     new = leaf_hash(leaf)
     cr.append(new)
-    body = Checkpoint(origin(store), cr.size, cr.root()).body()
+    root = cr.root()
+    body = Checkpoint(origin(store), cr.size, root).body()
     s = signer(store)
-    keys = _keys(files)
-    vkey = s.vkey
-    if vkey not in keys:
-        keys.append(vkey)
+    keys, vkey = _keys(files), s.vkey
     signed = note.sign(body, [s]).encode()
-    files = {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)}
+    files = {**files, "checkpoint": signed}
+    if vkey not in keys:
+        files["keys"] = "".join(k + "\n" for k in [*keys, vkey])
     if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
         files["witnessed"] = prev
     if _committers:  # the witness worker commits it, with the first cosignature when one comes
         _pending[store.path] = _Pending(tip, files, f"ledger entry #{seq}")
     else:
         _commit(store, tip, files, f"ledger entry #{seq}")
-    _ranges[store.path] = cr
+    _ranges[store.path], _roots[store.path] = cr, root
     _signed_here[store.path] = (signed, vkey)
     if cr.size % STATE_EVERY == 0:
         _save_range(store, cr)
@@ -385,9 +387,7 @@ def _sign(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable
     if recent is None or recent[0] + len(recent[1]) != seq or len(recent[1]) >= 64:
         recent = _recent[store.path] = (seq, [])
     recent[1].append(new)
-    with open(
-        tlog_dir(store) / LEAVES_FILE, "ab"
-    ) as fh:  # a cache of the leaf hashes (proofs without the ledger)
+    with open(tlog_dir(store) / LEAVES_FILE, "ab") as fh:  # the leaf hashes (proofs without the ledger)
         if fh.tell() == seq * 32:
             fh.write(new)
         else:
