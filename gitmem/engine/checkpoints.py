@@ -375,7 +375,7 @@ def _sign(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable
         files["keys"] = "".join(k + "\n" for k in [*keys, vkey])
     if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
         files["witnessed"] = prev
-    if _committers:  # the witness worker commits it, with the first cosignature when one comes
+    if _committers:  # the witness worker folds it, with the cosignatures gathered by then
         _pending[store.path] = _Pending(tip, files, f"ledger entry #{seq}")
     else:
         _commit(store, tip, files, f"ledger entry #{seq}")
