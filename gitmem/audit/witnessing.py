@@ -121,8 +121,14 @@ def _submit_plain(host: str, port: int, path: str, body: bytes, timeout: float) 
 _sizes_memo: dict[Path, tuple[float, dict[str, int]]] = {}  # path -> (read at, sizes)
 
 
+_sizes_paths: dict[Path, Path] = {}  # store path -> its witnesses.json (built once)
+
+
 def _sizes_path(store: StoreCore) -> Path:
-    return store.gitmem_dir / checkpoints.TLOG_DIR / SIZES_FILE
+    path = _sizes_paths.get(store.path)
+    if path is None:
+        path = _sizes_paths[store.path] = store.gitmem_dir / checkpoints.TLOG_DIR / SIZES_FILE
+    return path
 
 
 def _sizes(store: StoreCore) -> dict[str, int]:
@@ -257,7 +263,7 @@ def _take(
     if status != 200:
         return f"refused ({status}): {text.strip()[:200]}"
     try:
-        got = note.verified(note.parse(note.parse(newest.text).text + "\n" + text), [policy.witnesses[name]])
+        got = note.verified(note.with_lines(note.parse(newest.text), text), [policy.witnesses[name]])
     except GitmemError as exc:
         return f"bad cosignature: {exc.message}"
     if not got:

@@ -36,6 +36,7 @@ from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
+from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
 from gitmem.model.tlog.checkpoint import Checkpoint, parse_body
 from gitmem.model.tlog.merkle import CompactRange, leaf_hash
@@ -366,10 +367,10 @@ def _sign(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable
     new = leaf_hash(leaf)
     cr.append(new)
     root = cr.root()
-    body = Checkpoint(origin(store), cr.size, root).body()
+    body = checkpoint_mod.remember(Checkpoint(origin(store), cr.size, root))
     s = signer(store)
     keys, vkey = _keys(files), s.vkey
-    signed = note.sign(body, [s]).encode()
+    signed = note.remember(note.sign(body, [s]))  # the round reads it next: no parse there
     files = {**files, "checkpoint": signed}
     if vkey not in keys:
         files["keys"] = "".join(k + "\n" for k in [*keys, vkey])
@@ -387,11 +388,11 @@ def _sign(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable
     if recent is None or recent[0] + len(recent[1]) != seq or len(recent[1]) >= 64:
         recent = _recent[store.path] = (seq, [])
     recent[1].append(new)
-    with open(tlog_dir(store) / LEAVES_FILE, "ab") as fh:  # the leaf hashes (proofs without the ledger)
-        if fh.tell() == seq * 32:
-            fh.write(new)
-        else:
-            fh.truncate(0)
+    fd = os.open(os.path.join(tlog_dir(store), LEAVES_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:  # the leaf hashes (proofs without the ledger); a cache, checked against signed roots
+        os.write(fd, new) if os.fstat(fd).st_size == seq * 32 else os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
     return signed
 
 
