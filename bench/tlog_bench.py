@@ -11,14 +11,18 @@ Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall 
   ``--entries`` entries, no witness worker: the tlog's share of an append (frontier, Ed25519
   signature, the checkpoint commit and its flush; the flush's wait is wall time, not CPU).
 - ``sign``: the same with witnesses configured and a committing listener registered, as ``gitmem
-  serve``'s witness worker registers one: the append signs and leaves the commit to the round.
-- ``witness round trip``: ``witnessing.round_and_commit`` (what the worker runs) against one real
+  serve``'s witness worker registers one: the append signs and leaves the commit to the fold.
+- ``witness round trip``: ``witnessing.cosign_round`` (what the worker runs) against one real
   ``gitmem witness serve`` process on 127.0.0.1 after each append: proof, HTTP request, cosignature
-  check, and the one commit that stores the append's checkpoint with the cosignature (the
-  witness's own CPU is its process's, reported apart from /proc).
-- ``sign + witness``: their sum, the CPU a redaction pays (target <= 1 ms).
-- ``checkpoint commits per append``: commits on ``refs/gitmem/checkpoints`` per append and round
-  (1: the checkpoint and its cosignature are one commit).
+  check, the cosignature kept with the uncommitted checkpoint (no commit; the witness's own CPU is
+  its process's, reported apart from /proc).
+- ``sign + witness``: their sum, the CPU on a redaction's path (target <= 1 ms).
+- ``fold``: ``checkpoints.flush``, the one commit that stores the checkpoint and its cosignatures
+  (the worker folds at most once a ``fold_interval``, whatever the number of appends and
+  cosignatures since the last fold; the bench folds after every round: the worst case, an isolated
+  redaction), and ``sign + witness + fold``, the sum with one fold per redaction.
+- ``checkpoint commits per append``: commits on ``refs/gitmem/checkpoints`` per append, round and
+  fold (1: the fold), and on the append's and the round's path (0).
 - ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
   costs on this file system: signing writes one, storing a cosignature another).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
@@ -115,7 +119,8 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     for i in range(entries - 1):
         ledger.append(core, "flag", {"bench": i})
     real = checkpoints.on_append
-    sign_cpu, sign_wall, round_cpu, round_wall = [], [], [], []
+    sign_cpu, sign_wall, round_cpu, round_wall, fold_cpu = [], [], [], [], []
+    on_path = 0  # checkpoint commits made by an append or a round (the fold's are counted apart)
     witness_cpu: list[float] = []
     alone: list[float] = []
 
@@ -139,29 +144,35 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     alone, sign_cpu, sign_wall = sign_cpu, [], []
     with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
         policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
-        assert witnessing.cosign_round(core, policy) == {"w1": "cosigned"}
+        assert witnessing.round_and_commit(core, policy) == {"w1": "cosigned"}
         commits_before = len(checkpoints.history(core))
         checkpoints.on_append = timed_on_append
         checkpoints.add_listener(committer, commits=True)
         try:
             for i in range(rounds):
+                tip = core.repo.references[checkpoints.CHECKPOINTS_REF].target
                 ledger.append(core, "flag", {"on": i})
                 assert checkpoints.pending_paths() == [core.path]
                 before = _proc_cpu(pid)
                 c0, w0 = time.process_time(), time.perf_counter()
-                result = witnessing.round_and_commit(core, policy)
+                result = witnessing.cosign_round(core, policy)
                 c, w = time.process_time() - c0, time.perf_counter() - w0
                 assert result == {"w1": "cosigned"}, result
-                assert not checkpoints.pending_paths()
+                on_path += core.repo.references[checkpoints.CHECKPOINTS_REF].target != tip
                 witness_cpu.append(_proc_cpu(pid) - before)
                 round_cpu.append(c)
                 round_wall.append(w)
+                c0 = time.process_time()
+                assert checkpoints.flush(core)  # the worker's fold (here one per round: the worst case)
+                fold_cpu.append(time.process_time() - c0)
+                assert not checkpoints.pending_paths()
         finally:
             checkpoints.on_append = real
             checkpoints.remove_listener(committer)
     commits_per_append = (len(checkpoints.history(core)) - commits_before) / rounds
     assert transparency.newest(core).cp.size == len(ledger.entries(core)), "a checkpoint was not committed"
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
+    with_fold = [a + b for a, b in zip(total, fold_cpu, strict=True)]
     floor = _commit_floor(core, rounds)
 
     # ordinary writes: with the serve worker running on a configured witness, and without
@@ -199,8 +210,11 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "witness_round_wall_ms": _ms(round_wall),
         "witness_process_cpu_ms": round(sum(witness_cpu) / len(witness_cpu) * 1000, 3),  # ticks: a mean
         "sign_plus_witness_cpu_ms": _ms(total),
+        "fold_cpu_ms": _ms(fold_cpu),
+        "sign_plus_witness_plus_fold_cpu_ms": _ms(with_fold),
         "floor_commit_cpu_ms": _ms(floor),
         "checkpoint_commits_per_append_with_witness": round(commits_per_append, 3),
+        "checkpoint_commits_on_the_append_and_round_path": on_path,
         "target_ms": 1.0,
         "sign_plus_witness_over_target": round(_ms(total) / 1.0, 2),
         "write_ack_no_witnesses_ms": _ms(plain),
@@ -227,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     got = float(str(rows["sign_plus_witness_cpu_ms"]))
     verdict = f"met ({got} ms)" if got <= 1.0 else f"MISSED ({got} ms CPU, {got / 1.0:.1f}x the target)"
     print(f"{'target sign + witness <= 1 ms CPU':42} {verdict}")
+    folded = float(str(rows["sign_plus_witness_plus_fold_cpu_ms"]))
+    verdict = f"met ({folded} ms)" if folded <= 1.0 else f"MISSED ({folded} ms CPU, {folded:.1f}x the target)"
+    print(f"{'  with one fold per redaction (worst case)':42} {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

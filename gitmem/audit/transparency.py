@@ -205,10 +205,10 @@ def log_vkey(store: StoreCore) -> str:
 _newest_memo: dict[tuple[str, str], Signed] = {}
 
 
-def newest(store: StoreCore) -> Signed:
-    """The newest checkpoint (its signature checked against the store's own keys; memoised by note
-    and keys, which are immutable once read)."""
-    files = checkpoints.current(store)
+def newest(store: StoreCore, files: dict[str, str] | None = None) -> Signed:
+    """The newest checkpoint (of ``files``, else :func:`checkpoints.current`; its signature checked
+    against the store's own keys; memoised by note and keys, which are immutable once read)."""
+    files = checkpoints.current(store) if files is None else files
     if "checkpoint" not in files:
         raise InvalidInputError(f"{store.path} has no signed checkpoint yet")
     memo_key = (files["checkpoint"], files.get("keys", ""))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import struct
 
 MAX_RESPONSE = 65536
 
@@ -22,6 +23,21 @@ class Conn:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buf = b""
+        self._timeout: float | None = None
+        self._set_timeout(timeout)
+
+    def _set_timeout(self, timeout: float) -> None:
+        """A blocking socket whose sends and receives time out in the kernel (SO_SNDTIMEO and
+        SO_RCVTIMEO: a timed-out one raises OSError): Python's own timeout costs a poll() before
+        every send and receive, and two fcntl() calls to set it."""
+        if timeout == self._timeout:
+            return
+        self.sock.settimeout(None)
+        secs = max(timeout, 0.001)
+        tv = struct.pack("ll", int(secs), int((secs - int(secs)) * 1_000_000))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        self._timeout = timeout
 
     def close(self) -> None:
         self.sock.close()
@@ -49,7 +65,7 @@ class Conn:
     def post(self, path: str, body: bytes, timeout: float) -> tuple[int, str, bool]:
         """``(status, body text, whether the connection may be kept)``; OSError or HTTPException
         when the exchange fails (the caller closes the connection)."""
-        self.sock.settimeout(timeout)
+        self._set_timeout(timeout)
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: text/plain\r\n"
             f"Content-Length: {len(body)}\r\n\r\n"

@@ -5,13 +5,17 @@ has not cosigned it yet (old size: what that witness last cosigned, from
 ``$GIT_DIR/gitmem/tlog/witnesses.json``; a 409 tells the witness's size and the round retries once),
 verifies each returned cosignature and stores it with the checkpoint. :class:`Worker` runs rounds in
 a background thread for ``gitmem serve``: an append only wakes it, nothing waits for a witness.
-Its queue is durable by construction: what is pending is read from the repository (a newest
-checkpoint some configured witness has not cosigned), so a restart resumes it; failures are
-retried with a backoff.
+With the worker, neither the append's checkpoint nor the cosignatures pay a commit of their own:
+they wait in memory and the worker folds them into the repository in one commit, at most once per
+``fold_interval`` (and when it stops). Its queue is durable by construction: what is pending is
+read from the repository (a newest checkpoint some configured witness has not cosigned, or one that
+lags the ledger: :func:`resign`), so a restart, after a crash too, signs again and asks again;
+failures are retried with a backoff.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
@@ -27,8 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem.audit import transparency, witness_client
-from gitmem.engine import checkpoints
+from gitmem.engine import checkpoints, ledger
 from gitmem.errors import GitmemError
+from gitmem.git.locks import file_lock
 from gitmem.model.tlog import note
 from gitmem.model.tlog.checkpoint import parse_body
 from gitmem.model.tlog.policy import Policy
@@ -39,6 +44,11 @@ if TYPE_CHECKING:
 SIZES_FILE = "witnesses.json"
 
 
+@functools.lru_cache(maxsize=64)
+def _split(url: str) -> urllib.parse.SplitResult:
+    return urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
+
+
 _conns: dict[tuple[str, str, int | None], http.client.HTTPConnection] = {}
 _conns_lock = threading.Lock()
 
@@ -47,7 +57,7 @@ def submit(url: str, old: int, proof: Iterable[bytes], signed: str, timeout: flo
     """POST an add-checkpoint request; ``(status, body)``. The connection is kept for the next round
     (HTTP/1.1 keep-alive, as tlog-witness recommends); one that went stale is replaced once."""
     body = f"old {old}\n" + "".join(note.b64(h) + "\n" for h in proof) + "\n" + signed
-    u = urllib.parse.urlsplit(url.rstrip("/") + "/add-checkpoint")
+    u = _split(url)
     key = (u.scheme, u.hostname or "127.0.0.1", u.port)
     if u.scheme == "http":
         return _submit_plain(key[1], u.port or 80, u.path, body.encode("utf-8"), timeout)
@@ -108,30 +118,32 @@ def _submit_plain(host: str, port: int, path: str, body: bytes, timeout: float) 
     raise AssertionError("unreachable")
 
 
-_sizes_memo: dict[Path, tuple[tuple[int, int], dict[str, int]]] = {}
+_sizes_memo: dict[Path, tuple[float, dict[str, int]]] = {}  # path -> (read at, sizes)
+
+
+_sizes_paths: dict[Path, Path] = {}  # store path -> its witnesses.json (built once)
 
 
 def _sizes_path(store: StoreCore) -> Path:
-    return store.gitmem_dir / checkpoints.TLOG_DIR / SIZES_FILE
+    path = _sizes_paths.get(store.path)
+    if path is None:
+        path = _sizes_paths[store.path] = store.gitmem_dir / checkpoints.TLOG_DIR / SIZES_FILE
+    return path
 
 
 def _sizes(store: StoreCore) -> dict[str, int]:
-    """What each witness last cosigned (a hint: a witness that knows better answers 409)."""
+    """What each witness last cosigned (a hint: a witness that knows better answers 409, so a file
+    another process rewrote is read again only when this process's copy is older than 2 s)."""
     path = _sizes_path(store)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        _sizes_memo.pop(path, None)
-        return {}
     memo = _sizes_memo.get(path)
-    if memo is not None and memo[0] == (st.st_ino, st.st_mtime_ns):
+    if memo is not None and time.monotonic() - memo[0] < 2.0:
         return dict(memo[1])
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         sizes = {str(k): int(v) for k, v in data.items()}
     except (FileNotFoundError, ValueError, AttributeError, TypeError):
-        return {}
-    _sizes_memo[path] = ((st.st_ino, st.st_mtime_ns), dict(sizes))
+        sizes = {}
+    _sizes_memo[path] = (time.monotonic(), dict(sizes))
     return sizes
 
 
@@ -140,13 +152,13 @@ def _save_sizes(store: StoreCore, sizes: dict[str, int]) -> None:
     tmp = path.with_name(f"{SIZES_FILE}.tmp{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(sizes, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
-    st = path.stat()
-    _sizes_memo[path] = ((st.st_ino, st.st_mtime_ns), dict(sizes))
+    _sizes_memo[path] = (time.monotonic(), dict(sizes))
 
 
-def pending(store: StoreCore, policy: Policy) -> list[str]:
-    """The policy's witnesses (with a URL) that have not cosigned the newest checkpoint."""
-    files = checkpoints.current(store)
+def pending(store: StoreCore, policy: Policy, files: dict[str, str] | None = None) -> list[str]:
+    """The policy's witnesses (with a URL) that have not cosigned the newest checkpoint (of
+    ``files``, the store's :func:`checkpoints.current` when not given)."""
+    files = checkpoints.current(store) if files is None else files
     if "checkpoint" not in files:
         return []
     parsed = note.parse(files["checkpoint"])
@@ -198,13 +210,14 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
     and from ``witnesses.json`` (written when a witness told a size by a 409); a witness that knows
     better answers 409 and is asked again once."""
     out: dict[str, str] = {}
-    names = pending(store, policy)
+    files = checkpoints.current(store)  # one look at the ref (and this process's uncommitted one)
+    names = pending(store, policy, files)
     if not names:
         return out
-    newest = transparency.newest(store)
+    newest = transparency.newest(store, files)
     t = transparency.tree_at(store, newest.cp.size, newest.cp.root)
     sizes = _sizes(store)
-    known = _cosigned_sizes(checkpoints.current(store), policy)
+    known = _cosigned_sizes(files, policy)
     lock = threading.Lock()
 
     def one(name: str, answer: Callable[[], tuple[int, str, int]]) -> None:
@@ -214,8 +227,6 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
         except (OSError, http.client.HTTPException) as exc:
             out[name] = f"unreachable: {exc}"
             return
-        finally:  # the first answer commits the append's checkpoint, cosigned by then or not
-            checkpoints.flush(store)
         if out[name] != "cosigned" and old != start(name):  # what the witness told us, for next time
             with lock:
                 sizes[name] = old
@@ -238,8 +249,8 @@ def cosign_round(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dic
 
 
 def round_and_commit(store: StoreCore, policy: Policy, timeout: float = 10.0) -> dict[str, str]:
-    """What the worker does after an append: :func:`cosign_round`, the checkpoint the append left
-    uncommitted going into the repository with the first cosignature (or alone, after the round)."""
+    """:func:`cosign_round`, then the checkpoint an append left uncommitted and the cosignatures
+    the round gathered go into the repository in one commit (:func:`checkpoints.flush`)."""
     try:
         return cosign_round(store, policy, timeout)
     finally:
@@ -252,13 +263,34 @@ def _take(
     if status != 200:
         return f"refused ({status}): {text.strip()[:200]}"
     try:
-        got = note.verified(note.parse(note.parse(newest.text).text + "\n" + text), [policy.witnesses[name]])
+        got = note.verified(note.with_lines(note.parse(newest.text), text), [policy.witnesses[name]])
     except GitmemError as exc:
         return f"bad cosignature: {exc.message}"
     if not got:
         return "answered without a cosignature from its key"
     checkpoints.add_cosignatures(store, newest.cp.body(), got)
     return "cosigned"
+
+
+def resign(store: StoreCore) -> bool:
+    """Sign the checkpoint of the whole ledger when the newest one lags it: a process that left its
+    checkpoint to the worker's fold crashed before it. The entries are durable, so the checkpoint is
+    rebuilt; the same tree signs to the same note (Ed25519 is deterministic) and a witness that
+    cosigned it before cosigns it again (asked at its own size, after a 409). Whether one was signed."""
+    if store.is_clone:
+        return False
+    with file_lock(store.gitmem_dir / "ledger.lock"):
+        tip = store.repo.references.get(ledger.LEDGER_REF)
+        if tip is None:
+            return False
+        last = ledger.parse_commit(store.commit(tip.target))
+        signed = checkpoints.current(store).get("checkpoint")
+        if signed is not None and parse_body(note.parse(signed).text).size > last.seq:
+            return False
+        body = {"seq": last.seq, "kind": last.kind, "at": last.at, "actor": last.actor}
+        leaf = ledger.canonical({**body, "data": last.data, "prev": last.prev})
+        checkpoints.on_append(store, last.seq, checkpoints.leaf_bytes(leaf), lambda: ledger.leaves(store))
+        return True
 
 
 class Worker:
@@ -271,9 +303,13 @@ class Worker:
         policy: Callable[[], Policy | None],
         interval: float = 2.0,
         max_backoff: float = 60.0,
+        fold_interval: float = 1.0,
     ) -> None:
         self._open, self._stores, self._policy = open_core, stores, policy
-        self.interval, self.max_backoff = interval, max_backoff
+        self.interval, self.max_backoff, self.fold_interval = interval, max_backoff, fold_interval
+        self._due: dict[Path, float] = {}  # path -> when its uncommitted checkpoint is folded
+        self._folded: dict[Path, float] = {}  # path -> when it was folded last
+        self._checked: set[Path] = set()  # stores looked at since the start (lagging: re-signed)
         self._queue: queue.Queue[Path | None] = queue.Queue()
         self._retry: dict[Path, tuple[float, float]] = {}  # path -> (not before, backoff)
         self._thread = threading.Thread(target=self._run, name="gitmem-witness", daemon=True)
@@ -298,12 +334,14 @@ class Worker:
         self._queue.put(path)  # never blocks: the queue is unbounded
 
     def _run(self) -> None:
-        next_scan = 0.0
+        next_scan = 0.0  # the first scan (re-signing what a crash left unsigned) runs at once
         while True:
+            now = time.monotonic()
+            wait = max(0.0, min([next_scan - now, *(d - now for d in self._due.values())]))
             try:
-                item: Path | None | bool = self._queue.get(timeout=self.interval)
+                item: Path | None | bool = self._queue.get(timeout=wait)
             except queue.Empty:
-                item = False  # no wake-up: only the periodic scan
+                item = False  # no wake-up: the periodic scan, or a fold that is due
             if item is None:
                 return
             now = time.monotonic()
@@ -313,15 +351,34 @@ class Worker:
                 next_scan = now + self.interval
             for path in dict.fromkeys(todo):
                 self._one(path)
+            for path, due in list(self._due.items()):
+                if due <= time.monotonic():
+                    self._fold(path)
+
+    def _fold(self, path: Path) -> None:
+        """One commit for the store's uncommitted checkpoint and cosignatures."""
+        self._due.pop(path, None)
+        self._folded[path] = time.monotonic()
+        try:
+            with self._open(path) as core:
+                checkpoints.flush(core)
+        except Exception:  # noqa: BLE001,S110 - the next fold, stop() or a restart's resign commits it
+            pass
 
     def _one(self, path: Path) -> None:
         policy = self._policy()
         try:
             with self._open(path) as core:
+                if path not in self._checked:
+                    self._checked.add(path)
+                    resign(core)  # a crash lost a checkpoint left to the fold: sign it again
                 if policy is None or not policy.urls:
                     checkpoints.flush(core)
                     return
-                result = round_and_commit(core, policy)
+                result = cosign_round(core, policy)
+                if core.path in checkpoints.pending_paths() and path not in self._due:
+                    last = self._folded.get(path, float("-inf"))
+                    self._due[path] = max(time.monotonic(), last + self.fold_interval)
         except Exception as exc:  # noqa: BLE001 - the loop outlives any one store's trouble
             result = {"*": f"error: {exc}"}
         self.last[path] = result

@@ -1,24 +1,20 @@
 """The ledger's signed checkpoints on ``refs/gitmem/checkpoints`` (docs/transparency.md).
 
 Every ledger append (:func:`on_append`, called by :func:`gitmem.engine.ledger.append` under the ledger
-lock) extends an RFC 6962 tree whose leaves are the entries' canonical JSON (leaf ``i`` is entry
-``seq == i``, its bytes exactly the JSON after the commit message's blank line) and commits a new
-C2SP checkpoint signed with the store's Ed25519 key. Each commit on the ref carries ``checkpoint``
-(the newest signed note, with the witnesses' cosignatures gathered so far) as its message's body,
-followed, after a form feed line, by ``witnessed`` (the newest checkpoint at least one witness
-cosigned, when it is not the newest); its tree holds one blob, ``keys`` (every log vkey, one a line,
-oldest first), so an append writes one object. (Commits written before this layout hold
-``checkpoint`` and ``witnessed`` as blobs of the tree; they read the same.) Clones, fetches and
-bundles carry the ref with the rest of ``refs/gitmem/*``.
-
-The private key is ``$GIT_DIR/gitmem/tlog/log.key`` (mode 0600, Go's ``PRIVATE+KEY+...`` form);
-the tree's frontier is kept in memory after each append and cached in
-``$GIT_DIR/gitmem/tlog/state.json`` (every 64 appends, extended from the leaf-hash cache, rebuilt
-from the ledger when it lags or does not give the newest signed root). Nothing here blocks on a witness: listeners (:func:`add_listener`) are told of each new
-checkpoint and do their work elsewhere. A listener that commits (``gitmem serve``'s witness worker)
-takes the commit over: the append signs, the checkpoint waits in memory (:func:`current` and
-:func:`history` show it in this process) and goes into the repository with the first cosignature
-(:func:`add_cosignatures`) or alone (:func:`flush`), in one commit either way.
+lock) extends an RFC 6962 tree whose leaves are the entries' canonical JSON and signs a C2SP
+checkpoint with the store's Ed25519 key. Each commit on the ref carries ``checkpoint`` (the newest
+signed note, with the cosignatures gathered so far) as its message's body, then, after a form feed
+line, ``witnessed`` (the newest checkpoint a witness cosigned, when it is not the newest); its tree
+holds one blob, ``keys`` (every log vkey, oldest first). (Older commits hold ``checkpoint`` and
+``witnessed`` as blobs; they read the same.) The key is ``$GIT_DIR/gitmem/tlog/log.key`` (0600);
+the tree's frontier is kept in memory, cached in ``$GIT_DIR/gitmem/tlog/state.json`` and rebuilt
+from the ledger when it does not give the newest signed root. Nothing blocks on a witness:
+listeners (:func:`add_listener`) are told of each new checkpoint. With a committing one (``gitmem
+serve``'s witness worker) an append signs and pays no commit: the checkpoint and the cosignatures
+(:func:`add_cosignatures`) wait in memory (:func:`current`, :func:`history` show them; a newer
+append supersedes) until :func:`flush` folds them in one commit. A crash loses only what can be
+rebuilt: the entries are durable, the same tree signs to the same note (Ed25519 is deterministic:
+:func:`gitmem.audit.witnessing.resign`), and a witness asked again cosigns again.
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ import contextlib
 import functools
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,6 +36,7 @@ from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
 from gitmem.git.repo import retrying
+from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
 from gitmem.model.tlog.checkpoint import Checkpoint, parse_body
 from gitmem.model.tlog.merkle import CompactRange, leaf_hash
@@ -54,10 +52,13 @@ STATE_FILE = "state.json"
 LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
 _committers: list[Callable[[Path], None]] = []  # listeners that commit what they are told of
-_signers: dict[Path, tuple[float, note.Ed25519Signer]] = {}
+_signers: dict[Path, tuple[float, note.Ed25519Signer, str]] = {}  # store -> (key mtime, key, key path)
 _files_memo: dict[tuple[str, str], dict[str, str]] = {}
 _ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
+_roots: dict[Path, bytes] = {}  # and its root
 _signed_here: dict[Path, tuple[str, str]] = {}  # the note this process signed last, and by which vkey
+_mem = threading.RLock()  # this process's uncommitted checkpoints change under it (after the ledger lock)
+_recent: dict[Path, tuple[int, list[bytes]]] = {}  # the leaf hashes of this process's last appends
 WITNESSED_SEP = "\f\n"  # never in a signed note (no control characters but newlines)
 MESSAGE_FILES = ("checkpoint", "witnessed")
 STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves file fills the gap)
@@ -65,9 +66,9 @@ STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves 
 
 def add_listener(fn: Callable[[Path], None], commits: bool = False) -> None:
     """Call ``fn(store path)`` after each new checkpoint of this process (it must not block).
-    ``commits``: ``fn`` promises to have the checkpoint committed soon (:func:`flush`, or with the
-    first witness cosignature, :func:`add_cosignatures`): while such a listener is registered, an
-    append signs and leaves the commit to it (the witness worker: one commit per append, not two)."""
+    ``commits``: ``fn`` promises to have the checkpoint committed soon (:func:`flush`): while such a
+    listener is registered, an append signs and leaves the commit to it, and cosignatures are kept
+    with the uncommitted checkpoint (the witness worker: no commit on an append's path)."""
     if fn not in _listeners:
         _listeners.append(fn)
     if commits and fn not in _committers:
@@ -75,16 +76,13 @@ def add_listener(fn: Callable[[Path], None], commits: bool = False) -> None:
 
 
 def remove_listener(fn: Callable[[Path], None]) -> None:
-    if fn in _listeners:
-        _listeners.remove(fn)
-    if fn in _committers:
-        _committers.remove(fn)
+    for group in (_listeners, _committers):
+        if fn in group:
+            group.remove(fn)
 
 
 @dataclass(frozen=True)
-class _Pending:
-    """A checkpoint signed by an append and not committed yet: the tip it extends and its files."""
-
+class _Pending:  # a checkpoint signed (or cosigned) and not committed yet: the tip it extends, its files
     tip: pygit2.Oid | None
     files: dict[str, str]
     what: str
@@ -94,8 +92,7 @@ _pending: dict[Path, _Pending] = {}
 
 
 def _pending_for(store: StoreCore, tip: pygit2.Oid | None) -> _Pending | None:
-    """This process's uncommitted checkpoint for the store, when the ref still is where it was
-    signed (else it is dropped: the ledger holds the entry, the next append signs it again)."""
+    """This process's uncommitted checkpoint for the store, when the ref has not moved since."""
     p = _pending.get(store.path)
     return p if p is not None and p.tip == tip else None
 
@@ -111,14 +108,15 @@ def flush(store: StoreCore) -> bool:
 def _flush_locked(store: StoreCore) -> bool:
     if store.path not in _pending:
         return False
-    tip = _tip(store)
-    p = _pending_for(store, tip)
-    if p is None:
+    with _mem:
+        tip = _tip(store)
+        p = _pending_for(store, tip)
+        if p is None:
+            _pending.pop(store.path, None)
+            return False
+        _commit(store, tip, p.files, p.what)
         _pending.pop(store.path, None)
-        return False
-    _commit(store, tip, p.files, p.what)
-    _pending.pop(store.path, None)
-    return True
+        return True
 
 
 def pending_paths() -> list[Path]:
@@ -126,15 +124,17 @@ def pending_paths() -> list[Path]:
     return list(_pending)
 
 
-_made: set[Path] = set()
+_made: dict[Path, tuple[Path, str]] = {}  # store path -> its tlog directory (Path and str)
 
 
 def tlog_dir(store: StoreCore) -> Path:
-    d = store.gitmem_dir / TLOG_DIR
-    if d not in _made or not d.is_dir():
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _made.add(d)
-    return d
+    """``$GIT_DIR/gitmem/tlog``, made (0700) when missing (paths built once per store)."""
+    d = _made.get(store.path)
+    if d is None or not os.path.isdir(d[1]):
+        path = store.gitmem_dir / TLOG_DIR
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        d = _made[store.path] = (path, str(path))
+    return d[0]
 
 
 def origin(store: StoreCore) -> str:
@@ -160,7 +160,12 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def signer(store: StoreCore) -> note.Ed25519Signer:
-    """The store's log key, created (0600) on first use."""
+    """The store's log key, created (0600) on first use (read again when its file changes)."""
+    cached = _signers.get(store.path)
+    if cached is not None:
+        with contextlib.suppress(OSError):
+            if os.stat(cached[2]).st_mtime == cached[0]:
+                return cached[1]
     path = tlog_dir(store) / KEY_FILE
     try:
         mtime = path.stat().st_mtime
@@ -169,11 +174,8 @@ def signer(store: StoreCore) -> note.Ed25519Signer:
             if not path.exists():
                 _write_private(path, note.Ed25519Signer(origin(store), os.urandom(32)).skey() + "\n")
         mtime = path.stat().st_mtime
-    cached = _signers.get(path)
-    if cached is not None and cached[0] == mtime:
-        return cached[1]
     s = note.ed25519_signer(path.read_text(encoding="ascii"))
-    _signers[path] = (mtime, s)
+    _signers[store.path] = (mtime, s, str(path))
     return s
 
 
@@ -295,9 +297,7 @@ def _load_range(store: StoreCore) -> CompactRange | None:
     try:
         data = json.loads((tlog_dir(store) / STATE_FILE).read_text(encoding="ascii"))
         return CompactRange(int(data["size"]), [bytes.fromhex(h) for h in data["range"]])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None
-    except Exception:  # noqa: BLE001 - a damaged cache is rebuilt, never trusted
+    except Exception:  # noqa: BLE001 - a missing or damaged cache is rebuilt, never trusted
         return None
 
 
@@ -316,6 +316,8 @@ def _frontier(
     used only when it gives the root of the newest signed checkpoint (of size ``seq``): a stale or
     damaged cache never gets a wrong root signed."""
     cr = _ranges.get(store.path)
+    if prev is not None and cr is not None and (cr.size, _roots.get(store.path)) == (seq, prev.root):
+        return CompactRange(cr.size, cr.hashes)  # the frontier this process signed ``prev`` from
     if cr is None or cr.size != seq:
         cr = _load_range(store)
         if cr is not None and cr.size < seq:
@@ -340,47 +342,57 @@ def on_append(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iter
     """Sign and commit the checkpoint of the tree with entry ``seq`` (``leaf``) as its last leaf;
     ``leaves`` gives every leaf when the cached frontier lags. Runs under the ledger lock. Returns
     the signed note. Its cost (bench/tlog_bench.py): a few hashes, one signature, one commit object
-    (the tree is the previous one's), one fsync and the ref's move; with a committing listener,
-    the commit is the witness round's."""
-    _flush_locked(store)  # two appends before the witness round: each checkpoint is committed
-    tip = _tip(store)
-    files = _files(store, tip)
-    prev = files.get("checkpoint")
-    prev_cp = None
-    if prev is not None:
-        with contextlib.suppress(GitmemError):
-            prev_cp = parse_body(note.parse(prev).text)
-    cr = _frontier(store, seq, prev_cp, leaves)
-    new = leaf_hash(leaf)
-    cr.append(new)
-    body = Checkpoint(origin(store), cr.size, cr.root()).body()
-    s = signer(store)
-    keys = _keys(files)
-    vkey = s.vkey
-    if vkey not in keys:
-        keys.append(vkey)
-    signed = note.sign(body, [s]).encode()
-    files = {**files, "checkpoint": signed, "keys": "".join(k + "\n" for k in keys)}
-    if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
-        files["witnessed"] = prev
-    if _committers:  # the witness worker commits it, with the first cosignature when one comes
-        _pending[store.path] = _Pending(tip, files, f"ledger entry #{seq}")
-    else:
-        _commit(store, tip, files, f"ledger entry #{seq}")
-    _ranges[store.path] = cr
-    _signed_here[store.path] = (signed, vkey)
-    if cr.size % STATE_EVERY == 0:
-        _save_range(store, cr)
-    with open(
-        tlog_dir(store) / LEAVES_FILE, "ab"
-    ) as fh:  # a cache of the leaf hashes (proofs without the ledger)
-        if fh.tell() == seq * 32:
-            fh.write(new)
-        else:
-            fh.truncate(0)
+    (the tree is the previous one's), one fsync and the ref's move; with a committing listener, no
+    commit (the fold's)."""
+    with _mem:
+        signed = _sign(store, seq, leaf, leaves)
     for fn in list(_listeners):
         with contextlib.suppress(Exception):  # a listener never fails a write
             fn(store.path)
+    return signed
+
+
+def _sign(store: StoreCore, seq: int, leaf: bytes, leaves: Callable[[], Iterable[bytes]]) -> str:
+    if not _committers:
+        _flush_locked(store)  # a committer left: what it did not fold is committed first
+    tip = _tip(store)
+    p = _pending_for(store, tip) if _committers else None
+    files = dict(p.files) if p is not None else _files(store, tip)  # a newer append supersedes it
+    prev = files.get("checkpoint")
+    prev_cp = None
+    if prev is not None:  # its text is what precedes the blank line (parse_body memoises it)
+        with contextlib.suppress(GitmemError, ValueError):
+            prev_cp = parse_body(prev[: prev.index("\n\n") + 1])
+    cr = _frontier(store, seq, prev_cp, leaves)
+    new = leaf_hash(leaf)
+    cr.append(new)
+    root = cr.root()
+    body = checkpoint_mod.remember(Checkpoint(origin(store), cr.size, root))
+    s = signer(store)
+    keys, vkey = _keys(files), s.vkey
+    signed = note.remember(note.sign(body, [s]))  # the round reads it next: no parse there
+    files = {**files, "checkpoint": signed}
+    if vkey not in keys:
+        files["keys"] = "".join(k + "\n" for k in [*keys, vkey])
+    if prev and _cosigned(prev):  # the witnessed one stays readable once a newer one is signed
+        files["witnessed"] = prev
+    if _committers:  # the witness worker folds it, with the cosignatures gathered by then
+        _pending[store.path] = _Pending(tip, files, f"ledger entry #{seq}")
+    else:
+        _commit(store, tip, files, f"ledger entry #{seq}")
+    _ranges[store.path], _roots[store.path] = cr, root
+    _signed_here[store.path] = (signed, vkey)
+    if cr.size % STATE_EVERY == 0:
+        _save_range(store, cr)
+    recent = _recent.get(store.path)
+    if recent is None or recent[0] + len(recent[1]) != seq or len(recent[1]) >= 64:
+        recent = _recent[store.path] = (seq, [])
+    recent[1].append(new)
+    fd = os.open(os.path.join(tlog_dir(store), LEAVES_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:  # the leaf hashes (proofs without the ledger); a cache, checked against signed roots
+        os.write(fd, new) if os.fstat(fd).st_size == seq * 32 else os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
     return signed
 
 
@@ -392,8 +404,11 @@ def signed_here(store: StoreCore, text: str) -> str | None:
 
 
 def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | None:
-    """Leaf hashes ``[start, end)`` from ``gitmem/tlog/leaves`` (None when the cache lacks them);
-    a cache: proofs built on it are checked against a signed root before use."""
+    """Leaf hashes ``[start, end)`` from this process's last appends or ``gitmem/tlog/leaves`` (None
+    when the cache lacks them); a cache: proofs built on it are checked against a signed root."""
+    recent = _recent.get(store.path)
+    if recent is not None and recent[0] <= start and end <= recent[0] + len(recent[1]):
+        return recent[1][start - recent[0] : end - recent[0]]
     try:
         with open(store.gitmem_dir / TLOG_DIR / LEAVES_FILE, "rb") as fh:
             fh.seek(start * 32)
@@ -405,8 +420,7 @@ def cached_leaf_hashes(store: StoreCore, start: int, end: int) -> list[bytes] | 
     return [data[i : i + 32] for i in range(0, len(data), 32)]
 
 
-def _cosigned(signed: str) -> bool:
-    """Whether a note carries more than the log's signature (a witness cosigned it)."""
+def _cosigned(signed: str) -> bool:  # whether a note carries more than the log's signature
     return signed.count("\n" + note.DASH) > 1
 
 
@@ -438,42 +452,49 @@ def history(store: StoreCore) -> list[str]:
 
 def add_cosignatures(store: StoreCore, body: str, sigs: Iterable[note.Signature]) -> bool:
     """Store witness cosignatures of checkpoint ``body`` with it (on ``checkpoint`` when it is still the
-    newest, else on ``witnessed``); the caller verified them. Returns whether anything changed."""
+    newest, else on ``witnessed``); the caller verified them. Returns whether anything changed. With
+    a committing listener they join the uncommitted checkpoint, in memory (no commit and no file
+    lock: :func:`flush` folds them, checking the ref did not move; one lost in a crash is asked for
+    again), else they are committed now."""
     new = list(sigs)
-    with file_lock(store.gitmem_dir / "ledger.lock"):
+    if _committers or store.path in _pending:
+        with _mem:
+            p = _pending.get(store.path)
+            tip = p.tip if p is not None else _tip(store)
+            got = _merged(store, dict(p.files) if p is not None else _files(store, tip), body, new)
+            if got is not None:
+                what = f"{p.what}, {got[1]}" if p is not None else got[1]
+                _pending[store.path] = _Pending(tip, got[0], what)
+            return got is not None
+    with file_lock(store.gitmem_dir / "ledger.lock"), _mem:
         tip = _tip(store)
-        p = _pending_for(store, tip)
-        if p is not None and note.parse(p.files["checkpoint"]).text == body:
-            parsed = note.parse(p.files["checkpoint"])  # not committed yet: one commit for both
-            mine = {(s.name, s.key_id) for s in parsed.sigs}
-            added = [s for s in new if (s.name, s.key_id) not in mine]
-            files = {**p.files, "checkpoint": note.Note(parsed.text, (*parsed.sigs, *added)).encode()}
-            names = ", ".join(s.name for s in added)
-            _commit(store, tip, files, f"{p.what}, cosigned by {names}" if added else p.what)
-            _pending.pop(store.path, None)
-            return bool(added)
-        if _flush_locked(store):  # cosignatures of an older checkpoint: the newest is committed first
-            tip = _tip(store)
-        files = _files(store, tip)
-        for slot in ("checkpoint", "witnessed"):
-            text = files.get(slot)
-            if text is not None and note.parse(text).text == body:
-                break
-        else:
-            slot, text = "witnessed", None
-            old = files.get("witnessed")
-            if old is not None and parse_body(note.parse(old).text).size > parse_body(body).size:
-                return False  # a newer checkpoint is already witnessed
-            logged = [n for n in history(store) if note.parse(n).text == body]
-            if not logged:
-                return False
-            text = logged[-1]
-        parsed = note.parse(text)
-        have = {(s.name, s.key_id): s for s in parsed.sigs}
-        added = [s for s in new if (s.name, s.key_id) not in have]
-        if not added:
-            return False
-        files[slot] = note.Note(parsed.text, (*parsed.sigs, *added)).encode()
-        names = ", ".join(s.name for s in added)
-        _commit(store, tip, files, f"cosigned by {names}")
-        return True
+        got = _merged(store, _files(store, tip), body, new)
+        if got is not None:
+            _commit(store, tip, got[0], got[1])
+        return got is not None
+
+
+def _merged(
+    store: StoreCore, files: dict[str, str], body: str, new: list[note.Signature]
+) -> tuple[dict[str, str], str] | None:
+    """``files`` with the cosignatures ``new`` of ``body`` added, and what to call it (None: nothing new)."""
+    for slot in ("checkpoint", "witnessed"):
+        text = files.get(slot)
+        if text is not None and note.parse(text).text == body:
+            break
+    else:
+        slot, text = "witnessed", None
+        old = files.get("witnessed")
+        if old is not None and parse_body(note.parse(old).text).size > parse_body(body).size:
+            return None  # a newer checkpoint is already witnessed
+        logged = [n for n in history(store) if note.parse(n).text == body]
+        if not logged:
+            return None
+        text = logged[-1]
+    parsed = note.parse(text)
+    have = {(s.name, s.key_id) for s in parsed.sigs}
+    added = [s for s in new if (s.name, s.key_id) not in have]
+    if not added:
+        return None
+    files[slot] = note.Note(parsed.text, (*parsed.sigs, *added)).encode()
+    return files, f"cosigned by {', '.join(s.name for s in added)}"

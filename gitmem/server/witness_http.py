@@ -19,6 +19,8 @@ def make_server(witness: Witness, host: str = "127.0.0.1", port: int = 0) -> Thr
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as the spec recommends
+        wbufsize = -1  # a buffered writer: the status line, headers and body leave in one write
+        disable_nagle_algorithm = True  # (two writes wait for the client's delayed ACK)
 
         def _send(self, reply: Reply) -> None:
             data = reply.body.encode("utf-8")
@@ -27,6 +29,7 @@ def make_server(witness: Witness, host: str = "127.0.0.1", port: int = 0) -> Thr
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            self.wfile.flush()  # one send of the whole response
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             if self.path.rstrip("/") != "/add-checkpoint":

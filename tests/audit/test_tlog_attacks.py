@@ -213,3 +213,27 @@ def test_names_sizes_and_base64_are_matched_whole(store: Store, tmp_path: Path) 
     signed = transparency.newest(store.core).text
     for old in ("\uff10", "00", "-0", "1 "):  # a fullwidth zero, leading zeroes, signs, spaces
         assert w.add_checkpoint(f"old {old}\n\n{signed}".encode()).status == 400
+
+
+def test_the_witness_http_face_answers_in_one_write(tmp_path: Path) -> None:
+    """Status line, headers and body leave in one write (two wait for the client's delayed ACK and
+    cost it a second receive): one receive gets the whole answer; an unreadable request line is
+    still answered (the buffered writer is flushed when the connection closes)."""
+    import socket
+
+    server = make_server(Witness(tmp_path / "w", "witness.test/h"))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+            head, _, body = s.recv(65536).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 404") and body == b"no such endpoint\n"
+            s.sendall(b"GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")  # kept alive: asked again
+            assert s.recv(65536).endswith(b"\r\n\r\nno such endpoint\n")
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"NOT A REQUEST LINE AT ALL\r\n\r\n")  # (answered as HTTP/0.9: a body only)
+            assert b"Error code: 400" in s.recv(65536)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,13 +1,16 @@
-"""With the witness worker's committing listener registered (docs/transparency.md#asking-witnesses),
-an append signs its checkpoint and leaves the commit to the witness round: the round stores the
-checkpoint and the first cosignature in one commit, a failed round still commits the checkpoint,
-two appends before a round commit both checkpoints, and a stopped worker commits what is left.
-Every checkpoint still verifies and extends the ledger."""
+"""With the witness worker's committing listener registered (docs/transparency.md#checkpoints), an
+append signs its checkpoint and pays no commit; the witness round's cosignatures join it in memory,
+also without a commit; one fold (:func:`checkpoints.flush`) commits the newest checkpoint with every
+cosignature gathered, a failed round leaves the checkpoint to the fold, a newer append supersedes
+an unfolded one, a stopped worker commits what is left, and after a crash (memory lost) the
+checkpoint is signed again to the same note and the witness cosigns it again. Every checkpoint
+still verifies and extends the ledger, and a receipt completed from memory verifies offline."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +55,10 @@ def _policy(store: Store, vkey: str, url: str) -> policy_mod.Policy:
     return policy_mod.parse(f"log {log}\nwitness d1 {vkey} {url}\nquorum d1\n")
 
 
+def _ref_note(store: Store) -> note.Note:
+    return note.parse(checkpoints._files(store.core, checkpoints._tip(store.core))["checkpoint"])
+
+
 def _ref_size(store: Store) -> int:
     files = checkpoints._files(store.core, checkpoints._tip(store.core))  # the ref alone, no overlay
     return transparency.parse_body(note.parse(files["checkpoint"]).text).size
@@ -78,21 +85,73 @@ def test_the_round_commits_the_checkpoint_with_its_cosignature_in_one_commit(
     assert transparency.check(core) == []
 
 
-def test_a_failed_round_and_a_second_append_still_commit_every_checkpoint(
+def test_a_failed_round_and_a_second_append_leave_one_fold(
     store: Store, tmp_path: Path, deferring: None
 ) -> None:
     core = store.core
     w = Witness(tmp_path / "dead", "witness.test/dead")
     policy = _policy(store, w.vkey, "http://127.0.0.1:9")  # nothing listens on port 9
+    before = _ref_size(store)
     ledger.append(core, "flag", {"n": 0})
-    first = ledger.append(core, "flag", {"n": 1})  # the first append's checkpoint is committed now
-    assert _ref_size(store) == first.seq
-    result = witnessing.round_and_commit(core, policy, timeout=2.0)
+    first = ledger.append(core, "flag", {"n": 1})  # supersedes the first one's, no commit
+    assert _ref_size(store) == before
+    assert transparency.newest(core).cp.size == first.seq + 1
+    result = witnessing.cosign_round(core, policy, timeout=2.0)
     assert result["d1"].startswith("unreachable")
+    assert checkpoints.pending_paths() == [core.path]
+    commits = len(checkpoints.history(core))
+    assert checkpoints.flush(core)
     assert not checkpoints.pending_paths()
     assert _ref_size(store) == first.seq + 1
-    sizes = [transparency.parse_body(note.parse(n).text).size for n in checkpoints.history(core)]
-    assert sizes == list(range(1, first.seq + 2))  # one checkpoint per append, none skipped
+    assert len(checkpoints.history(core)) == commits  # one commit, for the newest checkpoint
+    assert transparency.check(core) == []
+
+
+def test_cosignatures_wait_in_memory_and_one_fold_commits_them(
+    store: Store, witness_url: tuple[str, str], deferring: None
+) -> None:
+    from gitmem.audit import redaction_receipts
+
+    core = store.core
+    policy = _policy(store, *witness_url)
+    old = store.write("/a.md", "the password is hunter2", actor="user:alice")
+    store.write("/a.md", "rotated", actor="user:alice")
+    before = _ref_size(store)
+    tip = checkpoints._tip(core)
+    red = store.redact(old.id, reason="leaked", actor="user:admin")
+    assert witnessing.cosign_round(core, policy) == {"d1": "cosigned"}
+    assert checkpoints._tip(core) == tip  # neither the checkpoint nor its cosignature was committed
+    rc = redaction_receipts.receipt(core, red.id, policy)
+    assert rc.status == "complete"  # from the cosignature the receipt carries, checked offline
+    assert redaction_receipts.verify_receipt(rc.text, policy).witnesses == ["d1"]
+    assert checkpoints.flush(core)
+    files = checkpoints._files(core, checkpoints._tip(core))
+    assert _ref_size(store) > before
+    assert len(note.parse(files["checkpoint"]).sigs) == 2  # log and witness, one commit
+    assert redaction_receipts.receipt(core, red.id, policy).status == "complete"
+    assert transparency.check(core) == []
+
+
+def test_after_a_crash_the_checkpoint_is_signed_again_and_cosigned_again(
+    store: Store, witness_url: tuple[str, str], deferring: None
+) -> None:
+    core = store.core
+    policy = _policy(store, *witness_url)
+    assert witnessing.round_and_commit(core, policy) == {"d1": "cosigned"}
+    entry = ledger.append(core, "flag", {"n": 0})
+    assert witnessing.cosign_round(core, policy) == {"d1": "cosigned"}
+    signed = note.parse(checkpoints.current(core)["checkpoint"])
+    for memo in (checkpoints._pending, checkpoints._ranges, checkpoints._signed_here):
+        memo.clear()  # the process died before the fold: its memory is gone, the ledger is not
+    assert _ref_size(store) == entry.seq
+    assert witnessing.resign(core)
+    assert not witnessing.resign(core)  # nothing lags any more
+    again = note.parse(checkpoints.current(core)["checkpoint"])
+    assert again.text == signed.text and again.sigs[0] == signed.sigs[0]  # the same note
+    assert witnessing.pending(core, policy) == ["d1"]
+    assert witnessing.round_and_commit(core, policy) == {"d1": "cosigned"}  # 409, then again
+    assert _ref_size(store) == entry.seq + 1
+    assert len(note.parse(checkpoints.current(core)["checkpoint"]).sigs) == 2
     assert transparency.check(core) == []
 
 
@@ -134,3 +193,55 @@ def test_remember_commits_a_pending_checkpoint_before_remembering_it(store: Stor
     assert _ref_size(store) == entry.seq + 1
     seen = transparency._load_seen(core)["checkpoints"]
     assert transparency.parse_body(note.parse(seen[-1]).text).size == entry.seq + 1
+
+
+def _wait(cond: object, what: str) -> None:
+    deadline = time.monotonic() + 60  # generous: the machine may be loaded; the test fails only on a hang
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_the_worker_folds_at_most_once_an_interval_and_on_stop(
+    store: Store, witness_url: tuple[str, str]
+) -> None:
+    core = store.core
+    policy = _policy(store, *witness_url)
+    worker = witnessing.Worker(
+        _open_core, lambda: [core.path], lambda: policy, interval=0.05, fold_interval=3600
+    )
+    worker.start()
+    try:
+        _wait(lambda: len(_ref_note(store).sigs) == 2, "the first round, folded at once (no fold before)")
+        tip = checkpoints._tip(core)
+        entry = ledger.append(core, "flag", {"n": 0})
+        _wait(lambda: len(note.parse(checkpoints.current(core)["checkpoint"]).sigs) == 2, "a cosignature")
+        assert checkpoints._tip(core) == tip  # the interval has not passed: nothing committed
+        assert core.path in worker._due
+    finally:
+        worker.stop()
+    assert not checkpoints.pending_paths()
+    assert _ref_size(store) == entry.seq + 1
+    assert len(note.parse(checkpoints.current(core)["checkpoint"]).sigs) == 2
+    assert transparency.check(core) == []
+
+
+def test_a_starting_worker_signs_again_what_a_crash_left_unsigned(
+    store: Store, witness_url: tuple[str, str], deferring: None
+) -> None:
+    core = store.core
+    entry = ledger.append(core, "flag", {"n": 0})
+    checkpoints._pending.clear()  # the process died before the fold
+    assert _ref_size(store) == entry.seq
+    checkpoints.remove_listener(_committer)
+    policy = _policy(store, *witness_url)
+    worker = witnessing.Worker(
+        _open_core, lambda: [core.path], lambda: policy, interval=0.05, fold_interval=0
+    )
+    worker.start()
+    try:
+        _wait(lambda: _ref_size(store) == entry.seq + 1, "the re-signed checkpoint")
+        _wait(lambda: len(_ref_note(store).sigs) == 2, "its cosignature, folded")
+    finally:
+        worker.stop()
+    assert transparency.check(core) == []

@@ -99,3 +99,17 @@ def test_submit_retries_once_on_a_kept_connection_the_server_closed(
     assert witnessing.submit(url, 0, [], "note\n") == (200, "ok\n")
     assert len(requests) == 3
     assert not answers
+
+
+def test_a_witness_that_never_answers_times_out() -> None:
+    """The kernel's receive timeout (SO_RCVTIMEO) ends a wait on a silent witness with an OSError,
+    as Python's own socket timeout did."""
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        port = srv.getsockname()[1]
+        conn = witness_client.Conn("127.0.0.1", port, 0.2)
+        try:
+            peer, _ = srv.accept()  # accepted, read from never, never answered
+            with peer, pytest.raises(OSError):
+                conn.post("/add-checkpoint", b"old 0\n\n", 0.2)
+        finally:
+            conn.close()

@@ -38,10 +38,31 @@ class Checkpoint:
         return "".join(f"{line}\n" for line in lines)
 
 
-@functools.lru_cache(maxsize=64)
 def parse_body(text: str) -> Checkpoint:
     """The checkpoint a note text holds; InvalidInputError when it is not one (memoised: a
-    Checkpoint is immutable)."""
+    Checkpoint is immutable; one this process :func:`remember`-ed is not parsed at all)."""
+    return _made.get(text) or _parse_body(text)
+
+
+_made: dict[str, Checkpoint] = {}
+
+
+def remember(cp: Checkpoint) -> str:
+    """``cp.body()``, and :func:`parse_body` of it gives ``cp`` without parsing (a checkpoint this
+    process just built to sign it)."""
+    text = cp.body()
+    if cp.extensions or not cp.origin or "\n" in cp.origin or len(cp.root) != HASH_SIZE:
+        return text  # parse_body decides about those
+    if cp.size == 0 and cp.root != EMPTY_ROOT:
+        return text
+    if len(_made) >= 16:
+        _made.clear()
+    _made[text] = cp
+    return text
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_body(text: str) -> Checkpoint:
     if not text.endswith("\n"):
         raise InvalidInputError("malformed checkpoint: the text does not end in a newline")
     lines = text[:-1].split("\n")

@@ -224,7 +224,22 @@ def parse(note: str | bytes) -> Note:
             note = note.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInputError("malformed note: not UTF-8") from None
-    return _parse(note)
+    return _signed.get(note) or _parse(note)
+
+
+_signed: dict[str, Note] = {}  # notes this process signed (their encoding), parsed already
+
+
+def remember(signed: Note) -> str:
+    """``signed.encode()``, and :func:`parse` of it gives ``signed`` without parsing (a note this
+    process just signed: the witness round reads it next)."""
+    text = signed.encode()
+    if _CONTROL.search(text):  # parse would refuse it: it parses it (and refuses it) then
+        return text
+    if len(_signed) >= 16:
+        _signed.clear()
+    _signed[text] = signed
+    return text
 
 
 @functools.lru_cache(maxsize=64)
@@ -235,6 +250,10 @@ def _parse(note: str) -> Note:
     if split < 0 or not note.endswith("\n"):
         raise InvalidInputError("malformed note: no blank line before the signatures")
     text, block = note[: split + 1], note[split + 2 :]
+    return Note(text, _signature_lines(block))
+
+
+def _signature_lines(block: str) -> tuple[Signature, ...]:
     sigs: list[Signature] = []
     for line in block.splitlines():
         if not line.startswith(DASH):
@@ -246,7 +265,18 @@ def _parse(note: str) -> Note:
         sigs.append(Signature(check_name(name), int.from_bytes(raw[:4], "big"), raw[4:]))
     if not sigs or len(sigs) > MAX_SIGNATURES:
         raise InvalidInputError(f"malformed note: {len(sigs)} signatures (1 to {MAX_SIGNATURES})")
-    return Note(text, tuple(sigs))
+    return tuple(sigs)
+
+
+def with_lines(parsed: Note, lines: str) -> Note:
+    """``parsed`` with the signature lines ``lines`` (a witness's answer) after its own: what
+    :func:`parse` gives for ``parsed.encode() + lines``, without parsing ``parsed`` again."""
+    if _CONTROL.search(lines) or not lines.endswith("\n"):
+        raise InvalidInputError("malformed note: the signature lines end in a newline, no control characters")
+    got = _signature_lines(lines)
+    if len(parsed.sigs) + len(got) > MAX_SIGNATURES:
+        raise InvalidInputError(f"malformed note: more than {MAX_SIGNATURES} signatures")
+    return Note(parsed.text, (*parsed.sigs, *got))
 
 
 def verified(note: Note, verifiers: Iterable[Verifier]) -> list[Signature]:
