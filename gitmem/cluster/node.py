@@ -428,7 +428,7 @@ class ClusterNode:
         """This node's ASGI app: the server's app on the cluster's tokens, behind the proxy."""
         import httpx2 as httpx
 
-        from gitmem.cluster.mcp_route import McpRouter
+        from gitmem.cluster.mcp_route import McpRouter, granted
         from gitmem.cluster.proxy import ClusterProxy
         from gitmem.server.app import create_app
 
@@ -450,7 +450,7 @@ class ClusterNode:
         replica = endpoints.replica_app(self)
         routed = McpRouter(
             proxy, node=self.name, home_of=self.home_of, on_forward=counted,
-            store_id_of=lambda store: self.state.resolve(store).store_id,
+            store_id_of=lambda store: self.state.resolve(store).store_id, may_use=granted(ClusterTokenStore(self.state)),
         )  # fmt: skip
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
