@@ -229,8 +229,9 @@ _ZERO = "0" * 40
 
 def _git_log(repo: pygit2.Repository, tip: pygit2.Oid) -> subprocess.Popen[bytes]:
     """``git log --raw`` of ``tip``'s history, started (it runs while the rows are read)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    from gitmem import config
+
+    env = {**config.plain_git_env(), "GIT_NO_REPLACE_OBJECTS": "1"}
     cmd = ["git", "--git-dir", repo.path, "-c", "log.showSignature=false", "log", "--raw", "--root"]
     cmd += ["--no-renames", "--no-abbrev", "-z", "--no-color", "--format=%x01%H", str(tip), "--"]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -278,14 +279,14 @@ def _check_history(
         " commit_id FROM versions WHERE scope=?"
     )
     for *row, commit_id in db.execute(q, (scope,)):
-        rows.setdefault(commit_id, []).append(tuple(row))  # type: ignore[arg-type]
+        rows.setdefault(commit_id, []).append(tuple(row))
     others = {v for (v,) in db.execute("SELECT id FROM versions WHERE scope!=?", (scope,))}
     heads: dict[str, tuple[str, str, int, int]] = {}  # path -> memory, version, created, updated
     live: dict[str, int] = {}
     seen: set[str] = set()
     diffs = _raw_changes(log)
     read = repo.odb.read
-    for commit in repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE):
+    for commit in repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE):
         cid = str(commit.id)
         got, changed = rows.pop(cid, []), diffs.get(cid)
         if len(commit.parent_ids) > 1 or (
