@@ -8,7 +8,7 @@ index from git on first use, as always (the safe default). The source's index is
 the clone treats it as untrusted input:
 
 - its schema version is this gitmem's, ``PRAGMA quick_check`` passes, and it holds no table but
-  the index's own (anything else is dropped);
+  the index's own and no trigger or view (anything else is dropped, triggers and views first);
 - it covers exactly the clone's scopes, each indexed at the very commit the clone's branch holds;
 - each scope's heads are the tip tree's memories: the same paths and blobs, with each blob's
   sha256, size and description recomputed here; each head's version row exists with its memory,
@@ -129,6 +129,14 @@ def _check_snapshot(
     if row is None or row[0] != SCHEMA_VERSION:
         raise _Reject("schema")
     db.execute("BEGIN")
+    # Before anything is read or changed: the index has no triggers or views, and one could rewrite
+    # rows after they were checked (a trigger on the counters' UPDATE) or later in the clone.
+    for kind, name in db.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')"
+    ).fetchall():
+        db.execute(f'DROP {"TRIGGER" if kind == "trigger" else "VIEW"} IF EXISTS "{name}"')
+    if db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type IN ('trigger', 'view')").fetchone()[0]:
+        raise _Reject("a trigger or view")
     for name in _SEARCH_TABLES:
         db.execute(f"DROP TABLE IF EXISTS {name}")
     for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall():

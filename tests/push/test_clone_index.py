@@ -134,3 +134,24 @@ def test_a_source_index_lying_about_older_versions_is_not_taken(store: Store, tm
         with gitmem.open_store(tmp_path / f"c{i}") as copy:
             assert _reads(copy) == expected, sql
         store.reindex()
+
+
+def test_triggers_and_views_of_the_source_index_are_not_carried(store: Store, tmp_path: Path) -> None:
+    """A trigger could rewrite rows after they were checked (here: on the counters' UPDATE the
+    check itself makes) or later in the clone; the clone's index has none."""
+    _fill(store)
+    expected = _reads(store)
+    _forge(
+        store,
+        "CREATE TRIGGER evil AFTER UPDATE ON scopes BEGIN UPDATE versions SET actor='user:mallory'; END",
+    )
+    _forge(store, "CREATE VIEW peek AS SELECT * FROM versions")
+    clone("notes", tmp_path / "c")
+    db = sqlite3.connect(str(tmp_path / "c" / ".git" / "gitmem" / "index.sqlite"))
+    try:
+        kinds = db.execute("SELECT type FROM sqlite_master WHERE type IN ('trigger', 'view')").fetchall()
+    finally:
+        db.close()
+    assert kinds == []
+    with gitmem.open_store(tmp_path / "c") as copy:
+        assert _reads(copy) == expected
