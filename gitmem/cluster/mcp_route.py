@@ -8,8 +8,9 @@ whose ``store`` argument names a store whose home is another node is made there,
 of the ``mcp`` package talking to the home's own ``/mcp`` with the caller's credentials, its
 ``scope`` and ``session`` and ``?store=<the store's id>``; the home's answer is returned as this
 request's JSON-RPC answer. The home authenticates the token and checks its grant and scope for
-that store, as for any MCP request it serves (once: this node checks nothing but the credentials'
-presence), and the write lands there, once, under the home's fence, and reaches the replicas by
+that store, as for any MCP request it serves; this node routes only credentials that authenticate
+and grant the store (``may_use``): any other call is answered here, as a store that does not
+exist is (routing is no oracle of which stores exist), and the write lands there, once, under the home's fence, and reaches the replicas by
 the home's replication. Everything else (initialize, listings, resources, a call naming a store
 homed here or not placed) is served here. A request this router sent carries ``x-gitmem-mcp-routed``
 and is never routed again (no ping-pong between nodes whose routes disagree for a second after a
@@ -47,6 +48,21 @@ def routed_store(scope: Scope) -> str | None:
     return asked[0] if len(asked) == 1 else None
 
 
+def granted(tokens: Any) -> Callable[[dict[str, str], str], bool]:
+    """``may_use`` for :class:`McpRouter`: whether a request's credentials authenticate with
+    ``tokens`` (a token store) and may read the store of that id."""
+    from gitmem.server.door import authenticate
+
+    def may_use(headers: dict[str, str], store_id: str) -> bool:
+        try:
+            token = authenticate(tokens, headers)
+        except GitmemError:
+            return False
+        return not token.expired() and bool(token.may_read(store_id))
+
+    return may_use
+
+
 class McpRouter:
     """Route a ``tools/call`` naming a store homed elsewhere to its home (module docstring).
 
@@ -59,11 +75,12 @@ class McpRouter:
         node: str,
         home_of: Callable[[str], tuple[str, str] | None],
         store_id_of: Callable[[str], str],
+        may_use: Callable[[dict[str, str], str], bool],
         on_forward: Callable[[str], None] | None = None,
         max_body: int = MAX_BODY,
     ) -> None:
         self.app, self.node, self.home_of, self.on_forward = app, node, home_of, on_forward
-        self.store_id_of, self.max_body = store_id_of, max_body
+        self.store_id_of, self.may_use, self.max_body = store_id_of, may_use, max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers", [])) if scope["type"] == "http" else {}
@@ -107,6 +124,16 @@ class McpRouter:
             except GitmemError as exc:  # the shared state cannot be read: no route, retry
                 await _unavailable(send, str(exc))
                 return
+        if call is not None and target is not None and target[0] != self.node:
+            # Only a caller who may use the store is routed: any other (a bad token, no grant) gets
+            # this node's own answer, the one a store that does not exist gets (no oracle).
+            try:
+                placed = await anyio.to_thread.run_sync(self.store_id_of, call[1]["store"])
+                given = {k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()}
+                if not await anyio.to_thread.run_sync(self.may_use, given, placed):
+                    target = None
+            except GitmemError:
+                target = None
         if call is None or target is None or target[0] == self.node:
             await self.app(scope, _once(first, replayed), send)
             return

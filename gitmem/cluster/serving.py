@@ -15,7 +15,7 @@ def node_app(node: ClusterNode) -> Any:
     """This node's ASGI app: the server's app on the cluster's tokens, behind the proxy."""
     import httpx2 as httpx
 
-    from gitmem.cluster.mcp_route import McpRouter
+    from gitmem.cluster.mcp_route import McpRouter, granted
     from gitmem.cluster.proxy import ClusterProxy
     from gitmem.server.app import create_app
 
@@ -38,6 +38,7 @@ def node_app(node: ClusterNode) -> Any:
     routed = McpRouter(
         proxy, node=node.name, home_of=node.home_of, on_forward=counted,
         store_id_of=lambda store: node.state.resolve(store).store_id,
+        may_use=granted(ClusterTokenStore(node.state)),
     )  # fmt: skip
 
     async def app(scope: Any, receive: Any, send: Any) -> None:

@@ -106,3 +106,52 @@ def test_tables_that_are_not_the_index_s_own_are_not_carried(store: Store, tmp_p
     assert b"the source only" not in data and b"private_notes" not in data
     with gitmem.open_store(tmp_path / "c") as copy:
         assert _reads(copy) == expected
+
+
+def test_a_source_index_lying_about_older_versions_is_not_taken(store: Store, tmp_path: Path) -> None:
+    """Rows of versions that are no longer heads are checked against their commits too: a forged
+    actor, session or time, a hidden, added or altered older version is not seeded."""
+    _fill(store)
+    expected = _reads(store)
+    first = "(SELECT MIN(seq) FROM versions WHERE path='/notes/n3.md')"
+    forgeries = [
+        f"UPDATE versions SET actor='user:mallory' WHERE seq={first}",
+        f"UPDATE versions SET session='evil' WHERE seq={first}",
+        f"UPDATE versions SET created_at=1 WHERE seq={first}",
+        f"DELETE FROM versions WHERE seq={first}",
+        f"UPDATE versions SET sha256='0' || substr(sha256, 2) WHERE seq={first}",
+        f"UPDATE versions SET operation='modified' WHERE seq={first}",
+        "UPDATE versions SET path='/notes/n9.md', prev_path=NULL WHERE path='/archive/n4.md'",
+        "INSERT INTO versions(id, memory_id, scope, path, operation, actor, created_at, commit_id)"
+        " SELECT 'memver_01ARZ3NDEKTSV4RRFFQ69G5FAV', memory_id, scope, path, 'deleted', actor, created_at,"
+        f" commit_id FROM versions WHERE seq={first}",
+        "UPDATE heads SET created_at=1 WHERE path='/notes/n3.md'",
+    ]
+    for i, sql in enumerate(forgeries):
+        _forge(store, sql)
+        result = clone("notes", tmp_path / f"c{i}")
+        assert not result.seeded_index, sql
+        with gitmem.open_store(tmp_path / f"c{i}") as copy:
+            assert _reads(copy) == expected, sql
+        store.reindex()
+
+
+def test_triggers_and_views_of_the_source_index_are_not_carried(store: Store, tmp_path: Path) -> None:
+    """A trigger could rewrite rows after they were checked (here: on the counters' UPDATE the
+    check itself makes) or later in the clone; the clone's index has none."""
+    _fill(store)
+    expected = _reads(store)
+    _forge(
+        store,
+        "CREATE TRIGGER evil AFTER UPDATE ON scopes BEGIN UPDATE versions SET actor='user:mallory'; END",
+    )
+    _forge(store, "CREATE VIEW peek AS SELECT * FROM versions")
+    clone("notes", tmp_path / "c")
+    db = sqlite3.connect(str(tmp_path / "c" / ".git" / "gitmem" / "index.sqlite"))
+    try:
+        kinds = db.execute("SELECT type FROM sqlite_master WHERE type IN ('trigger', 'view')").fetchall()
+    finally:
+        db.close()
+    assert kinds == []
+    with gitmem.open_store(tmp_path / "c") as copy:
+        assert _reads(copy) == expected
