@@ -108,16 +108,17 @@ class ClusterNode:
         stores homed here and fence each local copy: open while the lease holds, shut otherwise;
         hand over the stores asked to move, and take over those whose home is lost. Each homed
         store's replication starts beside the beat (one at a time per store: a store whose last one
-        still runs is skipped); ``wait`` (a caller's tick) returns once they ended, the heartbeat
-        thread's beat does not wait, so its next renewal is on time whatever a replica does."""
+        still runs is skipped); ``wait`` (a caller's tick) lets a running one end, replicates what
+        is there now and returns once that ended; the heartbeat thread's beat does not wait, so
+        its next renewal is on time whatever a replica does."""
         with self._tick_lock:
-            started = self._tick()
+            started = self._tick(wait)
         if wait:
             for pending in started:
                 with contextlib.suppress(Exception):  # its errors are in replication_errors
                     pending.result()
 
-    def _tick(self) -> list[Future[list[int]]]:
+    def _tick(self, wait: bool) -> list[Future[list[int]]]:
         started_sends: list[Future[list[int]]] = []
         try:
             self.state.heartbeat(self.name)
@@ -155,10 +156,16 @@ class ClusterNode:
                     path, node=self.name, epoch=held, renewed_at=started, lease_seconds=self.lease_seconds
                 )
                 running = self._beat_sends.get(p.store_id)
-                if running is None or running.done():
-                    pending = self._beat_pool.submit(self._beat_replicate, p.store_id, path, p.replicas)
-                    self._beat_sends[p.store_id] = pending
-                    started_sends.append(pending)
+                if running is not None and not running.done():
+                    if not wait:  # the last beat's copy still runs: this beat leaves the store to it
+                        continue
+                    # a caller's tick replicates what is there now: the running copy may have
+                    # listed the refs before the caller's last write, so it ends first, then a new one
+                    with contextlib.suppress(Exception):  # its errors are in replication_errors
+                        running.result()
+                pending = self._beat_pool.submit(self._beat_replicate, p.store_id, path, p.replicas)
+                self._beat_sends[p.store_id] = pending
+                started_sends.append(pending)
         self.fail_over(local)
         return started_sends
 
