@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gitmem
 from gitmem.server.pool import StorePool
+from tests.helpers import run_threads
 
 
 def _stores(workspace: Path, n: int) -> list[str]:
@@ -55,29 +56,20 @@ def test_many_threads_over_many_stores_keep_the_bound_and_write_each_version_onc
 ) -> None:
     names = _stores(workspace, 8)
     pool = StorePool(workspace, max_idle=3)
-    errors: list[BaseException] = []
     written: dict[str, list[str]] = {n: [] for n in names}
     lock = threading.Lock()
 
     def worker(k: int) -> None:
         rng = random.Random(k)
-        try:
-            for i in range(6):
-                name = rng.choice(names)
-                with pool.store(name) as s:
-                    v = s.write(f"/t{k}/m{i}.md", f"{k} {i}\n", actor="user:alice")
-                    assert v is not None
-                with lock:
-                    written[name].append(v.id)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        for i in range(6):
+            name = rng.choice(names)
+            with pool.store(name) as s:
+                v = s.write(f"/t{k}/m{i}.md", f"{k} {i}\n", actor="user:alice")
+                assert v is not None
+            with lock:
+                written[name].append(v.id)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_threads(worker, 6)  # re-raises what any worker raised
     assert pool.idle_count() <= 3
     pool.close()
     for name in names:
@@ -117,22 +109,13 @@ def test_open_files_stay_bounded_over_more_stores_and_threads_than_the_bound(wor
     assert pool.idle_count() == 1
     assert _fds() - before <= one
     # Every store, from six threads at once, many times over: at most the idle bound stays open.
-    errors: list[BaseException] = []
 
     def worker(k: int) -> None:
         rng = random.Random(k)
-        try:
-            for i in range(10):
-                use(rng.choice(names), 100 + 10 * k + i)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        for i in range(10):
+            use(rng.choice(names), 100 + 10 * k + i)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_threads(worker, 6)  # re-raises what any worker raised
     assert pool.idle_count() <= 2
     assert pool.opened > 8  # stores were evicted and opened again
     assert _fds() - before <= 2 * one + 2  # two idle Stores (a pack file more at most)
