@@ -5,13 +5,12 @@ failover; once the replica answers again it is brought level."""
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
 import gitmem
 from gitmem.cluster.replication import refs_of
-from tests.cluster.test_cluster_nodes import cluster, halt, serving, the_copy
+from tests.cluster.test_cluster_nodes import cluster, halt, hang, serving, the_copy
 from tests.helpers import patience
 
 LEASE = 3.0
@@ -26,11 +25,7 @@ def test_a_hung_replica_does_not_stop_the_home_renewing_its_lease(database: str,
         state = n0.node.state
         assert state.placement(sid).replicas == ("n1",)
         n0.node.tick()  # the replica holds the empty store
-        halt(n1, node=False)  # n1 still beats (healthy), but its port now hangs every request
-        hung = socket.socket()
-        hung.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        hung.bind(("127.0.0.1", int(n1.url.rsplit(":", 1)[1])))
-        hung.listen(64)  # connections complete in the backlog and are never accepted
+        hung = hang(n1)  # n1 still beats (healthy), but its port now hangs every request
         try:
             with gitmem.open_store(store.path) as s:
                 s.write("/a.md", "written while the replica hangs\n")

@@ -4,6 +4,7 @@ refused on all, real git clones and pushes through a node that is not the home."
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
@@ -67,6 +68,18 @@ def halt(r: Running, *, node: bool = True) -> None:
     r.thread.join(timeout=60)
     if node:
         r.node.stop()
+
+
+def hang(r: Running) -> socket.socket:
+    """Stop serving ``r`` (its heartbeats go on: it stays healthy) and hold its port with a socket
+    that completes connections in its backlog and never accepts them: every request to it hangs.
+    Closing the socket resets the connections queued there."""
+    halt(r, node=False)
+    hung = socket.socket()
+    hung.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    hung.bind(("127.0.0.1", int(r.url.rsplit(":", 1)[1])))
+    hung.listen(64)
+    return hung
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import pytest
 import gitmem
 from gitmem.audit.purge_proof import prove_purged
 from gitmem.cluster import purges
-from tests.cluster.test_cluster_nodes import cluster, halt, serving, the_copy
+from tests.cluster.test_cluster_nodes import cluster, halt, hang, serving, the_copy
 
 SECRET = b"the launch code is PURPLE-WALRUS-1917"
 
@@ -84,7 +84,6 @@ def test_the_redaction_answer_says_verified_only_once_every_replica_proved_it(
     purge state: pending on a replica that accepts connections but never answers (the answer comes
     back within the settle time, not the replication's 120 s read timeout), verified once every
     replica proved the purge."""
-    import socket
 
     from gitmem.cluster.tokens import ClusterTokenStore
 
@@ -102,11 +101,7 @@ def test_the_redaction_answer_says_verified_only_once_every_replica_proved_it(
             second = s.versions(path="/leak2.md")[-1].id
         n0.node.tick()
         _t, admin = ClusterTokenStore(n0.node.state).create(actor="user:admin", admin=True)
-        halt(n2, node=False)  # n2 still beats (healthy), but its port now hangs every request
-        hung = socket.socket()
-        hung.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        hung.bind(("127.0.0.1", int(n2.url.rsplit(":", 1)[1])))
-        hung.listen(64)  # connections complete in the backlog and are never accepted
+        hung = hang(n2)  # n2 still beats (healthy), but its port now hangs every request
         try:
             answer, took = _redact(n1.url, admin, sid, first)
         finally:
