@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem import config
 from gitmem.cluster import handoff, purges, replication
-from gitmem.cluster.mcp_route import routed_store
+from gitmem.cluster.mcp_route import mcp_write
 from gitmem.cluster.proxy import _unavailable, store_named
 from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
 from gitmem.store import fence_epoch, write_fence
@@ -48,8 +48,8 @@ def is_write(scope: Any) -> str | None:
         return None
     if scope["path"].endswith("/git-upload-pack"):  # a fetch is a POST too
         return None
-    if scope["path"].rstrip("/") == "/mcp":  # a tool call another node routed here names its store
-        return routed_store(scope)
+    if scope["path"].rstrip("/") == "/mcp":  # a tool call naming a store homed here (McpRouter)
+        return mcp_write(scope)
     return store_named(scope["path"])
 
 
