@@ -1,10 +1,12 @@
 """MCP and a store's home: a resource read through a node that is not the home is made at the home
 (its copy there may be stale, or not have the memory), and a tool call made straight to a sync
-home is answered only once a replica holds its write. The home's beats are stopped in both, so
+home is answered only once a replica holds its write (one that moved no ref, a read, is answered
+with the replica down). The home's beats are stopped in both, so
 only the home's own answers can bring anything to the other node."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -148,3 +150,14 @@ def test_an_mcp_write_straight_to_a_sync_home_is_answered_once_a_replica_holds_i
         assert n0.node.forwarded == before
         with gitmem.open_store(the_copy(tmp_path / "n1")) as copy:  # at the answer, not a beat later
             assert copy.read("/direct.md").content == "held\n"  # type: ignore[union-attr]
+        # the replica is down: a tool call that changes nothing (a read) is still answered, the
+        # home's replication finding it already sent the replica exactly this state
+        n1.server.should_exit = True
+        n1.thread.join(timeout=30)
+
+        async def read() -> None:
+            async with _connect(n0.url, writer) as c:
+                got = await c.call_tool("read_memory", {"store": "notes", "path": "/direct.md"})
+                assert not got.is_error and json.loads(_text(got))["content"] == "held\n", _text(got)
+
+        anyio.run(read)
