@@ -240,8 +240,12 @@ def report_tail(
     # this bundle keeps a redacted object (purges.purge_lost) without the commits it builds on
     listed = _git(path, "rev-list", "--objects", "--no-object-names", "--stdin", stdin=tips + theirs)
     purges.write_atomic(path / kept.with_suffix(".objects"), listed)
-    handoff.record_lost(self.state, lost)
-    self.lost.extend(lost)
+    new = handoff.record_lost(self.state, lost)
+    recorded = {w.bundle for w in handoff.lost_writes(self.state, store_id) if w.node == self.name}
+    if not new and str(kept) not in recorded:  # all recorded by an earlier attempt, with the
+        for spare in (path / kept, path / kept.with_suffix(".objects")):  # bundle it made: spare
+            spare.unlink(missing_ok=True)
+    self.lost.extend(new)
 
 
 class Placing:
