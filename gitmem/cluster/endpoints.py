@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem import config
 from gitmem.cluster import handoff, purges, replication
-from gitmem.cluster.mcp_route import routed_store
+from gitmem.cluster.mcp_route import mcp_write
 from gitmem.cluster.proxy import _unavailable, store_named
 from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
 from gitmem.store import fence_epoch, write_fence
@@ -48,8 +48,8 @@ def is_write(scope: Any) -> str | None:
         return None
     if scope["path"].endswith("/git-upload-pack"):  # a fetch is a POST too
         return None
-    if scope["path"].rstrip("/") == "/mcp":  # a tool call another node routed here names its store
-        return routed_store(scope)
+    if scope["path"].rstrip("/") == "/mcp":  # a tool call naming a store homed here (McpRouter)
+        return mcp_write(scope)
     return store_named(scope["path"])
 
 
@@ -240,8 +240,12 @@ def report_tail(
     # this bundle keeps a redacted object (purges.purge_lost) without the commits it builds on
     listed = _git(path, "rev-list", "--objects", "--no-object-names", "--stdin", stdin=tips + theirs)
     purges.write_atomic(path / kept.with_suffix(".objects"), listed)
-    handoff.record_lost(self.state, lost)
-    self.lost.extend(lost)
+    new = handoff.record_lost(self.state, lost)
+    recorded = {w.bundle for w in handoff.lost_writes(self.state, store_id) if w.node == self.name}
+    if not new and str(kept) not in recorded:  # all recorded by an earlier attempt, with the
+        for spare in (path / kept, path / kept.with_suffix(".objects")):  # bundle it made: spare
+            spare.unlink(missing_ok=True)
+    self.lost.extend(new)
 
 
 class Placing:

@@ -171,14 +171,21 @@ def promotable(state: ClusterState, store_id: str, live: Sequence[str]) -> str |
     return str(row[0]) if row else None
 
 
-def record_lost(state: ClusterState, lost: Sequence[LostWrite]) -> None:
+def record_lost(state: ClusterState, lost: Sequence[LostWrite]) -> list[LostWrite]:
+    """Record each lost write once (by store, old home, epoch and commit: a replication into the
+    old home that failed after its tail was recorded finds the same tail again); those new here."""
+    new: list[LostWrite] = []
     with state.transaction() as conn:
         for w in lost:
-            conn.execute(
+            row = conn.execute(
                 "INSERT INTO lost_writes (store_id, node, epoch, ref, commit_id, summary, bundle)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (store_id, node, epoch, commit_id) DO NOTHING RETURNING id",
                 (w.store_id, w.node, w.epoch, w.ref, w.commit, w.summary[:500], w.bundle),
-            )
+            ).fetchone()
+            if row is not None:
+                new.append(w)
+    return new
 
 
 def lost_writes(state: ClusterState, store_id: str | None = None) -> list[LostWrite]:

@@ -113,6 +113,16 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        3,
+        "a lost write is recorded once per store, old home, epoch and commit",
+        """
+        DELETE FROM lost_writes a USING lost_writes b
+            WHERE a.store_id = b.store_id AND a.node = b.node AND a.epoch = b.epoch
+            AND a.commit_id = b.commit_id AND a.id > b.id;
+        CREATE UNIQUE INDEX lost_writes_once ON lost_writes (store_id, node, epoch, commit_id);
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -402,12 +402,12 @@ def build_server(
 
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:
-        if store not in by_name:
+        found = by_name.get(store) or by_id.get(store)  # its id too, as a tool's store argument
+        if found is None:
             raise ResourceNotFoundError(f"store {store!r} is not served here")
-        s = by_name[store].store
         with lock:
             try:
-                return s.read("/" + path, scope=scope_of(store), caller=who_asks).content or ""
+                return found.store.read("/" + path, scope=scope_of(store), caller=who_asks).content or ""
             except GitmemError as exc:
                 raise ResourceNotFoundError(f"{exc.type_name}: {exc.message}") from None
 
