@@ -17,14 +17,18 @@ garbled file all refuse, failing closed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gitmem.errors import ForbiddenError
 
 FENCE_FILE = "fence.json"
+LOCK_FILE = "fence.lock"  # held shared from a write's fence check to its ref move, exclusive to shut
 SAFETY = 0.6  # the share of a lease a fence trusts
 
 
@@ -85,6 +89,26 @@ def check_fence(git_dir: str | os.PathLike[str]) -> None:
         )
 
 
+@contextlib.contextmanager
+def fenced(git_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """:func:`check_fence`, then the block (a ref move) with the fence lock held shared, so that a
+    write that passed the check has moved its ref before :func:`shut_fence` returns: a handoff that
+    shuts the fence and then reads the store's state misses no write (docs/cluster.md). A store
+    with no fence (not in a cluster) takes no lock."""
+    path = fence_path(git_dir)
+    if not path.exists():
+        check_fence(git_dir)  # (it may have appeared since: the check reads it again)
+        yield
+        return
+    fd = os.open(path.with_name(LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        check_fence(git_dir)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def read_fence(git_dir: str | os.PathLike[str]) -> dict[str, object] | None:
     """The fence as written (None: no fence, or one that cannot be read)."""
     try:
@@ -97,12 +121,21 @@ def read_fence(git_dir: str | os.PathLike[str]) -> dict[str, object] | None:
 def shut_fence(git_dir: str | os.PathLike[str], node: str) -> None:
     """Fence the store shut here, remembering the epoch at which ``node`` last held it (a copy
     that was a home's until a failover or a move, see gitmem/cluster/handoff.py)."""
-    body = read_fence(git_dir) or {}
-    epoch = body.get("epoch", 0) if body.get("node") == node else 0
-    write_fence(
-        git_dir,
-        node=node,
-        epoch=epoch if isinstance(epoch, int) else 0,
-        renewed_at=0.0,
-        lease_seconds=0,
-    )
+    lock = fence_path(git_dir).with_name(LOCK_FILE)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        # shut while no write is between its fence check and its ref move (:func:`fenced`): when
+        # this returns, every write that passed the check has landed, and no later one passes it
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        body = read_fence(git_dir) or {}
+        epoch = body.get("epoch", 0) if body.get("node") == node else 0
+        write_fence(
+            git_dir,
+            node=node,
+            epoch=epoch if isinstance(epoch, int) else 0,
+            renewed_at=0.0,
+            lease_seconds=0,
+        )
+    finally:
+        os.close(fd)

@@ -20,7 +20,7 @@ import pygit2
 
 from gitmem.errors import GitmemError, NotFoundError
 from gitmem.git import intent, refgen
-from gitmem.git.fence import check_fence
+from gitmem.git.fence import fenced
 from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import Staging, loose_writer
@@ -152,7 +152,10 @@ class Repo:
         Returns False on a lost race (the ref moved, or another writer holds its lock). A store in a
         cluster moves no ref unless this node holds its write lease (:func:`gitmem.git.fence.check_fence`).
         """
-        check_fence(self.path)
+        with fenced(self.path):  # the fence checked, and held until the ref moved
+            return self._cas(name, old, new, message)
+
+    def _cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str) -> bool:
         try:
             if old is None:
                 return self._seen_target(

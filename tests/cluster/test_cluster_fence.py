@@ -119,3 +119,48 @@ def test_a_home_that_stops_renewing_is_fenced_and_a_replica_takes_over(database:
     finally:
         old.stop()
         new.stop()
+
+
+def test_shutting_the_fence_waits_for_a_write_between_its_check_and_its_ref_move(tmp_path: Path) -> None:
+    """A write that passed the fence check holds the fence lock until its ref moved, so
+    ``shut_fence`` returns only once it landed (a handoff then reads every write), and every write
+    after it is refused."""
+    import threading
+
+    from gitmem.git.fence import fenced, shut_fence
+
+    with gitmem.open_store(gitmem.create_store("notes", home=tmp_path).path) as s:
+        assert s.write("/a.md", "a\n") is not None
+        write_fence(s.path, node="n0", epoch=1, renewed_at=time.monotonic(), lease_seconds=30)
+        tip = subprocess.run(
+            ["git", f"--git-dir={s.path}", "rev-parse", "refs/heads/main"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        checked, go, landed = threading.Event(), threading.Event(), threading.Event()
+
+        def in_flight() -> None:
+            with fenced(s.path):  # passed the check; its ref moves before the block ends
+                checked.set()
+                go.wait()
+                subprocess.run(
+                    ["git", f"--git-dir={s.path}", "update-ref", "refs/heads/inflight", tip], check=True
+                )
+                landed.set()
+
+        writer = threading.Thread(target=in_flight, daemon=True)
+        shutting = threading.Thread(target=shut_fence, args=(s.path, "n0"), daemon=True)
+        writer.start()
+        try:
+            assert checked.wait(patience(30) - time.monotonic())
+            shutting.start()
+            shutting.join(timeout=0.5)
+            assert shutting.is_alive(), "the fence shut while a write was between its check and its ref move"
+        finally:
+            go.set()  # the write in flight ends whatever happened
+        shutting.join(timeout=patience(30) - time.monotonic())
+        writer.join(timeout=patience(30) - time.monotonic())
+        assert not shutting.is_alive() and landed.is_set()
+        with pytest.raises(ForbiddenError, match="epoch 1"):
+            s.write("/b.md", "b\n")
