@@ -16,13 +16,13 @@ import pytest
 pytest.importorskip("mcp")
 
 import anyio  # noqa: E402
-import httpx2  # noqa: E402
 
 import gitmem  # noqa: E402
 from gitmem.cluster.mcp_route import URI_PREFIX, store_call  # noqa: E402
 from gitmem.cluster.tokens import ClusterTokenStore  # noqa: E402
 from gitmem.integrations import mcp_server  # noqa: E402
 from tests.cluster.test_cluster_mcp import _connect, _text  # noqa: E402
+from tests.cluster.test_cluster_mcp_oracle import mcp_post  # noqa: E402
 from tests.cluster.test_cluster_nodes import cluster, the_copy  # noqa: E402
 
 
@@ -109,19 +109,7 @@ def test_a_resource_read_through_a_replica_node_returns_what_the_home_has(
 
 
 def _read(url: str, secret: str, store: str) -> tuple[int, str]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 9,
-        "method": "resources/read",
-        "params": {"uri": f"{URI_PREFIX}{store}/seed.md"},
-    }
-    headers = {
-        "Authorization": f"Bearer {secret}",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-    }
-    r = httpx2.post(f"{url}/mcp", json=body, headers=headers, timeout=60)
-    return r.status_code, r.text.replace(store, "<store>")
+    return mcp_post(url, secret, store, "resources/read", {"uri": f"{URI_PREFIX}{store}/seed.md"})
 
 
 def test_an_mcp_write_straight_to_a_sync_home_is_answered_once_a_replica_holds_it(

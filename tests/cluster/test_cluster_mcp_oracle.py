@@ -17,13 +17,10 @@ from gitmem.cluster.tokens import ClusterTokenStore  # noqa: E402
 from tests.cluster.test_cluster_nodes import cluster  # noqa: E402
 
 
-def _call(url: str, secret: str, store: str) -> tuple[int, str]:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 7,
-        "method": "tools/call",
-        "params": {"name": "read_memory", "arguments": {"store": store, "path": "/seed.md"}},
-    }
+def mcp_post(url: str, secret: str, store: str, method: str, params: dict[str, object]) -> tuple[int, str]:
+    """One JSON-RPC request to ``url``'s /mcp with ``secret``; its status and body, the store's
+    name or id masked (so answers for two stores compare)."""
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
     headers = {
         "Authorization": f"Bearer {secret}",
         "Accept": "application/json, text/event-stream",
@@ -31,6 +28,11 @@ def _call(url: str, secret: str, store: str) -> tuple[int, str]:
     }
     r = httpx2.post(f"{url}/mcp", json=body, headers=headers, timeout=60)
     return r.status_code, r.text.replace(store, "<store>")
+
+
+def _call(url: str, secret: str, store: str) -> tuple[int, str]:
+    args = {"store": store, "path": "/seed.md"}
+    return mcp_post(url, secret, store, "tools/call", {"name": "read_memory", "arguments": args})
 
 
 def test_a_caller_who_may_not_use_a_store_learns_nothing_of_it_through_routing(
