@@ -219,13 +219,32 @@ class Repo:
 
     # ------------------------------------------------------------------ objects
     def commit(self, oid: pygit2.Oid | str) -> pygit2.Commit:
-        try:
-            obj = self._repo[oid]
-        except (KeyError, ValueError):
-            raise NotFoundError(f"commit {oid} is not in store {self.path}") from None
+        obj = self._object(oid)
+        if obj is None:
+            raise NotFoundError(f"commit {oid} is not in store {self.path}")
         if not isinstance(obj, pygit2.Commit):
             raise NotFoundError(f"{oid} is not a commit")
         return obj
+
+    def _object(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
+        """The object ``oid``, or None. A miss is looked for twice more, as :meth:`_seen_target`
+        does for a ref's target: a repack or a merge swapping packs in another process can hide an
+        object from this thread's object database (the pack directory listed mid-swap, or a pack
+        whose index it loaded deleted since); a look again lists the pack directory anew, and a
+        reopened repository lists the packs as they are now. No sleep: a truly missing id costs
+        one reopen."""
+        for attempt in range(3):
+            try:
+                return self._repo[oid]
+            except ValueError:  # not an object id at all
+                return None
+            except KeyError:
+                if attempt == 0:
+                    with contextlib.suppress(ValueError, TypeError):
+                        self._repo.odb.exists(oid)  # a miss makes libgit2 list the packs again
+                elif attempt == 1:
+                    self._reopen_thread_repository()
+        return None
 
     def tree_of(self, tip: pygit2.Oid | None) -> pygit2.Tree | None:
         if tip is None:
