@@ -28,8 +28,8 @@ _counter = itertools.count()
 def bump(git_dir: str | os.PathLike[str]) -> None:
     """A ref of the repository at ``git_dir`` moved: give its generation a new token."""
     path = Path(git_dir) / FILE
-    if not path.parent.is_dir():  # not a store's repository (no gitmem/ directory): nothing reads it
-        return
+    if not (path.parent / "fence.json").exists():  # not in a cluster: no beat reads it, so no write
+        return  # on a single node's write path (a store joining has no token yet: readers list)
     token = f"{os.getpid()}-{time.time_ns()}-{next(_counter)}-{secrets.token_hex(4)}"
     tmp = path.with_name(f".refgen.{os.getpid()}.{threading.get_ident()}.tmp")
     try:

@@ -36,7 +36,12 @@ def test_the_beat_lists_refs_only_when_the_ref_generation_moved(database: str, t
         node.tick()
         replica = the_copy(tmp_path / "n1")
         assert refs_of(replica) == refs_of(home)
-        assert refgen.read(home) is not None  # the write bumped it
+        assert refgen.read(home) is None  # written before the store was fenced: no token, readers list
+        with gitmem.open_store(home) as s:
+            s.write("/a2.md", "a2\n")
+        assert refgen.read(home) is not None  # fenced now: the write bumped it
+        node.tick()
+        assert refs_of(replica) == refs_of(home)
 
         def beat() -> tuple[int, int]:
             listed, skipped = node.listings.listed, node.listings.skipped
