@@ -123,3 +123,57 @@ def wait_for_holder(fd: int) -> bool:
         waited = True
     fcntl.flock(fd, fcntl.LOCK_UN)
     return waited
+
+
+#: A ref's ``.lock`` file older than this is a crashed writer's: git and libgit2 hold one for the
+#: few microseconds between writing the new value and renaming it into place, and no process takes
+#: it for longer, so one this old is not held (docs/durability.md, "Stale ref locks").
+STALE_REF_LOCK_SECONDS = 2.0
+
+
+def wait_or_break_ref_lock(git_dir: str | os.PathLike[str], ref: str) -> bool:
+    """After a ref move that found ``<ref>.lock`` held: wait until the lock goes, or, when it
+    outlives :data:`STALE_REF_LOCK_SECONDS` (its writer was killed between creating and renaming
+    it: git and libgit2 never remove another process's lock, so until then every move of that ref
+    fails, in every process, for good), remove it. Returns True when a stale lock was removed.
+
+    The lock is renamed aside before it is removed and checked once more there: a lock that a live
+    writer made in the meantime (a fresh one) is linked back in place, so it is never lost."""
+    import time
+
+    lock = os.path.join(os.fspath(git_dir), ref + ".lock")
+    deadline = time.monotonic() + STALE_REF_LOCK_SECONDS
+    pause = 0.0005
+    while True:
+        try:
+            age = time.time() - os.stat(lock).st_mtime
+        except FileNotFoundError:
+            return False  # released: the caller moves the ref again
+        except OSError:
+            return False
+        if age >= STALE_REF_LOCK_SECONDS:
+            break
+        if time.monotonic() >= deadline:
+            return False  # held all along by a live writer whose clock differs: retried later
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    aside = f"{lock}.stale.{os.getpid()}.{threading.get_ident()}"
+    try:
+        os.rename(lock, aside)
+    except OSError:
+        return False  # gone meanwhile (another process removed it, or its writer finished)
+    try:
+        fresh = time.time() - os.stat(aside).st_mtime < STALE_REF_LOCK_SECONDS
+        if fresh:  # a live writer's lock, made after the look above: put it back
+            with suppress(OSError):
+                os.link(aside, lock)
+            return False
+    finally:
+        with suppress(OSError):
+            os.unlink(aside)
+    import logging
+
+    logging.getLogger(LOGGER).warning(
+        "removed the stale lock %s (%.1f s old: its writer was killed before it renamed it)", lock, age
+    )
+    return True
