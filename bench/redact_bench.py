@@ -11,8 +11,10 @@ whole ``redact()``: rewrite, ledger, index, purge and the ``git cat-file`` proof
 ``git filter-repo --blob-callback`` replacing the same blob, including its own cleanup (reflog expire,
 gc); afterwards the blob must be gone there too. Target (docs/architecture.md#performance-targets): gitmem <= 0.5x.
 
-git-filter-repo is needed in the bench environment only: ``pip install git-filter-repo`` (or point
-``--filter-repo`` at a directory holding ``git_filter_repo.py``).
+git-filter-repo is needed in the bench environment only: the ``dev`` extra installs it (``make
+bench-all`` uses that venv; or ``pip install git-filter-repo``, or point ``--filter-repo`` at a
+directory holding ``git_filter_repo.py``). Without it the run stops before building anything and says
+so; ``--no-compare`` measures gitmem's side alone.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ def filter_repo_cmd(where: str | None) -> list[str]:
         return [sys.executable, "-m", "git_filter_repo"]
     if shutil.which("git-filter-repo"):
         return ["git-filter-repo"]
-    sys.exit("git-filter-repo is not installed: pip install git-filter-repo (bench environment only)")
+    sys.exit(
+        "git-filter-repo is not installed, and the comparison needs it: pip install -e '.[dev]' (or pip "
+        "install git-filter-repo; --filter-repo DIR: a directory holding git_filter_repo.py), or run with "
+        "--no-compare for gitmem's figures alone"
+    )
 
 
 def pick_versions(path: Path) -> dict[str, tuple[str, str]]:
