@@ -44,6 +44,7 @@ from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired
+from gitmem.git.repoinit import write_atomic
 from gitmem.git.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"
@@ -117,19 +118,7 @@ def _journal_path(store: StoreCore) -> Path:
 
 
 def _write_journal(store: StoreCore, rw: Rewrite) -> None:
-    path = _journal_path(store)
-    tmp = path.with_name(JOURNAL_FILE + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "w", encoding="utf-8") as fh:
-        json.dump(vars(rw), fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomic(_journal_path(store), json.dumps(vars(rw)).encode())
 
 
 def _read_journal(store: StoreCore) -> Rewrite | None:
@@ -421,6 +410,20 @@ def open_recovered(
     core = open_core(name_or_path, home)
     if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
         recover(core)
+    return core
+
+
+def open_checked(
+    name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None
+) -> StoreCore:
+    """:func:`open_recovered`, then a hand edit of gitmem.yaml recorded in the ledger, unattributed
+    (docs/identity.md): how ``gitmem.open_store`` and the witness loop of ``gitmem serve`` open one."""
+    core = open_recovered(name_or_path, home)
+    try:
+        ledger.check_hand_edit(core)
+    except BaseException:
+        core.close()
+        raise
     return core
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gitmem.errors import GitmemError, IntegrityError, InvalidInputError
 from gitmem.git.locks import file_lock
+from gitmem.git.repoinit import write_atomic
 from gitmem.model.tlog import merkle, note
 from gitmem.model.tlog.checkpoint import Cosigner, cosigner, parse_body
 
@@ -89,18 +90,7 @@ class Witness:
         return data if isinstance(data, dict) else {}
 
     def _save(self, data: dict[str, dict[str, object]]) -> None:
-        path = self.dir / STATE_FILE
-        tmp = path.with_name(f"{STATE_FILE}.tmp{os.getpid()}.{threading.get_ident()}")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomic(self.dir / STATE_FILE, json.dumps(data, sort_keys=True).encode())
 
     def add_checkpoint(self, body: bytes) -> Reply:
         """The add-checkpoint call: ``old <size>``, proof lines, a blank line, the checkpoint."""

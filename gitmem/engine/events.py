@@ -41,7 +41,7 @@ from gitmem.engine.opening import open_core
 from gitmem.engine.resolve import all_refs, by_handle, stores_dir
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ConfigError
-from gitmem.git.repo import fsync_path
+from gitmem.git.repoinit import write_atomic as write_atomic  # gitmem.webhooks writes with it too
 from gitmem.ids import derived_ulid, is_id, new_ulid
 from gitmem.model.paths import is_store_handle
 
@@ -75,19 +75,6 @@ def locked(path: Path, *, blocking: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)  # closing drops the lock
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` (0600), durably: temp file, fsync, rename, fsync the dir."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_path(str(path.parent))
 
 
 def workspace_ids(home: Path) -> dict[str, str]:

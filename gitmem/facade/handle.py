@@ -148,9 +148,6 @@ def open_store(name_or_path: str | os.PathLike[str], home: str | os.PathLike[str
     """A store by name in the workspace, or by path to a bare store or a clone of one.
 
     A history rewrite (redaction, compaction) killed half-way is finished or rolled back first."""
-    from gitmem.audit.journal import open_recovered
-    from gitmem.engine.ledger import check_hand_edit
+    from gitmem.audit.journal import open_checked
 
-    core = open_recovered(name_or_path, home)
-    check_hand_edit(core)  # a hand edit of gitmem.yaml is recorded, unattributed (docs/identity.md)
-    return Store(core)
+    return Store(open_checked(name_or_path, home))  # a hand edit of gitmem.yaml is recorded too

@@ -9,7 +9,6 @@ Each delegates to one verb of the engine or the audit layer; nothing here decide
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,24 +53,17 @@ def start_witness_worker(home: str | Path, interval: float = 2.0) -> WitnessWork
     """The background witness loop of ``gitmem serve``, started, when ``<home>/witnesses.policy``
     exists (None: it does not). It is woken by each append of this process and scans every store
     of ``home`` each ``interval`` seconds (appends by pushes and other processes; retries)."""
-    from gitmem.audit.journal import open_recovered
+    from gitmem.audit.journal import open_checked
     from gitmem.audit.redaction_receipts import POLICY_FILE, load_policy
     from gitmem.audit.witnessing import Worker
-    from gitmem.engine.ledger import check_hand_edit
 
     home = Path(home)
     path = home / POLICY_FILE
     if not path.is_file():
         return None
 
-    @contextlib.contextmanager
-    def open_core(store_path: Path) -> Iterator[StoreCore]:
-        core = open_recovered(store_path, None)  # as gitmem.store.open_store opens one
-        try:
-            check_hand_edit(core)
-            yield core
-        finally:
-            core.close()
+    def open_core(store_path: Path) -> contextlib.closing[StoreCore]:
+        return contextlib.closing(open_checked(store_path))  # as gitmem.store.open_store opens one
 
     def stores() -> list[Path]:
         return sorted(p for p in (home / "stores").glob("*.git") if p.is_dir())

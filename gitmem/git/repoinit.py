@@ -52,6 +52,20 @@ def fsync_path(path: str) -> bool:
     return True
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` (0600), durably: temp file (one per process and thread),
+    fsync, rename, fsync the directory. Readers see the old file or the new one, never a part."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_path(str(path.parent))
+
+
 #: A libgit2 repository, for the type hints of layers that do not import pygit2.
 Repository = pygit2.Repository
 
