@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -183,3 +184,13 @@ def patience(seconds: float) -> float:
     except OSError:
         per_core = 1.0
     return time.monotonic() + seconds * 2 * max(1.0, per_core)
+
+
+def run_bench(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``bench/<script>`` run as a script with ``args`` by this interpreter, its output captured (the
+    bench smoke tests: a benchmark runs as ``make bench-all`` runs it)."""
+    bench = Path(__file__).resolve().parents[1] / "bench" / script
+    limit = patience(timeout) - time.monotonic()  # a hang fails; a loaded machine is given longer
+    return subprocess.run(
+        [sys.executable, str(bench), *args], capture_output=True, text=True, timeout=limit, check=False
+    )

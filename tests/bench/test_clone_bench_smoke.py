@@ -4,24 +4,17 @@ its rows (no timing asserted)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_bench
 
 
 def test_clone_bench_quick_runs(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "clone_bench.py"), "--quick", "--json", str(out)]
-        + ["--memories", "500", "--versions", "2000"]
-        + ["--cache", str(tmp_path / "cache")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    res = run_bench(
+        "clone_bench.py", "--quick", "--json", str(out), "--memories", "500", "--versions", "2000",
+        "--cache", str(tmp_path / "cache"),
+    )  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "clone + first ls, 500 mem / 2k ver" in res.stdout
     rows = json.loads(out.read_text())

@@ -8,31 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_bench
+
+
+def small(tmp_path: Path, out: Path) -> list[str]:
+    """A store smaller than --quick's, its figures to ``out``, its cache under ``tmp_path``."""
+    return ["--versions", "300", "--memories", "40", "--json", str(out), "--cache", str(tmp_path / "cache")]
 
 
 def test_redact_bench_quick_runs_every_case(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    res = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "redact_bench.py"),
-            "--quick",
-            "--no-compare",
-            "--versions",
-            "300",
-            "--memories",
-            "40",
-            "--json",
-            str(out),
-            "--cache",
-            str(tmp_path / "cache"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    res = run_bench("redact_bench.py", "--quick", "--no-compare", *small(tmp_path, out))
     assert res.returncode == 0, res.stderr
     rows = json.loads(out.read_text())
     assert [r["name"] for r in rows] == [
@@ -48,14 +34,7 @@ def test_redact_bench_quick_compares_with_filter_repo_or_says_what_is_missing(tm
     without it the run stops at once, before building a store, and says how to install it."""
     probe = subprocess.run([sys.executable, "-c", "import git_filter_repo"], capture_output=True, check=False)
     out = tmp_path / "r.json"
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "redact_bench.py"), "--quick", "--versions", "300"]
-        + ["--memories", "40", "--json", str(out), "--cache", str(tmp_path / "cache")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    res = run_bench("redact_bench.py", "--quick", *small(tmp_path, out))
     if probe.returncode == 0:
         assert res.returncode == 0, res.stderr
         rows = json.loads(out.read_text())

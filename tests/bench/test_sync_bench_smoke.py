@@ -5,23 +5,14 @@ bench checks it and fails otherwise); no timing is asserted (timings belong to `
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import run_bench
 
 
 def test_sync_bench_quick_reports_every_row(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "sync_bench.py"), "--quick", "--json", str(out)]
-        + ["--cache", str(tmp_path / "cache")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    res = run_bench("sync_bench.py", "--quick", "--json", str(out), "--cache", str(tmp_path / "cache"))
     assert res.returncode == 0, res.stderr
     for row in (
         "session start (materialise 1000 files): ",
