@@ -27,7 +27,7 @@ from gitmem.facade.hooks_ops import (
     render_hook,
     store_id_by_handle,
 )
-from gitmem.facade.house_ops import file_lock, start_witness_worker
+from gitmem.facade.house_ops import file_lock, start_witness_worker, write_file
 from gitmem.facade.lifecycle import copy_store, create_store, delete_store, restore_store
 
 if TYPE_CHECKING:
@@ -233,4 +233,5 @@ __all__ = [
     "stores_dir",
     "verify_receipt",
     "write_fence",
+    "write_file",
 ]

@@ -1,7 +1,7 @@
 """What the server's house-keeping faces need of the library: the review routing a dream reads
 (:class:`HouseOps`, mixed into :class:`gitmem.Store`), the background witness loop of
-``gitmem serve``, the tlog-witness's wire values, and the file lock faces keep their own records
-under (module functions, exported from :mod:`gitmem.store`).
+``gitmem serve``, the tlog-witness's wire values, and the file lock and durable replace faces keep
+their own records with (module functions, exported from :mod:`gitmem.store`).
 
 Each delegates to one verb of the engine or the audit layer; nothing here decides anything.
 """
@@ -86,3 +86,14 @@ def file_lock(path: str | Path) -> AbstractContextManager[None]:
     from gitmem.git.locks import file_lock as lock
 
     return lock(Path(path))
+
+
+def write_file(path: str | Path, data: bytes) -> None:
+    """Replace the file ``path`` with ``data`` (0600) durably, its directory made when missing: what a
+    face keeps beside the stores (dream records) is replaced as the stores' own small files are
+    (temp file, fsync, rename, fsync the directory: gitmem.git.repoinit.write_atomic)."""
+    from gitmem.git.repoinit import write_atomic
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, data)

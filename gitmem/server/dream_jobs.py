@@ -29,7 +29,7 @@ from typing import Any
 from gitmem import config
 from gitmem.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
 from gitmem.ids import is_id, new_id
-from gitmem.store import file_lock
+from gitmem.store import file_lock, write_file
 
 STATUSES = ("pending", "running", "completed", "failed", "canceled")
 FINAL = ("completed", "failed", "canceled")
@@ -115,18 +115,7 @@ class Pipeline:
 
 
 def _write_json(path: Path, data: Json) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, sort_keys=True))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_file(path, json.dumps(data, sort_keys=True).encode())
 
 
 class DreamJobs:
