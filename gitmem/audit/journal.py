@@ -44,6 +44,7 @@ from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired
+from gitmem.git.reflocks import rewriting
 from gitmem.git.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"
@@ -101,7 +102,8 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
                 return
             _log.info("waiting for the store lock %s", store.gitmem_dir / LOCK_FILE)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        yield True
+        with rewriting(store.git_dir):  # no other thread breaks this rewrite's ref locks
+            yield True
     finally:
         close_lock_fd(fd)
 
