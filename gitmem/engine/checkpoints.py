@@ -35,7 +35,7 @@ import pygit2
 from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
-from gitmem.git.reflocks import locked_file, wait_or_break_ref_lock
+from gitmem.git.reflocks import move_ref
 from gitmem.git.repo import retrying
 from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
@@ -278,28 +278,9 @@ def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], wha
     parents = [tip] if tip is not None else []
     oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
     store.sync_objects([*written, oid])
-    for again in (True, False):
-        ref = repo.references.get(CHECKPOINTS_REF)
-        check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
-        try:
-            if ref is None:
-                repo.references.create(CHECKPOINTS_REF, oid, force=False)
-            elif ref.target == tip:
-                ref.set_target(oid, "gitmem checkpoint")
-            else:
-                raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
-            break
-        except pygit2.AlreadyExistsError:
-            raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written") from None
-        except (pygit2.GitError, OSError) as exc:  # libgit2: a held lock is an OSError
-            if not locked_file(exc, CHECKPOINTS_REF):
-                raise
-            # Held, or left by a killed writer (removed once stale: docs/durability.md): once more.
-            wait_or_break_ref_lock(repo.path, CHECKPOINTS_REF)
-            if not again:
-                raise ConflictError(
-                    f"{CHECKPOINTS_REF} stayed locked while a checkpoint was written"
-                ) from None
+    check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
+    if not move_ref(repo, CHECKPOINTS_REF, tip, oid, "gitmem checkpoint"):  # past a stale lock too
+        raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
     _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
     return oid
 

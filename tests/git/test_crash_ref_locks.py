@@ -260,3 +260,22 @@ def test_no_lock_is_broken_while_another_process_rewrites(store: Store) -> None:
     assert reflocks.break_if_stale(store.path, "refs/heads/main") is True
     assert not lock.exists()
     assert isinstance(store.core.tip("main"), pygit2.Oid)
+
+
+def test_a_redaction_gets_past_a_killed_gits_branch_lock(store: Store, tmp_path: Path) -> None:
+    """Before: the redaction waited 20 s for the branch lock, then failed ('stays locked; ... remove
+    it'), every time, until some writer of the scope removed it."""
+    secret = store.write("/a.md", "secret\n")
+    assert secret is not None and store.write("/a.md", "clean\n") is not None
+    tip = store.core.tip("main")
+    assert tip is not None
+    _kill_git_holding(
+        Path(store.path), tmp_path, "refs/heads/main", str(store.core.commit(tip).parents[0].id)
+    )
+    lock = Path(store.path) / "refs" / "heads" / "main.lock"
+    _age(lock)
+    redact.redact(store.core, secret.id, reason="leaked")
+    assert not lock.exists()
+    assert store.read("/a.md").content == "clean\n"
+    assert store.write("/b.md", "b\n") is not None
+    _verified(store)
