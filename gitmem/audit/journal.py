@@ -44,6 +44,7 @@ from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired
+from gitmem.git.reflocks import break_if_stale, rewriting
 from gitmem.git.repoinit import write_atomic
 from gitmem.git.treediff import tree_deltas
 
@@ -102,7 +103,8 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
                 return
             _log.info("waiting for the store lock %s", store.gitmem_dir / LOCK_FILE)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        yield True
+        with rewriting(store.git_dir):  # no other thread breaks this rewrite's ref locks
+            yield True
     finally:
         close_lock_fd(fd)
 
@@ -280,6 +282,8 @@ def _ref_lock(store: StoreCore, scope: str) -> Iterator[tuple[int, Path]]:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             break
         except FileExistsError:
+            if break_if_stale(store.path, f"refs/heads/{scope}"):  # a killed writer's (we rewrite)
+                continue
             time.sleep(0.001 * min(attempt + 1, 10))
     else:
         raise ConflictError(f"{path} stays locked; if no git process is running, remove it")

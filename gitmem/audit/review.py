@@ -25,6 +25,7 @@ from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError
 from gitmem.git.locks import file_lock
+from gitmem.git.reflocks import delete_ref
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
 from gitmem.model.versions import Version, parse_trailers, resolve_actor
@@ -396,7 +397,7 @@ def erase(
         ledger.deny(store, sorted(candidates), f"proposal_erased {pending['id']}")
         tip = store.ref_target(p.ref)
         if tip is not None:
-            store.repo.references.delete(p.ref)
+            delete_ref(store.repo, p.ref)  # past a lock a killed writer left (docs/durability.md)
         reached = reachable_retired(store, candidates, pending["baseline"])
         kept = set().union(*reached.values()) if reached else set()
         if ledger.find(store, "proposal_erased", "id", pending["id"]) is None:

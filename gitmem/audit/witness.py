@@ -40,6 +40,27 @@ class Reply:
     content_type: str = "text/plain; charset=utf-8"
 
 
+def _new_key(key: Path, text: str) -> None:
+    """Write the key whole or not at all: a temporary file, flushed, then linked into place (a
+    witness killed between creating the key file and writing it left it empty, and every later
+    start failed on it for good)."""
+    tmp = key.with_name(f".{key.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with open(fd, "w", encoding="ascii") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, key)  # never over another key
+        dfd = os.open(key.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 class Witness:
     """One witness: its key, the logs it trusts, the newest checkpoint it cosigned per origin."""
 
@@ -48,14 +69,13 @@ class Witness:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.Lock()
         key = self.dir / KEY_FILE
-        if not key.exists():
-            if not name:
-                raise InvalidInputError(f"{self.dir} holds no witness key: give the witness a name")
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with open(fd, "w", encoding="ascii") as fh:
-                fh.write(Cosigner(note.check_name(name), os.urandom(32)).skey() + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+        with file_lock(self.dir / "key.lock"):
+            if key.exists() and key.stat().st_size == 0:
+                key.unlink()  # made by the O_EXCL create of an older version that was killed
+            if not key.exists():
+                if not name:
+                    raise InvalidInputError(f"{self.dir} holds no witness key: give the witness a name")
+                _new_key(key, Cosigner(note.check_name(name), os.urandom(32)).skey() + "\n")
         self.cosigner = cosigner(key.read_text(encoding="ascii"))
 
     @property

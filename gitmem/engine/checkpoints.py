@@ -35,6 +35,7 @@ import pygit2
 from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
+from gitmem.git.reflocks import move_ref
 from gitmem.git.repo import retrying
 from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
@@ -277,17 +278,9 @@ def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], wha
     parents = [tip] if tip is not None else []
     oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
     store.sync_objects([*written, oid])
-    ref = repo.references.get(CHECKPOINTS_REF)
     check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
-    try:
-        if ref is None:
-            repo.references.create(CHECKPOINTS_REF, oid, force=False)
-        elif ref.target == tip:
-            ref.set_target(oid, "gitmem checkpoint")
-        else:
-            raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
-    except pygit2.AlreadyExistsError:
-        raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written") from None
+    if not move_ref(repo, CHECKPOINTS_REF, tip, oid, "gitmem checkpoint"):  # past a stale lock too
+        raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
     _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
     return oid
 

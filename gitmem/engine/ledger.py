@@ -40,6 +40,7 @@ from gitmem.engine import checkpoints
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
+from gitmem.git.reflocks import locked_file, wait_or_break_ref_lock
 from gitmem.git.repo import retrying
 
 if TYPE_CHECKING:
@@ -326,7 +327,11 @@ def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | No
                     repo.references.create(LEDGER_REF, oid, force=False)
                 else:
                     ref.set_target(oid, "gitmem ledger")
-            except (pygit2.AlreadyExistsError, pygit2.GitError):
+            except (pygit2.AlreadyExistsError, pygit2.GitError, OSError) as exc:
+                if locked_file(exc, LEDGER_REF):  # held, or left by a killed writer: removed when stale
+                    wait_or_break_ref_lock(repo.path, LEDGER_REF)  # (libgit2 says so by an OSError)
+                elif isinstance(exc, OSError):
+                    raise
                 continue
             entry = LedgerEntry(
                 seq, kind, body["at"], body["actor"], dict(data), body["prev"], _sha(text), str(oid)

@@ -37,6 +37,7 @@ from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
+from gitmem.git.reflocks import delete_ref
 from gitmem.git.treediff import tree_deltas
 from gitmem.ids import is_id, new_id
 from gitmem.model.paths import validate_path, validate_scope
@@ -473,10 +474,9 @@ def drop_expired(store: StoreCore, *, now: float | None = None) -> list[str]:
         at = dt.datetime.fromisoformat(p.decisions[-1].at.replace("Z", "+00:00")).timestamp()
         if now - at < keep:
             continue
-        ref = store.repo.references.get(p.ref)
-        if ref is not None:
+        if store.repo.references.get(p.ref) is not None:
             check_fence(store.repo.path)
-            ref.delete()
+            delete_ref(store.repo, p.ref)  # past a lock a killed writer left (docs/durability.md)
         (_dir(store) / f"{p.id}.json").unlink(missing_ok=True)
         dropped.append(p.id)
     return dropped

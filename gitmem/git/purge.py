@@ -18,6 +18,7 @@ from gitmem.errors import IntegrityError
 from gitmem.git import intent
 from gitmem.git.consolidate import SMALL_PACK_BYTES
 from gitmem.git.packwriter import encode_pack, install_pack
+from gitmem.git.reflocks import clear_stale_packed_refs
 from gitmem.git.repo import Repo
 
 
@@ -122,6 +123,7 @@ def scrub_maintenance(store: Repo, retired: set[str]) -> None:
         text = ""
     if any(line[:40] in retired or line[1:41] in retired for line in text.splitlines()):
         # Every ref's current value packed again: the stale (shadowed) lines are gone.
+        clear_stale_packed_refs(store.path)  # a killed git's packed-refs.lock / .new: else it fails
         _git(store, "pack-refs", "--all")
     if (store.path / "info" / "refs").exists() or (info / "packs").exists():
         # Dumb-transport files (git gc and repack write them): refs and packs as they are now.

@@ -70,5 +70,7 @@ def test_a_held_ref_lock_is_a_lost_race_not_a_crash(store: Store) -> None:
     lock.write_text("")
     assert store.core.cas_ref("main", tip, new) is False
     assert store.core.tip("main") == tip
-    lock.unlink()
+    # The move waits up to STALE_REF_LOCK_SECONDS for the holder; on a loaded machine the lock is
+    # that old by then, and removed as a killed writer's (gitmem.git.reflocks).
+    lock.unlink(missing_ok=True)
     assert store.write("/b", "2") is not None

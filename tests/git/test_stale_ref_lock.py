@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import gitmem
-from gitmem.git import locks
+from gitmem.git import reflocks as locks
 from gitmem.store import Store
 
 
