@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+from collections import deque
 from collections.abc import Iterator
+from itertools import islice
 
 import pygit2
 
@@ -30,6 +32,11 @@ from gitmem.git.treediff import TreeDiffer
 #: more than it saves (a few milliseconds against ~100 us per commit of the Python differ).
 STREAM_AFTER = 256
 _CHUNK = 1 << 18
+# Records parsed ahead of the walk; the blobs they add are read in one request to a
+# ``git cat-file --batch-command`` beside it (its answer comes back while Python works on the
+# batch before). At most ``_AHEAD_BYTES`` of contents are kept; larger ones are read in process.
+_AHEAD = 512
+_AHEAD_BYTES = 32 << 20
 _GITLINK = 0o160000
 _STATUSES = frozenset((b"A", b"D", b"M", b"T"))  # T: a type change (file, symlink, gitlink)
 _BITS = {"added": 1, "deleted": 2, "modified": 4}
@@ -88,6 +95,10 @@ class StreamDiffer(TreeDiffer):
         self._proc: subprocess.Popen[bytes] | None = None
         self._records: Iterator[_Record] | None = None
         self._done = False  # the stream ended, failed or fell out of step: in process from here
+        self._ahead: deque[tuple[bytes, list[Change] | None]] = deque()
+        self._blobs: dict[str, bytes] = {}  # contents of the blobs the records ahead add
+        self._cat: subprocess.Popen[bytes] | None = None
+        self._cat_failed = False
         self.streamed = 0  # commits the stream answered (tests and benchmarks read it)
 
     def commit_changes(self, commit: pygit2.Commit) -> list[Change]:
@@ -107,11 +118,10 @@ class StreamDiffer(TreeDiffer):
             self._start(last)
             if self._records is None:
                 return None
-        try:
-            head, entries = next(self._records)
-        except (StopIteration, ValueError, OSError):
+        if not self._ahead and not self._fill():
             self.close()  # git is done (or failed): the rest of the walk is in process
             return None
+        head, changes = self._ahead.popleft()
         parents = commit.parent_ids
         want = str(commit.id).encode() + b" " + (str(parents[0]).encode() if parents else b"")
         if head != want and not (len(parents) > 1 and head.startswith(want + b" ")):
@@ -122,10 +132,87 @@ class StreamDiffer(TreeDiffer):
             return None
         if len(parents) > 1:
             return None  # a merge: its first-parent diff is the in-process differ's
-        changes = _changes(entries)
         if changes is not None:
             self.streamed += 1
         return changes
+
+    def prefetched(self, blob_hex: str) -> bytes | None:
+        return self._blobs.get(blob_hex)
+
+    def _fill(self) -> bool:
+        """Parse the next records ahead and read the blobs they add; False: no record left."""
+        assert self._records is not None
+        try:
+            batch = list(islice(self._records, _AHEAD))
+        except (ValueError, OSError):
+            return False
+        if not batch:
+            return False
+        self._blobs.clear()  # every record before these was derived: their blobs were read
+        ahead = [(head, _changes(entries)) for head, entries in batch]
+        wanted = {str(c[3]) for _, changes in ahead if changes for c in changes if c[3] is not None}
+        if wanted and not self._cat_failed:
+            self._read_blobs(wanted)
+        self._ahead.extend(ahead)
+        return True
+
+    def _read_blobs(self, wanted: set[str]) -> None:
+        """The contents of ``wanted`` from ``git cat-file`` (each missing, odd or past the byte
+        budget is left out: the walk reads it in process)."""
+        if self._cat is None:
+            try:
+                self._cat = subprocess.Popen(
+                    [
+                        "git",
+                        "--no-replace-objects",
+                        f"--git-dir={self._repo.path}",
+                        "cat-file",
+                        "--batch-command",
+                        "--buffer",
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    env=config.plain_git_env(),
+                )
+            except OSError:
+                self._cat_failed = True
+                return
+        cat = self._cat
+        assert cat.stdin is not None and cat.stdout is not None
+        order = list(wanted)
+        try:
+            # Under 64 KiB of commands (512 * 49 bytes): the pipe takes them all at once.
+            cat.stdin.write(b"".join(b"contents %s\n" % h.encode() for h in order) + b"flush\n")
+            cat.stdin.flush()
+            readline, read, kept = cat.stdout.readline, cat.stdout.read, 0
+            for h in order:
+                fields = readline().split()
+                if len(fields) == 2 and fields[1] == b"missing":
+                    continue
+                if len(fields) != 3 or fields[0].decode() != h or fields[1] != b"blob":
+                    raise ValueError(f"cat-file answered {fields!r} for {h}")
+                size = int(fields[2])
+                data = read(size + 1)
+                if len(data) != size + 1 or data[-1:] != b"\n":
+                    raise ValueError(f"cat-file cut {h} short")
+                if kept + size <= _AHEAD_BYTES:
+                    self._blobs[h] = data[:-1]
+                    kept += size
+        except (OSError, ValueError):
+            self._cat_failed = True  # the walk reads the rest in process
+            self._stop_cat()
+
+    def _stop_cat(self) -> None:
+        cat, self._cat = self._cat, None
+        if cat is not None:
+            with contextlib.suppress(OSError):
+                cat.kill()
+            for pipe in (cat.stdin, cat.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+            cat.wait()
 
     def _start(self, after: pygit2.Oid | None) -> None:
         cmd = [
@@ -168,9 +255,12 @@ class StreamDiffer(TreeDiffer):
         """End the stream for good (the walk is over); idempotent."""
         self._done = True
         self._stop()
+        self._stop_cat()
+        self._blobs.clear()
 
     def _stop(self) -> None:
         self._records = None
+        self._ahead.clear()
         proc, self._proc = self._proc, None
         if proc is not None:
             with contextlib.suppress(OSError):

@@ -141,6 +141,11 @@ def test_a_stream_out_of_step_or_failing_is_left_for_the_in_process_differ(
         m.setattr(logdiff.StreamDiffer, "_start", lambda self, after: start(self, None))
         out_of_step, answered = _rebuild(store, monkeypatch, 20)
     assert answered == 0 and out_of_step == in_process
+    with monkeypatch.context() as m:  # no contents read ahead: every blob is read in process
+        m.setattr(logdiff, "_AHEAD_BYTES", 0)
+        m.setattr(logdiff, "_AHEAD", 7)
+        unread, answered = _rebuild(store, monkeypatch, 20)
+    assert answered > 0 and unread == in_process
     with monkeypatch.context() as m:  # git exits with an error: no record, no answer
         m.setattr(logdiff.StreamDiffer, "_start", lambda self, after: start(self, self._tip))
         failing, answered = _rebuild(store, monkeypatch, 20)
@@ -154,6 +159,7 @@ def test_each_streamed_answer_is_the_in_process_one(
     that may differ only between changes of different kinds)."""
     _random_history(store, tmp_path, 4)
     checked: list[int] = []
+    read_ahead: list[bytes] = []
     streamed = logdiff.StreamDiffer._streamed
 
     def check(self: logdiff.StreamDiffer, commit: Any) -> Any:
@@ -164,9 +170,15 @@ def test_each_streamed_answer_is_the_in_process_one(
             for kind in ("added", "deleted", "modified"):
                 assert [c for c in got if c[0] == kind] == [c for c in want if c[0] == kind]
             checked.append(len(got))
+            for c in got:  # contents read ahead by git cat-file are the object's
+                data = self.prefetched(str(c[3])) if c[3] is not None else None
+                if data is not None:
+                    assert data == self._repo.odb.read(c[3])[1]
+                    read_ahead.append(data)
         return got
 
     monkeypatch.setattr(logdiff, "STREAM_AFTER", 0)
     monkeypatch.setattr(logdiff.StreamDiffer, "_streamed", check)
     store.core.index.rebuild()
     assert len(checked) > 100 and max(checked) >= 3
+    assert len(read_ahead) > 100
