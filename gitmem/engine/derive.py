@@ -186,7 +186,9 @@ def rows_for_commit(
     the rows carry no description (a walk that writes the heads at its end reads it then).
     """
     heads = heads or DbHeads(db, scope)
-    changes = (differ or TreeDiffer(repo)).commit_changes(commit)
+    differ = differ or TreeDiffer(repo)
+    changes = differ.commit_changes(commit)
+    prefetched = differ.prefetched
     if len(commit.parent_ids) > 1:  # the other parents' lines are walked too: keep the merge's own
         changes = merge_own_changes(commit, changes)
     # When the store got the version: a rebased or back-dated commit keeps an old author
@@ -216,10 +218,12 @@ def rows_for_commit(
         """A version row; the blob (None for a deletion) gives sha256, size and description."""
         if blob is None:
             return VersionRow(vid, mid, scope, path, prev, op, actor, session, at, None, None, None, cid)
-        kind, data = repo.odb.read(blob)[:2]
-        if kind != _OBJ_BLOB:
-            raise pygit2.GitError(f"{blob} is not a blob")
         blob_hex = str(blob)
+        data = prefetched(blob_hex)
+        if data is None:
+            kind, data = repo.odb.read(blob)[:2]
+            if kind != _OBJ_BLOB:
+                raise pygit2.GitError(f"{blob} is not a blob")
         fresh_blobs[blob_hex] = data
         desc = (
             parse_description(data.decode("utf-8", "replace"))

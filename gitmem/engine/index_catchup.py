@@ -24,8 +24,9 @@ from gitmem.engine.index_db import busy
 from gitmem.engine.index_records import Bulk, Records, version_values
 from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
 from gitmem.errors import ConflictError, NotFoundError
+from gitmem.git.logdiff import StreamDiffer
 from gitmem.git.repo import unverified_reads
-from gitmem.git.treediff import TreeDiffer, diff_trees
+from gitmem.git.treediff import diff_trees
 from gitmem.model.frontmatter import parse_description
 
 _FLUSH_ROWS = 20_000  # version rows buffered before an executemany
@@ -242,7 +243,7 @@ class CatchUp(Records):
             # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
             repo = self.store.repo
             walk = self.store.walk(tip, hide)
-            differ = TreeDiffer(repo)
+            differ = StreamDiffer(repo, tip, hide)  # git log --raw beside a long walk
             bulk = self._local.bulk = Bulk(differ, receipts.load(Path(repo.path)), fresh)
             late = hide is None and db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is None
             if late:
@@ -266,6 +267,7 @@ class CatchUp(Records):
                 bulk.flush(db)
             finally:
                 self._local.bulk = None
+                differ.close()
             if late:
                 for name, columns in _LATE_INDEXES.items():
                     db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")

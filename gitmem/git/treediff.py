@@ -160,6 +160,10 @@ class TreeDiffer:
         self._commit_trees[commit.id] = tree_id
         return self.changes(parent_tree, tree_id)
 
+    def prefetched(self, blob_hex: str) -> bytes | None:
+        """The content of a blob the walk's commits add, when already read (here: never)."""
+        return None
+
     def changes(self, old: pygit2.Oid | None, new: pygit2.Oid | None) -> list[Change]:
         return changes_of(self.deltas(old, new))
 
