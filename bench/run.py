@@ -226,7 +226,8 @@ def _process_writes(store_path: Path, writers: int, per_writer: int) -> float:
 
 def measure_group(store_path: Path, writers: int, per_writer: int, rounds: int) -> list[Result]:
     """Durable versions/s of ``writers`` concurrent writers to one scope (threads sharing one
-    Store; separate processes) vs one writer, per version: ratio <= 25% is >= 4x one writer."""
+    Store; separate processes) vs one writer, per version: threads ratio <= 25% is >= 4x one
+    writer (DESIGN 11a); processes ratio <= 50% is >= 2x (issue 33: on 2 cores, 2x replaces the 4x)."""
     one = statistics.median(
         _threaded_writes(store_path, 1, per_writer * 2) / (per_writer * 2) for _ in range(rounds)
     )
@@ -250,7 +251,7 @@ def measure_group(store_path: Path, writers: int, per_writer: int, rounds: int) 
             procs,
             one,
             "1 writer, per version",
-            0.25,
+            0.5,
             f"{1 / procs:,.0f} vs {1 / one:,.0f} durable versions/s",
         ),
     ]

@@ -160,7 +160,7 @@ def apply_batch(
     refused = [Refused(ops[n], e) for n, e in sorted(done.outcome.items()) if isinstance(e, GitmemError)]
     if done.head is None:
         return BatchResult([], refused, str(done.tip) if done.tip is not None else None)
-    maintain_quietly(store)
+    maintain_quietly(store, len(done.rows))
     logging.getLogger("gitmem.write").info(
         "batch of %d version(s) in scope %r of %s (commit %s), %d refused",
         len(done.rows), scope, store.name, str(done.head)[:12], len(refused),

@@ -30,7 +30,7 @@ from gitmem.engine.resolve import all_refs, resolve_store
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
 from gitmem.git.consolidate import merge_small_packs, remove_replaced
-from gitmem.git.intent import flushes
+from gitmem.git.intent import flushes, note_flush, syncfs
 from gitmem.git.repo import STORE_LOCK, Repo
 from gitmem.model.guard import GuardPolicy
 from gitmem.model.paths import validate_scope
@@ -131,6 +131,9 @@ class StoreCore(Repo):
         #: The packs this handle's last merge of small packs replaced, and the flush count then.
         self._replaced: tuple[list[str], int] | None = None
         self._merge_lock = threading.Lock()
+        #: Whether other processes group-commit to this store too (gitmem.engine.xqueue): a merge
+        #: then flushes itself rather than wait for this handle's next publish.
+        self.writers_elsewhere = False
 
     # ------------------------------------------------------------------ identity and settings
     @property
@@ -324,6 +327,11 @@ class StoreCore(Repo):
             )
         return False  # a rewrite runs: it repacks what it touches; the next write tries again
 
+    @property
+    def merge_waiting(self) -> bool:
+        """Whether packs this handle's last merge replaced wait for a flush to be deleted."""
+        return self._replaced is not None
+
     def _merge_small_packs(self) -> bool:
         """Delete the packs this handle's last merge replaced, once a flush has made the merged
         pack durable; then merge small packs again if they piled up (gitmem.git.consolidate)."""
@@ -341,6 +349,14 @@ class StoreCore(Repo):
             )
             if replaced:
                 self._replaced = (replaced, flushes_at)
+                if self.writers_elsewhere:
+                    # Other processes publish most of the groups: this handle's next flush may be
+                    # many packs away, and until the replaced packs go, every process sees them
+                    # as small packs to merge again. One flush of its own, then they go.
+                    syncfs(self.git_dir)
+                    note_flush(self.git_dir)
+                    if remove_replaced(self.git_dir, replaced, flushes_at):
+                        self._replaced = None
             return bool(replaced)
         finally:
             self._merge_lock.release()

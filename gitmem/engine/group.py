@@ -73,7 +73,7 @@ def mutate(
             batch, group.queue = group.queue[:GROUP_MAX], group.queue[GROUP_MAX:]
             group.last_size = len(batch)
     if not request.done:
-        published = False
+        published = 0
         try:
             published = commit_group(store, scope, batch, proposals.route)
         except BaseException as exc:
@@ -89,7 +89,7 @@ def mutate(
         # process that published looks (its pack or loose objects are what pile up): writes another
         # process's leader committed left nothing of this one's.
         if published:
-            maintain_quietly(store)
+            maintain_quietly(store, published)
     if request.error is not None:
         raise request.error
     return request.result
@@ -147,21 +147,23 @@ def _group(store: StoreCore, scope: str) -> _Group:
         return group
 
 
-def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: xqueue.Route) -> bool:
+def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: xqueue.Route) -> int:
     """Plan ``requests`` in order on one state (each sees the ones before it), write them as a
     chain of commits and publish the chain with one flush and one compare-and-swap, through the
     commit pipeline (gitmem.engine.pipeline); a lost race (another process moved the branch)
     re-plans all of them. A refused request gets its error, the others are committed. The writes
     other processes queued for the scope lock's holder join the group (gitmem.engine.xqueue);
-    ``route`` tells those that must go through review. Returns whether this process moved the
-    branch (False: nothing changed, or another process's leader committed every request)."""
+    ``route`` tells those that must go through review. Returns how many versions this process
+    published (0: nothing changed, or another process's leader committed every request)."""
     with contextlib.ExitStack() as held:
         # Processes writing one scope take turns (no plan, objects and flush thrown away on a lost
         # compare-and-swap); pushes and batches still race by compare-and-swap alone.
         turn = xqueue.take_turn(store, scope, requests, held, route)
+        if turn.queue or turn.own is not None:
+            store.writers_elsewhere = True
         requests = [r for r in requests if not r.done]  # the rest were committed by another process
         if not requests:
-            return False
+            return 0
         group: list[_Request] = []
 
         def gather(tip: pygit2.Oid | None) -> list[pipeline.Item | None]:
@@ -184,4 +186,4 @@ def commit_group(store: StoreCore, scope: str, requests: list[_Request], route: 
                 mine = rows.get(n)
                 req.finish(version_from_row(mine) if mine is not None else None, done.outcome.get(n))
         turn.answer()
-        return done.head is not None
+        return len(done.rows) if done.head is not None else 0

@@ -475,14 +475,15 @@ def version_from_row(row: VersionRow, redaction: RedactionInfo | None = None) ->
     )
 
 
-def maintain_quietly(store: StoreCore) -> None:
-    """Repack when loose objects or packs pile up. The write it follows is already durable and
-    published, so a failed repack must not fail it: the next write tries again, and
-    ``gitmem maintain`` reports the error."""
-    # One look at the objects directory per handle's first write and then every few writes: a
-    # check lists two directories, and the thresholds are thousands of objects away.
-    store.writes_unchecked += 1
-    if store.writes_unchecked < MAINTENANCE_EVERY:
+def maintain_quietly(store: StoreCore, versions: int = 1) -> None:
+    """Repack when loose objects or packs pile up, after a publish of ``versions`` versions. The
+    write it follows is already durable and published, so a failed repack must not fail it: the
+    next write tries again, and ``gitmem maintain`` reports the error."""
+    # One look at the objects directory per handle's first write, then every few versions it
+    # published (each of a group of several processes' writes: the packs pile up with every
+    # process's groups), and at each publish while packs a merge replaced wait for a flush.
+    store.writes_unchecked += versions
+    if store.writes_unchecked < MAINTENANCE_EVERY and not store.merge_waiting:
         return
     store.writes_unchecked = 0
     if not _MAINTAINING.acquire(blocking=False):
@@ -495,4 +496,4 @@ def maintain_quietly(store: StoreCore) -> None:
 
 
 _MAINTAINING = threading.Lock()
-MAINTENANCE_EVERY = 8  # writes of one handle between two looks at its loose objects and packs
+MAINTENANCE_EVERY = 8  # versions a handle publishes between two looks at its loose objects and packs

@@ -68,8 +68,7 @@ _NAME = re.compile(rf"^({ULID_RE})-([0-9]{{1,10}})\.(req|res)$")
 _TMP = re.compile(rf"^\.tmp-{ULID_RE}-([0-9]{{1,10}})\.(req|res)$")
 _SIZE = re.compile(r"^\.size-[0-9]{1,4}$")
 LINGER = 0.002  # seconds a leader waits for the processes of the last group to come back
-# A queued writer's pauses between looks for a leader, growing (docs/durability.md, "Group commit").
-POLL_FIRST, POLL_LAST = 0.0005, 0.004
+POLL_FIRST, POLL_LAST = 0.0005, 0.004  # a queued writer's pauses between looks, growing
 _ENTRY_KEYS = {"version", "op", "args", "actor", "session"}
 _log = logging.getLogger("gitmem.write")
 #: gitmem.engine.proposals.route: the owner of the proposal a write goes to, or None.
@@ -258,9 +257,8 @@ class Turn:
         return group
 
     def answer(self) -> None:
-        """After the publish: the answer file of each taken file with refusals or writes that
-        changed nothing (a committed write is answered by the history; its writer removes the
-        request file, and a leader that takes it again finds it there)."""
+        """After the publish: the answer file of each taken file with refusals or writes that changed
+        nothing (a committed write is answered by the history); then the file goes (none re-takes it)."""
         for name, reqs in self.taken.items():
             if any(r.result is None for r in reqs):  # a committed write is answered by the history
                 results = [result_of(r) for r in reqs]
@@ -268,6 +266,9 @@ class Turn:
                     respond(self.dir, name[: -len(".req")] + ".res", {"format": FORMAT, "results": results})
                 except OSError as exc:  # its writer looks its writes up, and commits the others
                     _log.warning("could not answer %s: %s", name, exc)
+                    continue
+            with contextlib.suppress(OSError):
+                (self.dir / name).unlink()
         if self.queue:
             self._mark(len(self.taken) + 1)
         self.taken.clear()
@@ -355,9 +356,8 @@ class Turn:
             if m is None:
                 t = _TMP.match(name)
                 if t is not None:
-                    # A request being written, or an answer a leader was writing: its requester's
-                    # pid is in the name. Only this leader writes answers now, so a requester that
-                    # is gone (killed while writing) leaves nothing anyone still writes.
+                    # A request being written, or an answer a leader was writing (its requester's
+                    # pid in the name; only this leader writes answers now): stale once it is gone.
                     self._drop_if_stale(name, live=alive(int(t.group(1))))
                 continue
             stem, pid, kind = m.group(1) + "-" + m.group(2), int(m.group(2)), m.group(3)

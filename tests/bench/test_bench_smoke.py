@@ -66,7 +66,7 @@ def test_write_measurement_produces_numbers(tiny: Path) -> None:
 
 def test_group_commit_and_clone_measurements_produce_numbers(tmp_path: Path, tiny: Path) -> None:
     results = run.measure_group(tiny, writers=3, per_writer=2, rounds=1)
-    assert [r.limit for r in results] == [0.25, 0.25]
+    assert [r.limit for r in results] == [0.25, 0.5]  # threads >= 4x one writer, processes >= 2x
     for result in results:
         _numbers(result)
     with gitmem.open_store(tiny) as store:  # every group-commit write landed

@@ -385,7 +385,9 @@ def test_forged_request_files_are_refused_without_harm(store_path: Path, tmp_pat
         assert stale_answer.name not in left
         for stem in (bad_json, deep, other_scope, link, dead, stale):
             assert f"{stem}.req" not in left and f"{stem}.res" not in left  # dropped
-        assert f"{several}.req" in left  # answered: its writer (alive) removes it
+        # Answered: the leader removed the request (no next leader takes it again), its writer
+        # (alive) reads and removes the answer.
+        assert f"{several}.req" not in left and f"{several}.res" in left
         assert outside.exists() and "not-a-request.req" in left  # the symlink removed, not its target
         # Only the legitimate write landed.
         assert git(store_path, "rev-list", "--count", f"{tip}..main").stdout.strip() == "1"
@@ -406,7 +408,7 @@ def test_a_valid_queued_write_of_a_live_writer_is_committed_once(store_path: Pat
         store.write("/one", "one\n")
         assert store.read("/seed").version_id == vid
         assert not (_queue(store_path) / f"{first}.res").exists()  # a committed write: the history answers
-        (_queue(store_path) / f"{first}.req").unlink()  # as its writer does once it found it there
+        assert not (_queue(store_path) / f"{first}.req").exists()  # the leader removed it once answered
         again = _forge(store_path, body)
         store.write("/two", "two\n")
         assert not (_queue(store_path) / f"{again}.res").exists()

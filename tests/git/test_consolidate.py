@@ -134,6 +134,42 @@ def test_a_handle_merges_as_it_writes_and_deletes_after_its_next_flush(
     assert git(path, "fsck", "--full", "--strict").returncode == 0
 
 
+def test_a_handle_beside_other_writer_processes_flushes_its_merge_and_deletes_at_once(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most groups are other processes' publishes there: the packs a merge replaced must not wait
+    for this handle's next flush (every process would see them as small packs to merge again)."""
+    monkeypatch.setattr(consolidate, "SMALL_PACKS_MAX", 4)
+    with gitmem.create_store("elsewhere", home=workspace) as store:
+        path = store.path
+        _unmaintained(store, "o", 4)
+        store.core.writers_elsewhere = True  # as after a group commit that met a queue
+        before = set(_packs(path))
+        flushed = intent.flushes(str(path))
+        store.core.writes_unchecked = 1 << 30  # the next write looks
+        store.write("/o/4.md", "o 4\n")
+        assert store.core._replaced is None  # merged and deleted: nothing waits
+        assert intent.flushes(str(path)) == flushed + 2  # the write's flush, and the merge's own
+        assert len(before - set(_packs(path))) >= 4  # the merged packs are gone
+        assert [store.read(f"/o/{k}.md").content for k in range(5)] == [f"o {k}\n" for k in range(5)]
+    assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def test_maintenance_counts_the_versions_a_handle_published(workspace: Path) -> None:
+    """A group or batch of several versions counts each toward the next look at the packs."""
+    from gitmem.engine.batch import BatchOp, apply_batch
+    from gitmem.engine.writer import MAINTENANCE_EVERY
+
+    with gitmem.create_store("counted", home=workspace) as store:
+        store.write("/first.md", "first\n")  # a handle's first write looks
+        assert store.core.writes_unchecked == 0
+        ops = [BatchOp("write", f"/b/{k}.md", content=f"b {k}\n") for k in range(MAINTENANCE_EVERY - 1)]
+        apply_batch(store.core, ops)
+        assert store.core.writes_unchecked == MAINTENANCE_EVERY - 1  # one batch, its versions counted
+        store.write("/last.md", "last\n")
+        assert store.core.writes_unchecked == 0  # the 8th version looked
+
+
 def test_index_oids_reads_what_git_lists(workspace: Path) -> None:
     with gitmem.create_store("ids", home=workspace) as store:
         store.write("/x.md", "x\n")
