@@ -142,7 +142,11 @@ class StoreCore(Repo):
 
     @property
     def gitmem_dir(self) -> Path:
-        return self.path / GITMEM_DIR
+        cached: tuple[Path, Path] | None = self.__dict__.get("_gitmem_dir")
+        if cached is None or cached[0] is not self.path:  # built once a handle (a write asks ~4 times)
+            cached = (self.path, self.path / GITMEM_DIR)
+            self.__dict__["_gitmem_dir"] = cached
+        return cached[1]
 
     @property
     def settings_path(self) -> Path:

@@ -62,18 +62,19 @@ def forged_mark(git_dir: Path, path: str, data: bytes | None) -> str | None:
 
 # ---------------------------------------------------------------------- deny-patterns
 PATTERNS = "denypatterns"  # $GIT_DIR/gitmem/denypatterns: one JSON object a line, 0600
-_pattern_cache: dict[Path, tuple[tuple[int, int, int], tuple[re.Pattern[str], ...]]] = {}
+_pattern_cache: dict[str, tuple[tuple[int, int, int], tuple[re.Pattern[str], ...]]] = {}
 
 
 def read_patterns(git_dir: Path) -> tuple[re.Pattern[str], ...]:
     """The regexes of remembered pattern redactions (deny-patterns); empty when there are none."""
-    path = git_dir / "gitmem" / PATTERNS
+    name = os.path.join(os.fspath(git_dir), "gitmem", PATTERNS)  # (a string: every write asks)
     try:
-        st = path.stat()
+        st = os.stat(name)
     except (FileNotFoundError, NotADirectoryError):
         return ()
+    path = Path(name)
     key = (st.st_mtime_ns, st.st_size, st.st_ino)
-    cached = _pattern_cache.get(path)
+    cached = _pattern_cache.get(name)
     if cached is not None and cached[0] == key:
         return cached[1]
     out = []
@@ -83,7 +84,7 @@ def read_patterns(git_dir: Path) -> tuple[re.Pattern[str], ...]:
         except (ValueError, KeyError, TypeError, re.error):
             continue
     compiled = tuple(out)
-    _pattern_cache[path] = (key, compiled)
+    _pattern_cache[name] = (key, compiled)
     return compiled
 
 

@@ -103,8 +103,7 @@ class Records(IndexDb):
             elif row is None or row[0] != parent_hex:
                 staged.rollback()  # not current at the parent: catch-up records it in order
                 return staged
-            self._apply(db, scope, rows)
-            db.execute("UPDATE scopes SET tip=? WHERE scope=?", (str(commit), scope))
+            self._apply(db, scope, rows, tip=str(commit))
         except sqlite3.DatabaseError:
             staged.rollback()
             self._known_tips.pop(scope, None)  # the next read catches up from git
@@ -115,8 +114,14 @@ class Records(IndexDb):
             self._fresh_blobs = {}
         return staged
 
-    def _apply(self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow]) -> None:
+    def _apply(
+        self, db: sqlite3.Connection, scope: str, rows: Iterable[VersionRow], tip: str | None = None
+    ) -> None:
+        """Apply ``rows`` to ``versions``, ``heads``, the search rows and the scope's counters
+        (deferred to a catch-up's end in bulk). With ``tip`` (a staged record, not in bulk) the
+        counters of every row and the scope's new tip are one ``UPDATE``."""
         bulk: Bulk | None = getattr(self._local, "bulk", None)
+        total_mem, total_bytes = 0, 0
         for r in rows:
             values = version_values(r, scope)
             if bulk is not None:
@@ -148,8 +153,8 @@ class Records(IndexDb):
                         created = old[1]  # the memory keeps its creation time across edits and renames
                 if bulk is not None:
                     bulk.paths.add(p)
-                else:
-                    search.unindex_text(db, scope, p)
+                elif p != r.path or r.operation == "deleted" or r.blob is None:
+                    search.unindex_text(db, scope, p)  # (else _index_text below replaces its row)
             if r.operation != "deleted":
                 db.execute(
                     "INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)",
@@ -175,11 +180,20 @@ class Records(IndexDb):
             if bulk is not None:
                 bulk.memories += dmem
                 bulk.bytes += dbytes
+            elif tip is not None:
+                total_mem, total_bytes = total_mem + dmem, total_bytes + dbytes
             else:
                 db.execute(
                     "UPDATE scopes SET memories=memories+?, bytes=bytes+? WHERE scope=?",
                     (dmem, dbytes, scope),
                 )
+        if tip is not None and bulk is None:
+            db.execute(
+                "UPDATE scopes SET memories=memories+?, bytes=bytes+?, tip=? WHERE scope=?",
+                (total_mem, total_bytes, tip, scope),
+            )
+        elif tip is not None:
+            db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip, scope))
 
     def _index_text(self, db: sqlite3.Connection, scope: str, r: VersionRow) -> None:
         if r.blob is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import time
@@ -40,6 +41,11 @@ def _boot_id() -> str:
 
 
 def fence_path(git_dir: str | os.PathLike[str]) -> Path:
+    return _fence_path(os.fspath(git_dir))
+
+
+@functools.lru_cache(maxsize=256)
+def _fence_path(git_dir: str) -> Path:  # every ref move asks (fenced, check_fence)
     return Path(git_dir) / "gitmem" / FENCE_FILE
 
 

@@ -27,9 +27,10 @@ _counter = itertools.count()
 
 def bump(git_dir: str | os.PathLike[str]) -> None:
     """A ref of the repository at ``git_dir`` moved: give its generation a new token."""
+    base = os.path.join(os.fspath(git_dir), "gitmem")
+    if not os.path.exists(os.path.join(base, "fence.json")):  # not in a cluster: no beat reads
+        return  # it, so no write on a single node's write path (a store joining has no token yet)
     path = Path(git_dir) / FILE
-    if not (path.parent / "fence.json").exists():  # not in a cluster: no beat reads it, so no write
-        return  # on a single node's write path (a store joining has no token yet: readers list)
     token = f"{os.getpid()}-{time.time_ns()}-{next(_counter)}-{secrets.token_hex(4)}"
     tmp = path.with_name(f".refgen.{os.getpid()}.{threading.get_ident()}.tmp")
     try:

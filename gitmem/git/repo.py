@@ -19,12 +19,11 @@ from pathlib import Path
 import pygit2
 
 from gitmem.errors import GitmemError, NotFoundError
-from gitmem.git import intent, refgen
+from gitmem.git import intent, refmove
 from gitmem.git.fence import fenced
 from gitmem.git.intent import syncfs
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.packwriter import Staging, loose_writer
-from gitmem.git.reflocks import wait_or_break_ref_lock
 from gitmem.git.repoinit import Repository as Repository
 from gitmem.git.repoinit import configure_new_store as configure_new_store
 from gitmem.git.repoinit import fsync_path as fsync_path
@@ -154,60 +153,9 @@ class Repo:
         cluster moves no ref unless this node holds its write lease (:func:`gitmem.git.fence.check_fence`).
         """
         with fenced(self.path):  # the fence checked, and held until the ref moved
-            return self._cas(name, old, new, message)
+            return refmove.cas(self, name, old, new, message)
 
-    def _cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str) -> bool:
-        try:
-            if old is None:
-                return self._seen_target(
-                    new, lambda repo: bool(repo.references.create(name, new, force=False))
-                )
-
-            def move(repo: pygit2.Repository) -> bool:
-                ref = repo.references.get(name)
-                if ref is None or ref.target != old:
-                    return False
-                # libgit2 compares the ref against the value it was loaded with under the ref
-                # lock, so this is a compare-and-swap even across processes.
-                ref.set_target(new, message)
-                return True
-
-            return self._seen_target(new, move)
-        except pygit2.AlreadyExistsError:
-            return False
-        except (pygit2.GitError, OSError) as exc:
-            # "old reference value does not match" (moved) or "failed to lock file" (a writer holds
-            # the ref lock, or a killed one left it: gitmem.git.reflocks): retried by the caller.
-            text = str(exc).lower()
-            if "lock" in text:
-                wait_or_break_ref_lock(self._repo.path, name)
-                return False
-            if "does not match" in text or "exists" in text:
-                return False
-            raise GitmemError(f"cannot update {name} in {self.path}: {exc}") from None
-
-    def _seen_target(self, new: pygit2.Oid, move: Callable[[pygit2.Repository], bool]) -> bool:
-        """``move(repo)``, again if libgit2 did not find ``new``: it checks that a ref's target
-        exists, and a repack or merge swapping packs in another process can hide the (written,
-        flushed) object from this thread's object database: from one look at the pack directory
-        (listed while the packs were swapped), or for good (a pack whose index it loaded was
-        deleted before it opened the pack, and is found first again and again). The first retry
-        looks once more; later ones reopen this thread's repository, whose fresh object database
-        lists the packs as they are now. Retries back off (1, 2, 4 ... ms, 255 ms in all)."""
-        for attempt in range(_MISSING_TARGET_RETRIES + 1):
-            try:
-                return refgen.moved(self.path, move(self._repo))  # counted: docs/cluster.md
-            except pygit2.GitError as exc:
-                if "doesn't exist" not in str(exc) or attempt == _MISSING_TARGET_RETRIES:
-                    raise
-            time.sleep(0.001 * (1 << attempt))
-            if attempt == 0:
-                self._repo.odb.exists(new)  # a miss makes libgit2 list the pack directory again
-            else:
-                self._reopen_thread_repository()
-        return False  # not reached: the last attempt returns or raises
-
-    def _reopen_thread_repository(self) -> None:
+    def reopen_thread_repository(self) -> None:
         """Drop this thread's repository and loose writer; the next use opens them afresh (an
         active staging pack keeps its own, and is written already when a ref moves)."""
         self._local.repo = None
@@ -231,12 +179,12 @@ class Repo:
         return obj
 
     def _object(self, oid: pygit2.Oid | str) -> pygit2.Object | None:
-        """The object ``oid``, or None. A miss is looked for twice more, as :meth:`_seen_target`
-        does for a ref's target: a repack or a merge swapping packs in another process can hide an
-        object from this thread's object database (the pack directory listed mid-swap, or a pack
-        whose index it loaded deleted since); a look again lists the pack directory anew, and a
-        reopened repository lists the packs as they are now. No sleep: a truly missing id costs
-        one reopen."""
+        """The object ``oid``, or None. A miss is looked for twice more, as
+        :func:`gitmem.git.refmove.seen_target` does for a ref's target: a repack or a merge
+        swapping packs in another process can hide an object from this thread's object database
+        (the pack directory listed mid-swap, or a pack whose index it loaded deleted since); a look
+        again lists the pack directory anew, and a reopened repository lists the packs as they are
+        now. No sleep: a truly missing id costs one reopen."""
         for attempt in range(3):
             try:
                 return self._repo[oid]
@@ -247,7 +195,7 @@ class Repo:
                     with contextlib.suppress(ValueError, TypeError):
                         self._repo.odb.exists(oid)  # a miss makes libgit2 list the packs again
                 elif attempt == 1:
-                    self._reopen_thread_repository()
+                    self.reopen_thread_repository()
         return None
 
     def tree_of(self, tip: pygit2.Oid | None) -> pygit2.Tree | None:
@@ -459,8 +407,6 @@ class Repo:
         for repo in repos:
             repo.free()
 
-
-_MISSING_TARGET_RETRIES = 8  # Repo.cas: looks again for a new target a pack swap hid
 
 STORE_LOCK = "lock"  # $GIT_DIR/gitmem/lock: exclusive for a history rewrite (gitmem.audit.journal)
 

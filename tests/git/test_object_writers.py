@@ -16,6 +16,7 @@ import pytest
 import gitmem
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ForbiddenError, GitmemError
+from gitmem.git import refmove
 from gitmem.store import Store
 from tests.helpers import git
 
@@ -273,7 +274,7 @@ def test_a_ref_move_looks_again_for_a_target_a_pack_swap_hid(store: Store) -> No
             raise pygit2.GitError("target OID for the reference doesn't exist on the repository")
         return True
 
-    assert core._seen_target(tip, hidden_once) is True
+    assert refmove.seen_target(core, tip, hidden_once) is True
     assert len(calls) == 2
     missing = pygit2.Oid(hex="1" * 40)
     with pytest.raises(GitmemError, match="cannot update refs/heads/main"):
