@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster import endpoints, purges
+from gitmem.cluster import endpoints, purges, webhook_state
 from gitmem.cluster.node import ClusterNode
 from gitmem.cluster.tokens import ClusterTokenStore
 
@@ -20,7 +20,9 @@ def node_app(node: ClusterNode) -> Any:
     from gitmem.server.app import create_app
     from gitmem.server.dream_jobs import DIR as DREAMS_DIR
 
-    inner = create_app(node.home, tokens=ClusterTokenStore(node.state))
+    inner = create_app(
+        node.home, tokens=ClusterTokenStore(node.state), webhook_cursors=webhook_state.ClusterCursors(node)
+    )
     client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0))
 
     def counted(_node: str) -> None:
