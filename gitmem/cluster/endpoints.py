@@ -50,7 +50,20 @@ def is_write(scope: Any) -> str | None:
         return None
     if scope["path"].rstrip("/") == "/mcp":  # a tool call naming a store homed here (McpRouter)
         return mcp_write(scope)
-    return body_store(scope) or store_named(scope["path"])  # a new conversation, a response, a dream
+    return body_store(scope) or store_named(
+        scope["path"], conversation_store
+    )  # a new conversation, a response, a dream
+
+
+def conversation_store(conversation_id: str) -> str | None:
+    """The store a conversation's id names (None: not a conversation id): what the proxy routes
+    ``/v1/conversations/{id}`` and a response's ``conversation`` by."""
+    from gitmem.store import parse_conversation_id
+
+    try:
+        return parse_conversation_id(conversation_id)[1]
+    except GitmemError:
+        return None
 
 
 def replica_app(self: NodeView) -> Any:

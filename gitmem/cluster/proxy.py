@@ -52,27 +52,23 @@ BODY_STORE = "gitmem.body_store"  # the ASGI scope key: the store a body-named r
 MAX_ROUTED_BODY = 64 * 1024 * 1024  # a larger body-named request is answered where it arrives
 
 
-def store_named(path: str) -> str | None:
+def store_named(path: str, conversation_store: Callable[[str], str | None] | None = None) -> str | None:
     """The store a request path names (an id or a name), or None for a path of no one store. A
-    conversation's id names its store (``gitmem.store.parse_conversation_id``)."""
+    conversation's id names its store: ``conversation_store(id)`` reads it (the node hands the
+    proxy ``endpoints.conversation_store``; the proxy itself reads no id of the library's)."""
     for pattern in _PATTERNS:
         m = pattern.match(path)
         if m:
             return unquote(m.group("store"))
     m = _CONVERSATION.match(path)
-    return _conversation_store(unquote(m.group("conversation"))) if m else None
-
-
-def _conversation_store(conversation_id: str) -> str | None:
-    from gitmem.store import parse_conversation_id
-
-    try:
-        return parse_conversation_id(conversation_id)[1]
-    except GitmemError:
+    if m is None or conversation_store is None:
         return None
+    return conversation_store(unquote(m.group("conversation")))
 
 
-def store_in_body(path: str, body: bytes) -> str | None:
+def store_in_body(
+    path: str, body: bytes, conversation_store: Callable[[str], str | None] | None = None
+) -> str | None:
     """The store a ``POST`` of :data:`BODY_NAMED` names in its JSON body: a new conversation's
     ``memory_store.name``, a response's ``conversation`` (its id names the store), a dream's
     ``memory_store`` input; None when it names none (the face answers such a request itself)."""
@@ -90,7 +86,7 @@ def store_in_body(path: str, body: bytes) -> str | None:
     if where == "/v1/responses":
         ref = data.get("conversation")
         cid = ref.get("id") if isinstance(ref, dict) else ref
-        return _conversation_store(cid) if isinstance(cid, str) else None
+        return conversation_store(cid) if isinstance(cid, str) and conversation_store is not None else None
     if where == "/v1/dreams" and isinstance(data.get("inputs"), list):
         for item in data["inputs"]:
             if isinstance(item, dict) and item.get("type") == "memory_store":
@@ -144,10 +140,12 @@ class ClusterProxy:
         on_forward: Callable[[str], None] | None = None,
         has_dream: Callable[[str], bool] | None = None,
         peers: Callable[[], list[tuple[str, str]]] | None = None,
+        conversation_store: Callable[[str], str | None] | None = None,
     ) -> None:
         self.app, self.node, self.secret = app, node, secret
         self.home_of, self.client, self.on_forward = home_of, client, on_forward
         self.has_dream, self.peers = has_dream, peers
+        self.conversation_store = conversation_store
         self._nonce_lock = threading.Lock()
         self._nonces: deque[tuple[float, str]] = deque()  # (seen at, nonce), oldest first
         self._seen: set[str] = set()
@@ -188,7 +186,7 @@ class ClusterProxy:
             # read whole (bounded), routed by what it names, then handed on intact
             body, whole = await _read_body(receive, MAX_ROUTED_BODY)
             receive = _replay(body, whole, receive)
-            store = store_in_body(scope["path"], body) if whole else None
+            store = store_in_body(scope["path"], body, self.conversation_store) if whole else None
             if store is not None:
                 scope[BODY_STORE] = store  # the node's write counting reads it (endpoints.is_write)
         if self._forwarded_by_peer(scope):
@@ -201,7 +199,7 @@ class ClusterProxy:
         if dream is not None:
             await self._dream(scope, receive, send, dream.group("dream"))
             return
-        store = store or store_named(scope["path"])
+        store = store or store_named(scope["path"], self.conversation_store)
         try:
             target = await _in_thread(self.home_of, store) if store else None
         except GitmemError as exc:  # the shared state cannot be read: no route, retry

@@ -43,6 +43,7 @@ def node_app(node: ClusterNode) -> Any:
     proxy = ClusterProxy(
         served, node=node.name, secret=node.state.secret(), home_of=node.home_of,
         client=client, on_forward=counted, has_dream=has_dream, peers=peers,
+        conversation_store=endpoints.conversation_store,
     )  # fmt: skip
     replica = endpoints.replica_app(node)
     routed = McpRouter(
