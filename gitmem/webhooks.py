@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from gitmem.config import env, now_rfc3339
@@ -111,6 +111,12 @@ def _endpoints(raw: dict[str, Any]) -> list[Endpoint]:
         )
         for e in raw.get("endpoints", [])
     ]
+
+
+def replace_endpoints(home: Path, endpoints: list[Endpoint]) -> None:
+    """Write the endpoints file (the caller holds the webhooks lock): a cluster node's copy of
+    the cluster's endpoints (``gitmem.cluster.webhook_state``)."""
+    _save(home, endpoints)
 
 
 def _save(home: Path, endpoints: list[Endpoint]) -> None:
@@ -372,11 +378,37 @@ def endpoint_lock(home: Path, endpoint_id: str) -> contextlib.AbstractContextMan
     return events.locked(path.with_name(f".{endpoint_id}.lock"), blocking=False)
 
 
-def deliver_pending(home: Path, ep: Endpoint, policy: Policy, stopping: Callable[[], bool]) -> None:
+class SharedCursors(Protocol):
+    """Cursors kept beside the local file, shared by the processes that may deliver a store (a
+    cluster's nodes, ``gitmem.cluster.webhook_state``): only the store's home delivers it, from
+    the cursor the last delivery of that store left, whichever node made it."""
+
+    def delivers(self, store_id: str) -> bool:
+        """This process delivers the store's version events now."""
+        ...
+
+    def load(self, endpoint_id: str, state: events.State) -> None:
+        """Put the shared cursors of the stores delivered here into ``state``."""
+        ...
+
+    def save(self, endpoint_id: str, store_id: str, cursor: dict[str, Any] | None) -> bool:
+        """Record a store's cursor (None: forgotten); False when this process may no longer."""
+        ...
+
+
+def deliver_pending(
+    home: Path,
+    ep: Endpoint,
+    policy: Policy,
+    stopping: Callable[[], bool],
+    shared: SharedCursors | None = None,
+) -> None:
     """One run of an endpoint: the events after its cursor, posted one at a time, in order, the
     cursor saved after each 2xx; the first failure ends the run and schedules the next attempt
     (exponential backoff; a stop after ``policy.max_failures`` in a row). The caller holds the
-    endpoint's lock (:func:`endpoint_lock`). ``stopping`` ends the run between two events."""
+    endpoint's lock (:func:`endpoint_lock`). ``stopping`` ends the run between two events.
+    ``shared``: the stores' cursors are read from it at the start and written to it after each
+    event, and only the stores it ``delivers`` are delivered (checked again before each event)."""
     if not any(e.id == ep.id for e in load_endpoints(home)):
         return  # removed since the round began
     if not events.state_path(home, ep.id).is_file():
@@ -390,11 +422,16 @@ def deliver_pending(home: Path, ep: Endpoint, policy: Policy, stopping: Callable
         state.pop("next_attempt", None)
     if time.time() < float(state.get("next_attempt", 0)):
         return
+    if shared is not None:
+        shared.load(ep.id, state)
     ids = events.workspace_ids(home)
     cursor = events.state_path(home, ep.id)
-    for item in events.pending(home, state, ids, frozenset(ep.events)):
+    only = shared.delivers if shared is not None else None
+    for item in events.pending(home, state, ids, frozenset(ep.events), only):
         if stopping() or not cursor.is_file():  # a stop, or the endpoint was removed meanwhile
             return
+        if shared is not None and item.store is not None and not shared.delivers(item.store):
+            return  # moved away since the run began: its new home delivers it
         if item.event is not None:
             try:
                 post(ep, item.event, timeout=policy.timeout)
@@ -407,6 +444,13 @@ def deliver_pending(home: Path, ep: Endpoint, policy: Policy, stopping: Callable
             state["last_delivered_at"] = now_rfc3339()
         item.advance(state)
         events.save_state(home, ep.id, state)
+        store = item.store
+        if (
+            shared is not None
+            and store is not None
+            and not shared.save(ep.id, store, state["stores"].get(store))
+        ):
+            return  # no longer this store's home: its new home goes on from the shared cursor
 
 
 def _failed(ep: Endpoint, policy: Policy, home: Path, state: events.State, error: str) -> None:

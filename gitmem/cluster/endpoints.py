@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from gitmem import config
 from gitmem.cluster import handoff, purges, replication
 from gitmem.cluster.mcp_route import mcp_write
-from gitmem.cluster.proxy import _unavailable, store_named
+from gitmem.cluster.proxy import _unavailable, body_store, store_named
 from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
 from gitmem.store import fence_epoch, write_fence
 
@@ -50,7 +50,20 @@ def is_write(scope: Any) -> str | None:
         return None
     if scope["path"].rstrip("/") == "/mcp":  # a tool call naming a store homed here (McpRouter)
         return mcp_write(scope)
-    return store_named(scope["path"])
+    return body_store(scope) or store_named(
+        scope["path"], conversation_store
+    )  # a new conversation, a response, a dream
+
+
+def conversation_store(conversation_id: str) -> str | None:
+    """The store a conversation's id names (None: not a conversation id): what the proxy routes
+    ``/v1/conversations/{id}`` and a response's ``conversation`` by."""
+    from gitmem.store import parse_conversation_id
+
+    try:
+        return parse_conversation_id(conversation_id)[1]
+    except GitmemError:
+        return None
 
 
 def replica_app(self: NodeView) -> Any:

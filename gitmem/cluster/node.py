@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster import handoff
+from gitmem.cluster import handoff, webhook_state
 from gitmem.cluster.endpoints import SIGNATURE
 from gitmem.cluster.listing import RefListings
 from gitmem.cluster.state import ClusterState, Placement
@@ -167,6 +167,10 @@ class ClusterNode:
                 self._beat_sends[p.store_id] = pending
                 started_sends.append(pending)
         self.fail_over(local)
+        try:  # the cluster's webhook endpoints in this node's copy (docs/cluster.md#webhooks)
+            webhook_state.sync_endpoints(self)
+        except Exception as exc:  # noqa: BLE001 - webhooks must not stop the beat; the next one retries
+            self.replication_errors.append(f"webhooks: {type(exc).__name__}: {exc}")
         return started_sends
 
     def _beat_replicate(self, store_id: str, path: Path, replicas: tuple[str, ...]) -> list[int]:

@@ -46,5 +46,8 @@ class NodeView(Protocol):
     def end_write(self, store: str) -> None:
         """A write begun by :meth:`begin_write` is answered."""
 
+    def home_of(self, store: str) -> tuple[str, str] | None:
+        """(node, url) of the store's home, or None when it is not placed."""
+
     def figures(self) -> dict[str, Any]:
         """This node's cluster figures (/healthz, /metrics)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 import secrets
 import threading
@@ -28,6 +29,7 @@ from urllib.parse import unquote
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gitmem.errors import GitmemError
+from gitmem.ids import ULID_RE
 
 FORWARDED = b"x-gitmem-forwarded"
 HOP_BY_HOP = {
@@ -43,13 +45,60 @@ _PATTERNS = (
 )
 
 
-def store_named(path: str) -> str | None:
-    """The store a request path names (an id or a name), or None for a path of no one store."""
+_CONVERSATION = re.compile(r"^/v1/conversations/(?P<conversation>[^/]+)")
+_DREAM = re.compile(rf"^/v1/dreams/(?P<dream>drm_{ULID_RE})(?:/|$)")
+BODY_NAMED = frozenset({"/v1/conversations", "/v1/responses", "/v1/dreams"})  # POST: the store is in the body
+BODY_STORE = "gitmem.body_store"  # the ASGI scope key: the store a body-named request names
+MAX_ROUTED_BODY = 64 * 1024 * 1024  # a larger body-named request is answered where it arrives
+
+
+def store_named(path: str, conversation_store: Callable[[str], str | None] | None = None) -> str | None:
+    """The store a request path names (an id or a name), or None for a path of no one store. A
+    conversation's id names its store: ``conversation_store(id)`` reads it (the node hands the
+    proxy ``endpoints.conversation_store``; the proxy itself reads no id of the library's)."""
     for pattern in _PATTERNS:
         m = pattern.match(path)
         if m:
             return unquote(m.group("store"))
+    m = _CONVERSATION.match(path)
+    if m is None or conversation_store is None:
+        return None
+    return conversation_store(unquote(m.group("conversation")))
+
+
+def store_in_body(
+    path: str, body: bytes, conversation_store: Callable[[str], str | None] | None = None
+) -> str | None:
+    """The store a ``POST`` of :data:`BODY_NAMED` names in its JSON body: a new conversation's
+    ``memory_store.name``, a response's ``conversation`` (its id names the store), a dream's
+    ``memory_store`` input; None when it names none (the face answers such a request itself)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    where = path.rstrip("/")
+    if where == "/v1/conversations":
+        ms = data.get("memory_store")
+        name = ms.get("name") if isinstance(ms, dict) else None
+        return name if isinstance(name, str) and name else None
+    if where == "/v1/responses":
+        ref = data.get("conversation")
+        cid = ref.get("id") if isinstance(ref, dict) else ref
+        return conversation_store(cid) if isinstance(cid, str) and conversation_store is not None else None
+    if where == "/v1/dreams" and isinstance(data.get("inputs"), list):
+        for item in data["inputs"]:
+            if isinstance(item, dict) and item.get("type") == "memory_store":
+                sid = item.get("memory_store_id")
+                return sid if isinstance(sid, str) and sid else None
     return None
+
+
+def body_store(scope: Scope) -> str | None:
+    """The store a body-named request names, as :class:`ClusterProxy` read it (None: not one)."""
+    found = scope.get(BODY_STORE)
+    return found if isinstance(found, str) else None
 
 
 FORWARD_SKEW_SECONDS = 60  # a forwarding header older (or newer) than this is not believed
@@ -89,9 +138,14 @@ class ClusterProxy:
         home_of: Callable[[str], tuple[str, str] | None],
         client: Any,
         on_forward: Callable[[str], None] | None = None,
+        has_dream: Callable[[str], bool] | None = None,
+        peers: Callable[[], list[tuple[str, str]]] | None = None,
+        conversation_store: Callable[[str], str | None] | None = None,
     ) -> None:
         self.app, self.node, self.secret = app, node, secret
         self.home_of, self.client, self.on_forward = home_of, client, on_forward
+        self.has_dream, self.peers = has_dream, peers
+        self.conversation_store = conversation_store
         self._nonce_lock = threading.Lock()
         self._nonces: deque[tuple[float, str]] = deque()  # (seen at, nonce), oldest first
         self._seen: set[str] = set()
@@ -124,10 +178,28 @@ class ClusterProxy:
             return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._forwarded_by_peer(scope):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        store = store_named(scope["path"])
+        store: str | None = None
+        if scope["method"] == "POST" and scope["path"].rstrip("/") in BODY_NAMED:
+            # read whole (bounded), routed by what it names, then handed on intact
+            body, whole = await _read_body(receive, MAX_ROUTED_BODY)
+            receive = _replay(body, whole, receive)
+            store = store_in_body(scope["path"], body, self.conversation_store) if whole else None
+            if store is not None:
+                scope[BODY_STORE] = store  # the node's write counting reads it (endpoints.is_write)
+        if self._forwarded_by_peer(scope):
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "GET" and scope["path"].rstrip("/") == "/v1/dreams" and self.peers is not None:
+            await self._dreams(scope, receive, send)
+            return
+        dream = _DREAM.match(scope["path"])
+        if dream is not None:
+            await self._dream(scope, receive, send, dream.group("dream"))
+            return
+        store = store or store_named(scope["path"], self.conversation_store)
         try:
             target = await _in_thread(self.home_of, store) if store else None
         except GitmemError as exc:  # the shared state cannot be read: no route, retry
@@ -139,6 +211,56 @@ class ClusterProxy:
         if self.on_forward is not None:
             self.on_forward(target[0])
         await self._forward(scope, receive, send, target[1])
+
+    async def _dreams(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``GET /v1/dreams``: every node's dreams, merged (:mod:`gitmem.cluster.dream_route`)."""
+        from gitmem.cluster.dream_route import merged_listing
+
+        try:
+            peers = await _in_thread(lambda _x: self.peers(), "")  # type: ignore[misc]
+        except GitmemError as exc:
+            await _unavailable(send, str(exc))
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+
+        def header(_name: str) -> tuple[bytes, bytes]:
+            return FORWARDED, forward_mac(self.secret, self.node, "GET", scope["path"], query).encode()
+
+        others = [(n, u) for n, u in peers if n != self.node]
+        await merged_listing(
+            self.app, scope, receive, send, peers=others, client=self.client, forward_header=header
+        )
+
+    async def _dream(self, scope: Scope, receive: Receive, send: Send, dream_id: str) -> None:
+        """A dream's id names no store: it is answered by the node that holds its record (the home
+        its store had when it ran), found by asking each other healthy node for it with the
+        caller's own credentials (a 404 everywhere: answered here, as an unknown dream)."""
+        if self.has_dream is None or self.peers is None or self.has_dream(dream_id):
+            await self.app(scope, receive, send)
+            return
+        try:
+            peers = await _in_thread(lambda _x: self.peers(), "")  # type: ignore[misc]
+        except GitmemError as exc:
+            await _unavailable(send, str(exc))
+            return
+        auth = [(k, v) for k, v in scope.get("headers", []) if k.lower() in (b"authorization", b"x-api-key")]
+        path = f"/v1/dreams/{dream_id}"
+        for name, base in peers:
+            if name == self.node:
+                continue
+            mac = forward_mac(self.secret, self.node, "GET", path)
+            try:
+                probe = await self.client.get(
+                    base.rstrip("/") + path, headers=[*auth, (FORWARDED, mac.encode())]
+                )
+            except Exception:  # noqa: BLE001 - a node that cannot be reached holds nothing we can serve
+                continue
+            if probe.status_code != 404:
+                if self.on_forward is not None:
+                    self.on_forward(name)
+                await self._forward(scope, receive, send, base)
+                return
+        await self.app(scope, receive, send)
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send, base: str) -> None:
         import httpx2 as httpx
@@ -174,6 +296,37 @@ class ClusterProxy:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             await upstream.aclose()
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    """The request body read up to ``limit`` bytes; (what was read, whether that is all of it)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks), False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+        if size > limit:
+            return b"".join(chunks), False
+
+
+def _replay(body: bytes, whole: bool, rest: Receive) -> Receive:
+    """A receive that gives ``body`` again, then (when it was not all) the rest of the stream."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": not whole}
+        return await rest()  # the rest of the body, or (once it was all read) the disconnect
+
+    return receive
 
 
 async def _in_thread(fn: Callable[[str], Any], arg: str) -> Any:

@@ -14,10 +14,12 @@ git bundles are made and read with the git command (libgit2 has no bundles).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -41,6 +43,11 @@ STATE_FILES = (
     "gitmem/receipts.jsonl",
     "gitmem/pushes.jsonl",
 )
+# Directories whose every file is replicated the same way (a file the home no longer has is removed
+# from the replica): the review proposals' records (a dream's proposal among them), whose versions
+# are in refs the bundle carries.
+STATE_DIRS = ("gitmem/proposals",)
+_STATE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")
 MAX_SKEW_SECONDS = 300  # a signed request older than this is refused (replays)
 
 
@@ -104,7 +111,28 @@ def state_of(git_dir: Path) -> dict[str, str | None]:
     for rel in STATE_FILES:
         path = git_dir / rel
         files[rel] = base64.b64encode(path.read_bytes()).decode() if path.exists() else None
+    for d in STATE_DIRS:
+        files[d + "/"] = ""  # the directory's listing is whole: a file not named is removed
+        for name in _dir_files(git_dir / d):
+            with contextlib.suppress(FileNotFoundError):  # removed since it was listed
+                files[f"{d}/{name}"] = base64.b64encode((git_dir / d / name).read_bytes()).decode()
     return files
+
+
+def _dir_files(path: Path) -> list[str]:
+    try:
+        return sorted(e.name for e in os.scandir(path) if e.is_file() and _STATE_NAME.match(e.name))
+    except FileNotFoundError:
+        return []
+
+
+def _state_rel(rel: str) -> bool:
+    """A path :func:`apply` may write: a state file, a state directory's marker, or one plain file
+    in a state directory (no subdirectory, no ``..``, no hidden file)."""
+    if rel in STATE_FILES or rel in {d + "/" for d in STATE_DIRS}:
+        return True
+    head, _, name = rel.rpartition("/")
+    return head in STATE_DIRS and bool(_STATE_NAME.match(name))
 
 
 def make_bundle(git_dir: Path, have: dict[str, str]) -> bytes | None:
@@ -164,7 +192,7 @@ def apply(
             raise InvalidInputError(f"a replicated ref must be under refs/: {name!r}")
     files: dict[str, bytes | None] = {}
     for rel, data in state.items():
-        if rel not in STATE_FILES:
+        if not _state_rel(rel):
             raise InvalidInputError(f"not a replicated state file: {rel!r}")
         if data is not None and not isinstance(data, str):
             raise InvalidInputError(f"a malformed replicated state file: {rel!r}")
@@ -194,7 +222,16 @@ def apply(
     if lines:
         clear_stale_locks(git_dir, [*refs, *current])
         _git(git_dir, "update-ref", "--stdin", stdin=("\n".join(lines) + "\n").encode())
+    for d in STATE_DIRS:
+        if d + "/" not in files:
+            continue  # an older home's replication: the directory is left as it is
+        sent = {rel.rpartition("/")[2] for rel in files if rel.startswith(d + "/") and rel != d + "/"}
+        for name in _dir_files(git_dir / d):
+            if name not in sent:
+                (git_dir / d / name).unlink(missing_ok=True)
     for rel, content in files.items():
+        if rel.endswith("/"):
+            continue
         path = git_dir / rel
         if content is None:
             path.unlink(missing_ok=True)

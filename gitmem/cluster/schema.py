@@ -123,6 +123,30 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE UNIQUE INDEX lost_writes_once ON lost_writes (store_id, node, epoch, commit_id);
         """,
     ),
+    (
+        4,
+        "webhooks: the cluster's endpoints, workspace ids and each store's delivery cursors",
+        """
+        CREATE TABLE webhook_endpoints (
+            id          text PRIMARY KEY,
+            body        jsonb NOT NULL,
+            removed     boolean NOT NULL DEFAULT false,
+            updated_at  timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE webhook_workspace (
+            one         boolean PRIMARY KEY DEFAULT true CHECK (one),
+            ids         jsonb NOT NULL
+        );
+        CREATE TABLE webhook_cursors (
+            endpoint_id text NOT NULL,
+            store_id    text NOT NULL,
+            cursor      jsonb NOT NULL,
+            node        text NOT NULL,
+            updated_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (endpoint_id, store_id)
+        );
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1][0]
 

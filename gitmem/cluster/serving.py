@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gitmem.cluster import endpoints, purges
+from gitmem.cluster import endpoints, purges, webhook_state
 from gitmem.cluster.node import ClusterNode
 from gitmem.cluster.tokens import ClusterTokenStore
 
@@ -18,8 +18,11 @@ def node_app(node: ClusterNode) -> Any:
     from gitmem.cluster.mcp_route import McpRouter, granted
     from gitmem.cluster.proxy import ClusterProxy
     from gitmem.server.app import create_app
+    from gitmem.server.dream_jobs import DIR as DREAMS_DIR
 
-    inner = create_app(node.home, tokens=ClusterTokenStore(node.state))
+    inner = create_app(
+        node.home, tokens=ClusterTokenStore(node.state), webhook_cursors=webhook_state.ClusterCursors(node)
+    )
     client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=5.0))
 
     def counted(_node: str) -> None:
@@ -30,9 +33,17 @@ def node_app(node: ClusterNode) -> Any:
         served = endpoints.SyncAck(served, node)
     served = purges.PurgeAnswer(served, node)  # after a sync hold: its replication came first
     served = endpoints.Inflight(served, node)
+
+    def has_dream(dream_id: str) -> bool:  # the id is checked by the proxy's pattern: drm_<ULID>
+        return (node.home / DREAMS_DIR / f"{dream_id}.json").is_file()
+
+    def peers() -> list[tuple[str, str]]:
+        return [(n.name, n.url) for n in node.state.nodes() if n.healthy and n.name != node.name]
+
     proxy = ClusterProxy(
         served, node=node.name, secret=node.state.secret(), home_of=node.home_of,
-        client=client, on_forward=counted,
+        client=client, on_forward=counted, has_dream=has_dream, peers=peers,
+        conversation_store=endpoints.conversation_store,
     )  # fmt: skip
     replica = endpoints.replica_app(node)
     routed = McpRouter(

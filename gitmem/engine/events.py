@@ -293,6 +293,7 @@ class Pending:
 
     event: dict[str, Any] | None
     advance: Callable[[State], None]
+    store: str | None = None  # the store whose cursor it moves (None: the journal's)
 
 
 def envelope(
@@ -303,10 +304,17 @@ def envelope(
     return {"type": "event", "id": event_id, "created_at": created_at, "data": {"type": kind, **data, **ids}}
 
 
-def pending(home: Path, state: State, ids: dict[str, str], types: frozenset[str]) -> Iterator[Pending]:
+def pending(
+    home: Path,
+    state: State,
+    ids: dict[str, str],
+    types: frozenset[str],
+    only: Callable[[str], bool] | None = None,
+) -> Iterator[Pending]:
     """The events after ``state``, in order: the journal's first, then each store's versions
     (stores by id, ``main`` first, then the other scopes by name). Lazy: a caller that stops at
-    a failed delivery reads no further."""
+    a failed delivery reads no further. ``only(store_id)``: the stores whose versions this
+    process delivers (a cluster node: the stores it homes, docs/cluster.md#webhooks)."""
     for entry in _journal(home):
         if entry["seq"] <= state["journal"]:
             continue
@@ -318,10 +326,12 @@ def pending(home: Path, state: State, ids: dict[str, str], types: frozenset[str]
         def forget(s: State, store_id: str = store_id) -> None:
             s["stores"].pop(store_id, None)
 
-        yield Pending(None, forget)
+        yield Pending(None, forget, store_id)
     if VERSION_EVENT not in types:
         return
     for store_id, path in sorted(present.items()):
+        if only is not None and not only(store_id):
+            continue
         tips = _tips(path)
         if not tips:
             continue
@@ -379,7 +389,7 @@ def _store_pending(
             at = _locate(core, scope, tip, cursor)
             if at is None:  # history rewritten past recognition: resume at the tip (logged)
                 log.warning("webhooks: %s/%s: cursor %s lost, resuming at %s", store_id, scope, cursor, tip)
-                yield Pending(None, _setter(store_id, scope, str(tip), None, True))
+                yield Pending(None, _setter(store_id, scope, str(tip), None, True), store_id)
                 continue
             last = cursor.get("version")
             if not cursor.get("done"):
@@ -429,12 +439,11 @@ def _commit_pending(
     """A commit's events; one with no version moves the cursor past it, keeping ``last`` (the
     newest version delivered before it) to find the cursor again after a rewrite."""
     if not rows:
-        yield Pending(None, _setter(store_id, scope, commit, last, True))
+        yield Pending(None, _setter(store_id, scope, commit, last, True), store_id)
         return
     for i, row in enumerate(rows):
-        yield Pending(
-            version_event(store_id, row, ids), _setter(store_id, scope, commit, row.id, i == len(rows) - 1)
-        )
+        advance = _setter(store_id, scope, commit, row.id, i == len(rows) - 1)
+        yield Pending(version_event(store_id, row, ids), advance, store_id)
 
 
 def version_event(store_id: str, row: VersionRow, ids: dict[str, str]) -> dict[str, Any]:

@@ -154,11 +154,13 @@ def create_app(
     idle_seconds: float = 60.0,
     responses_upstream: str | None = None,
     tokens: TokenStore | None = None,
+    webhook_cursors: Any = None,
 ) -> Any:
     """The ASGI app serving the stores of workspace ``home`` (default: the configured workspace).
     ``responses_upstream``: the model server ``/v1/responses`` forwards to (default:
     ``$GITMEM_RESPONSES_UPSTREAM``; docs/conversations.md). ``tokens``: where tokens live (default
-    the workspace's ``tokens.json``; a cluster node passes the cluster's, docs/cluster.md)."""
+    the workspace's ``tokens.json``; a cluster node passes the cluster's, docs/cluster.md).
+    ``webhook_cursors``: a cluster node's shared webhook cursors (``gitmem.webhooks.SharedCursors``)."""
     pool = StorePool(home, idle_seconds=idle_seconds)
     tokens = tokens if tokens is not None else TokenStore(pool.home)
     metrics = Metrics()
@@ -173,7 +175,9 @@ def create_app(
         config.env("GITMEM_RESPONSES_UPSTREAM_KEY"),
     )
     dreams = DreamRunner(pool.home)  # Anthropic's dreams and memory pipelines (docs/dreams.md)
-    deliveries = Deliveries(pool.home)  # webhooks, read from history in the background (docs/webhooks.md)
+    deliveries = Deliveries(
+        pool.home, shared=webhook_cursors
+    )  # webhooks, read from history in the background (docs/webhooks.md)
     try:
         from gitmem.server.mcp_http import McpHttp  # needs the 'mcp' extra
     except ImportError:  # pragma: no cover - served without /mcp then

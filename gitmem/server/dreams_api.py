@@ -81,6 +81,14 @@ def dream_json(d: Dream) -> Json:
     }
 
 
+def listing_what(q: Any) -> tuple[Any, ...]:
+    """What a dreams listing's page cursor is bound to (its filters; a cluster node merging the
+    listings of every node makes the merged page's cursor with it, docs/cluster.md)."""
+    wanted = [s for s in (q.get("statuses[]") or "").split(",") if s]
+    include_archived = wire.boolean(q, "include_archived")
+    return ("dreams", include_archived, q.get("created_at[gt]"), q.get("created_at[lt]"), sorted(wanted))
+
+
 def _multi(inner: Any) -> Any:
     """``statuses[]=a&statuses[]=b`` (the SDK's array format) reaches the handler as one
     comma-joined value: the plumbing's query is a plain mapping."""
@@ -183,7 +191,7 @@ class DreamsApi:
         for s in wanted:
             if s not in STATUSES:
                 raise InvalidInputError(f"statuses: {s!r} is not one of {', '.join(STATUSES)}")
-        what = ("dreams", include_archived, q.get("created_at[gt]"), q.get("created_at[lt]"), sorted(wanted))
+        what = listing_what(q)
         cursor = wire.decode_cursor(q.get("page"), what)
         if cursor is not None and not (
             isinstance(cursor, list) and len(cursor) == 2 and isinstance(cursor[1], str)

@@ -40,8 +40,11 @@ log = logging.getLogger("gitmem.webhooks")
 
 
 class Deliveries:
-    def __init__(self, home: Path, policy: webhooks.Policy | None = None) -> None:
+    def __init__(
+        self, home: Path, policy: webhooks.Policy | None = None, shared: webhooks.SharedCursors | None = None
+    ) -> None:
         self.home = home
+        self.shared = shared  # a cluster node's (docs/cluster.md#webhooks)
         self.policy = policy or webhooks.Policy.from_environment()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -93,7 +96,7 @@ class Deliveries:
                 self._busy.discard(ep.id)
 
     def _run(self, ep: webhooks.Endpoint) -> None:
-        webhooks.deliver_pending(self.home, ep, self.policy, self._stop.is_set)
+        webhooks.deliver_pending(self.home, ep, self.policy, self._stop.is_set, self.shared)
 
 
 class WebhooksApi:

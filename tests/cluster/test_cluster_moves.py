@@ -20,6 +20,7 @@ from gitmem.cluster.node import ClusterNode
 from gitmem.cluster.replication import refs_of
 from gitmem.cluster.tokens import ClusterTokenStore
 from tests.cluster.test_cluster_nodes import cluster, halt, serving, the_copy
+from tests.cluster.test_cluster_sigkill import clean
 from tests.helpers import CheckedThread, join_all
 
 
@@ -88,6 +89,9 @@ def test_a_move_under_load_loses_no_acknowledged_write(database: str, tmp_path: 
         with gitmem.open_store(old) as s, pytest.raises(gitmem.errors.ForbiddenError):
             s.write("/stale.md", "x\n")
         _until(lambda: refs_of(old) == refs_of(new_home), "the old home was never brought level")
+        for copy in [new_home, *(the_copy(tmp_path / r) for r in state.placement(store.id).replicas)]:
+            _until(lambda c=copy: refs_of(c) == refs_of(new_home), f"{copy} was never brought level")
+            clean(copy)  # fsck and verify on every copy, the old home's included
         assert handoff.lost_writes(state) == []  # a handoff loses nothing, and so reports nothing
         import httpx2 as httpx
 
@@ -185,6 +189,8 @@ def test_an_async_failover_reports_exactly_the_lost_tail(database: str, tmp_path
                 ["git", f"--git-dir={home_git}", "bundle", "verify", "-q", str(bundle)], check=True
             )
             assert "/tail-a.md" not in _paths(home_git)  # level with the new home
+            clean(new_home)  # fsck and verify on both copies, the old home brought level
+            clean(home_git)
         finally:
             halt(back)
 

@@ -1,8 +1,8 @@
 """Failover under load, with ``replication: sync``: three ``gitmem serve --cluster-node`` processes
 on one real PostgreSQL; clients write through the two nodes that are not the home while the home is
-SIGKILLed. After the promotion every acknowledged write is on the new home, its copy passes
-``git fsck --full`` and ``gitmem verify``, and the old home, restarted, refuses to publish with its
-stale epoch and is brought level as a replica."""
+SIGKILLed. After the promotion every acknowledged write is on the new home; the old home, restarted,
+refuses to publish with its stale epoch and is brought level as a replica; then every copy (the new
+home, the other replica, the old home) passes ``git fsck --full`` and ``gitmem verify``."""
 
 from __future__ import annotations
 
@@ -53,6 +53,17 @@ def _until(check: object, what: str, seconds: float = 180) -> None:
             pass
         assert time.monotonic() < deadline, what
         time.sleep(0.1)
+
+
+def clean(git_dir: Path) -> None:
+    """``git fsck --full`` and ``gitmem verify`` clean on one copy."""
+    fsck = subprocess.run(["git", f"--git-dir={git_dir}", "fsck", "--full"], capture_output=True, text=True)
+    assert fsck.returncode == 0, f"{git_dir}: {fsck.stderr}"
+    from gitmem.audit.verify import verify
+
+    with gitmem.open_store(git_dir) as s:
+        report = verify(s.core, raise_on_failure=False)
+        assert report.ok, f"{git_dir}: {report}"
 
 
 def test_sigkill_of_the_home_loses_no_acknowledged_write(database: str, tmp_path: Path) -> None:
@@ -108,13 +119,6 @@ def test_sigkill_of_the_home_loses_no_acknowledged_write(database: str, tmp_path
                 present = {m.path for m in s.list("/")}
                 missing = [p for p in acked if p not in present]
                 assert not missing, f"acknowledged writes lost: {missing[:10]}"
-                from gitmem.audit.verify import verify
-
-                assert verify(s.core, raise_on_failure=False).ok
-            fsck = subprocess.run(
-                ["git", f"--git-dir={new_home}", "fsck", "--full"], capture_output=True, text=True
-            )
-            assert fsck.returncode == 0, fsck.stderr
             assert state.lease(store.id).epoch >= 2
             # the old home restarts: it refuses to publish with its stale epoch, and is brought level
             procs[0] = _start(tmp_path / "n0", "n0", ports[0], database)
@@ -132,6 +136,13 @@ def test_sigkill_of_the_home_loses_no_acknowledged_write(database: str, tmp_path
                 return refs_of(old_copy) == refs_of(new_home)
 
             _until(level, "the old home was never brought level")
+            # clean on every copy: the new home, the other replica and the old home brought level
+            from gitmem.cluster.replication import refs_of
+
+            copies = [the_copy(tmp_path / f"n{i}") for i in range(3)]
+            _until(lambda: all(refs_of(c) == refs_of(new_home) for c in copies), "a copy never levelled")
+            for copy in copies:
+                clean(copy)
     finally:
         for p in procs:
             if p.poll() is None:

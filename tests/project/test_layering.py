@@ -39,7 +39,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("gitmem.engine",)),
     ("audit", ("gitmem.audit",)),
     ("push", ("gitmem.push",)),
-    ("store", ("gitmem.facade", "gitmem.store", "gitmem.webhooks")),  # the public library API the faces use
+    (
+        "store",
+        ("gitmem.facade", "gitmem.store", "gitmem.webhooks", "gitmem.webhook_local"),
+    ),  # the public library API the faces use
     ("faces", ("gitmem.cli", "gitmem.sessions", "gitmem.integrations", "gitmem.server", "gitmem.cluster")),
 ]
 # Which face may import which other face: the CLI fronts the others; the server serves the integrations

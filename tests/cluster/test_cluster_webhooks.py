@@ -1,0 +1,106 @@
+"""Webhooks across a failover and a move: three real nodes on a real PostgreSQL, an endpoint added on
+the store's home (the library, as ``gitmem webhook add`` on its machine), a real receiver on
+127.0.0.1 that verifies every signature. The home is lost; the promoted replica delivers the
+store's events from where the lost home stopped; the store then moves, and its new home goes on.
+Every version's event arrives, none twice, every body naming the one workspace."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anthropic
+import pytest
+
+from gitmem import webhooks
+from gitmem.cluster import handoff
+from gitmem.cluster.tokens import ClusterTokenStore
+from tests.cluster.test_cluster_nodes import cluster, halt
+from tests.helpers import patience
+from tests.server.test_webhooks import Receiver
+
+
+@pytest.fixture(autouse=True)
+def fast_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITMEM_WEBHOOK_INTERVAL", "0.2")
+    monkeypatch.setenv("GITMEM_WEBHOOK_BACKOFF", "0.2")
+
+
+def _versions(r: Receiver) -> list[str]:
+    return [
+        p["data"]["memory_version_id"] for p in r.payloads() if p["data"]["type"] == "memory.version_created"
+    ]
+
+
+def _until(r: Receiver, count: int, what: str) -> list[str]:
+    deadline = patience(120)
+    while len(_versions(r)) < count:
+        assert time.monotonic() < deadline, f"{what}: {len(_versions(r))} of {count} ({r.bad})"
+        time.sleep(0.05)
+    time.sleep(1.0)  # a second delivery of any of them would have arrived by now (the worker: 0.2 s)
+    return _versions(r)
+
+
+@pytest.mark.slow  # a real cluster, failed over
+def test_a_promoted_replica_and_a_moved_home_deliver_every_event_once(database: str, tmp_path: Path) -> None:
+    receiver = Receiver()
+    try:
+        with cluster(database, tmp_path, n=3, lease_seconds=5.0, healthy_seconds=3.0, replicas=2) as nodes:
+            state = nodes[0].node.state
+            _t, admin = ClusterTokenStore(state).create(actor="user:admin", admin=True)
+            sdk = [
+                anthropic.Anthropic(base_url=r.url, api_key=admin, max_retries=8, timeout=60) for r in nodes
+            ]
+            store = sdk[0].beta.memory_stores.create(name="hooked")
+            assert state.placement(store.id).home == "n0"
+            ep, secret = webhooks.add_endpoint(tmp_path / "n0", receiver.url, allow_private=True)
+            receiver.secret = secret
+            made: list[str] = []
+
+            def write(via: int, k: int) -> None:
+                for i in range(k):
+                    m = sdk[via].beta.memory_stores.memories.create(
+                        store.id, path=f"/w/{len(made)}.md", content=f"{i}\n"
+                    )
+                    assert m.memory_version_id
+                    made.append(m.memory_version_id)
+
+            write(1, 4)
+            assert _until(receiver, 4, "the home's deliveries") == made
+            nodes[0].node.tick()  # every copy level, and the endpoint recorded in PostgreSQL
+            for r in nodes[1:]:
+                r.node.tick()  # each other node holds the endpoint now
+                assert [e.id for e in webhooks.load_endpoints(r.node.home)] == [ep.id]
+            # the home is lost: a replica is promoted and delivers from where it stopped
+            halt(nodes[0])
+            deadline = patience(120)
+            while state.placement(store.id).home == "n0":
+                assert time.monotonic() < deadline, "no replica took over"
+                time.sleep(0.1)
+            promoted = state.placement(store.id).home
+            alive = [i for i in (1, 2) if f"n{i}" == promoted][0]
+            write(alive, 3)
+            assert _until(receiver, 7, "the promoted replica's deliveries") == made
+            # a move: the new home goes on where the old one stopped
+            other = 3 - alive
+            handoff.request_move(state, store.id, f"n{other}")
+            while state.placement(store.id).home != f"n{other}":
+                assert time.monotonic() < deadline, "the move never happened"
+                time.sleep(0.1)
+            write(alive, 3)
+            got = _until(receiver, 10, "the moved home's deliveries")
+            assert got == made, "every version once, in order"
+            workspaces = {p["data"]["workspace_id"] for p in receiver.payloads()}
+            assert len(workspaces) == 1, workspaces
+            cursor = (
+                state.conn()
+                .execute(
+                    "SELECT node, cursor FROM webhook_cursors WHERE endpoint_id = %s AND store_id = %s",
+                    (ep.id, store.id),
+                )
+                .fetchone()
+            )
+            assert cursor[0] == f"n{other}" and cursor[1]["main"]["version"] == made[-1]
+    finally:
+        receiver.close()
+    assert not receiver.bad, receiver.bad
