@@ -291,8 +291,14 @@ def _ref_lock(store: StoreCore, scope: str) -> Iterator[tuple[int, Path]]:
         os.write(fd, LOCK_MARK)
         yield fd, path
     finally:
+        mine = os.fstat(fd)
         os.close(fd)
-        path.unlink(missing_ok=True)
+        # Only our own lock goes: once _publish renamed it over the ref, the file at this path (if
+        # any) is a writer's that took the ref after, and removing it would let two writers win.
+        with contextlib.suppress(FileNotFoundError):
+            there = os.lstat(path)
+            if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+                path.unlink()
 
 
 LOCK_MARK = b"gitmem-rewrite\n"

@@ -325,10 +325,8 @@ def recover(repo: Repo) -> int:
 
 
 def _replay(repo: Repo, ref: str, old: str | None, new: str, objects: list[str]) -> bool:
-    current = repo.ref_target(ref)
-    if (str(current) if current is not None else None) != old:
-        return False  # the ref moved on (or the move never happened and another one did)
-    odb = repo.repo.odb
+    # Torn objects go first, whatever becomes of the line: a write the client retries after the
+    # crash makes the same blobs and trees, and would find a torn file "written" and point at it.
     torn = [oid for oid in [new, *objects] if not _loose_whole(repo.git_dir, oid)]
     for oid in torn:
         # A torn loose file (libgit2's read of one never returns: checked here) is no object at
@@ -337,6 +335,10 @@ def _replay(repo: Repo, ref: str, old: str | None, new: str, objects: list[str])
             os.unlink(os.path.join(repo.git_dir, "objects", oid[:2], oid[2:]))
     if torn:
         return False
+    current = repo.ref_target(ref)
+    if (str(current) if current is not None else None) != old:
+        return False  # the ref moved on (or the move never happened and another one did)
+    odb = repo.repo.odb
     for oid in [new, *objects]:
         try:
             odb.read(oid)  # decompresses the whole object (a packed one: packs are written flushed)
@@ -358,9 +360,7 @@ def _loose_whole(git_dir: str, oid: str) -> bool:
         with open(os.path.join(git_dir, "objects", oid[:2], oid[2:]), "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:
-        return True
-    except OSError:
-        return False
+        return True  # (any other read error is raised: the log is then kept for the next open)
     inflate = zlib.decompressobj()
     try:
         data = inflate.decompress(raw)

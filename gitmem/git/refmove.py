@@ -144,21 +144,43 @@ def move(git_dir: str, name: str, old: str, new: str) -> bool | None:
         raise LockHeld(lock) from None
     except OSError:  # no such directory (a ref not created yet), permissions: libgit2 says why
         return UNHANDLED
+    renamed = False
+    mine = os.fstat(fd)
     try:
-        try:
-            os.write(fd, f"{new}\n".encode("ascii"))
-        finally:
-            os.close(fd)
+        os.write(fd, f"{new}\n".encode("ascii"))
         current = _loose_value(path)
         if current is None or current != old:
-            os.unlink(lock)
+            _unlink_if_mine(lock, mine)
             return UNHANDLED if current is None else False
+        if not _is_mine(lock, mine):
+            # Our lock was taken for a dead writer's (gitmem.git.reflocks: we stalled past the
+            # stale age) and the file there now is another writer's: a lost race, touch nothing.
+            return False
         os.rename(lock, path)
+        renamed = True
         return True
     except BaseException:
-        with suppress(OSError):
-            os.unlink(lock)
+        if not renamed:
+            with suppress(OSError):
+                _unlink_if_mine(lock, mine)
         raise
+    finally:
+        os.close(fd)
+
+
+def _is_mine(lock: str, mine: os.stat_result) -> bool:
+    """Whether the file at ``lock`` is the one this writer created (same device and inode)."""
+    try:
+        there = os.lstat(lock)
+    except OSError:
+        return False
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _unlink_if_mine(lock: str, mine: os.stat_result) -> None:
+    if _is_mine(lock, mine):
+        with suppress(FileNotFoundError):
+            os.unlink(lock)
 
 
 def _loose_value(path: str) -> str | None:

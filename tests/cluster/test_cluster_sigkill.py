@@ -34,7 +34,10 @@ LEASE = 5.0
 
 def _start(home: Path, name: str, port: int, database: str) -> subprocess.Popen[bytes]:
     home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GITMEM_HOME": str(home)}
+    # Its own temporary directory: a node killed mid-replication leaves its bundle's there, inside
+    # the test's files (the run's TMPDIR must be empty at the end: tests/conftest.py).
+    (home / "tmp").mkdir(exist_ok=True)
+    env = {**os.environ, "GITMEM_HOME": str(home), "TMPDIR": str(home / "tmp")}
     return subprocess.Popen(
         [sys.executable, "-m", "gitmem", "serve", "--port", str(port), "--cluster-node", name,
          "--database", database, "--replication", "sync", "--replicas", "2", "--log-level", "warning",

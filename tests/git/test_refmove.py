@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pygit2
+import pytest
 
 import gitmem
 from gitmem.git import refmove
@@ -112,3 +113,27 @@ def test_a_symbolic_ref_is_left_to_libgit2(store: Store) -> None:
     assert refmove.move(core.git_dir, "refs/heads/alias", str(first), str(first)) is refmove.UNHANDLED
     assert ref.read_text() == "ref: refs/heads/main\n"
     assert not (ref.parent / "alias.lock").exists()
+
+
+def test_a_lock_taken_from_a_stalled_writer_is_never_renamed_by_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The red team's interleaving: writer A stalls past the stale age holding the lock, a breaker
+    removes it and writer C takes the lock; A wakes. A must not rename C's lock over the ref (an
+    acknowledged write of C's lost, A's reported): it loses its race and leaves C's lock alone."""
+    refs = tmp_path / "refs" / "heads"
+    refs.mkdir(parents=True)
+    ref = refs / "main"
+    ref.write_text("a" * 40 + "\n")
+    real = refmove._loose_value
+
+    def stalled(path: str) -> str | None:
+        lock = Path(path + ".lock")
+        lock.unlink()  # broken as a dead writer's ...
+        lock.write_text("c" * 40 + "\n")  # ... and taken by writer C
+        return real(path)
+
+    monkeypatch.setattr(refmove, "_loose_value", stalled)
+    assert refmove.move(str(tmp_path), "refs/heads/main", "a" * 40, "b" * 40) is False
+    assert ref.read_text() == "a" * 40 + "\n"
+    assert (refs / "main.lock").read_text() == "c" * 40 + "\n"  # C's lock, untouched
