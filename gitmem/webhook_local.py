@@ -50,16 +50,7 @@ def row(ep: webhooks.Endpoint) -> dict[str, Any]:
 
 
 def endpoint(body: dict[str, Any]) -> webhooks.Endpoint:
-    return webhooks.Endpoint(
-        id=body["id"],
-        url=body["url"],
-        secret=body["secret"],
-        events=tuple(body.get("events") or events.EVENT_TYPES),
-        allow_private=bool(body.get("allow_private")),
-        description=str(body.get("description", "")),
-        created_at=str(body.get("created_at", "")),
-        resumes=int(body.get("resumes", 0)),
-    )
+    return webhooks.endpoint_from(body)
 
 
 def workspace_ids(home: Path) -> dict[str, str]:

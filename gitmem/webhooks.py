@@ -98,19 +98,7 @@ def _endpoints(raw: dict[str, Any]) -> list[Endpoint]:
     for e in raw.get("endpoints", []):
         if not (isinstance(e, dict) and isinstance(e.get("id"), str) and _ID_RE.match(e["id"])):
             raise ValueError(f"not an endpoint id: {e.get('id') if isinstance(e, dict) else e!r}")
-    return [
-        Endpoint(
-            id=e["id"],
-            url=e["url"],
-            secret=e["secret"],
-            events=tuple(e.get("events") or events.EVENT_TYPES),
-            allow_private=bool(e.get("allow_private")),
-            description=str(e.get("description", "")),
-            created_at=str(e.get("created_at", "")),
-            resumes=int(e.get("resumes", 0)),
-        )
-        for e in raw.get("endpoints", [])
-    ]
+    return [endpoint_from(e) for e in raw.get("endpoints", [])]
 
 
 def replace_endpoints(home: Path, endpoints: list[Endpoint]) -> None:
@@ -463,3 +451,17 @@ def _failed(ep: Endpoint, policy: Policy, home: Path, state: events.State, error
         state["stopped_resumes"] = ep.resumes
         log.warning("webhooks: endpoint %s stopped after %d failures: %s", ep.id, failures, error)
     events.save_state(home, ep.id, state)
+
+
+def endpoint_from(body: dict[str, Any]) -> Endpoint:
+    """An endpoint from its stored form (the endpoints file; in a cluster, PostgreSQL's copy)."""
+    return Endpoint(
+        id=body["id"],
+        url=body["url"],
+        secret=body["secret"],
+        events=tuple(body.get("events") or events.EVENT_TYPES),
+        allow_private=bool(body.get("allow_private")),
+        description=str(body.get("description", "")),
+        created_at=str(body.get("created_at", "")),
+        resumes=int(body.get("resumes", 0)),
+    )
