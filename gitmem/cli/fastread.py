@@ -30,17 +30,29 @@ def try_fast_read(args: list[str]) -> int | None:
     if len(positional) != 2:
         return None
     from gitmem.errors import GitmemError
-    from gitmem.store import open_store
 
+    (store_arg, path), scope, version = positional, opts.get("scope", "main"), opts.get("version")
     try:
-        store = open_store(positional[0], opts.get("home"))
-        data = content_bytes(store, positional[1], opts.get("scope", "main"), opts.get("version"))
+        data = _light_read(store_arg, path, scope, opts.get("home")) if version is None else None
+        if data is None:
+            from gitmem.store import open_store
+
+            store = open_store(store_arg, opts.get("home"))
+            data = content_bytes(store, path, scope, version)
     except GitmemError as exc:
         sys.stderr.write(f"Error: {exc.message}\n")
         return exc.exit_code
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
     return 0
+
+
+def _light_read(store: str, path: str, scope: str, home: str | None) -> bytes | None:
+    """The head's bytes without the facade's imports and open (gitmem.facade.headread); None:
+    the store needs its full open first."""
+    from gitmem.facade.headread import read_head
+
+    return read_head(store, path, scope=scope, home=home)
 
 
 def content_bytes(store: Store, path: str, scope: str, version: str | None) -> bytes:

@@ -26,6 +26,8 @@ import pygit2
 from gitmem import config, events
 from gitmem.config import StoreSettings
 from gitmem.engine.denylist import DENYLIST, read_denylist
+from gitmem.engine.locate import GITMEM_DIR as GITMEM_DIR
+from gitmem.engine.locate import blob_at
 from gitmem.engine.resolve import all_refs, resolve_store
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ConfigError, ConflictError, ForbiddenError, NotFoundError
@@ -84,9 +86,6 @@ class IndexLike(Protocol):
         commit_map: dict[str, str],
         blob_map: dict[str, list[Any]],
     ) -> None: ...
-
-
-GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
 
 
 def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
@@ -301,15 +300,9 @@ class StoreCore(Repo):
     def head_blob(self, scope: str, path: str) -> tuple[pygit2.Oid, pygit2.Blob]:
         """The scope's tip and the blob of memory ``path`` in it, straight from the tree."""
         tip = self.tip(scope)
-        if tip is None:
-            raise NotFoundError(f"memory {path} does not exist: scope {scope!r} is empty")
-        try:
-            obj = self.commit(tip).tree[path[1:]]
-        except KeyError:
-            obj = None
-        if not isinstance(obj, pygit2.Blob):
-            raise NotFoundError(f"memory {path} does not exist in scope {scope!r}")
-        return tip, obj
+        blob = blob_at(self, tip, scope, path)
+        assert tip is not None  # an empty scope has no blob: NotFoundError above
+        return tip, blob
 
     def maintain(self, *, force: bool = False) -> bool:
         """Merge the small packs writes leave, in-process, once there are enough of them

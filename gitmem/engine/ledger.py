@@ -37,6 +37,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.engine import checkpoints
+from gitmem.engine.settings_seen import SETTINGS_SEEN, file_digest, read_seen, recorded
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
@@ -68,7 +69,6 @@ KINDS = (
     "store_copied",
 )
 REJECTED_LOG = "rejected.jsonl"  # rejected pushes, server-side (written by the pre-receive hook)
-SETTINGS_SEEN = "settings_seen.json"  # the settings gitmem last wrote or recorded (hand-edit detection)
 UNATTRIBUTED = "unknown"
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -412,17 +412,10 @@ def settings_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = 
     return out
 
 
-def _file_digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
-
-
 def remember_settings(store: StoreCore) -> None:
     """Record the settings file as gitmem wrote it (after create or update)."""
     seen = {
-        "sha256": _file_digest(store.settings_path),
+        "sha256": file_digest(store.settings_path),
         "settings": _plain(store.reload_settings().to_dict()),
     }
     path = _dir(store) / SETTINGS_SEEN
@@ -454,14 +447,10 @@ def check_hand_edit(store: StoreCore) -> LedgerEntry | None:
     be recorded now: a reader without write access, a ledger ``verify`` must look at first)."""
     if store.is_clone:
         return None
-    path = store.gitmem_dir / SETTINGS_SEEN
     try:
         with file_lock(store.gitmem_dir / (SETTINGS_SEEN + ".lock")):
-            try:
-                seen = json.loads(path.read_text(encoding="utf-8"))
-            except (FileNotFoundError, ValueError):
-                seen = None
-            if seen is not None and seen.get("sha256") == _file_digest(store.settings_path):
+            seen = read_seen(store.gitmem_dir)
+            if recorded(seen, store.settings_path):
                 return None
             if seen is None:  # a store from before this record: start it now
                 remember_settings(store)

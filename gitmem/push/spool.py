@@ -73,11 +73,16 @@ def parse(text: str) -> SpoolRecord | None:
 
 def pending(store: StoreCore) -> list[Path]:
     """Spooled pushes not yet recorded, oldest first (one directory listing)."""
+    return spooled(store.gitmem_dir)
+
+
+def spooled(gitmem_dir: Path) -> list[Path]:
+    """:func:`pending`, by the store's ``$GIT_DIR/gitmem`` (for a reader that holds no handle)."""
     try:
-        names = os.listdir(store.gitmem_dir / SPOOL_DIR)
+        names = os.listdir(gitmem_dir / SPOOL_DIR)
     except OSError:
         return []
-    return [store.gitmem_dir / SPOOL_DIR / n for n in sorted(names, key=_order) if n.endswith(".push")]
+    return [gitmem_dir / SPOOL_DIR / n for n in sorted(names, key=_order) if n.endswith(".push")]
 
 
 def _order(name: str) -> tuple[int, str]:

@@ -16,7 +16,9 @@ import typer
 from typer.testing import CliRunner
 
 from gitmem.cli import app as app_mod
+from gitmem.git import intent
 from gitmem.store import Store
+from tests.helpers import git
 
 PROBE = """
 import json, sys
@@ -103,3 +105,76 @@ def test_the_cli_reference_still_covers_every_command() -> None:
     page = reference.render()
     for name in app_mod.MODULE_OF:
         assert f"\n## gitmem {name}\n" in page
+
+
+# What `gitmem read STORE PATH` must not load: the CLI framework, the facade and what it opens a
+# store with (index, ledger, journal, settings parser), the faces (docs/performance.md).
+READ_SKIPS = (
+    "typer",
+    "click",
+    "rich",
+    "yaml",
+    "sqlite3",
+    "cryptography",
+    "gitmem.store",
+    "gitmem.facade.handle",
+    "gitmem.engine.core",
+    "gitmem.engine.index",
+    "gitmem.engine.ledger",
+    "gitmem.audit",
+    "gitmem.server",
+    "gitmem.sessions",
+    "gitmem.integrations",
+    "gitmem.cluster",
+    "anthropic",
+    "starlette",
+)
+
+
+def _loaded(modules: set[str], name: str) -> bool:
+    return any(m == name or m.startswith(name + ".") for m in modules)
+
+
+def test_read_loads_no_cli_framework_no_facade_and_no_index(store: Store) -> None:
+    store.write("/a.md", "hello")
+    store.write("/b/c.md", "bye", scope="team")
+    proc, modules = run_cli("read", str(store.path), "/a.md")
+    assert (proc.returncode, proc.stdout) == (0, "hello"), proc.stderr
+    assert [m for m in READ_SKIPS if _loaded(modules, m)] == []
+    assert "gitmem.facade.headread" in modules  # the light path served it (the probe sees it)
+    proc, modules = run_cli("read", "notes", "/b/c.md", "--scope", "team")
+    assert (proc.returncode, proc.stdout) == (0, "bye") and not _loaded(modules, "gitmem.store")
+    missing, modules = run_cli("read", "notes", "/b/c.md")  # not in main: the same error as ever
+    assert (missing.returncode, missing.stdout) == (3, "")
+    assert "Error: memory /b/c.md does not exist in scope 'main'" in missing.stderr
+    assert not _loaded(modules, "gitmem.store")
+
+
+def test_read_opens_the_store_in_full_when_its_open_has_work(store: Store) -> None:
+    store.write("/a.md", "hello")
+    settings = store.path / "gitmem.yaml"
+    settings.write_text(settings.read_text().replace("Test notes", "Hand-edited notes"))
+    proc, modules = run_cli("read", "notes", "/a.md")
+    assert (proc.returncode, proc.stdout) == (0, "hello"), proc.stderr
+    assert _loaded(modules, "gitmem.store") and _loaded(modules, "gitmem.engine.ledger")
+    hand = [e for e in store.audit(type="settings_changed") if e.actor == "unknown"]
+    assert len(hand) == 1, hand  # recorded by that read's open, as any open records it
+    proc, modules = run_cli("read", "notes", "/a.md")  # nothing due any more: the light path again
+    assert (proc.returncode, proc.stdout) == (0, "hello") and not _loaded(modules, "gitmem.store")
+
+
+def test_read_after_a_reboot_replays_the_intent_log_first(store: Store) -> None:
+    """The light path replays the intent log as an open does: a write whose ref move a power loss
+    lost is read back (tests/git/test_durability.py has the same disk state through open_store)."""
+    store.write("/a.md", "one")
+    store.write("/a.md", "two")
+    log = store.path / intent.INTENT_LOG
+    lines = log.read_text().splitlines()
+    last = intent._parse_entry(lines[-1])
+    assert last is not None and last[1] is not None
+    git(store.path, "update-ref", "refs/heads/main", last[1])  # the last ref move never reached the disk
+    log.write_text("\n".join([f"{intent.INTENT_HEADER}another-boot", *lines[1:]]) + "\n")
+    proc, modules = run_cli("read", str(store.path), "/a.md")
+    assert (proc.returncode, proc.stdout) == (0, "two"), proc.stderr
+    assert not _loaded(modules, "gitmem.store")
+    assert log.read_text() == f"{intent.INTENT_HEADER}{intent.boot_id()}\n"
