@@ -16,6 +16,8 @@ from typing import Any
 from gitmem.errors import ConfigError, InvalidInputError
 
 SETTINGS_FILE = "gitmem.yaml"
+# $GIT_DIR/gitmem/settings.json: the settings as JSON, for readers that skip yaml (load_settings_cached)
+SETTINGS_CACHE = "settings.json"
 MAX_DESCRIPTION = 1024
 MAX_METADATA_PAIRS = 16
 
@@ -355,10 +357,18 @@ def _unique_keys_loader() -> Any:
     return Loader
 
 
+# A settings file changed less than this before it is read is not cached: an edit in place of the
+# same size within its time stamp's tick would otherwise keep the key of the copy (git's "racy" files).
+CACHE_RACY_NS = 2_000_000_000
+
+
 def load_settings_cached(path: Path, cache: Path) -> StoreSettings:
     """:func:`load_settings` through a JSON copy at ``cache``, keyed by the file's inode, size and
-    mtime: the pre-receive hook starts without importing yaml. Validated on every load all the same."""
+    mtime: the pre-receive hook starts, and the resolver finds a store by name, without importing
+    yaml. Validated on every load all the same. A file younger than :data:`CACHE_RACY_NS` is read
+    but not cached."""
     import json
+    import time
 
     try:
         st = path.stat()
@@ -372,6 +382,8 @@ def load_settings_cached(path: Path, cache: Path) -> StoreSettings:
     except (OSError, ValueError, KeyError, AttributeError, ConfigError):
         pass
     settings = load_settings(path)
+    if st.st_mtime_ns + CACHE_RACY_NS > time.time_ns():
+        return settings
     try:
         tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"key": key, "settings": settings.to_dict()}), encoding="utf-8")

@@ -74,7 +74,9 @@ def _ref(path: Path, strict: bool = True) -> StoreRef | None:
     when it is used) and one broken file never hides the other stores."""
     settings_file = path / config.SETTINGS_FILE
     try:
-        settings = config.load_settings(settings_file)
+        # Through the JSON copy the receive hooks keep (validated all the same): a name is found
+        # without importing yaml or parsing every store's file again (docs/performance.md).
+        settings = config.load_settings_cached(settings_file, path / "gitmem" / config.SETTINGS_CACHE)
     except ConfigError:
         if not settings_file.exists():
             return None  # not a store, or deleted while we looked

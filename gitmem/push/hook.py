@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from gitmem import config
 from gitmem.push.pushenv import (
     SERVER_REVIEW_ENV,
-    SETTINGS_CACHE,
     UNKNOWN,
     identity_source,
     open_repo,
@@ -74,7 +73,7 @@ def pre_receive(
         if refused is not None:
             return [refused]
     settings = config.load_settings_cached(
-        git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / SETTINGS_CACHE
+        git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / config.SETTINGS_CACHE
     )
     updates = refupdates.parse_updates(text)
     from gitmem.push.pushwait import moved_while_waiting

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from gitmem import config
 from gitmem.push.pushenv import (
     SERVER_SESSION_ENV,
-    SETTINGS_CACHE,
     UNKNOWN,
     identity_source,
     push_id,
@@ -44,7 +43,7 @@ def post_receive(repo: pygit2.Repository, text: str, env: Mapping[str, str]) -> 
     warnings: list[str] = []
     try:
         settings = config.load_settings_cached(
-            store.path / config.SETTINGS_FILE, store.gitmem_dir / SETTINGS_CACHE
+            store.path / config.SETTINGS_FILE, store.gitmem_dir / config.SETTINGS_CACHE
         )
         trust = bool(settings.acl.get("trust_push_actor"))
     except Exception:

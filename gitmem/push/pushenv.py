@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
     from gitmem.engine.core import StoreCore
 
-SETTINGS_CACHE = "settings.json"  # $GIT_DIR/gitmem/settings.json: see config.load_settings_cached
-
 
 #: The git server's own identity of the pusher, in this order (docs/identity.md): Apache/nginx
 #: ``git http-backend`` (and ``gitmem serve``), GitLab, Gitea/Forgejo, gitolite. Each outranks

@@ -8,8 +8,10 @@ built only for a value that needs it, and then behaves as typer's own.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 import typer
@@ -142,6 +144,11 @@ def test_read_loads_no_cli_framework_no_facade_and_no_index(store: Store) -> Non
     assert (proc.returncode, proc.stdout) == (0, "hello"), proc.stderr
     assert [m for m in READ_SKIPS if _loaded(modules, m)] == []
     assert "gitmem.facade.headread" in modules  # the light path served it (the probe sees it)
+    old = time.time() - 3600  # settings older than the cache's racy window (gitmem.config)
+    os.utime(store.path / "gitmem.yaml", (old, old))
+    run_cli("read", "notes", "/a.md")  # by name: the resolver keeps the settings as JSON
+    proc, modules = run_cli("read", "notes", "/a.md")
+    assert (proc.returncode, proc.stdout) == (0, "hello") and not _loaded(modules, "yaml")
     proc, modules = run_cli("read", "notes", "/b/c.md", "--scope", "team")
     assert (proc.returncode, proc.stdout) == (0, "bye") and not _loaded(modules, "gitmem.store")
     missing, modules = run_cli("read", "notes", "/b/c.md")  # not in main: the same error as ever

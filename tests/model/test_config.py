@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,25 @@ def test_settings_round_trip(tmp_path: Path) -> None:
     )
     save_settings(tmp_path / "g.yaml", s)
     assert load_settings(tmp_path / "g.yaml") == s
+
+
+def test_the_settings_cache_never_keeps_a_file_younger_than_its_racy_window(tmp_path: Path) -> None:
+    """An edit in place of the same size within the time stamp's tick keeps inode, size and mtime:
+    only a file old enough to have had its last such edit is cached (git's racy files)."""
+    path, cache = tmp_path / "g.yaml", tmp_path / "settings.json"
+    save_settings(path, settings_from_dict({"id": "memstore_x", "name": "aaaa"}, "src"))
+    assert config.load_settings_cached(path, cache).name == "aaaa"
+    assert not cache.exists()  # just written: read, not cached
+    st = path.stat()
+    path.write_text(path.read_text().replace("aaaa", "bbbb"))  # in place, same size, same stamp
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_ino, path.stat().st_size) == (st.st_ino, st.st_size)
+    assert config.load_settings_cached(path, cache).name == "bbbb"
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    assert config.load_settings_cached(path, cache).name == "bbbb" and cache.exists()
+    path.write_text(path.read_text().replace("bbbb", "cccc"))  # a later edit: a new stamp
+    assert config.load_settings_cached(path, cache).name == "cccc"
 
 
 @pytest.mark.parametrize(

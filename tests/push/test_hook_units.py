@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pygit2
@@ -15,7 +16,7 @@ import pytest
 from gitmem import config
 from gitmem.engine import ledger
 from gitmem.errors import ConflictError, InvalidInputError
-from gitmem.push import hook, hookinstall, postreceive, pushenv, refupdates
+from gitmem.push import hook, hookinstall, postreceive, refupdates
 from gitmem.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -257,8 +258,14 @@ def test_hook_reads_settings_through_a_cache_that_follows_the_file(seeded: Store
     assert hook.INDEX_FILE == INDEX_FILE
     new = commit(seeded.core.repo, seeded.core.tip("main"), {"n.md": b"n"})
     text = f"{tip(seeded)} {new} refs/heads/main\n"
+    cache = seeded.core.gitmem_dir / config.SETTINGS_CACHE
+    cache.unlink(missing_ok=True)
     assert check(seeded, text) == []
-    assert (seeded.core.gitmem_dir / pushenv.SETTINGS_CACHE).exists()
+    assert not cache.exists()  # a settings file younger than the racy window is read, not cached
+    old = time.time() - 3600
+    os.utime(seeded.path / config.SETTINGS_FILE, (old, old))
+    assert check(seeded, text) == []
+    assert cache.exists()
     seeded.update_settings(archived_at="2026-01-01T00:00:00Z")
     assert "archived" in check(seeded, text)[0]
 
