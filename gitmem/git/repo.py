@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import threading
 import time
 import weakref
@@ -388,6 +387,8 @@ class Repo:
                     if time.monotonic() >= deadline:
                         return False
                     time.sleep(0.05)
+            import subprocess  # here: a handle that never repacks (gitmem read) starts without it
+
             proc = subprocess.run(
                 ["git", f"--git-dir={self._repo.path}", "repack", "-d", "-q", "--geometric=2"],
                 capture_output=True,
