@@ -130,18 +130,30 @@ class CatchUp(Records):
         self.close()
         self._remove_files()
         self._known_tips.clear()
-        for scope in self.store.scopes():
-            self.ensure(scope)
+        self._settle(self.store.scopes())
         self.restore_ledger_marks()
         return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
 
-    def ensure(self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False) -> None:
-        """Bring ``scope`` up to date with its branch (``tip`` when the caller just read it)."""
+    def ensure(
+        self, scope: str, tip: pygit2.Oid | None = None, *, known_tip: bool = False, checks_tip: bool = False
+    ) -> None:
+        """Bring ``scope`` up to date with its branch (``tip`` when the caller just read it).
+
+        A tip this handle indexed before is trusted only while the index still records it: another
+        handle may have moved the index on, and a plain-git reset brought the branch back. One
+        query checks; ``checks_tip``: the caller's own next query checks instead (:meth:`head_at`)."""
         if not known_tip:
             tip = self.store.tip(scope)
         tip_hex = str(tip) if tip is not None else None
         if self._known_tips.get(scope, "?") == tip_hex:
-            return
+            if checks_tip:
+                return
+            try:
+                if self.indexed_tip(scope) == tip_hex:
+                    return
+            except sqlite3.DatabaseError:
+                pass  # (a corrupt index: the catch-up below starts again from git)
+            self._known_tips.pop(scope, None)
         try:
             for _attempt in range(_STALE_RETRIES):
                 if self._catch_up_or_stale(scope, tip) or known_tip:
@@ -164,10 +176,21 @@ class CatchUp(Records):
         self._known_tips.pop(scope, None)
         self._heads.clear()
 
-    def ensure_all(self) -> list[str]:
-        scopes = self.store.scopes()
+    def _settle(self, scopes: list[str]) -> None:
+        """Ensure every scope, then again those a later one outranked for a version id (marked for
+        re-deriving: gitmem.engine.derive.reused_version_id) until none is left."""
         for scope in scopes:
             self.ensure(scope)
+        for _round in range(len(scopes)):
+            stale = {r[0] for r in self.db.execute("SELECT scope FROM scopes WHERE tip IS NULL")}
+            if not stale:
+                break
+            for scope in [s for s in scopes if s in stale]:
+                self.ensure(scope)
+
+    def ensure_all(self) -> list[str]:
+        scopes = self.store.scopes()
+        self._settle(scopes)
         for gone in set(self._indexed_scopes()) - set(scopes):
             with self._write() as db:
                 self._drop_scope(db, gone)

@@ -82,6 +82,11 @@ class IndexDb:
         self._heads: dict[tuple[str, str], tuple[str, HeadRow]] = {}
         self.in_memory = False  # True when the store's directory cannot hold the index file
 
+    def indexed_tip(self, scope: str) -> str | None:
+        """The tip the index records for ``scope`` (None: none, or an empty scope)."""
+        row = self.db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
+        return row[0] if row else None
+
     # ------------------------------------------------------------------ connection
     @property
     def _db(self) -> sqlite3.Connection | None:

@@ -25,7 +25,17 @@ class Queries(IndexDb):
         hit = self._heads.get(key)
         if hit is not None and hit[0] == tip and hit[1].blob == blob:
             return hit[1]
-        row = self.head(scope, path)
+        # The scope's indexed tip in the same query: a tip this handle indexed before may be one a
+        # plain-git reset brought the branch back to after another handle moved the index on.
+        found = self.db.execute(
+            "SELECT s.tip, h.* FROM scopes s LEFT JOIN heads h ON h.scope = s.scope AND h.path = ? "
+            "WHERE s.scope = ?",
+            (path, scope),
+        ).fetchone()
+        if found is None or found[0] != tip:
+            self._known_tips.pop(scope, None)  # the caller's next ensure catches up
+            return None
+        row = HeadRow(*found[1:]) if found[1] is not None else None
         if row is not None and row.blob == blob:
             if len(self._heads) >= _HEADS_CACHED:
                 self._heads.clear()

@@ -225,7 +225,7 @@ def read(store: StoreCore, path: str, *, scope: str = "main", version: str | Non
     for _attempt in range(MAX_ATTEMPTS):
         tip, obj = store.head_blob(scope, path)
         data = obj.data
-        store.index.ensure(scope, tip, known_tip=True)
+        store.index.ensure(scope, tip, known_tip=True, checks_tip=True)  # head_at checks the index's tip
         blob_hex = str(obj.id)
         head = store.index.head_at(scope, path, str(tip), blob_hex)
         if head is not None and head.blob == blob_hex:

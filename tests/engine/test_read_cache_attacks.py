@@ -258,11 +258,6 @@ def test_redact_pattern_between_cached_reads(store: Store) -> None:
             assert "LEAK" not in str(as_tuple(store, path))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a handle whose last read was at the tip a plain-git reset went back to trusts its "
-    "_known_tips and reads the index another handle moved past it (checking costs a query a read)",
-)
 def test_reset_with_plain_git_under_a_handle_that_knows_the_old_tip(store: Store) -> None:
     with gitmem.open_store(store.path) as reader:
         v1 = put(store, "/a.md", "same", actor="user:alice")

@@ -476,12 +476,6 @@ def test_library_refuses_lone_surrogates_in_store_settings(workspace: Path) -> N
         gitmem.create_store("sur2", metadata={"k": "\udfff"}, home=workspace)
 
 
-@pytest.mark.xfail(
-    reason="library: the redaction blocklist is store-wide and its refusal says so ('this content was "
-    "redacted from the store'), so a token confined to scope team can confirm a guess of content "
-    "redacted from scope main (a membership oracle across scopes)",
-    strict=True,
-)
 def test_a_scoped_token_learns_nothing_of_redactions_in_other_scopes(env: Env) -> None:
     api = client(env["url"], env["admin"]).beta.memory_stores
     m = api.memories.create(env["sid"], path="/pw.md", content="hunter2")
