@@ -67,17 +67,20 @@ def wait_or_break_ref_lock(git_dir: str | os.PathLike[str], ref: str) -> bool:
     outlives :data:`STALE_REF_LOCK_SECONDS` (its writer was killed between creating and renaming
     it: git and libgit2 never remove another process's lock, so until then every move of that ref
     fails, in every process, for good), remove it. Returns True when a stale lock was removed.
-    ``ref`` ``packed-refs`` is the packed-refs file (:data:`STALE_PACKED_REFS_LOCK_SECONDS`).
+    ``ref`` ``packed-refs`` is the packed-refs file (:data:`STALE_PACKED_REFS_LOCK_SECONDS`);
+    any other file git locks the same way (``config``, ``FETCH_HEAD``) may be named too.
 
-    Never while a history rewrite holds the store lock in another thread or process (its swap holds
-    the branch locks for as long as its flushes take). Breakers take turns (``gitmem/ref-break.lock``),
-    and the lock is renamed aside and compared there with the file judged stale (same inode, still
-    old): a live writer's lock that replaced it meanwhile is linked back in place, untouched."""
+    A lock whose ``flock`` is held is a live gitmem writer's (:func:`hold`), whatever its age: it
+    is waited for, never removed. Never while a history rewrite holds the store lock in another
+    thread or process (its swap holds the branch locks for as long as its flushes take). Breakers
+    take turns (``gitmem/ref-break.lock``), and the lock is renamed aside and compared there with
+    the file judged stale (same inode, still old): a live writer's lock that replaced it meanwhile
+    is linked back in place, untouched."""
     import time
 
     git_dir = os.fspath(git_dir)
     lock = os.path.join(git_dir, ref + ".lock")
-    stale_after = STALE_PACKED_REFS_LOCK_SECONDS if ref == "packed-refs" else STALE_REF_LOCK_SECONDS
+    stale_after = _stale_after(ref)
     deadline = time.monotonic() + STALE_REF_LOCK_SECONDS
     rewrite_deadline = time.monotonic() + REWRITE_WAIT_SECONDS
     pause = 0.0005
@@ -87,10 +90,15 @@ def wait_or_break_ref_lock(git_dir: str | os.PathLike[str], ref: str) -> bool:
             return False  # released: the caller moves the ref again
         if seen:
             broke = _break(git_dir, ref)
-            if broke is not None:
-                return broke
-            if time.monotonic() >= rewrite_deadline:
-                return False  # a rewrite holds it still: the caller's retries go on
+            if broke == "removed":
+                return True
+            if broke == "gone":
+                return False  # its writer finished meanwhile: the caller moves the ref again
+            if broke == "rewrite":
+                if time.monotonic() >= rewrite_deadline:
+                    return False  # a rewrite holds it still: the caller's retries go on
+            elif time.monotonic() >= deadline:
+                return False  # held by a live (stalled) gitmem writer: retried later
         elif time.monotonic() >= deadline:
             return False  # held by a live writer (or not old enough yet): retried later
         time.sleep(pause)
@@ -99,37 +107,68 @@ def wait_or_break_ref_lock(git_dir: str | os.PathLike[str], ref: str) -> bool:
 
 def break_if_stale(git_dir: str | os.PathLike[str], ref: str) -> bool:
     """Remove ``<ref>.lock`` now if it is stale (see :func:`wait_or_break_ref_lock`), without waiting."""
-    return bool(_break(git_dir, ref))
+    return _break(git_dir, ref) == "removed"
 
 
-def _break(git_dir: str | os.PathLike[str], ref: str) -> bool | None:
-    """True: the stale lock was removed; False: it was not stale (or gone); None: a history rewrite
+def hold(fd: int) -> bool:
+    """Mark the lock file ``fd`` this process just created (``O_EXCL``) as held by a live process:
+    an exclusive ``flock`` on it, released when ``fd`` is closed (open it with
+    :func:`gitmem.git.locks.open_lock_fd`, so a forked child does not keep it). A breaker that finds
+    the flock held never removes the lock, however old it is (a holder stopped or starved past the
+    stale age). False when a breaker has the file flocked this instant (it is looking at it): the
+    caller gives the lock up (removes its own file) and moves the ref again. One syscall."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+Outcome = Literal["removed", "gone", "young", "live", "rewrite"]
+
+
+def _stale_after(ref: str) -> float:
+    return STALE_PACKED_REFS_LOCK_SECONDS if ref == "packed-refs" else STALE_REF_LOCK_SECONDS
+
+
+def _break(git_dir: str | os.PathLike[str], ref: str) -> Outcome:
+    """removed: the stale lock was removed; gone: there is none (any more); young: not old enough;
+    live: its flock is held (a live gitmem holder, whatever its age); rewrite: a history rewrite
     holds the store lock, so the lock may be its own."""
     import time
 
     git_dir = os.fspath(git_dir)
     lock = os.path.join(git_dir, ref + ".lock")
-    stale_after = STALE_PACKED_REFS_LOCK_SECONDS if ref == "packed-refs" else STALE_REF_LOCK_SECONDS
+    stale_after = _stale_after(ref)
     with _breaking(git_dir) as may:
         if not may:
-            return None  # a history rewrite runs: its locks are live
-        judged = _stale(lock, stale_after)  # again, now that no other breaker runs
-        if not judged:
-            return False
-        aside = f"{lock}.stale.{os.getpid()}.{threading.get_ident()}"
+            return "rewrite"  # a history rewrite runs: its locks are live
         try:
-            os.rename(lock, aside)
-        except OSError:
-            return False  # its writer finished meanwhile
+            fd = open_lock_fd(lock, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, 0)
+        except FileNotFoundError:
+            return "gone"
+        except OSError:  # not ours to read (or not a file): judged by its age alone
+            fd = -1
         try:
-            moved = os.lstat(aside)
-            if (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino) or not _old(moved, stale_after):
-                with suppress(OSError):  # a live writer's lock, made after the look above: put back
-                    os.link(aside, lock)
-                return False
+            if fd >= 0:
+                try:  # held by a live gitmem writer (gitmem.git.refmove) for as long as it holds it
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return "live"
+                judged = os.fstat(fd)  # the file now flocked by this breaker: no gitmem holder
+                if not _old(judged, stale_after):
+                    return "young"
+            else:
+                seen = _stale(lock, stale_after)
+                if not seen:
+                    return "gone" if seen is None else "young"
+                judged = seen
+            outcome = _remove(lock, judged, stale_after)
         finally:
-            with suppress(OSError):
-                os.unlink(aside)
+            if fd >= 0:
+                close_lock_fd(fd)
+        if outcome != "removed":
+            return outcome
         if ref == "packed-refs":  # git writes packed-refs.new under the lock: orphaned with it
             _remove_stale(os.path.join(git_dir, "packed-refs.new"), stale_after)
     import logging
@@ -139,7 +178,36 @@ def _break(git_dir: str | os.PathLike[str], ref: str) -> bool | None:
         lock,
         time.time() - judged.st_mtime,
     )
-    return True
+    return "removed"
+
+
+def _remove(lock: str, judged: os.stat_result, stale_after: float) -> Outcome:
+    """Remove ``lock`` if it is still the file ``judged`` (same inode, still old): renamed aside
+    and compared there, so a live writer's lock made at that path after the look stays."""
+    try:
+        there = os.lstat(lock)
+    except OSError:
+        return "gone"
+    if (there.st_dev, there.st_ino) != (judged.st_dev, judged.st_ino):
+        return "gone"  # replaced since the look: another writer's, judged on the next look
+    aside = f"{lock}.stale.{os.getpid()}.{threading.get_ident()}"
+    try:
+        os.rename(lock, aside)
+    except OSError:
+        return "gone"  # its writer finished meanwhile
+    try:
+        moved = os.lstat(aside)
+        if (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino) or not _old(moved, stale_after):
+            with suppress(OSError):  # a live writer's lock, made after the look above: put back
+                os.link(aside, lock)
+            return "gone"
+    finally:
+        with suppress(OSError):
+            os.unlink(aside)
+    return "removed"
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def clear_stale_packed_refs(git_dir: str | os.PathLike[str]) -> None:

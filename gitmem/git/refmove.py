@@ -30,7 +30,8 @@ import pygit2
 
 from gitmem.errors import GitmemError
 from gitmem.git import refgen
-from gitmem.git.reflocks import wait_or_break_ref_lock
+from gitmem.git.locks import close_lock_fd, open_lock_fd
+from gitmem.git.reflocks import hold, wait_or_break_ref_lock
 
 #: :func:`move` could not take this case (see the module docstring): move the ref through libgit2.
 UNHANDLED = None
@@ -135,17 +136,26 @@ def move(git_dir: str, name: str, old: str, new: str) -> bool | None:
     """Move the loose ref ``name`` of the repository at ``git_dir`` from ``old`` to ``new`` (hex
     ids) if it still points at ``old``: True moved, False it points elsewhere, None
     (:data:`UNHANDLED`) when the ref is not a plain loose one here. Raises :class:`LockHeld`
-    when the lock file exists (the caller waits for it or breaks a stale one)."""
+    when the lock file exists (the caller waits for it or breaks a stale one). The lock is
+    ``flock``-ed from its creation until it is renamed or removed (:func:`gitmem.git.reflocks.hold`):
+    however long this writer stalls, no breaker takes it as a killed writer's."""
     path = os.path.join(git_dir, name)
     lock = path + ".lock"
     try:
-        fd = os.open(lock, _FLAGS, 0o666)
+        fd = open_lock_fd(lock, _FLAGS, 0o666)
     except FileExistsError:
         raise LockHeld(lock) from None
     except OSError:  # no such directory (a ref not created yet), permissions: libgit2 says why
         return UNHANDLED
     renamed = False
-    mine = os.fstat(fd)
+    try:
+        mine = os.fstat(fd)
+        if not hold(fd):  # flocked while held: no breaker takes it from a stalled (live) writer
+            _unlink_if_mine(lock, mine)  # a breaker is looking at it this instant: give it up
+            raise LockHeld(lock)
+    except BaseException:
+        close_lock_fd(fd)
+        raise
     try:
         os.write(fd, f"{new}\n".encode("ascii"))
         current = _loose_value(path)
@@ -165,7 +175,7 @@ def move(git_dir: str, name: str, old: str, new: str) -> bool | None:
                 _unlink_if_mine(lock, mine)
         raise
     finally:
-        os.close(fd)
+        close_lock_fd(fd)  # the flock goes with it, after the rename
 
 
 def _is_mine(lock: str, mine: os.stat_result) -> bool:
