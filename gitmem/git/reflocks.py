@@ -11,9 +11,9 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import pygit2
 
@@ -32,6 +32,8 @@ STALE_PACKED_REFS_LOCK_SECONDS = 30.0
 #: How long a ref move waits for a history rewrite that holds the store lock (its swap holds the
 #: branch lock for as long as its flushes take) before its caller's retries go on.
 REWRITE_WAIT_SECONDS = 10.0
+
+T = TypeVar("T")
 
 STORE_LOCK_FILE = "lock"  # $GIT_DIR/gitmem/lock (gitmem.git.repo.STORE_LOCK)
 BREAK_LOCK_FILE = "ref-break.lock"  # $GIT_DIR/gitmem/ref-break.lock: one breaker at a time
@@ -345,3 +347,66 @@ def delete_ref(repo: pygit2.Repository, name: str) -> None:
         f"cannot delete {name}: its lock or packed-refs.lock is held (by a running git, or one killed "
         f"less than {STALE_PACKED_REFS_LOCK_SECONDS:.0f} s ago); try again"
     )
+
+
+def held_locks(git_dir: str | os.PathLike[str], under: str = "refs") -> list[str]:
+    """The refs under ``under`` whose ``<ref>.lock`` exists, and ``packed-refs`` when its lock does
+    (what :func:`wait_or_break_ref_lock` takes)."""
+    git_dir = os.fspath(git_dir)
+    found = []
+    for dirpath, _dirs, files in os.walk(os.path.join(git_dir, under)):
+        for f in files:
+            if f.endswith(".lock"):
+                found.append(os.path.relpath(os.path.join(dirpath, f[: -len(".lock")]), git_dir))
+    if os.path.exists(os.path.join(git_dir, "packed-refs.lock")):
+        found.append("packed-refs")
+    return sorted(found)
+
+
+def break_stale_locks(git_dir: str | os.PathLike[str]) -> None:
+    """Remove every stale ref lock under ``refs/``, and a stale ``packed-refs.lock`` and
+    ``packed-refs.new`` (before a git command that may take any of them: a fetch, ``git gc``)."""
+    for name in held_locks(git_dir):
+        break_if_stale(git_dir, name)
+    clear_stale_packed_refs(git_dir)
+
+
+def past_stale_locks(git_dir: str | os.PathLike[str], run: Callable[[], T], attempts: int = 3) -> T:
+    """``run()`` (a ``git fetch``, libgit2's or git's, which moves refs itself), past the stale
+    ref locks a killed process left under ``refs/`` (and a stale ``packed-refs.lock``, which a
+    pruning fetch takes): those stale now are removed first; when ``run`` fails while a lock is
+    held, each is waited for (or removed once stale) and ``run`` tried again. git names the lock
+    only in the middle of its message and libgit2 at its end, so the locks are looked for, not
+    parsed from the error."""
+    break_stale_locks(git_dir)
+    for attempt in range(attempts):
+        try:
+            return run()
+        except Exception:
+            held = held_locks(git_dir)
+            if not held or attempt == attempts - 1:
+                raise
+            for name in held:
+                wait_or_break_ref_lock(git_dir, name)
+    raise AssertionError("not reached")  # pragma: no cover
+
+
+class _Refs(Protocol):
+    """What :func:`set_ref` uses of a repository handle (gitmem.git.repo.Repo, fenced moves)."""
+
+    def ref_target(self, name: str) -> pygit2.Oid | None: ...
+
+    def cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str = "gitmem") -> bool: ...
+
+
+def set_ref(handle: _Refs, name: str, new: pygit2.Oid, message: str, attempts: int = 8) -> None:
+    """Point ``name`` at ``new`` (create it when it is missing) by compare-and-swap through the
+    handle (a cluster's fence checked; a held lock waited for, a stale one removed), whatever it
+    points at now; ConflictError when it kept moving or stayed locked."""
+    from gitmem.errors import ConflictError
+
+    for _attempt in range(attempts):
+        current = handle.ref_target(name)
+        if current == new or handle.cas(name, current, new, message):
+            return
+    raise ConflictError(f"{name} kept moving or stayed locked ({attempts} attempts); try again")
