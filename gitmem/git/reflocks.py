@@ -142,7 +142,8 @@ def _break(git_dir: str | os.PathLike[str], ref: str) -> Outcome:
     git_dir = os.fspath(git_dir)
     lock = os.path.join(git_dir, ref + ".lock")
     stale_after = _stale_after(ref)
-    with _breaking(git_dir) as may:
+    # A history rewrite holds ref locks only (its branches'): a config.lock is never its own.
+    with _breaking(git_dir, gated=ref == "packed-refs" or ref.startswith("refs/")) as may:
         if not may:
             return "rewrite"  # a history rewrite runs: its locks are live
         try:
@@ -247,15 +248,16 @@ def _stale(lock: str, stale_after: float) -> os.stat_result | Literal[False] | N
 
 
 @contextmanager
-def _breaking(git_dir: str) -> Iterator[bool]:
+def _breaking(git_dir: str, gated: bool = True) -> Iterator[bool]:
     """Yields True holding the breakers' turn, and the store lock shared (no rewrite can start) unless
-    this thread is the rewrite; False when another thread or process is rewriting."""
+    this thread is the rewrite (or not ``gated``: a lock no rewrite takes); False when another
+    thread or process is rewriting."""
     fds: list[int] = []
     try:
         d = os.path.join(git_dir, "gitmem")
         try:
             os.makedirs(d, exist_ok=True)
-            if _REWRITING.get(os.path.realpath(git_dir)) != threading.get_ident():
+            if gated and _REWRITING.get(os.path.realpath(git_dir)) != threading.get_ident():
                 fds.append(open_lock_fd(os.path.join(d, STORE_LOCK_FILE)))
                 try:
                     fcntl.flock(fds[-1], fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -25,6 +25,7 @@ from gitmem.audit.journal import open_recovered as open_store
 from gitmem.engine.core import GITMEM_DIR, StoreCore
 from gitmem.errors import ConflictError, GitmemError, IntegrityError, InvalidInputError
 from gitmem.git import reflocks
+from gitmem.git.configwrite import config_write
 from gitmem.git.fence import fenced
 
 GITMEM_REFSPEC = "refs/gitmem/*:refs/gitmem/*"  # no '+': a rewritten ledger is refused, not followed
@@ -81,7 +82,7 @@ def clone(
     except pygit2.GitError as exc:
         raise GitmemError(f"cannot clone {url} to {target}: {exc}") from None
     try:
-        repo.remotes.add_fetch("origin", GITMEM_REFSPEC)
+        config_write(repo.path, lambda: repo.remotes.add_fetch("origin", GITMEM_REFSPEC))
         repo.remotes["origin"].fetch(refspecs=[GITMEM_REFSPEC], callbacks=callbacks)
         gitdir = Path(repo.path)
         (gitdir / GITMEM_DIR).mkdir(exist_ok=True)

@@ -279,3 +279,56 @@ def test_a_redaction_gets_past_a_killed_gits_branch_lock(store: Store, tmp_path:
     assert store.read("/a.md").content == "clean\n"
     assert store.write("/b.md", "b\n") is not None
     _verified(store)
+
+
+def _killed_config_write(store: Store) -> Path:
+    """``config.lock`` as a git or libgit2 config write killed before its rename leaves it: the
+    new config, part written, under the lock (created O_EXCL), dated as time would make it."""
+    lock = Path(store.path) / "config.lock"
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, (Path(store.path) / "config").read_bytes()[:20])
+    os.close(fd)
+    _age(lock)
+    return lock
+
+
+def test_a_killed_config_writes_lock_is_removed(store: Store, tmp_path: Path) -> None:
+    """Before: every later config write failed for good, libgit2's (``gitmem hooks install``, a
+    replica's setup: a raw GitError 'failed to lock file') and git's (``git remote add`` of
+    ``gitmem replica add``: 'could not lock config file')."""
+    from gitmem.push import hookinstall, replica
+
+    git(store.path, "config", "--unset", "receive.fsckObjects")  # (an unchanged value is not written)
+    lock = _killed_config_write(store)
+    hookinstall.install_hooks(Path(store.path))
+    assert not lock.exists()
+    assert git(store.path, "config", "--bool", "receive.fsckObjects").stdout.strip() == "true"
+    lock = _killed_config_write(store)
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "init", "-q", "--bare", str(mirror))
+    replica.add_replica(store.core, str(mirror), "copy")
+    assert not lock.exists()
+    assert git(store.path, "config", "remote.copy.url").stdout.strip() == str(mirror)
+    _verified(store)
+
+
+def test_a_live_config_lock_is_waited_for_not_removed(store: Store) -> None:
+    from gitmem.git.configwrite import set_config
+
+    lock = Path(store.path) / "config.lock"
+    lock.write_text("held\n")
+    released: list[bool] = []
+
+    def holder() -> None:
+        time.sleep(0.3)
+        lock.unlink()  # raises if the config write took the lock away from its holder
+        released.append(True)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        set_config(store.core.repo, {"gitmem.test": "after the holder"})
+    finally:
+        t.join()
+    assert released == [True]
+    assert git(store.path, "config", "gitmem.test").stdout.strip() == "after the holder"
