@@ -288,9 +288,26 @@ def move_ref(
 ) -> bool:
     """Move ``name`` from ``old`` to ``new`` (create it when it is missing); False when it is at
     neither ``old`` nor missing, or another writer moved it first. A lock held on it is waited for
-    (or removed when stale: :func:`wait_or_break_ref_lock`) and the move tried once more."""
+    (or removed when stale: :func:`wait_or_break_ref_lock`) and the move tried once more. A plain
+    loose ref moves by git's lock protocol with its lock flocked (gitmem.git.refmove.move: no
+    breaker takes it from this process, however long it stalls); any other case through libgit2."""
     from gitmem.errors import ConflictError
+    from gitmem.git import refmove
 
+    if old is not None and repo.odb.exists(new) and refmove.plain_config(repo.path, repo):
+        for again in (True, False):
+            try:
+                moved = refmove.move(repo.path, name, str(old), str(new))
+            except refmove.LockHeld:
+                wait_or_break_ref_lock(repo.path, name)
+                if not again:
+                    raise ConflictError(f"{name} stayed locked; try again") from None
+                continue
+            except OSError as exc:
+                raise ConflictError(f"cannot move {name} in {repo.path}: {exc}") from None
+            if moved is not refmove.UNHANDLED:
+                return moved
+            break  # a packed or symbolic ref: libgit2 moves it
     for again in (True, False):
         ref = repo.references.get(name)
         try:

@@ -201,3 +201,42 @@ def test_a_breaker_removes_only_the_inode_it_flocked(tmp_path: Path, monkeypatch
     finally:
         for fd in live:
             os.close(fd)
+
+
+def test_move_ref_holds_its_lock_flocked(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """reflocks.move_ref (the transparency log's checkpoints ref) moves a plain loose ref with its
+    lock flocked, as a branch moves: before, it moved it through libgit2, whose lock carries no
+    flock, so a process stopped inside that move past the stale age lost it to a breaker."""
+    import fcntl
+
+    import pygit2
+
+    from gitmem.git import refmove
+
+    store.write("/a.md", "a\n")
+    store.write("/a.md", "b\n")
+    tip = store.core.tip("main")
+    assert tip is not None
+    parent = store.core.commit(tip).parents[0].id
+    repo = store.core.repo
+    repo.references.create("refs/gitmem/test", parent)
+    held: list[bool] = []
+    real = refmove._loose_value
+
+    def look(path: str) -> str | None:
+        fd = os.open(path + ".lock", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        assert locks.break_if_stale(store.path, "refs/gitmem/test") is False
+        return real(path)
+
+    monkeypatch.setattr(refmove, "_loose_value", look)
+    assert locks.move_ref(repo, "refs/gitmem/test", parent, tip, "test") is True
+    assert held == [True]
+    assert pygit2.Repository(str(store.path)).references["refs/gitmem/test"].target == tip
+    assert locks.move_ref(repo, "refs/gitmem/test", parent, tip, "test") is False  # moved on
