@@ -118,11 +118,15 @@ def hold(fd: int) -> bool:
     :func:`gitmem.git.locks.open_lock_fd`, so a forked child does not keep it). A breaker that finds
     the flock held never removes the lock, however old it is (a holder stopped or starved past the
     stale age). False when a breaker has the file flocked this instant (it is looking at it): the
-    caller gives the lock up (removes its own file) and moves the ref again. One syscall."""
+    caller gives the lock up (removes its own file) and moves the ref again. One syscall. On a
+    filesystem that has no ``flock`` (ENOLCK: some network filesystems) the lock is held unflocked,
+    judged by its age alone as git's are."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError:
+        pass  # no flock here: the age rule alone
     return True
 
 
@@ -158,6 +162,8 @@ def _break(git_dir: str | os.PathLike[str], ref: str) -> Outcome:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     return "live"
+                except OSError:
+                    pass  # a filesystem without flock: the age rule alone
                 judged = os.fstat(fd)  # the file now flocked by this breaker: no gitmem holder
                 if not _old(judged, stale_after):
                     return "young"
