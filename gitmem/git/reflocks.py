@@ -130,7 +130,7 @@ def hold(fd: int) -> bool:
     return True
 
 
-Outcome = Literal["removed", "gone", "young", "live", "rewrite"]
+Outcome = Literal["removed", "gone", "young", "live", "rewrite", "busy"]
 
 
 def _stale_after(ref: str) -> float:
@@ -140,16 +140,16 @@ def _stale_after(ref: str) -> float:
 def _break(git_dir: str | os.PathLike[str], ref: str) -> Outcome:
     """removed: the stale lock was removed; gone: there is none (any more); young: not old enough;
     live: its flock is held (a live gitmem holder, whatever its age); rewrite: a history rewrite
-    holds the store lock, so the lock may be its own."""
+    holds the store lock, so the lock may be its own; busy: another breaker is stopped in its turn."""
     import time
 
     git_dir = os.fspath(git_dir)
     lock = os.path.join(git_dir, ref + ".lock")
     stale_after = _stale_after(ref)
     # A history rewrite holds ref locks only (its branches'): a config.lock is never its own.
-    with _breaking(git_dir, gated=ref == "packed-refs" or ref.startswith("refs/")) as may:
-        if not may:
-            return "rewrite"  # a history rewrite runs: its locks are live
+    with _breaking(git_dir, gated=ref == "packed-refs" or ref.startswith("refs/")) as turn:
+        if turn != "ok":
+            return turn  # a history rewrite runs (its locks are live), or a stopped breaker's turn
         try:
             fd = open_lock_fd(lock, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, 0)
         except FileNotFoundError:
@@ -226,8 +226,8 @@ def clear_stale_packed_refs(git_dir: str | os.PathLike[str]) -> None:
     git_dir = os.fspath(git_dir)
     break_if_stale(git_dir, "packed-refs")
     if not os.path.exists(os.path.join(git_dir, "packed-refs.lock")):
-        with _breaking(git_dir) as may:
-            if may:
+        with _breaking(git_dir) as turn:
+            if turn == "ok":
                 _remove_stale(os.path.join(git_dir, "packed-refs.new"), STALE_PACKED_REFS_LOCK_SECONDS)
 
 
@@ -254,10 +254,12 @@ def _stale(lock: str, stale_after: float) -> os.stat_result | Literal[False] | N
 
 
 @contextmanager
-def _breaking(git_dir: str, gated: bool = True) -> Iterator[bool]:
-    """Yields True holding the breakers' turn, and the store lock shared (no rewrite can start) unless
-    this thread is the rewrite (or not ``gated``: a lock no rewrite takes); False when another
-    thread or process is rewriting."""
+def _breaking(git_dir: str, gated: bool = True) -> Iterator[Literal["ok", "rewrite", "busy"]]:
+    """Yields ok holding the breakers' turn, and the store lock shared (no rewrite can start) unless
+    this thread is the rewrite (or not ``gated``: a lock no rewrite takes); rewrite when another
+    thread or process is rewriting (or the store's gitmem/ cannot be written); busy when another
+    breaker kept its turn for :data:`STALE_REF_LOCK_SECONDS` (a turn lasts microseconds: that
+    breaker is stopped, and waiting for it would hang every writer that meets a held lock)."""
     fds: list[int] = []
     try:
         d = os.path.join(git_dir, "gitmem")
@@ -268,17 +270,38 @@ def _breaking(git_dir: str, gated: bool = True) -> Iterator[bool]:
                 try:
                     fcntl.flock(fds[-1], fcntl.LOCK_SH | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    yield False
+                    yield "rewrite"
                     return
             fds.append(open_lock_fd(os.path.join(d, BREAK_LOCK_FILE)))
         except OSError:
-            yield False  # a store whose gitmem/ cannot be written: it cannot be told apart
+            yield "rewrite"  # a store whose gitmem/ cannot be written: it cannot be told apart
             return
-        fcntl.flock(fds[-1], fcntl.LOCK_EX)  # held for a rename and a stat
-        yield True
+        yield "ok" if _take_turn(fds[-1]) else "busy"  # held for a flock, a stat and a rename
     finally:
         for fd in reversed(fds):
             close_lock_fd(fd)
+
+
+def _take_turn(fd: int) -> bool:
+    """The breakers' turn (``fd``: gitmem/ref-break.lock), waited for up to the stale age."""
+    import time
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        pass
+    deadline = time.monotonic() + STALE_REF_LOCK_SECONDS
+    pause = 0.0002
+    while time.monotonic() < deadline:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            continue
+    return False
 
 
 def locked_file(exc: BaseException, ref: str) -> str | None:

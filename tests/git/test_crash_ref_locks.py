@@ -332,3 +332,43 @@ def test_a_live_config_lock_is_waited_for_not_removed(store: Store) -> None:
         t.join()
     assert released == [True]
     assert git(store.path, "config", "gitmem.test").stdout.strip() == "after the holder"
+
+
+def test_a_breaker_stopped_in_its_turn_does_not_hang_the_others(store: Store) -> None:
+    """A breaker SIGSTOPped while it holds its turn (``gitmem/ref-break.lock``, held for a few
+    syscalls): before, every other breaker waited on it for as long as it stayed stopped, so every
+    writer that met a held ref lock hung. Now a turn is waited for up to the stale age; meanwhile
+    nothing is broken, and once the stopped one is gone the stale lock goes."""
+    assert store.write("/a.md", "a\n") is not None
+    lock = Path(store.path) / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    _age(lock)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, signal, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGSTOP)\n",
+            str(Path(store.path) / "gitmem" / reflocks.BREAK_LOCK_FILE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out: list[bool] = []
+    breaker = threading.Thread(
+        target=lambda: out.append(reflocks.break_if_stale(store.path, "refs/heads/main"))
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        breaker.start()
+        breaker.join(30 * reflocks.STALE_REF_LOCK_SECONDS)  # a bounded wait, scaled to the stale age
+        assert not breaker.is_alive(), "the breaker waits for a stopped breaker's turn for good"
+        assert out == [False] and lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        breaker.join()
+    assert reflocks.break_if_stale(store.path, "refs/heads/main") is True
+    assert store.write("/b.md", "b\n") is not None
