@@ -312,54 +312,6 @@ def locked_file(exc: BaseException, ref: str) -> str | None:
     return "packed-refs" if "packed-refs.lock" in text else ref
 
 
-def move_ref(
-    repo: pygit2.Repository, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str
-) -> bool:
-    """Move ``name`` from ``old`` to ``new`` (create it when it is missing); False when it is at
-    neither ``old`` nor missing, or another writer moved it first. A lock held on it is waited for
-    (or removed when stale: :func:`wait_or_break_ref_lock`) and the move tried once more. A plain
-    loose ref moves by git's lock protocol with its lock flocked (gitmem.git.refmove.move: no
-    breaker takes it from this process, however long it stalls); any other case through libgit2."""
-    from gitmem.errors import ConflictError
-    from gitmem.git import refmove
-
-    if old is not None and repo.odb.exists(new) and refmove.plain_config(repo.path, repo):
-        for again in (True, False):
-            try:
-                moved = refmove.move(repo.path, name, str(old), str(new))
-            except refmove.LockHeld:
-                wait_or_break_ref_lock(repo.path, name)
-                if not again:
-                    raise ConflictError(f"{name} stayed locked; try again") from None
-                continue
-            except OSError as exc:
-                raise ConflictError(f"cannot move {name} in {repo.path}: {exc}") from None
-            if moved is not refmove.UNHANDLED:
-                return moved
-            break  # a packed or symbolic ref: libgit2 moves it
-    for again in (True, False):
-        ref = repo.references.get(name)
-        try:
-            if ref is None:
-                repo.references.create(name, new, force=False)
-            elif ref.target == old:
-                ref.set_target(new, message)
-            else:
-                return False
-            return True
-        except pygit2.AlreadyExistsError:
-            return False
-        except (pygit2.GitError, OSError) as exc:  # libgit2 reports a held lock as an OSError
-            if locked_file(exc, name) is None:
-                if "does not match" in str(exc):
-                    return False
-                raise
-            wait_or_break_ref_lock(repo.path, name)
-            if not again:
-                raise ConflictError(f"{name} stayed locked; try again") from None
-    return False  # not reached
-
-
 def delete_ref(repo: pygit2.Repository, name: str) -> None:
     """Delete ref ``name`` (nothing when it is gone), past a stale lock left on it or on
     ``packed-refs`` (libgit2 rewrites packed-refs, under its lock, to delete a packed ref).

@@ -204,7 +204,7 @@ def test_a_breaker_removes_only_the_inode_it_flocked(tmp_path: Path, monkeypatch
 
 
 def test_move_ref_holds_its_lock_flocked(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    """reflocks.move_ref (the transparency log's checkpoints ref) moves a plain loose ref with its
+    """refmove.move_ref (the transparency log's checkpoints ref) moves a plain loose ref with its
     lock flocked, as a branch moves: before, it moved it through libgit2, whose lock carries no
     flock, so a process stopped inside that move past the stale age lost it to a breaker."""
     import fcntl
@@ -236,7 +236,7 @@ def test_move_ref_holds_its_lock_flocked(store: Store, monkeypatch: pytest.Monke
         return real(path)
 
     monkeypatch.setattr(refmove, "_loose_value", look)
-    assert locks.move_ref(repo, "refs/gitmem/test", parent, tip, "test") is True
+    assert refmove.move_ref(repo, "refs/gitmem/test", parent, tip, "test") is True
     assert held == [True]
     assert pygit2.Repository(str(store.path)).references["refs/gitmem/test"].target == tip
-    assert locks.move_ref(repo, "refs/gitmem/test", parent, tip, "test") is False  # moved on
+    assert refmove.move_ref(repo, "refs/gitmem/test", parent, tip, "test") is False  # moved on
