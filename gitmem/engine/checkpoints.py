@@ -35,7 +35,7 @@ import pygit2
 from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
-from gitmem.git.reflocks import move_ref
+from gitmem.git.refmove import move_ref
 from gitmem.git.repo import retrying
 from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note

@@ -314,7 +314,9 @@ def recover(repo: Repo) -> int:
             return 0  # another process recovered while this one waited
         for line in lines[1:]:
             entry = _parse_entry(line)
-            if entry is not None and _replay(repo, *entry):
+            if entry is None:
+                _drop_torn(repo.git_dir, _named_objects(line))  # a torn line: never replayed
+            elif _replay(repo, *entry):
                 moved += 1
         syncfs_fd(fd)  # the replayed refs are durable before their lines go
         os.ftruncate(fd, 0)
@@ -327,13 +329,7 @@ def recover(repo: Repo) -> int:
 def _replay(repo: Repo, ref: str, old: str | None, new: str, objects: list[str]) -> bool:
     # Torn objects go first, whatever becomes of the line: a write the client retries after the
     # crash makes the same blobs and trees, and would find a torn file "written" and point at it.
-    torn = [oid for oid in [new, *objects] if not _loose_whole(repo.git_dir, oid)]
-    for oid in torn:
-        # A torn loose file (libgit2's read of one never returns: checked here) is no object at
-        # all; it goes, or a later write of the same content would find it "written".
-        with contextlib.suppress(OSError):
-            os.unlink(os.path.join(repo.git_dir, "objects", oid[:2], oid[2:]))
-    if torn:
+    if _drop_torn(repo.git_dir, [new, *objects]):
         return False
     current = repo.ref_target(ref)
     if (str(current) if current is not None else None) != old:
@@ -348,6 +344,27 @@ def _replay(repo: Repo, ref: str, old: str | None, new: str, objects: list[str])
     with contextlib.suppress(GitmemError):
         return repo.cas(ref, pygit2.Oid(hex=old) if old is not None else None, target, "gitmem recover")
     return False
+
+
+def _drop_torn(git_dir: str, oids: Sequence[str]) -> bool:
+    """Remove the loose files of ``oids`` that are not whole; True when there was one.
+
+    A torn loose file (libgit2's read of one never returns: checked here) is no object at all; it
+    goes, or a later write of the same content would find it "written" and point at it."""
+    torn = [oid for oid in oids if not _loose_whole(git_dir, oid)]
+    for oid in torn:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(git_dir, "objects", oid[:2], oid[2:]))
+    return bool(torn)
+
+
+def _named_objects(line: str) -> list[str]:
+    """The object ids a torn (or forged) intent line still names whole: its new commit and new
+    objects, as far as the line reached (its ref and old commit, and a last id cut short, are not
+    objects of its write). A torn line is the last append before a power loss: the flush that
+    covers its objects had not returned, so any of them may be torn on disk."""
+    parts = line.split(" ")[2:]
+    return [p for p in parts if len(p) == 40 and not p.strip("0123456789abcdef")]
 
 
 def _loose_whole(git_dir: str, oid: str) -> bool:

@@ -28,9 +28,10 @@ from typing import Protocol
 
 import pygit2
 
-from gitmem.errors import GitmemError
+from gitmem.errors import ConflictError, GitmemError
 from gitmem.git import refgen
-from gitmem.git.reflocks import wait_or_break_ref_lock
+from gitmem.git.locks import close_lock_fd, open_lock_fd
+from gitmem.git.reflocks import hold, locked_file, wait_or_break_ref_lock
 
 #: :func:`move` could not take this case (see the module docstring): move the ref through libgit2.
 UNHANDLED = None
@@ -78,7 +79,7 @@ def _libgit2_cas(handle: Handle, name: str, old: pygit2.Oid | None, new: pygit2.
         if old is None:
             return seen_target(handle, new, lambda repo: bool(repo.references.create(name, new, force=False)))
 
-        def move_ref(repo: pygit2.Repository) -> bool:
+        def swap(repo: pygit2.Repository) -> bool:
             ref = repo.references.get(name)
             if ref is None or ref.target != old:
                 return False
@@ -87,7 +88,7 @@ def _libgit2_cas(handle: Handle, name: str, old: pygit2.Oid | None, new: pygit2.
             ref.set_target(new, message)
             return True
 
-        return seen_target(handle, new, move_ref)
+        return seen_target(handle, new, swap)
     except pygit2.AlreadyExistsError:
         return False
     except (pygit2.GitError, OSError) as exc:
@@ -127,6 +128,52 @@ def seen_target(handle: Handle, new: pygit2.Oid, move_ref: Callable[[pygit2.Repo
 MISSING_TARGET_RETRIES = 8  # looks again for a new target a pack swap hid
 
 
+def move_ref(
+    repo: pygit2.Repository, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str
+) -> bool:
+    """Move ``name`` from ``old`` to ``new`` (create it when it is missing); False when it is at
+    neither ``old`` nor missing, or another writer moved it first. A lock held on it is waited for
+    (or removed when stale: :func:`wait_or_break_ref_lock`) and the move tried once more. A plain
+    loose ref moves by git's lock protocol with its lock flocked (:func:`move`: no
+    breaker takes it from this process, however long it stalls); any other case through libgit2.
+    (The transparency log's checkpoints ref; no ref generation is counted, unlike :func:`cas`.)"""
+    if old is not None and repo.odb.exists(new) and plain_config(repo.path, repo):
+        for again in (True, False):
+            try:
+                moved = move(repo.path, name, str(old), str(new))
+            except LockHeld:
+                wait_or_break_ref_lock(repo.path, name)
+                if not again:
+                    raise ConflictError(f"{name} stayed locked; try again") from None
+                continue
+            except OSError as exc:
+                raise ConflictError(f"cannot move {name} in {repo.path}: {exc}") from None
+            if moved is not UNHANDLED:
+                return moved
+            break  # a packed or symbolic ref: libgit2 moves it
+    for again in (True, False):
+        ref = repo.references.get(name)
+        try:
+            if ref is None:
+                repo.references.create(name, new, force=False)
+            elif ref.target == old:
+                ref.set_target(new, message)
+            else:
+                return False
+            return True
+        except pygit2.AlreadyExistsError:
+            return False
+        except (pygit2.GitError, OSError) as exc:  # libgit2 reports a held lock as an OSError
+            if locked_file(exc, name) is None:
+                if "does not match" in str(exc):
+                    return False
+                raise
+            wait_or_break_ref_lock(repo.path, name)
+            if not again:
+                raise ConflictError(f"{name} stayed locked; try again") from None
+    return False  # not reached
+
+
 class LockHeld(Exception):
     """``<ref>.lock`` exists: another writer holds the ref (or was killed holding it)."""
 
@@ -135,17 +182,26 @@ def move(git_dir: str, name: str, old: str, new: str) -> bool | None:
     """Move the loose ref ``name`` of the repository at ``git_dir`` from ``old`` to ``new`` (hex
     ids) if it still points at ``old``: True moved, False it points elsewhere, None
     (:data:`UNHANDLED`) when the ref is not a plain loose one here. Raises :class:`LockHeld`
-    when the lock file exists (the caller waits for it or breaks a stale one)."""
+    when the lock file exists (the caller waits for it or breaks a stale one). The lock is
+    ``flock``-ed from its creation until it is renamed or removed (:func:`gitmem.git.reflocks.hold`):
+    however long this writer stalls, no breaker takes it as a killed writer's."""
     path = os.path.join(git_dir, name)
     lock = path + ".lock"
     try:
-        fd = os.open(lock, _FLAGS, 0o666)
+        fd = open_lock_fd(lock, _FLAGS, 0o666)
     except FileExistsError:
         raise LockHeld(lock) from None
     except OSError:  # no such directory (a ref not created yet), permissions: libgit2 says why
         return UNHANDLED
     renamed = False
-    mine = os.fstat(fd)
+    try:
+        mine = os.fstat(fd)
+        if not hold(fd):  # flocked while held: no breaker takes it from a stalled (live) writer
+            _unlink_if_mine(lock, mine)  # a breaker is looking at it this instant: give it up
+            raise LockHeld(lock)
+    except BaseException:
+        close_lock_fd(fd)
+        raise
     try:
         os.write(fd, f"{new}\n".encode("ascii"))
         current = _loose_value(path)
@@ -165,7 +221,7 @@ def move(git_dir: str, name: str, old: str, new: str) -> bool | None:
                 _unlink_if_mine(lock, mine)
         raise
     finally:
-        os.close(fd)
+        close_lock_fd(fd)  # the flock goes with it, after the rename
 
 
 def _is_mine(lock: str, mine: os.stat_result) -> bool:

@@ -77,9 +77,10 @@ def init_bare_repository(path: Path) -> pygit2.Repository:
 
 def configure_new_store(repo: pygit2.Repository) -> None:
     """The git config of a new store's repository (hooks set theirs: gitmem.push.hookinstall); frees ``repo``."""
-    cfg = repo.config
-    cfg["gc.auto"] = 6700  # gc.autoPackLimit: set with the hooks (gitmem.push.hookinstall)
-    cfg["core.logAllRefUpdates"] = False
+    from gitmem.git.configwrite import set_config
+
+    # gc.auto; gc.autoPackLimit is set with the hooks (gitmem.push.hookinstall)
+    set_config(repo, {"gc.auto": 6700, "core.logAllRefUpdates": False})
     repo.free()
 
 

@@ -24,6 +24,9 @@ from gitmem import config
 from gitmem.audit.journal import open_recovered as open_store
 from gitmem.engine.core import GITMEM_DIR, StoreCore
 from gitmem.errors import ConflictError, GitmemError, IntegrityError, InvalidInputError
+from gitmem.git import reflocks
+from gitmem.git.configwrite import config_write
+from gitmem.git.fence import fenced
 
 GITMEM_REFSPEC = "refs/gitmem/*:refs/gitmem/*"  # no '+': a rewritten ledger is refused, not followed
 URL_SCHEMES = ("http://", "https://")
@@ -79,7 +82,7 @@ def clone(
     except pygit2.GitError as exc:
         raise GitmemError(f"cannot clone {url} to {target}: {exc}") from None
     try:
-        repo.remotes.add_fetch("origin", GITMEM_REFSPEC)
+        config_write(repo.path, lambda: repo.remotes.add_fetch("origin", GITMEM_REFSPEC))
         repo.remotes["origin"].fetch(refspecs=[GITMEM_REFSPEC], callbacks=callbacks)
         gitdir = Path(repo.path)
         (gitdir / GITMEM_DIR).mkdir(exist_ok=True)
@@ -196,15 +199,19 @@ def fetch(clone_path: str | os.PathLike[str], *, purge: bool = False) -> FetchRe
             t = repo.references[n].target
             if n.startswith("refs/gitmem/") and isinstance(t, pygit2.Oid):
                 own[n] = t
-        try:
-            refspecs = [f"+refs/heads/*:{_ORIGIN}*", f"+refs/gitmem/*:{_INCOMING}*"]
+        refspecs = [f"+refs/heads/*:{_ORIGIN}*", f"+refs/gitmem/*:{_INCOMING}*"]
+
+        def run() -> None:
             if (store.clone_of or "").startswith(URL_SCHEMES):
                 from gitmem.push.remote import fetch_url
 
                 fetch_url(Path(repo.workdir or repo.path), refspecs)
             else:
                 repo.remotes["origin"].fetch(refspecs=refspecs, prune=pygit2.enums.FetchPrune.PRUNE)
-        except (KeyError, pygit2.GitError) as exc:
+
+        try:  # the fetch moves refs itself: past the stale locks a killed process left
+            reflocks.past_stale_locks(repo.path, run)
+        except (KeyError, pygit2.GitError, OSError) as exc:
             raise GitmemError(f"cannot fetch into {store.path}: {exc}") from None
         ledger_problem = _take_ledger(store, own)
         updated, rewritten = [], []
@@ -243,12 +250,8 @@ def _take_ledger(store: StoreCore, own: dict[str, pygit2.Oid]) -> str | None:
     configured refspecs during a fetch: a ref it moved off ``own`` is put back first.)"""
     repo = store.repo
     problem = None
-    for name, target in own.items():
-        ref = repo.references.get(name)
-        if ref is None:
-            repo.references.create(name, target)
-        elif ref.target != target:
-            ref.set_target(target, "gitmem fetch: the clone keeps its own ledger")
+    for name, target in own.items():  # every move by compare-and-swap, past stale locks (reflocks)
+        reflocks.set_ref(store, name, target, "gitmem fetch: the clone keeps its own ledger")
 
     arrived = set()
     for name in sorted(n for n in repo.references if n.startswith(_INCOMING)):
@@ -256,24 +259,21 @@ def _take_ledger(store: StoreCore, own: dict[str, pygit2.Oid]) -> str | None:
         local_name = "refs/gitmem/" + name[len(_INCOMING) :]
         arrived.add(local_name)
         local = repo.references.get(local_name)
-        repo.references.delete(name)
+        _delete(store, name)
         if not isinstance(incoming, pygit2.Oid):
             continue
         target = incoming
         if local_name.startswith(_PROPOSALS):
             # A proposal's chain is no audit record: a redaction rewrites it, a decision or an
             # erasure removes it; the clone follows the store (the old chain is purged with the rest).
-            if local is None:
-                repo.references.create(local_name, target)
-            elif local.target != target:
-                local.set_target(target, "gitmem fetch: the proposal moved")
+            reflocks.set_ref(store, local_name, target, "gitmem fetch: the proposal moved")
             continue
         if local is None:
-            repo.references.create(local_name, target)
+            reflocks.set_ref(store, local_name, target, "gitmem fetch: the ledger arrived")
         elif local.target == target:
             continue
         elif isinstance(local.target, pygit2.Oid) and store.is_ancestor(local.target, target):
-            local.set_target(target, "gitmem fetch: the ledger grew")
+            reflocks.set_ref(store, local_name, target, "gitmem fetch: the ledger grew")
         else:
             problem = (
                 f"the store's audit ledger ({local_name}) was rewritten: it no longer extends the one "
@@ -281,8 +281,14 @@ def _take_ledger(store: StoreCore, own: dict[str, pygit2.Oid]) -> str | None:
                 "on the store and ask its administrator"
             )
     for name in [n for n in repo.references if n.startswith(_PROPOSALS) and n not in arrived]:
-        repo.references.delete(name)  # the store no longer has (or no longer serves) it
+        _delete(store, name)  # the store no longer has (or no longer serves) it
     return problem
+
+
+def _delete(store: StoreCore, name: str) -> None:
+    """Delete a ref past a stale lock on it or on packed-refs, the cluster's fence checked."""
+    with fenced(store.path):
+        reflocks.delete_ref(store.repo, name)
 
 
 def _pending_path(store: StoreCore) -> Path:
@@ -429,12 +435,14 @@ def _purge_clone(
     for ref, new in resets.items():
         branch = ref[len("refs/heads/") :]
         if branch == head and workdir:
+            reflocks.break_if_stale(repo.path, ref)  # libgit2 moves it
             repo.reset(pygit2.Oid(hex=new), pygit2.enums.ResetMode.HARD)
         else:
-            repo.branches.local[branch].set_target(pygit2.Oid(hex=new))
+            reflocks.set_ref(store, ref, pygit2.Oid(hex=new), "gitmem fetch --purge: resynced")
     for extra in ("ORIG_HEAD", "FETCH_HEAD"):
         (Path(repo.path) / extra).unlink(missing_ok=True)
     _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+    reflocks.break_stale_locks(repo.path)  # git gc packs the refs: every lock it meets fails it
     res = _git(store, "gc", "--prune=now", "--quiet")
     if res.returncode != 0:
         raise GitmemError(f"git gc failed in {store.path}: {res.stderr.strip()}")

@@ -17,6 +17,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.errors import ConflictError, ForbiddenError, NotFoundError
+from gitmem.git.configwrite import set_config
 
 HOOK_NAMES = ("pre-receive", "post-receive")
 MARKER = "gitmem-hook-shim"
@@ -110,8 +111,7 @@ def install_hooks(
         out.append(InstalledHook(label or str(git_dir), path, action, legacy))
     repo = pygit2.Repository(str(git_dir))
     try:
-        for key, value in RECEIVE_CONFIG.items():
-            repo.config[key] = value
+        set_config(repo, RECEIVE_CONFIG)  # past a config.lock a killed git left
     finally:
         repo.free()
     return out

@@ -46,6 +46,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.errors import ConflictError, InvalidInputError, NotFoundError
+from gitmem.git.configwrite import before_git_config, set_config
 from gitmem.git.locks import file_lock
 
 if TYPE_CHECKING:
@@ -191,12 +192,14 @@ def init_replica(path: str | os.PathLike[str]) -> Path:
     try:
         repo.set_head("refs/heads/main")  # a clone of the replica checks out scope main, as of the store
         # The primary's mirror pushes rewrite and delete refs; no reflog may keep old history.
-        for key, value in {
-            "receive.denyNonFastForwards": False,
-            "receive.denyDeletes": False,
-            "core.logAllRefUpdates": False,
-        }.items():
-            repo.config[key] = value
+        set_config(
+            repo,
+            {
+                "receive.denyNonFastForwards": False,
+                "receive.denyDeletes": False,
+                "core.logAllRefUpdates": False,
+            },
+        )
     finally:
         repo.free()
     return target
@@ -244,6 +247,7 @@ def add_replica(store: StoreCore, url: str, name: str = "replica") -> Replica:
     prefix = f"remote.{name}."  # the config, not repo.remotes: that refuses to list odd names
     if any(e.name.startswith(prefix) for e in store.repo.config):
         raise ConflictError(f"{store.path} already has a remote named {name!r}; pick another --name")
+    before_git_config(store.path)  # a config.lock a killed git left
     res = _git(["remote", "add", "--mirror=push", name, url], git_dir=store.path)
     if res.returncode != 0:
         raise InvalidInputError(f"cannot add replica {name!r}: {res.stderr.strip()}")

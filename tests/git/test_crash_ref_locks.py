@@ -279,3 +279,96 @@ def test_a_redaction_gets_past_a_killed_gits_branch_lock(store: Store, tmp_path:
     assert store.read("/a.md").content == "clean\n"
     assert store.write("/b.md", "b\n") is not None
     _verified(store)
+
+
+def _killed_config_write(store: Store) -> Path:
+    """``config.lock`` as a git or libgit2 config write killed before its rename leaves it: the
+    new config, part written, under the lock (created O_EXCL), dated as time would make it."""
+    lock = Path(store.path) / "config.lock"
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, (Path(store.path) / "config").read_bytes()[:20])
+    os.close(fd)
+    _age(lock)
+    return lock
+
+
+def test_a_killed_config_writes_lock_is_removed(store: Store, tmp_path: Path) -> None:
+    """Before: every later config write failed for good, libgit2's (``gitmem hooks install``, a
+    replica's setup: a raw GitError 'failed to lock file') and git's (``git remote add`` of
+    ``gitmem replica add``: 'could not lock config file')."""
+    from gitmem.push import hookinstall, replica
+
+    git(store.path, "config", "--unset", "receive.fsckObjects")  # (an unchanged value is not written)
+    lock = _killed_config_write(store)
+    hookinstall.install_hooks(Path(store.path))
+    assert not lock.exists()
+    assert git(store.path, "config", "--bool", "receive.fsckObjects").stdout.strip() == "true"
+    lock = _killed_config_write(store)
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "init", "-q", "--bare", str(mirror))
+    replica.add_replica(store.core, str(mirror), "copy")
+    assert not lock.exists()
+    assert git(store.path, "config", "remote.copy.url").stdout.strip() == str(mirror)
+    _verified(store)
+
+
+def test_a_live_config_lock_is_waited_for_not_removed(store: Store) -> None:
+    from gitmem.git.configwrite import set_config
+
+    lock = Path(store.path) / "config.lock"
+    lock.write_text("held\n")
+    released: list[bool] = []
+
+    def holder() -> None:
+        time.sleep(0.3)
+        lock.unlink()  # raises if the config write took the lock away from its holder
+        released.append(True)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        set_config(store.core.repo, {"gitmem.test": "after the holder"})
+    finally:
+        t.join()
+    assert released == [True]
+    assert git(store.path, "config", "gitmem.test").stdout.strip() == "after the holder"
+
+
+def test_a_breaker_stopped_in_its_turn_does_not_hang_the_others(store: Store) -> None:
+    """A breaker SIGSTOPped while it holds its turn (``gitmem/ref-break.lock``, held for a few
+    syscalls): before, every other breaker waited on it for as long as it stayed stopped, so every
+    writer that met a held ref lock hung. Now a turn is waited for up to the stale age; meanwhile
+    nothing is broken, and once the stopped one is gone the stale lock goes."""
+    assert store.write("/a.md", "a\n") is not None
+    lock = Path(store.path) / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    _age(lock)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, signal, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGSTOP)\n",
+            str(Path(store.path) / "gitmem" / reflocks.BREAK_LOCK_FILE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out: list[bool] = []
+    breaker = threading.Thread(
+        target=lambda: out.append(reflocks.break_if_stale(store.path, "refs/heads/main"))
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        breaker.start()
+        breaker.join(30 * reflocks.STALE_REF_LOCK_SECONDS)  # a bounded wait, scaled to the stale age
+        assert not breaker.is_alive(), "the breaker waits for a stopped breaker's turn for good"
+        assert out == [False] and lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        breaker.join()
+    assert reflocks.break_if_stale(store.path, "refs/heads/main") is True
+    assert store.write("/b.md", "b\n") is not None

@@ -137,3 +137,37 @@ def test_a_lock_taken_from_a_stalled_writer_is_never_renamed_by_it(
     assert refmove.move(str(tmp_path), "refs/heads/main", "a" * 40, "b" * 40) is False
     assert ref.read_text() == "a" * 40 + "\n"
     assert (refs / "main.lock").read_text() == "c" * 40 + "\n"  # C's lock, untouched
+
+
+def test_a_writer_that_finds_a_breaker_on_its_new_lock_gives_it_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between creating ``<ref>.lock`` and flocking it, a breaker opened and flocked the file (it
+    judges it young and lets go): the writer cannot hold it flocked, so it gives its lock up (its
+    own file removed, nothing else touched) and its caller moves the ref again."""
+    import fcntl
+
+    refs = tmp_path / "refs" / "heads"
+    refs.mkdir(parents=True)
+    ref = refs / "main"
+    ref.write_text("a" * 40 + "\n")
+    real = refmove.open_lock_fd
+    breaker: list[int] = []
+
+    def created_then_looked_at(path: str, flags: int, mode: int) -> int:
+        fd = real(path, flags, mode)
+        if not breaker:
+            breaker.append(os.open(path, os.O_RDONLY))
+            fcntl.flock(breaker[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+
+    monkeypatch.setattr(refmove, "open_lock_fd", created_then_looked_at)
+    try:
+        with pytest.raises(refmove.LockHeld):
+            refmove.move(str(tmp_path), "refs/heads/main", "a" * 40, "b" * 40)
+        assert not (refs / "main.lock").exists()
+        assert ref.read_text() == "a" * 40 + "\n"
+    finally:
+        os.close(breaker[0])
+    assert refmove.move(str(tmp_path), "refs/heads/main", "a" * 40, "b" * 40) is True
+    assert ref.read_text() == "b" * 40 + "\n"

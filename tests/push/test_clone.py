@@ -102,3 +102,77 @@ def test_fetch_after_a_redaction_names_the_rewritten_scope_and_the_resync(
     assert (
         CliRunner().invoke(app, ["fetch", str(dest)]).output == "up to date\n"
     )  # the push moved origin/main
+
+
+def _stale_lock(lock: Path) -> None:
+    import time
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    old = time.time() - 120
+    os.utime(lock, (old, old))
+
+
+@pytest.mark.parametrize(
+    "held", [("refs/remotes/origin/main",), ("refs/gitmem-incoming/ledger",), ("refs/gitmem/ledger",), ()]
+)
+def test_fetch_gets_past_stale_ref_locks_a_killed_process_left(
+    seeded: Store, tmp_path: Path, held: tuple[str, ...]
+) -> None:
+    """A process killed while it moved a ref of the clone (a git fetch, libgit2) left its lock:
+    before, libgit2's fetch failed on it ('failed to lock file'), and the ledger's move after the
+    fetch raised a raw libgit2 error, on every fetch, for good. Stale locks are removed as in a
+    store (gitmem.git.reflocks), and the fetch lands."""
+    from gitmem.engine import ledger
+    from gitmem.push.clone import fetch
+
+    clone("notes", tmp_path / "c")
+    seeded.write("/later.md", "later")
+    ledger.append(seeded.core, "flag", {"reason": "a ledger entry to fetch"})
+    gitdir = tmp_path / "c" / ".git"
+    every = ("refs/remotes/origin/main", "refs/gitmem-incoming/ledger", "refs/gitmem/ledger")
+    locks = [gitdir / f"{ref}.lock" for ref in held or every]  # each alone, then all three
+    for lock in locks:
+        _stale_lock(lock)
+    result = fetch(tmp_path / "c")
+    assert result.updated == ["main"]
+    assert [lock for lock in locks if lock.exists()] == []
+    assert git("rev-parse", "refs/remotes/origin/main", cwd=tmp_path / "c").strip() == str(
+        seeded.core.tip("main")
+    )
+    assert git("rev-parse", "refs/gitmem/ledger", cwd=tmp_path / "c").strip() == str(
+        seeded.core.ref_target(ledger.LEDGER_REF)
+    )
+    assert git("for-each-ref", "refs/gitmem-incoming", cwd=tmp_path / "c") == ""
+    assert git("fsck", "--no-dangling", cwd=tmp_path / "c") == ""
+
+
+def test_fetch_waits_for_a_live_ref_lock(seeded: Store, tmp_path: Path) -> None:
+    """A young lock (a git fetch running in the clone) is waited for and left to its holder, then
+    the fetch is tried again and lands."""
+    import threading
+    import time
+
+    from gitmem.push.clone import fetch
+
+    clone("notes", tmp_path / "c")
+    seeded.write("/later.md", "later")
+    lock = tmp_path / "c" / ".git" / "refs" / "remotes" / "origin" / "main.lock"
+    lock.write_text("")
+    released: list[bool] = []
+
+    def holder() -> None:
+        time.sleep(0.3)
+        lock.unlink()  # raises if the fetch took the lock away from its holder
+        released.append(True)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        assert fetch(tmp_path / "c").updated == ["main"]
+    finally:
+        t.join()
+    assert released == [True]
+    assert git("rev-parse", "refs/remotes/origin/main", cwd=tmp_path / "c").strip() == str(
+        seeded.core.tip("main")
+    )
