@@ -44,7 +44,7 @@ from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
 from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired
-from gitmem.git.reflocks import break_if_stale, rewriting
+from gitmem.git.reflocks import break_if_stale, hold, rewriting
 from gitmem.git.repoinit import write_atomic
 from gitmem.git.treediff import tree_deltas
 
@@ -279,26 +279,35 @@ def _ref_lock(store: StoreCore, scope: str) -> Iterator[tuple[int, Path]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(2000):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            break
+            fd = open_lock_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             if break_if_stale(store.path, f"refs/heads/{scope}"):  # a killed writer's (we rewrite)
                 continue
             time.sleep(0.001 * min(attempt + 1, 10))
+            continue
+        # flocked while held, so a breaker never takes it from a rewrite stalled past the stale age
+        if hold(fd):
+            break
+        _drop_own(fd, path)  # a breaker is looking at it this instant: give it up, take it again
     else:
         raise ConflictError(f"{path} stays locked; if no git process is running, remove it")
     try:
         os.write(fd, LOCK_MARK)
         yield fd, path
     finally:
-        mine = os.fstat(fd)
-        os.close(fd)
-        # Only our own lock goes: once _publish renamed it over the ref, the file at this path (if
-        # any) is a writer's that took the ref after, and removing it would let two writers win.
-        with contextlib.suppress(FileNotFoundError):
-            there = os.lstat(path)
-            if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-                path.unlink()
+        _drop_own(fd, path)
+
+
+def _drop_own(fd: int, path: Path) -> None:
+    """Close the lock ``fd`` and remove ``path`` only if it is still that file: once _publish
+    renamed it over the ref, the file at this path (if any) is a writer's that took the ref after,
+    and removing it would let two writers win."""
+    mine = os.fstat(fd)
+    close_lock_fd(fd)
+    with contextlib.suppress(FileNotFoundError):
+        there = os.lstat(path)
+        if (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            path.unlink()
 
 
 LOCK_MARK = b"gitmem-rewrite\n"
