@@ -135,7 +135,7 @@ class Turn:
         self.route = route
         self.scope = scope
         self.files = files  # the open request files, closed after the scope lock is released
-        self.dir = store.gitmem_dir / QUEUE_DIR / scope
+        self.dir = store.private_path(QUEUE_DIR, scope)
         self.own: str | None = None  # stem of this process's request file
         self.own_fd: int | None = None  # and the file, open (its lock tells when it was answered)
         self.own_requests: list[Request] = []
