@@ -46,14 +46,7 @@ from gitmem.engine.queuefiles import (
     write_file,
 )
 from gitmem.engine.rows import VersionRow
-from gitmem.engine.writer import (
-    Change,
-    ScopeState,
-    authorize,
-    scope_lock,
-    scope_lock_path,
-    version_from_row,
-)
+from gitmem.engine.writer import Change, ScopeState, authorize, scope_lock, scope_lock_path, version_from_row
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
 from gitmem.git.locks import close_lock_fd, lock, lock_file, open_lock_fd, try_lock, wait_for_holder
 from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
