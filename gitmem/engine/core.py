@@ -90,6 +90,9 @@ class IndexLike(Protocol):
     ) -> None: ...
 
 
+PRIVATE_PATHS_MAX = 4096  # paths under it one handle keeps built (StoreCore.private_path)
+
+
 def guard_policy(settings: StoreSettings, where: str) -> GuardPolicy:
     """The validated write-time guard of ``settings`` (ConfigError naming ``where`` and the key)."""
     return GuardPolicy.from_dict(settings.guard, where)
@@ -149,6 +152,19 @@ class StoreCore(Repo):
             cached = (self.path, self.path / GITMEM_DIR)
             self.__dict__["_gitmem_dir"] = cached
         return cached[1]
+
+    def private_path(self, *parts: str) -> Path:
+        """``gitmem_dir / parts...``, built once a handle (a write asks for its scope lock, its queue
+        directory and the deny-list: each a ``pathlib`` join of several microseconds)."""
+        base = self.gitmem_dir
+        cached: tuple[Path, dict[tuple[str, ...], Path]] | None = self.__dict__.get("_private_paths")
+        if cached is None or cached[0] is not base or len(cached[1]) >= PRIVATE_PATHS_MAX:
+            cached = (base, {})
+            self.__dict__["_private_paths"] = cached
+        path = cached[1].get(parts)
+        if path is None:
+            path = cached[1][parts] = base.joinpath(*parts)
+        return path
 
     @property
     def settings_path(self) -> Path:
@@ -247,9 +263,9 @@ class StoreCore(Repo):
     def denied_ids(self) -> frozenset[str]:
         """Object ids a redaction or compaction removed (``$GIT_DIR/gitmem/denylist``), re-read
         when the file changes. Writes refuse them, as the pre-receive hook does."""
-        path = self.gitmem_dir / DENYLIST
+        path = self.private_path(DENYLIST)
         try:
-            st = path.stat()
+            st = os.stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return frozenset()
         key = (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -39,14 +39,14 @@ _FROM_CROCKFORD = str.maketrans("ABCDEFGHJKMNPQRSTVWXYZ", "ABCDEFGHIJKLMNOPQRSTU
 def write_file(directory: Path, name: str, body: dict[str, object], *, keep: bool = False) -> int | None:
     """Write ``name`` atomically (a temporary file renamed into place, 0600); with ``keep``, the
     file stays open and its descriptor is returned."""
-    tmp = directory / f".tmp-{name}"
+    tmp = os.path.join(directory, f".tmp-{name}")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         data = json.dumps(body, separators=(",", ":")).encode()
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.replace(tmp, directory / name)
+        os.replace(tmp, os.path.join(directory, name))
     except BaseException:
         os.close(fd)
         raise
@@ -56,7 +56,7 @@ def write_file(directory: Path, name: str, body: dict[str, object], *, keep: boo
     return None
 
 
-def read_json(path: Path, cap: int) -> dict[str, object] | None:
+def read_json(path: Path | str, cap: int) -> dict[str, object] | None:
     """A JSON object from a regular file of at most ``cap`` bytes (no symlink followed), or None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

@@ -265,7 +265,7 @@ def scope_lock(store: StoreCore, scope: str) -> contextlib.AbstractContextManage
 
 
 def scope_lock_path(store: StoreCore, scope: str) -> Path:
-    return store.gitmem_dir / "locks" / f"scope-{scope}.lock"
+    return store.private_path("locks", f"scope-{scope}.lock")
 
 
 def store_bytes_lock(store: StoreCore) -> contextlib.AbstractContextManager[None]:

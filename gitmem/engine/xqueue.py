@@ -46,14 +46,7 @@ from gitmem.engine.queuefiles import (
     write_file,
 )
 from gitmem.engine.rows import VersionRow
-from gitmem.engine.writer import (
-    Change,
-    ScopeState,
-    authorize,
-    scope_lock,
-    scope_lock_path,
-    version_from_row,
-)
+from gitmem.engine.writer import Change, ScopeState, authorize, scope_lock, scope_lock_path, version_from_row
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
 from gitmem.git.locks import close_lock_fd, lock, lock_file, open_lock_fd, try_lock, wait_for_holder
 from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
@@ -135,7 +128,8 @@ class Turn:
         self.route = route
         self.scope = scope
         self.files = files  # the open request files, closed after the scope lock is released
-        self.dir = store.gitmem_dir / QUEUE_DIR / scope
+        self.dir = store.private_path(QUEUE_DIR, scope)
+        self.prefix = f"{self.dir}{os.sep}"  # a file's path is prefix + name (no pathlib join a file)
         self.own: str | None = None  # stem of this process's request file
         self.own_fd: int | None = None  # and the file, open (its lock tells when it was answered)
         self.own_requests: list[Request] = []
@@ -218,7 +212,7 @@ class Turn:
         if len(rows) < len(ids):
             self.store.index.ensure(self.scope)
             rows = self._rows(ids)
-        body = read_json(self.dir / f"{self.own}.res", 1 << 20) if answers else None
+        body = read_json(f"{self.prefix}{self.own}.res", 1 << 20) if answers else None
         results = body.get("results") if body is not None else None
         if not isinstance(results, list) or len(results) != len(self.own_requests):
             results = [None] * len(self.own_requests)
@@ -241,7 +235,7 @@ class Turn:
         if self.own is not None:
             for ext in ("req", "res"):
                 with contextlib.suppress(FileNotFoundError):
-                    (self.dir / f"{self.own}.{ext}").unlink()
+                    os.unlink(f"{self.prefix}{self.own}.{ext}")
 
     # ------------------------------------------------------------------ the leader
     def gather(self, tip: pygit2.Oid | None, own: list[Request]) -> list[Request]:
@@ -268,7 +262,7 @@ class Turn:
                     _log.warning("could not answer %s: %s", name, exc)
                     continue
             with contextlib.suppress(OSError):
-                (self.dir / name).unlink()
+                os.unlink(self.prefix + name)
         if self.queue:
             self._mark(len(self.taken) + 1)
         self.taken.clear()
@@ -287,7 +281,7 @@ class Turn:
         self.mark = marks[0] if marks else None
         if self.mark is not None:
             with contextlib.suppress(FileNotFoundError):
-                self.mark_time = os.lstat(self.dir / self.mark).st_mtime
+                self.mark_time = os.lstat(self.prefix + self.mark).st_mtime
         self.queue = True
 
     def _own_dir(self) -> bool:
@@ -337,10 +331,10 @@ class Turn:
         name = f".size-{size}" if size > 1 else None
         with contextlib.suppress(OSError):
             if name is not None:
-                os.close(os.open(self.dir / name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-                os.utime(self.dir / name, follow_symlinks=False)
+                os.close(os.open(self.prefix + name, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+                os.utime(self.prefix + name, follow_symlinks=False)
             if self.mark is not None and self.mark != name:
-                (self.dir / self.mark).unlink()
+                os.unlink(self.prefix + self.mark)
         self.mark = name
 
     def _scan(self) -> None:
@@ -383,7 +377,7 @@ class Turn:
         """The writes of one request file, checked; None (and the file removed) when it is not one."""
         limits = self.store.settings.limits
         try:
-            fd = open_lock_fd(self.dir / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            fd = open_lock_fd(self.prefix + name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             self.passed.add(name)  # its writer found its answer and removed it
             return None
@@ -468,7 +462,7 @@ class Turn:
     def _drop(self, name: str) -> None:
         self.passed.add(name)
         with contextlib.suppress(FileNotFoundError):
-            (self.dir / name).unlink()
+            os.unlink(self.prefix + name)
 
     def _drop_if_stale(self, name: str, live: bool) -> None:
         self.passed.add(name)
@@ -477,7 +471,7 @@ class Turn:
 
     def _stale(self, name: str) -> bool:
         try:
-            return time.time() - os.lstat(self.dir / name).st_mtime > STALE_SECONDS
+            return time.time() - os.lstat(self.prefix + name).st_mtime > STALE_SECONDS
         except FileNotFoundError:
             return False
 

@@ -38,6 +38,8 @@ _SCOPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
 
 
 def _bad_char(text: str) -> str | None:
+    if text.isascii() and text.isprintable():  # no ASCII character is Cf, Cs, Zl or Zp; Cc is not printable
+        return None
     for ch in text:
         if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             return ch
@@ -68,7 +70,7 @@ def validate_path(path: str, *, max_bytes: int = MAX_PATH_BYTES) -> str:
         raise InvalidInputError(
             f"invalid path {path!r}: control or format character U+{ord(bad):04X} is not allowed"
         )
-    if unicodedata.normalize("NFC", path) != path:
+    if not path.isascii() and not unicodedata.is_normalized("NFC", path):  # ASCII is NFC
         raise InvalidInputError(f"invalid path {path!r}: the path must be NFC-normalised")
     segments = path[1:].split("/")
     if path == "/" or path.endswith("/"):
