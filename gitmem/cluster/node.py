@@ -78,6 +78,13 @@ class ClusterNode:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        from gitmem.cluster import leftovers
+        from gitmem.store import all_refs, handle_path
+
+        # what this node left in its copies when it was killed mid-replication (its bundles)
+        leftovers.sweep_store_copies(
+            [handle_path(r.handle, self.home) for r in all_refs(self.home, strict=False)]
+        )
         self.state.check_schema()
         self._secret = self.state.secret()
         self.state.join(self.name, self.url)
