@@ -45,8 +45,9 @@ STATE_FILES = (
 )
 # Directories whose every file is replicated the same way (a file the home no longer has is removed
 # from the replica): the review proposals' records (a dream's proposal among them), whose versions
-# are in refs the bundle carries.
-STATE_DIRS = ("gitmem/proposals",)
+# are in refs the bundle carries, and the records of the store's dreams and its memory pipeline,
+# which the home copies there from its workspace (cluster/dream_copies.py).
+STATE_DIRS = ("gitmem/proposals", "gitmem/dreams")  # dreams: cluster/dream_copies.py
 _STATE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")
 MAX_SKEW_SECONDS = 300  # a signed request older than this is refused (replays)
 

@@ -16,6 +16,7 @@ SLOW: dict[str, set[str] | None] = {  # module -> its slow tests (None: the whol
     "cluster/test_cluster_purges.py": {"test_a_redaction_drops_the_lost_tail_bundle_that_kept_the_secret"},
     "cluster/test_cluster_refgen.py": {"test_the_beat_lists_refs_only_when_the_ref_generation_moved"},
     "cluster/test_cluster_moves.py": None,  # moves under load, sync and async failovers
+    "cluster/test_cluster_dream_failover.py": {"test_a_promoted_replica_lists_the_same_dreams"},
     "cluster/test_cluster_webhooks.py": {"test_a_promoted_replica_and_a_moved_home_deliver_every_event_once"},
     "audit/test_redact_stress.py": None,  # writers, pushes and redactions at once
     "bench/test_bench_smoke.py": {"test_run_quick_prints_its_table"},
