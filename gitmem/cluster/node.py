@@ -289,6 +289,10 @@ class ClusterNode:
         if not level:
             return False
         handoff.record_acked(self.state, placement.store_id, min(level))
+        try:  # a store-level webhook entry the write made is shared before it is acknowledged
+            webhook_state.sync_endpoints(self)
+        except Exception as exc:  # noqa: BLE001 - as at a beat: the next beat shares it
+            self.replication_errors.append(f"webhooks: {type(exc).__name__}: {exc}")
         return True
 
     def _signed(self, client: Any, method: str, url: str, path: str, body: bytes = b"") -> Any:

@@ -17,7 +17,10 @@ SLOW: dict[str, set[str] | None] = {  # module -> its slow tests (None: the whol
     "cluster/test_cluster_refgen.py": {"test_the_beat_lists_refs_only_when_the_ref_generation_moved"},
     "cluster/test_cluster_moves.py": None,  # moves under load, sync and async failovers
     "cluster/test_cluster_dream_failover.py": {"test_a_promoted_replica_lists_the_same_dreams"},
-    "cluster/test_cluster_webhooks.py": {"test_a_promoted_replica_and_a_moved_home_deliver_every_event_once"},
+    "cluster/test_cluster_webhooks.py": {
+        "test_a_promoted_replica_and_a_moved_home_deliver_every_event_once",
+        "test_a_store_event_queued_on_a_home_that_fails_over_is_sent_once_by_the_new_home",
+    },
     "audit/test_redact_stress.py": None,  # writers, pushes and redactions at once
     "bench/test_bench_smoke.py": {"test_run_quick_prints_its_table"},
     **{f"bench/test_{b}_smoke.py": None for b in (  # each runs a benchmark script end to end
