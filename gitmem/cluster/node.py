@@ -289,8 +289,11 @@ class ClusterNode:
         if not level:
             return False
         handoff.record_acked(self.state, placement.store_id, min(level))
+        from gitmem import webhook_local
+
         try:  # a store-level webhook entry the write made is shared before it is acknowledged
-            webhook_state.sync_endpoints(self)
+            if webhook_local.configured(self.home):
+                webhook_state.sync_endpoints(self)
         except Exception as exc:  # noqa: BLE001 - as at a beat: the next beat shares it
             self.replication_errors.append(f"webhooks: {type(exc).__name__}: {exc}")
         return True
