@@ -171,3 +171,29 @@ def test_a_store_event_queued_on_a_home_that_fails_over_is_sent_once_by_the_new_
     finally:
         receiver.close()
     assert not receiver.bad, receiver.bad
+
+
+def test_a_sync_write_shares_its_store_event_before_it_is_answered(database: str, tmp_path: Path) -> None:
+    """Under ``replication: sync`` the journal entry a write made (an archive) is in PostgreSQL when
+    the write is answered, with the home's beats stopped: a home lost right after the answer
+    leaves nothing of it behind."""
+    receiver = Receiver()
+    try:
+        with cluster(database, tmp_path, n=2, sync=True) as nodes:
+            state = nodes[0].node.state
+            _t, admin = ClusterTokenStore(state).create(actor="user:admin", admin=True)
+            sdk = [
+                anthropic.Anthropic(base_url=r.url, api_key=admin, max_retries=8, timeout=60) for r in nodes
+            ]
+            store = sdk[0].beta.memory_stores.create(name="hooked")
+            assert state.placement(store.id).home == "n0"
+            _ep, receiver.secret = webhooks.add_endpoint(tmp_path / "n0", receiver.url, allow_private=True)
+            nodes[0].node.tick()  # the endpoint in PostgreSQL
+            nodes[0].node.heartbeat_seconds = 3600.0  # its next wait outlasts the test: no beat shares
+            time.sleep(2.0)  # (the wait under way, 0.5 s, ends and the long one begins)
+            sdk[1].beta.memory_stores.archive(store.id)
+            rows = state.conn().execute("SELECT type, store_id, node FROM webhook_journal").fetchall()
+            assert rows == [("memory_store.archived", store.id, "n0")]
+    finally:
+        receiver.close()
+    assert not receiver.bad, receiver.bad
