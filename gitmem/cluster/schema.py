@@ -168,7 +168,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
             sent_at     timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (endpoint_id, event_id)
         );
-        ALTER TABLE webhook_endpoints ADD COLUMN journal_from bigint NOT NULL DEFAULT 0;
+        ALTER TABLE webhook_endpoints ADD COLUMN journal_from bigint;  -- NULL: an endpoint from before
         """,
     ),
 )

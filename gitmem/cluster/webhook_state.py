@@ -23,8 +23,9 @@ events from where the last delivery of it stopped, on whichever node that was.
   store no longer placed), whichever node recorded it; ``webhook_journal_sent`` records each
   endpoint's sent entries (only while the sender is still the store's home), so a store's entry
   queued on a home that failed over is sent once, by the new home. An endpoint gets the entries
-  recorded after its row (``journal_from``); entries a node's own cursor had sent before are
-  marked sent when they are copied.
+  copied after its row was made (``journal_from``) and made no earlier than it; for an endpoint
+  from before the journal was shared, the entries a node's own cursor had sent are marked sent
+  when they are copied.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class ClusterCursors:
             .execute(
                 "SELECT j.id, j.type, j.store_id, j.created_at FROM webhook_journal j"
                 " JOIN webhook_endpoints e ON e.id = %s LEFT JOIN placements p ON p.store_id = j.store_id"
-                " WHERE j.seq > e.journal_from AND NOT EXISTS (SELECT 1 FROM webhook_journal_sent s"
+                " WHERE j.seq > coalesce(e.journal_from, 0) AND j.created_at >= coalesce(e.body->>'created_at', '')"
+                " AND NOT EXISTS (SELECT 1 FROM webhook_journal_sent s"
                 " WHERE s.endpoint_id = e.id AND s.event_id = j.id)"
                 " AND (p.home = %s OR (p.store_id IS NULL AND j.node = %s)) ORDER BY j.seq",
                 (endpoint_id, self.node.name, self.node.name),
@@ -125,9 +127,9 @@ _marked: dict[tuple[str, str], int] = {}  # (node, endpoint) -> the local journa
 
 
 def push_journal(node: NodeView, conn: Any, endpoints: list[str]) -> None:
-    """Copy this node's store-level journal entries PostgreSQL lacks into ``webhook_journal``, and
-    mark those each local endpoint's own cursor had sent (before the journal was shared) as sent.
-    The caller holds the webhooks lock (no entry is being appended)."""
+    """Copy this node's store-level journal entries PostgreSQL lacks into ``webhook_journal``; for
+    an endpoint from before the journal was shared (no ``journal_from``), mark the entries its own
+    cursor file had sent as sent. The caller holds the webhooks lock (no entry is being appended)."""
     entries = local_files.journal(node.home)
     if not entries:
         return
@@ -141,7 +143,13 @@ def push_journal(node: NodeView, conn: Any, endpoints: list[str]) -> None:
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
                 (e["id"], e["store_id"], e["type"], e["created_at"], node.name, e["seq"]),
             )
-    for eid in endpoints:
+    older = [  # endpoints from before the journal was shared: their cursor files sent entries
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM webhook_endpoints WHERE journal_from IS NULL AND id = ANY(%s)", (endpoints,)
+        ).fetchall()
+    ]
+    for eid in older:
         upto = local_files.journal_cursor(node.home, eid)
         if upto > _marked.get((node.name, eid), 0):
             conn.execute(
