@@ -152,12 +152,15 @@ def test_a_store_event_queued_on_a_home_that_fails_over_is_sent_once_by_the_new_
                     f"the new home never sent the queued event ({receiver.bad})"
                 )
                 time.sleep(0.05)
-            sent = (
-                state.conn()
-                .execute("SELECT node FROM webhook_journal_sent WHERE endpoint_id = %s", (ep.id,))
-                .fetchall()
-            )
-            assert sent == [(promoted,)]
+
+            def sent() -> list[tuple[str]]:  # recorded just after the receiver's answer
+                query = "SELECT node FROM webhook_journal_sent WHERE endpoint_id = %s"
+                return list(state.conn().execute(query, (ep.id,)).fetchall())
+
+            while not sent():
+                assert time.monotonic() < deadline, "the sent entry was never recorded"
+                time.sleep(0.05)
+            assert sent() == [(promoted,)]
             # the old home comes back: it holds the entry in its own journal, and sends it no more
             back = serving(ClusterNode(tmp_path / "n0", database, "n0", nodes[0].url, heartbeat_seconds=0.5,
                                        lease_seconds=5.0, healthy_seconds=3.0))  # fmt: skip
