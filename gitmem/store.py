@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from gitmem.engine.transfer import ExportResult, ImportResult
     from gitmem.git.fence import shut_fence, write_fence
     from gitmem.git.refgen import read as ref_generation
+    from gitmem.git.reflocks import break_if_stale as break_stale_lock
+    from gitmem.git.reflocks import clear_stale_packed_refs
     from gitmem.model.tlog.policy import Policy as TlogPolicy
     from gitmem.model.versions import RedactionInfo, Version
     from gitmem.push.clone import CloneResult, FetchResult, RewrittenScope
@@ -130,6 +132,8 @@ VALUES = {
     "WitnessReply": "gitmem.audit.witness:Reply",
     "WitnessWorker": "gitmem.audit.witnessing:Worker",
     "ref_generation": "gitmem.git.refgen:read",
+    "break_stale_lock": "gitmem.git.reflocks:break_if_stale",
+    "clear_stale_packed_refs": "gitmem.git.reflocks",
     "shut_fence": "gitmem.git.fence",
     "write_fence": "gitmem.git.fence",
     "acl_reviews": "gitmem.engine.proposals",
@@ -200,6 +204,8 @@ __all__ = [
     "acl_reviews",
     "all_refs",
     "blob_id",
+    "break_stale_lock",
+    "clear_stale_packed_refs",
     "check_conversation_metadata",
     "clone_store",
     "copy_store",

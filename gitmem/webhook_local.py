@@ -71,3 +71,13 @@ def seen(home: Path) -> set[str]:
 
 def set_seen(home: Path, ids: set[str]) -> None:
     events.write_atomic(events.webhooks_dir(home) / SEEN_FILE, json.dumps(sorted(ids)).encode())
+
+
+def journal(home: Path) -> list[dict[str, Any]]:
+    """This workspace's store-level journal entries, in order."""
+    return events.journal_entries(home)
+
+
+def journal_cursor(home: Path, endpoint_id: str) -> int:
+    """The last journal entry (its seq) the endpoint's own cursor file says was sent."""
+    return int(events.load_state(home, endpoint_id).get("journal", 0))

@@ -383,6 +383,15 @@ class SharedCursors(Protocol):
         """Record a store's cursor (None: forgotten); False when this process may no longer."""
         ...
 
+    def journal(self, endpoint_id: str) -> list[dict[str, Any]] | None:
+        """The shared store-level entries this process sends the endpoint now, in order (None:
+        this workspace's own journal and cursor)."""
+        ...
+
+    def journal_sent(self, endpoint_id: str, entry_id: str) -> bool:
+        """Record a shared entry as sent; False when this process may no longer send it."""
+        ...
+
 
 def deliver_pending(
     home: Path,
@@ -415,7 +424,8 @@ def deliver_pending(
     ids = events.workspace_ids(home)
     cursor = events.state_path(home, ep.id)
     only = shared.delivers if shared is not None else None
-    for item in events.pending(home, state, ids, frozenset(ep.events), only):
+    journal = shared.journal(ep.id) if shared is not None else None
+    for item in events.pending(home, state, ids, frozenset(ep.events), only, journal):
         if stopping() or not cursor.is_file():  # a stop, or the endpoint was removed meanwhile
             return
         if shared is not None and item.store is not None and not shared.delivers(item.store):
@@ -432,6 +442,12 @@ def deliver_pending(
             state["last_delivered_at"] = now_rfc3339()
         item.advance(state)
         events.save_state(home, ep.id, state)
+        if (
+            shared is not None
+            and item.journal_id is not None
+            and not shared.journal_sent(ep.id, item.journal_id)
+        ):
+            return  # the entry's store has another home now: it sends the rest
         store = item.store
         if (
             shared is not None

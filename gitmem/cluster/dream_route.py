@@ -86,7 +86,10 @@ async def merged_listing(
         what = listing_what(q)
     except GitmemError:  # the local answer was 200: the query was good
         limit, what = 20, ("dreams",)
-    found = sorted((d for p in pages for d in p.get("data", [])), key=_key, reverse=True)
+    unique: dict[str, dict[str, Any]] = {}  # a dream listed by two nodes (its store's old home,
+    for d in (d for p in pages for d in p.get("data", [])):  # until it is brought level) once:
+        unique.setdefault(str(d["id"]), d)  # this node's own first, then the peers' in turn
+    found = sorted(unique.values(), key=_key, reverse=True)
     chosen = found[:limit]
     more = len(found) > limit or any(p.get("next_page") for p in pages)
     next_page = wire.encode_cursor(list(_key(chosen[-1])), what) if more and chosen else None

@@ -6,6 +6,7 @@ replica holds it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem import config
-from gitmem.cluster import handoff, purges, replication
+from gitmem.cluster import dream_copies, handoff, purges, replication
 from gitmem.cluster.mcp_route import mcp_write
 from gitmem.cluster.proxy import _unavailable, body_store, store_named
 from gitmem.errors import ForbiddenError, GitmemError, IntegrityError
@@ -191,6 +192,8 @@ def apply_replication(
                 report_tail(self, store_id, path, was_home, before, refs, seq)
 
         replication.apply(path, bundle, refs, state, before_refs=keep_tail)
+        with contextlib.suppress(OSError, GitmemError):  # retried at every replication
+            dream_copies.release(self.home, store_id, path)  # an old home's records: the new home's now
         write_fence(path, node=self.name, epoch=0, renewed_at=0.0, lease_seconds=0)  # a replica never writes
         if new:
             replication.check_and_record_seq(path, seq)

@@ -78,6 +78,13 @@ class ClusterNode:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        from gitmem.cluster import leftovers
+        from gitmem.store import all_refs, handle_path
+
+        # what this node left in its copies when it was killed mid-replication (its bundles)
+        leftovers.sweep_store_copies(
+            [handle_path(r.handle, self.home) for r in all_refs(self.home, strict=False)]
+        )
         self.state.check_schema()
         self._secret = self.state.secret()
         self.state.join(self.name, self.url)
@@ -211,6 +218,7 @@ class ClusterNode:
         from gitmem.cluster import replication
 
         with self._store_lock(store_id):
+            self._sync_dreams(store_id, path)  # the store's dream records into its copy, first
             urls = {n.name: n.url for n in self.state.nodes() if n.healthy}
             generation = ref_generation(path)  # read before the state and the refs (RefListings)
             state = replication.state_of(path)
@@ -238,6 +246,16 @@ class ClusterNode:
                 level.append(seq)
             self._behind[store_id] = len(replicas) - len(level)
             return level
+
+    def _sync_dreams(self, store_id: str, path: Path) -> None:
+        """The dream records of a store homed here, into its copy (adopting the copy's first):
+        cluster/dream_copies.py. A failure is kept and the replication goes on without them."""
+        from gitmem.cluster import dream_copies
+
+        try:
+            dream_copies.sync_home(self.home, store_id, path)
+        except (OSError, GitmemError) as exc:
+            self.replication_errors.append(f"{store_id}: dream records: {type(exc).__name__}: {exc}")
 
     def _forget_sent(self, store_id: str) -> None:
         with self._store_lock(store_id):
@@ -271,6 +289,13 @@ class ClusterNode:
         if not level:
             return False
         handoff.record_acked(self.state, placement.store_id, min(level))
+        from gitmem import webhook_local
+
+        try:  # a store-level webhook entry the write made is shared before it is acknowledged
+            if webhook_local.configured(self.home):
+                webhook_state.sync_endpoints(self)
+        except Exception as exc:  # noqa: BLE001 - as at a beat: the next beat shares it
+            self.replication_errors.append(f"webhooks: {type(exc).__name__}: {exc}")
         return True
 
     def _signed(self, client: Any, method: str, url: str, path: str, body: bytes = b"") -> Any:
@@ -417,9 +442,11 @@ class ClusterNode:
                 continue
             self.state.move(p.store_id, self.name)
             self.epochs[p.store_id] = lease.epoch
-            self.failovers.append((p.store_id, lease.epoch))
             write_fence(local[p.store_id], node=self.name, epoch=lease.epoch, renewed_at=started,
                         lease_seconds=self.lease_seconds)  # fmt: skip
+            with self._store_lock(p.store_id):  # the old home's dream records, listed here now
+                self._sync_dreams(p.store_id, local[p.store_id])
+            self.failovers.append((p.store_id, lease.epoch))
 
     def figures(self) -> dict[str, Any]:
         """This node's cluster figures (/healthz, /metrics); the database's when it answers."""

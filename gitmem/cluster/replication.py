@@ -21,13 +21,13 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gitmem import config
+from gitmem.cluster import leftovers
 from gitmem.errors import ForbiddenError, IntegrityError, InvalidInputError
 
 # What a promoted replica needs besides git: the settings, the ledger's key and anchor, the
@@ -45,8 +45,9 @@ STATE_FILES = (
 )
 # Directories whose every file is replicated the same way (a file the home no longer has is removed
 # from the replica): the review proposals' records (a dream's proposal among them), whose versions
-# are in refs the bundle carries.
-STATE_DIRS = ("gitmem/proposals",)
+# are in refs the bundle carries, and the records of the store's dreams and its memory pipeline,
+# which the home copies there from its workspace (cluster/dream_copies.py).
+STATE_DIRS = ("gitmem/proposals", "gitmem/dreams")  # dreams: cluster/dream_copies.py
 _STATE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}\Z")
 MAX_SKEW_SECONDS = 300  # a signed request older than this is refused (replays)
 
@@ -144,8 +145,8 @@ def make_bundle(git_dir: Path, have: dict[str, str]) -> bytes | None:
     if not mine:
         return b""
     known = [oid for oid in set(have.values()) if _has(git_dir, oid)]
-    with tempfile.TemporaryDirectory(prefix="gitmem-bundle-") as tmp:
-        out = Path(tmp) / "b.bundle"
+    with leftovers.bundle_dir(git_dir) as tmp:  # in the store, flocked while used (cluster/leftovers.py)
+        out = tmp / "b.bundle"
         # the exclusions on stdin, so a replica with many refs needs no long argv
         spec = "".join(f"^{oid}\n" for oid in known)
         proc = subprocess.run(
@@ -158,6 +159,7 @@ def make_bundle(git_dir: Path, have: dict[str, str]) -> bytes | None:
             raise IntegrityError(
                 f"git bundle create in {git_dir} failed: {proc.stderr.decode(errors='replace')[-500:]}"
             )
+        config.fault("cluster.bundle-made")
         return out.read_bytes()
 
 
@@ -204,12 +206,23 @@ def apply(
         git_dir.mkdir(parents=True)
         _git(git_dir, "init", "--bare", "-q")
     before = refs_of(git_dir)
+    # a git killed in this copy (a SIGKILLed home's, or this replica's own last fetch) left its locks
+    clear_stale_locks(git_dir)
+    leftovers.sweep_bundles(git_dir)  # and its bundles (a node killed mid-replication)
     if bundle:
-        with tempfile.NamedTemporaryFile(prefix="gitmem-bundle-", suffix=".bundle") as fh:
-            fh.write(bundle)
-            fh.flush()
-            _git(git_dir, "bundle", "verify", "-q", fh.name)
-            _git(git_dir, "fetch", "-q", "--no-write-fetch-head", fh.name, "+refs/*:refs/gitmem-incoming/*")
+        with leftovers.bundle_dir(git_dir) as tmp:  # in the store, flocked while used
+            received = tmp / "b.bundle"
+            received.write_bytes(bundle)
+            config.fault("cluster.bundle-received")
+            _git(git_dir, "bundle", "verify", "-q", str(received))
+            _git(
+                git_dir,
+                "fetch",
+                "-q",
+                "--no-write-fetch-head",
+                str(received),
+                "+refs/*:refs/gitmem-incoming/*",
+            )
     if before_refs is not None:
         before_refs(before)
     current = refs_of(git_dir)
@@ -220,7 +233,7 @@ def apply(
         if name not in refs:
             lines.append(f"delete {name}")
     if lines:
-        clear_stale_locks(git_dir, [*refs, *current])
+        clear_stale_locks(git_dir)
         _git(git_dir, "update-ref", "--stdin", stdin=("\n".join(lines) + "\n").encode())
     for d in STATE_DIRS:
         if d + "/" not in files:
@@ -246,30 +259,14 @@ def apply(
         os.replace(tmp, path)
 
 
-STALE_LOCK_SECONDS = 10.0  # a ref lock on a replica's copy older than this is a dead writer's
-
-
-def clear_stale_locks(git_dir: Path, names: list[str]) -> list[str]:
-    """Remove the ref locks (``<ref>.lock``, ``packed-refs.lock``) a dead writer left in this copy,
-    older than :data:`STALE_LOCK_SECONDS`; the ones removed. A home SIGKILLed mid-write leaves the
-    lock of the ref it was moving, and git then refuses every later update of that ref: its copy,
-    now a replica, could never be brought level. A replica's copy takes no ref write but the
-    replication's own (its fence is shut; the node replicates one store at a time), so such a
-    lock is no live writer's."""
-    removed: list[str] = []
-    now = time.time()
-    for rel in sorted({*names, "packed-refs"}):
-        if rel.startswith("/") or ".." in rel.split("/"):
-            continue
-        lock = git_dir / f"{rel}.lock"
-        try:
-            if now - lock.stat().st_mtime <= STALE_LOCK_SECONDS:
-                continue
-            lock.unlink()
-        except OSError:
-            continue
-        removed.append(rel)
-    return removed
+def clear_stale_locks(git_dir: Path) -> list[str]:
+    """Remove the lock and temporary files a killed git left in this copy (``<ref>.lock`` under
+    ``refs/``, ``HEAD.lock``, ``packed-refs.lock`` and ``.new``, ``config.lock``, ``shallow.lock``),
+    once stale by the ref moves' rule (:func:`gitmem.cluster.leftovers.clear_stale_locks`); the
+    ones removed. A home SIGKILLed mid-write leaves the lock of the ref it was moving, a replica
+    killed mid-fetch those of ``refs/gitmem-incoming/``, and git then refuses every later update
+    of that ref (or of packed-refs): the copy could never be brought level."""
+    return leftovers.clear_stale_locks(git_dir)
 
 
 def envelope(refs: dict[str, str], state: dict[str, str | None], seq: int = 0) -> bytes:

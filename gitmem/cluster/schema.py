@@ -147,6 +147,30 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        5,
+        "webhooks: the store-level journal shared, and which endpoint each entry was sent to",
+        """
+        CREATE TABLE webhook_journal (
+            seq         bigserial PRIMARY KEY,
+            id          text NOT NULL UNIQUE,
+            store_id    text NOT NULL,
+            type        text NOT NULL,
+            created_at  text NOT NULL,
+            node        text NOT NULL,
+            node_seq    integer NOT NULL
+        );
+        CREATE INDEX webhook_journal_node ON webhook_journal (node, node_seq);
+        CREATE TABLE webhook_journal_sent (
+            endpoint_id text NOT NULL,
+            event_id    text NOT NULL,
+            node        text NOT NULL,
+            sent_at     timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (endpoint_id, event_id)
+        );
+        ALTER TABLE webhook_endpoints ADD COLUMN journal_from bigint;  -- NULL: an endpoint from before
+        """,
+    ),
 )
 LATEST = MIGRATIONS[-1][0]
 

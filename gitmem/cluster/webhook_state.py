@@ -16,8 +16,16 @@ events from where the last delivery of it stopped, on whichever node that was.
   PostgreSQL at the start of each run, and records a store's cursor there after each delivered
   event, in the same step as its local file, only while it is still the store's home (a
   conditional write): an old home that finishes an event after a move or failover cannot move
-  the shared cursor back. The store-level journal (created, archived, deleted) stays per node:
-  each node delivers the journal of the store events it recorded.
+  the shared cursor back.
+- **The store-level journal** (created, archived, deleted; ``webhook_journal``): each node's
+  entries are copied there at every beat (:func:`push_journal`, and before a sync write is
+  acknowledged), and an entry is sent by its store's home (by the node that recorded it, for a
+  store no longer placed), whichever node recorded it; ``webhook_journal_sent`` records each
+  endpoint's sent entries (only while the sender is still the store's home), so a store's entry
+  queued on a home that failed over is sent once, by the new home. An endpoint gets the entries
+  copied after its row was made (``journal_from``) and made no earlier than it; for an endpoint
+  from before the journal was shared, the entries a node's own cursor had sent are marked sent
+  when they are copied.
 """
 
 from __future__ import annotations
@@ -83,6 +91,74 @@ class ClusterCursors:
         ).fetchone()
         return row is not None
 
+    def journal(self, endpoint_id: str) -> list[dict[str, Any]] | None:
+        rows = (
+            self.node.state.conn()
+            .execute(
+                "SELECT j.id, j.type, j.store_id, j.created_at FROM webhook_journal j"
+                " JOIN webhook_endpoints e ON e.id = %s LEFT JOIN placements p ON p.store_id = j.store_id"
+                " WHERE j.seq > coalesce(e.journal_from, 0) AND j.created_at >= coalesce(e.body->>'created_at', '')"
+                " AND NOT EXISTS (SELECT 1 FROM webhook_journal_sent s"
+                " WHERE s.endpoint_id = e.id AND s.event_id = j.id)"
+                " AND (p.home = %s OR (p.store_id IS NULL AND j.node = %s)) ORDER BY j.seq",
+                (endpoint_id, self.node.name, self.node.name),
+            )
+            .fetchall()
+        )
+        return [{"id": i, "type": t, "store_id": sid, "created_at": at} for i, t, sid, at in rows]
+
+    def journal_sent(self, endpoint_id: str, entry_id: str) -> bool:
+        row = (
+            self.node.state.conn()
+            .execute(
+                "INSERT INTO webhook_journal_sent (endpoint_id, event_id, node) SELECT %s, j.id, %s"
+                " FROM webhook_journal j LEFT JOIN placements p ON p.store_id = j.store_id WHERE j.id = %s"
+                " AND (p.home = %s OR (p.store_id IS NULL AND j.node = %s))"
+                " ON CONFLICT (endpoint_id, event_id) DO UPDATE SET node = webhook_journal_sent.node"
+                " RETURNING 1",
+                (endpoint_id, self.node.name, entry_id, self.node.name, self.node.name),
+            )
+            .fetchone()
+        )
+        return row is not None
+
+
+_marked: dict[tuple[str, str], int] = {}  # (node, endpoint) -> the local journal seq marked sent up to
+
+
+def push_journal(node: NodeView, conn: Any, endpoints: list[str]) -> None:
+    """Copy this node's store-level journal entries PostgreSQL lacks into ``webhook_journal``; for
+    an endpoint from before the journal was shared (no ``journal_from``), mark the entries its own
+    cursor file had sent as sent. The caller holds the webhooks lock (no entry is being appended)."""
+    entries = local_files.journal(node.home)
+    if not entries:
+        return
+    last = conn.execute(
+        "SELECT coalesce(max(node_seq), 0) FROM webhook_journal WHERE node = %s", (node.name,)
+    ).fetchone()[0]
+    for e in entries:
+        if e["seq"] > last:
+            conn.execute(
+                "INSERT INTO webhook_journal (id, store_id, type, created_at, node, node_seq)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (e["id"], e["store_id"], e["type"], e["created_at"], node.name, e["seq"]),
+            )
+    older = [  # endpoints from before the journal was shared: their cursor files sent entries
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM webhook_endpoints WHERE journal_from IS NULL AND id = ANY(%s)", (endpoints,)
+        ).fetchall()
+    ]
+    for eid in older:
+        upto = local_files.journal_cursor(node.home, eid)
+        if upto > _marked.get((node.name, eid), 0):
+            conn.execute(
+                "INSERT INTO webhook_journal_sent (endpoint_id, event_id, node) SELECT %s, id, node"
+                " FROM webhook_journal WHERE node = %s AND node_seq <= %s ON CONFLICT DO NOTHING",
+                (eid, node.name, upto),
+            )
+            _marked[(node.name, eid)] = upto
+
 
 def sync_endpoints(node: NodeView) -> None:
     """Bring this node's endpoints file and PostgreSQL's endpoints level (module docstring)."""
@@ -101,8 +177,9 @@ def sync_endpoints(node: NodeView) -> None:
         changed = False
         for eid, ep in list(local.items()):
             if eid not in rows:  # added on this node
-                conn.execute(
-                    "INSERT INTO webhook_endpoints (id, body) VALUES (%s, %s::jsonb) ON CONFLICT DO NOTHING",
+                conn.execute(  # it gets the shared journal's entries from now on
+                    "INSERT INTO webhook_endpoints (id, body, journal_from) VALUES (%s, %s::jsonb,"
+                    " (SELECT coalesce(max(seq), 0) FROM webhook_journal)) ON CONFLICT DO NOTHING",
                     (eid, json.dumps(local_files.row(ep))),
                 )
                 for store_id, cursor in local_files.store_cursors(home, eid).items():
@@ -140,6 +217,7 @@ def sync_endpoints(node: NodeView) -> None:
         if changed:
             webhooks.replace_endpoints(home, sorted(local.values(), key=lambda e: (e.created_at, e.id)))
         local_files.set_seen(home, set(local))
+        push_journal(node, conn, sorted(local))
 
 
 def _sync_ids(conn: Any, home: Path) -> None:

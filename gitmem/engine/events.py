@@ -153,6 +153,11 @@ def _journal(home: Path) -> list[dict[str, Any]]:
     return out
 
 
+def journal_entries(home: Path) -> list[dict[str, Any]]:
+    """The workspace's store-level journal, in order (each entry: seq, id, type, store_id, created_at)."""
+    return _journal(home)
+
+
 def _last_seq(journal: Path) -> int:
     entries = _journal(journal.parent.parent)
     return max((e["seq"] for e in entries), default=0)
@@ -294,6 +299,7 @@ class Pending:
     event: dict[str, Any] | None
     advance: Callable[[State], None]
     store: str | None = None  # the store whose cursor it moves (None: the journal's)
+    journal_id: str | None = None  # a shared journal's entry: recorded as sent once delivered
 
 
 def envelope(
@@ -310,12 +316,20 @@ def pending(
     ids: dict[str, str],
     types: frozenset[str],
     only: Callable[[str], bool] | None = None,
+    journal: list[dict[str, Any]] | None = None,
 ) -> Iterator[Pending]:
     """The events after ``state``, in order: the journal's first, then each store's versions
     (stores by id, ``main`` first, then the other scopes by name). Lazy: a caller that stops at
     a failed delivery reads no further. ``only(store_id)``: the stores whose versions this
-    process delivers (a cluster node: the stores it homes, docs/cluster.md#webhooks)."""
-    for entry in _journal(home):
+    process delivers (a cluster node: the stores it homes, docs/cluster.md#webhooks).
+    ``journal``: the store-level entries still to send, from a journal shared by several processes
+    (a cluster's, in PostgreSQL), in place of this workspace's own."""
+    if journal is not None:
+        for entry in journal:
+            item = _journal_pending({**entry, "seq": 0}, ids, types)  # seq 0: the local cursor stays
+            item.journal_id = str(entry["id"])
+            yield item
+    for entry in _journal(home) if journal is None else ():
         if entry["seq"] <= state["journal"]:
             continue
         yield _journal_pending(entry, ids, types)

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import gitmem
 from gitmem.audit import redact
 from gitmem.audit.verify import verify
@@ -17,6 +19,8 @@ from gitmem.errors import GitmemError
 from gitmem.store import Store
 from tests.helpers import CheckedThread, join_all
 from tests.secret_scan import scan_store
+
+pytestmark = pytest.mark.slow  # writers, pushes and redactions at once, then fsck and verify
 
 DURATION = 6.0  # seconds of concurrent activity (bounded; no timing is asserted)
 

@@ -75,6 +75,7 @@ def test_group_commit_and_clone_measurements_produce_numbers(tmp_path: Path, tin
     _numbers(run.measure_clone(tiny, "tiny", tmp_path))
 
 
+@pytest.mark.slow  # runs the benchmark script end to end
 def test_run_quick_prints_its_table(tmp_path: Path) -> None:
     """``bench/run.py --quick`` completes and prints every row (no timing asserted); stores of
     1,000 versions, not the quick run's 5,000, which only took longer to build."""

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_bench
+
+pytestmark = pytest.mark.slow  # runs a benchmark script end to end
 
 
 def test_clone_bench_quick_runs(tmp_path: Path) -> None:

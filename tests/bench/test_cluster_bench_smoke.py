@@ -13,10 +13,11 @@ import pytest
 
 from tests.pgkit import bindir
 
+pytestmark = pytest.mark.slow  # runs a benchmark script end to end
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow  # three real nodes and PostgreSQL, benchmarked
 def test_cluster_bench_quick(tmp_path: Path) -> None:
     if bindir() is None:
         pytest.skip("needs PostgreSQL (Debian package postgresql)")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs a benchmark script end to end
+
 pytest.importorskip("jinja2", reason="the console needs jinja2 (pip install 'gitmem-store[server]')")
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_bench
+
+pytestmark = pytest.mark.slow  # runs a benchmark script end to end
 
 
 def small(tmp_path: Path, out: Path) -> list[str]:

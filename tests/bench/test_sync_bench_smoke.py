@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_bench
+
+pytestmark = pytest.mark.slow  # runs a benchmark script end to end
 
 
 def test_sync_bench_quick_reports_every_row(tmp_path: Path) -> None:

@@ -23,6 +23,8 @@ from tests.cluster.test_cluster_nodes import cluster, halt, serving, the_copy
 from tests.cluster.test_cluster_sigkill import clean
 from tests.helpers import CheckedThread, join_all
 
+pytestmark = pytest.mark.slow  # real clusters, moved under load and failed over
+
 
 def _until(check: object, what: str, seconds: float = 180) -> None:
     deadline = time.monotonic() + seconds
@@ -100,7 +102,6 @@ def test_a_move_under_load_loses_no_acknowledged_write(database: str, tmp_path: 
         assert httpx.get(by_name[target].url + "/healthz").json()["cluster"]["leases_held"] == 1
 
 
-@pytest.mark.slow  # a real cluster, failed over
 def test_a_sync_failover_never_promotes_a_replica_without_every_acknowledged_write(
     database: str, tmp_path: Path
 ) -> None:
