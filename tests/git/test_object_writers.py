@@ -134,7 +134,10 @@ def test_writers_beside_git_maintenance_and_a_kill_lose_nothing(workspace: Path)
         maintainer.wait()
         _wait_for_group_gone(maintainer.pid)
     fsck = git(Path(path), "fsck", "--full", "--strict", "--no-dangling", check=False)
-    assert fsck.returncode == 0, fsck.stderr
+    if fsck.returncode != 0:  # the whole story, to find which write lost what
+        refs = git(Path(path), "for-each-ref", "--format=%(refname) %(objectname)", check=False).stdout
+        packs = sorted(os.listdir(Path(path) / "objects" / "pack"))
+        raise AssertionError(f"fsck:\n{fsck.stdout}{fsck.stderr}\nrefs:\n{refs}\npacks: {packs}")
     with gitmem.open_store(path) as store:
         report = verify(store.core, raise_on_failure=False)
         assert report.ok, [c for c in report.checks if not c.ok]
