@@ -4,10 +4,10 @@
 - **Bundle directories**: a replication makes its ``git bundle`` (the home) or writes the one it
   received (the replica) in ``$GIT_DIR/gitmem/tmp/bundle-*``, inside the store (the same
   filesystem, never the system's temporary directory, where a SIGKILLed node's would stay
-  forever). The process using one holds an ``flock`` on the directory for as long as it does;
-  :func:`sweep_bundles` (at node start and at every replication start) removes only those whose
-  flock it can take *and* that are older than :data:`STALE_BUNDLE_SECONDS` (the age covers the
-  instant between a directory's creation and its flock).
+  forever). The process using one holds an ``flock`` on the directory for as long as it does
+  (made under another name, flocked, then renamed: gitmem/git/tmpdirs.py); :func:`sweep_bundles`
+  (at node start and at every replication start) removes those whose flock it can take, at any age;
+  so does every purge (a leftover bundle can hold a redacted object).
 - **git's lock and temporary files**: ``<ref>.lock`` anywhere under ``refs/`` (those of the refs a
   replication fetches into, ``refs/gitmem-incoming/``, included), ``HEAD.lock``,
   ``packed-refs.lock`` and ``packed-refs.new``, ``config.lock`` and ``shallow.lock``. A git killed
@@ -21,70 +21,34 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import shutil
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-TMP_DIR = "gitmem/tmp"
 BUNDLE_PREFIX = "bundle-"
-#: An unlocked bundle directory older than this is a killed node's. A live one is flocked from the
-#: instant after its creation until it is removed, so the age only has to outlast that instant.
-STALE_BUNDLE_SECONDS = 60.0
+TMP_DIR = "gitmem/tmp"  # gitmem.git.tmpdirs.TMP_DIR, named here for the tests and docs
 
 # git's own lock and temporary files outside refs/ (``<name>.lock``; packed-refs' ``.new`` is
 # cleared with its lock). index.lock is a work tree's: a bare copy has none.
 TOP_LOCKS = ("HEAD", "config", "shallow")
-
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | os.O_CLOEXEC
 
 
 @contextlib.contextmanager
 def bundle_dir(git_dir: Path) -> Iterator[Path]:
     """A new ``gitmem/tmp/bundle-*`` directory of ``git_dir``, flocked while the caller uses it and
     removed after; leftovers of killed nodes are swept first (module docstring)."""
+    from gitmem.store import held_tmp_dir
+
     sweep_bundles(git_dir)
-    base = git_dir / TMP_DIR
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=BUNDLE_PREFIX, dir=base))
-    fd = os.open(path, _DIR_FLAGS)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a sweeper takes no young directory: never waited on
+    with held_tmp_dir(git_dir, BUNDLE_PREFIX) as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-        os.close(fd)
 
 
-def sweep_bundles(git_dir: Path, older_than: float = STALE_BUNDLE_SECONDS) -> list[str]:
-    """Remove the bundle directories no live process holds, older than ``older_than``; their names."""
-    removed: list[str] = []
-    try:
-        entries = list(os.scandir(git_dir / TMP_DIR))
-    except OSError:
-        return removed
-    for entry in entries:
-        if not entry.name.startswith(BUNDLE_PREFIX) or not entry.is_dir(follow_symlinks=False):
-            continue
-        try:
-            fd = os.open(entry.path, _DIR_FLAGS)
-        except OSError:
-            continue  # removed meanwhile (or not a directory any more)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live replication's
-            if abs(time.time() - os.fstat(fd).st_mtime) < older_than:
-                continue  # just made: its maker takes the flock next
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(entry.name)
-        finally:
-            os.close(fd)
-    return removed
+def sweep_bundles(git_dir: Path) -> list[str]:
+    """Remove the bundle directories no live process holds; their names."""
+    from gitmem.store import sweep_tmp_dirs
+
+    return sweep_tmp_dirs(git_dir, BUNDLE_PREFIX)
 
 
 def sweep_store_copies(paths: list[Path]) -> None:

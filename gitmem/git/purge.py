@@ -15,7 +15,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.errors import IntegrityError
-from gitmem.git import intent
+from gitmem.git import intent, tmpdirs
 from gitmem.git.consolidate import SMALL_PACK_BYTES
 from gitmem.git.packwriter import encode_pack, install_pack
 from gitmem.git.reflocks import clear_stale_packed_refs
@@ -65,6 +65,7 @@ def purge(store: Repo, oids: list[str]) -> None:
         return
     retired = set(oids)
     intent.forget(store)  # its lines name the retired commits and blobs
+    tmpdirs.sweep(store.path, "")  # a killed process's leftovers (a bundle) can hold them too
     _git(store, "reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
     left = retired
     for _attempt in range(4):

@@ -66,9 +66,9 @@ def test_a_node_killed_mid_replication_leaves_its_bundle_in_the_store_and_it_is_
     assert list(system_tmp.iterdir()) == []  # nothing in the system's temporary directory
     [left] = _bundles(home)
     assert (left / "b.bundle").is_file()
-    assert leftovers.sweep_bundles(home) == []  # young: it may be a live one's, just made
-    _backdate(left)
-    # the next replication from that copy sweeps it (and leaves only its own, removed after)
+    # the next replication from that copy sweeps it at once: a bundle-* directory no live process
+    # holds is a killed one's, whatever its age (it is flocked before it gets that name); it leaves
+    # only its own, removed after
     bundle = replication.make_bundle(home, {}) or b""
     assert not left.exists() and _bundles(home) == []
     # the replica, killed with the bundle it received written
@@ -81,7 +81,6 @@ def test_a_node_killed_mid_replication_leaves_its_bundle_in_the_store_and_it_is_
     )
     assert list(system_tmp.iterdir()) == []
     [left] = _bundles(copy)
-    _backdate(left)
     _level(home, copy)  # the next replication into it sweeps it and brings the copy level
     assert _bundles(copy) == [] and replication.refs_of(copy) == replication.refs_of(home)
 
@@ -126,16 +125,17 @@ def test_a_node_sweeps_its_copies_leftover_bundles_when_it_starts(database: str,
     created = gitmem.create_store("notes", home=home)
     path = created.path
     created.close()
-    stale = path / leftovers.TMP_DIR / "bundle-killed"
-    young = path / leftovers.TMP_DIR / "bundle-young"
-    for d in (stale, young):
+    killed = path / leftovers.TMP_DIR / "bundle-killed"  # named once flocked: a killed one's
+    stale = path / leftovers.TMP_DIR / "new-bundle-killed"  # killed before its flock, long ago
+    young = path / leftovers.TMP_DIR / "new-bundle-young"  # a live one's, an instant before its flock
+    for d in (killed, stale, young):
         d.mkdir(parents=True)
         (d / "b.bundle").write_bytes(b"x" * 100)
     _backdate(stale)
     node = ClusterNode(home, database, "n0", "http://127.0.0.1:9", heartbeat_seconds=60)
     node.start()
     try:
-        assert not stale.exists() and young.is_dir()
+        assert not killed.exists() and not stale.exists() and young.is_dir()
     finally:
         node.stop()
 
