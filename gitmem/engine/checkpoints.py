@@ -24,7 +24,6 @@ import functools
 import json
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +32,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.errors import ConflictError, GitmemError
-from gitmem.git.fence import check_fence
 from gitmem.git.locks import file_lock
-from gitmem.git.reflocks import move_ref
 from gitmem.git.repo import retrying
 from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
@@ -252,37 +249,65 @@ def _keys(files: dict[str, str]) -> list[str]:
 def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], what: str) -> pygit2.Oid:
     """One commit on the ref: the signed notes are its message's body (after the subject and a blank
     line: ``checkpoint``, then a form feed line and ``witnessed`` when there is one), ``keys`` its tree.
-    An append writes one object: the tree changes only with the keys."""
-    repo = store.repo
-    old_tree = store.commit(tip).tree if tip is not None else None
-    old = {e.name: e.id for e in old_tree} if old_tree is not None else {}
+    An append writes one object: the tree changes only with the keys. The commit is written through
+    the thread's lean object writer (no existence check, no refresh of the pack directory), flushed
+    (the object and its directory), and the ref moved by compare-and-swap with git's lock protocol
+    (:meth:`gitmem.git.repo.Repo.cas`: fenced in a cluster, a stale lock broken)."""
     rest = {k: v for k, v in files.items() if k not in MESSAGE_FILES}
-    wanted = {name: pygit2.hash(rest[name].encode("utf-8")) for name in rest}
+    old = _tree_of(store, tip)
     written: list[pygit2.Oid] = []
-    if old_tree is not None and wanted == old:
-        tree = old_tree.id
+    if old is not None and old[1] == rest:
+        tree = old[0]
     else:
+        repo = store.repo
+        ids = {e.name: e.id for e in store.commit(tip).tree} if tip is not None else {}
         builder = repo.TreeBuilder()
         for name in sorted(rest):
-            blob = wanted[name]
-            if old.get(name) != blob:  # an unchanged file keeps its blob
-                blob = repo.create_blob(rest[name].encode("utf-8"))
+            blob = pygit2.hash(rest[name].encode("utf-8"))
+            if ids.get(name) != blob:  # an unchanged file keeps its blob
+                blob = retrying(functools.partial(repo.create_blob, rest[name].encode("utf-8")))
                 written.append(blob)
             builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
-        tree = builder.write()
+        tree = retrying(builder.write)
         written.append(tree)
-    sig = pygit2.Signature("gitmem", "gitmem", int(time.time()), 0)
     size = parse_body(note.parse(files["checkpoint"]).text).size
     witnessed = WITNESSED_SEP + files["witnessed"] if "witnessed" in files else ""
     message = f"gitmem checkpoint {size}: {what}\n\n{files['checkpoint']}{witnessed}"
-    parents = [tip] if tip is not None else []
-    oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
+    oid = store.create_commit(tree, [tip] if tip is not None else [], message, _AUTHOR)
     store.sync_objects([*written, oid])
-    check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
-    if not move_ref(repo, CHECKPOINTS_REF, tip, oid, "gitmem checkpoint"):  # past a stale lock too
-        raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
+    for _attempt in range(2):  # a lock left by a killed writer is broken by the first
+        if store.cas(CHECKPOINTS_REF, tip, oid, "gitmem checkpoint"):
+            break
+        if _tip(store) != tip:
+            raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
+    else:
+        raise ConflictError(f"{CHECKPOINTS_REF} stayed locked; try again")
     _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
+    _trees_memo[(str(store.path), str(oid))] = (tree, rest)
     return oid
+
+
+_AUTHOR = ("gitmem", "gitmem")  # author and committer of every checkpoint commit
+_trees_memo: dict[tuple[str, str], tuple[pygit2.Oid, dict[str, str]]] = {}
+
+
+def _tree_of(store: StoreCore, tip: pygit2.Oid | None) -> tuple[pygit2.Oid, dict[str, str]] | None:
+    """The tree of the checkpoint commit ``tip`` and the files it holds (memoised by commit id)."""
+    if tip is None:
+        return None
+    key = (str(store.path), str(tip))
+    hit = _trees_memo.get(key)
+    if hit is None:
+        commit = store.commit(tip)
+        held = {}
+        for entry in commit.tree:
+            obj = store.repo[entry.id]
+            if isinstance(obj, pygit2.Blob) and entry.name:
+                held[entry.name] = obj.data.decode("utf-8", "replace")
+        if len(_trees_memo) > 64:
+            _trees_memo.clear()
+        hit = _trees_memo[key] = (commit.tree_id, held)
+    return hit
 
 
 # ---------------------------------------------------------------------- the tree's frontier
