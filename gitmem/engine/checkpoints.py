@@ -24,7 +24,7 @@ import functools
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -453,19 +453,23 @@ def current(store: StoreCore) -> dict[str, str]:
 
 def history(store: StoreCore) -> list[str]:
     """Every checkpoint note the ref's history holds, oldest first (cosignature updates included)."""
-    out: list[str] = []
+    out = list(newest_first(store))
+    out.reverse()
+    return out
+
+
+def newest_first(store: StoreCore) -> Iterator[str]:
+    """:func:`history`, newest first and read lazily (a receipt stops at the first that will do)."""
     oid = _tip(store)
     p = _pending_for(store, oid)
     if p is not None:
-        out.append(p.files["checkpoint"])
+        yield p.files["checkpoint"]
     while oid is not None:
         commit = store.commit(oid)
         files = _files(store, oid)
         if "checkpoint" in files:
-            out.append(files["checkpoint"])
+            yield files["checkpoint"]
         oid = commit.parent_ids[0] if commit.parent_ids else None
-    out.reverse()
-    return out
 
 
 def add_cosignatures(store: StoreCore, body: str, sigs: Iterable[note.Signature]) -> bool:
