@@ -23,6 +23,13 @@ Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall 
   redaction), and ``sign + witness + fold``, the sum with one fold per redaction.
 - ``checkpoint commits per append``: commits on ``refs/gitmem/checkpoints`` per append, round and
   fold (1: the fold), and on the append's and the round's path (0).
+- ``worker round + fold``: the same, as ``gitmem serve`` runs it: isolated redactions (the last
+  fold long ago), each waking the real witness worker (its thread, its kept store handle, the
+  policy file), which runs the round and folds at once; the worker thread's CPU from the append
+  until the fold committed (``pthread_getcpuclockid``), and ``sign + worker``, with the append's
+  signing on the request thread: the whole CPU the log adds to an isolated redaction.
+- ``receipt``: building the receipt a redaction returns (on its request thread), for an entry just
+  appended to the ledger of ``--entries``.
 - ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
   costs on this file system: signing writes one, storing a cosignature another).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
@@ -107,6 +114,71 @@ def _commit_floor(core: StoreCore, rounds: int) -> list[float]:
     return out
 
 
+def _worker_rounds(
+    home: Path,
+    core: StoreCore,
+    vkey: str,
+    url: str,
+    n: int,
+    timed_on_append: Callable[..., str],
+    sign_cpu: list[float],
+) -> tuple[list[float], list[float]]:
+    """Isolated redactions as ``gitmem serve`` runs them: each append wakes the real witness worker
+    (its own thread, its kept handle, the policy file), which runs the round and folds at once (the
+    last fold was long ago); the worker thread's CPU from the append until the fold has committed,
+    and the append's signing on the request thread."""
+    from gitmem.store import start_witness_worker
+
+    (home / "witnesses.policy").write_text(
+        f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n"
+    )
+    worker = start_witness_worker(home, interval=3600.0)  # no periodic scan: only the appends wake it
+    assert worker is not None
+    worker.fold_interval = 0.0
+    out: list[float] = []
+    signs: list[float] = []
+    real = checkpoints.on_append
+    try:
+        time.sleep(0.3)  # its first scan (a store looked at once: re-signed if it lagged)
+        clock = time.pthread_getcpuclockid(worker._thread.ident or 0)
+        checkpoints.on_append = timed_on_append
+        for i in range(n):
+            tip = core.repo.references[checkpoints.CHECKPOINTS_REF].target
+            c0 = time.clock_gettime(clock)
+            ledger.append(core, "flag", {"worker": i})
+            signs.append(sign_cpu.pop())
+            time.sleep(0.05)  # no polling while the worker runs: it would share the GIL with it
+            deadline = time.monotonic() + 60
+            while (
+                core.repo.references[checkpoints.CHECKPOINTS_REF].target == tip or checkpoints.pending_paths()
+            ):
+                assert time.monotonic() < deadline, "the worker did not fold"
+                time.sleep(0.01)
+            out.append(time.clock_gettime(clock) - c0)
+            assert worker.last.get(core.path) == {"w1": "cosigned"}, worker.last
+    finally:
+        checkpoints.on_append = real
+        worker.stop()
+        (home / "witnesses.policy").unlink()
+    return out, signs
+
+
+def _receipts(core: StoreCore, n: int) -> list[float]:
+    """CPU of the receipt a redaction returns (built on its request thread), each for the
+    redaction entry just appended to the ledger of the bench's size."""
+    from gitmem.audit import redact
+
+    out = []
+    for i in range(n):
+        rid = f"redact_bench{i}"
+        ledger.append(core, "redaction", {"id": rid})
+        c0 = time.process_time()
+        got = redact._receipt(core, rid)
+        out.append(time.process_time() - c0)
+        assert got is not None and got["status"] == "pending", got
+    return out
+
+
 def _ms(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000, 3)
 
@@ -169,11 +241,15 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         finally:
             checkpoints.on_append = real
             checkpoints.remove_listener(committer)
-    commits_per_append = (len(checkpoints.history(core)) - commits_before) / rounds
+        worker_cpu, worker_sign = _worker_rounds(
+            home, core, vkey, url, min(rounds, 60), timed_on_append, sign_cpu
+        )
+    commits_per_append = (len(checkpoints.history(core)) - commits_before - len(worker_cpu)) / rounds
     assert transparency.newest(core).cp.size == len(ledger.entries(core)), "a checkpoint was not committed"
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
     with_fold = [a + b for a, b in zip(total, fold_cpu, strict=True)]
     floor = _commit_floor(core, rounds)
+    receipt_cpu = _receipts(core, rounds)
 
     # ordinary writes: with the serve worker running on a configured witness, and without
     entries_before = len(ledger.entries(core))
@@ -213,6 +289,9 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "fold_cpu_ms": _ms(fold_cpu),
         "sign_plus_witness_plus_fold_cpu_ms": _ms(with_fold),
         "floor_commit_cpu_ms": _ms(floor),
+        "worker_round_plus_fold_cpu_ms": _ms(worker_cpu),
+        "sign_plus_worker_cpu_ms": _ms([a + b for a, b in zip(worker_sign, worker_cpu, strict=True)]),
+        "receipt_cpu_ms": _ms(receipt_cpu),
         "checkpoint_commits_per_append_with_witness": round(commits_per_append, 3),
         "checkpoint_commits_on_the_append_and_round_path": on_path,
         "target_ms": 1.0,
@@ -244,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     folded = float(str(rows["sign_plus_witness_plus_fold_cpu_ms"]))
     verdict = f"met ({folded} ms)" if folded <= 1.0 else f"MISSED ({folded} ms CPU, {folded:.1f}x the target)"
     print(f"{'  with one fold per redaction (worst case)':42} {verdict}")
+    whole = float(str(rows["sign_plus_worker_cpu_ms"]))
+    verdict = f"met ({whole} ms)" if whole <= 1.0 else f"MISSED ({whole} ms CPU, {whole:.1f}x the target)"
+    print(f"{'  as gitmem serve runs it (sign + worker)':42} {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
