@@ -275,8 +275,10 @@ def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], wha
     message = f"gitmem checkpoint {size}: {what}\n\n{files['checkpoint']}{witnessed}"
     oid = store.create_commit(tree, [tip] if tip is not None else [], message, _AUTHOR)
     store.sync_objects([*written, oid])
+    # (on a clone the tip may be the remote's ref, and the store's own is then created)
+    own = tip if not store.is_clone else store.ref_target(CHECKPOINTS_REF)
     for _attempt in range(2):  # a lock left by a killed writer is broken by the first
-        if store.cas(CHECKPOINTS_REF, tip, oid, "gitmem checkpoint"):
+        if store.cas(CHECKPOINTS_REF, own, oid, "gitmem checkpoint"):
             break
         if _tip(store) != tip:
             raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
