@@ -20,7 +20,6 @@ rebuilt: the entries are durable, the same tree signs to the same note (Ed25519 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import threading
@@ -31,9 +30,14 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem.errors import ConflictError, GitmemError
+from gitmem.engine.checkpoint_ref import CHECKPOINTS_REF as CHECKPOINTS_REF
+from gitmem.engine.checkpoint_ref import CLONE_CHECKPOINTS_REFS as CLONE_CHECKPOINTS_REFS
+from gitmem.engine.checkpoint_ref import commit as _commit
+from gitmem.engine.checkpoint_ref import files_at as _files
+from gitmem.engine.checkpoint_ref import keys_of as _keys
+from gitmem.engine.checkpoint_ref import ref_tip as _tip
+from gitmem.errors import GitmemError
 from gitmem.git.locks import file_lock
-from gitmem.git.repo import retrying
 from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
 from gitmem.model.tlog.checkpoint import Checkpoint, parse_body
@@ -42,8 +46,6 @@ from gitmem.model.tlog.merkle import CompactRange, leaf_hash
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
-CHECKPOINTS_REF = "refs/gitmem/checkpoints"
-CLONE_CHECKPOINTS_REFS = ("refs/remotes/origin/gitmem/checkpoints", "refs/gitmem/remote/checkpoints")
 TLOG_DIR = "tlog"
 KEY_FILE = "log.key"
 STATE_FILE = "state.json"
@@ -51,14 +53,11 @@ LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
 _committers: list[Callable[[Path], None]] = []  # listeners that commit what they are told of
 _signers: dict[Path, tuple[float, note.Ed25519Signer, str]] = {}  # store -> (key mtime, key, key path)
-_files_memo: dict[tuple[str, str], dict[str, str]] = {}
 _ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
 _roots: dict[Path, bytes] = {}  # and its root
 _signed_here: dict[Path, tuple[str, str]] = {}  # the note this process signed last, and by which vkey
 _mem = threading.RLock()  # this process's uncommitted checkpoints change under it (after the ledger lock)
 _recent: dict[Path, tuple[int, list[bytes]]] = {}  # the leaf hashes of this process's last appends
-WITNESSED_SEP = "\f\n"  # never in a signed note (no control characters but newlines)
-MESSAGE_FILES = ("checkpoint", "witnessed")
 STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves file fills the gap)
 
 
@@ -202,114 +201,6 @@ def rotate_key(store: StoreCore) -> note.Ed25519Signer:
         )
         _write_private(path, new.skey() + "\n")
     return new
-
-
-# ---------------------------------------------------------------------- the ref
-def _tip(store: StoreCore) -> pygit2.Oid | None:
-    names = (CHECKPOINTS_REF, *CLONE_CHECKPOINTS_REFS) if store.is_clone else (CHECKPOINTS_REF,)
-    for name in names:
-        ref = store.repo.references.get(name)
-        if ref is not None and isinstance(ref.target, pygit2.Oid):
-            return ref.target
-    return None
-
-
-def _files(store: StoreCore, tip: pygit2.Oid | None) -> dict[str, str]:
-    """The checkpoint commit's files: ``checkpoint`` from its message (or, before 0.x, its tree),
-    the rest from its tree. Memoised by commit id (commits never change)."""
-    if tip is None:
-        return {}
-    key = (str(store.path), str(tip))
-    cached = _files_memo.get(key)
-    if cached is not None:
-        return dict(cached)
-    commit = store.commit(tip)
-    out = {}
-    for entry in commit.tree:
-        obj = store.repo[entry.id]
-        if isinstance(obj, pygit2.Blob) and entry.name:
-            out[entry.name] = obj.data.decode("utf-8", "replace")
-    _subject, sep, body = commit.message.partition("\n\n")
-    if sep and body:  # the current layout: the notes are the message's body, split by a form feed
-        newest, _, witnessed = body.partition(WITNESSED_SEP)
-        out["checkpoint"] = newest
-        out.pop("witnessed", None)
-        if witnessed:
-            out["witnessed"] = witnessed
-    if len(_files_memo) > 64:
-        _files_memo.clear()
-    _files_memo[key] = dict(out)
-    return out
-
-
-def _keys(files: dict[str, str]) -> list[str]:
-    return [line for line in files.get("keys", "").splitlines() if line.strip()]
-
-
-def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], what: str) -> pygit2.Oid:
-    """One commit on the ref: the signed notes are its message's body (after the subject and a blank
-    line: ``checkpoint``, then a form feed line and ``witnessed`` when there is one), ``keys`` its tree.
-    An append writes one object: the tree changes only with the keys. The commit is written through
-    the thread's lean object writer (no existence check, no refresh of the pack directory), flushed
-    (the object and its directory), and the ref moved by compare-and-swap with git's lock protocol
-    (:meth:`gitmem.git.repo.Repo.cas`: fenced in a cluster, a stale lock broken)."""
-    rest = {k: v for k, v in files.items() if k not in MESSAGE_FILES}
-    old = _tree_of(store, tip)
-    written: list[pygit2.Oid] = []
-    if old is not None and old[1] == rest:
-        tree = old[0]
-    else:
-        repo = store.repo
-        ids = {e.name: e.id for e in store.commit(tip).tree} if tip is not None else {}
-        builder = repo.TreeBuilder()
-        for name in sorted(rest):
-            blob = pygit2.hash(rest[name].encode("utf-8"))
-            if ids.get(name) != blob:  # an unchanged file keeps its blob
-                blob = retrying(functools.partial(repo.create_blob, rest[name].encode("utf-8")))
-                written.append(blob)
-            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
-        tree = retrying(builder.write)
-        written.append(tree)
-    size = parse_body(note.parse(files["checkpoint"]).text).size
-    witnessed = WITNESSED_SEP + files["witnessed"] if "witnessed" in files else ""
-    message = f"gitmem checkpoint {size}: {what}\n\n{files['checkpoint']}{witnessed}"
-    oid = store.create_commit(tree, [tip] if tip is not None else [], message, _AUTHOR)
-    store.sync_objects([*written, oid])
-    # (on a clone the tip may be the remote's ref, and the store's own is then created)
-    own = tip if not store.is_clone else store.ref_target(CHECKPOINTS_REF)
-    for _attempt in range(2):  # a lock left by a killed writer is broken by the first
-        if store.cas(CHECKPOINTS_REF, own, oid, "gitmem checkpoint"):
-            break
-        if _tip(store) != tip:
-            raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
-    else:
-        raise ConflictError(f"{CHECKPOINTS_REF} stayed locked; try again")
-    _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
-    _trees_memo[(str(store.path), str(oid))] = (tree, rest)
-    return oid
-
-
-_AUTHOR = ("gitmem", "gitmem")  # author and committer of every checkpoint commit
-_trees_memo: dict[tuple[str, str], tuple[pygit2.Oid, dict[str, str]]] = {}
-
-
-def _tree_of(store: StoreCore, tip: pygit2.Oid | None) -> tuple[pygit2.Oid, dict[str, str]] | None:
-    """The tree of the checkpoint commit ``tip`` and the files it holds (memoised by commit id)."""
-    if tip is None:
-        return None
-    key = (str(store.path), str(tip))
-    hit = _trees_memo.get(key)
-    if hit is None:
-        commit = store.commit(tip)
-        held = {}
-        for entry in commit.tree:
-            obj = store.repo[entry.id]
-            if isinstance(obj, pygit2.Blob) and entry.name:
-                held[entry.name] = obj.data.decode("utf-8", "replace")
-        if len(_trees_memo) > 64:
-            _trees_memo.clear()
-        hit = _trees_memo[key] = (commit.tree_id, held)
-    return hit
 
 
 # ---------------------------------------------------------------------- the tree's frontier
