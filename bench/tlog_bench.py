@@ -31,7 +31,7 @@ Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall 
 - ``receipt``: building the receipt a redaction returns (on its request thread), for an entry just
   appended to the ledger of ``--entries``.
 - ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
-  costs on this file system: signing writes one, storing a cosignature another).
+  costs on this file system: the fold writes one), right after each fold (the same minutes).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
   against the same write without the worker (interleaved blocks of 10); and how many checkpoints
   ordinary writes signed (0:
@@ -93,25 +93,30 @@ def _witness(d: Path, log_vkey: str) -> Iterator[tuple[str, str, int]]:
         p.wait(timeout=30)
 
 
-def _commit_floor(core: StoreCore, rounds: int) -> list[float]:
-    """CPU of one bare commit + flush + ref move on the store's repository (a scratch ref)."""
-    import pygit2
+class _Floor:
+    """One bare commit + flush + ref move on the store's repository (a scratch ref), timed: what any
+    commit costs on this file system. Run after each fold, so both meet the same machine."""
 
-    repo = core.repo
-    tree = core.empty_tree()
-    sig = pygit2.Signature("bench", "bench", 0, 0)
-    tip = repo.create_commit(None, sig, sig, "floor", tree, [])
-    repo.references.create("refs/bench/floor", tip, force=True)
-    out = []
-    for i in range(rounds):
+    def __init__(self, core: StoreCore) -> None:
+        import pygit2
+
+        self.core, self.sig = core, pygit2.Signature("bench", "bench", 0, 0)
+        self.tree = core.empty_tree()
+        self.tip = core.repo.create_commit(None, self.sig, self.sig, "floor", self.tree, [])
+        core.repo.references.create("refs/bench/floor", self.tip, force=True)
+        self.cpu: list[float] = []
+
+    def once(self) -> None:
+        repo = self.core.repo
         c0 = time.process_time()
-        oid = repo.create_commit(None, sig, sig, f"floor {i}", tree, [tip])
-        core.sync_objects([oid])
+        oid = repo.create_commit(None, self.sig, self.sig, f"floor {len(self.cpu)}", self.tree, [self.tip])
+        self.core.sync_objects([oid])
         repo.references["refs/bench/floor"].set_target(oid, "bench")
-        out.append(time.process_time() - c0)
-        tip = oid
-    repo.references.delete("refs/bench/floor")
-    return out
+        self.cpu.append(time.process_time() - c0)
+        self.tip = oid
+
+    def close(self) -> None:
+        self.core.repo.references.delete("refs/bench/floor")
 
 
 def _worker_rounds(
@@ -214,6 +219,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     finally:
         checkpoints.on_append = real
     alone, sign_cpu, sign_wall = sign_cpu, [], []
+    floor = _Floor(core)
     with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
         policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
         assert witnessing.round_and_commit(core, policy) == {"w1": "cosigned"}
@@ -237,6 +243,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
                 c0 = time.process_time()
                 assert checkpoints.flush(core)  # the worker's fold (here one per round: the worst case)
                 fold_cpu.append(time.process_time() - c0)
+                floor.once()
                 assert not checkpoints.pending_paths()
         finally:
             checkpoints.on_append = real
@@ -248,7 +255,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     assert transparency.newest(core).cp.size == len(ledger.entries(core)), "a checkpoint was not committed"
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
     with_fold = [a + b for a, b in zip(total, fold_cpu, strict=True)]
-    floor = _commit_floor(core, rounds)
+    floor.close()
     receipt_cpu = _receipts(core, rounds)
 
     # ordinary writes: with the serve worker running on a configured witness, and without
@@ -288,7 +295,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "sign_plus_witness_cpu_ms": _ms(total),
         "fold_cpu_ms": _ms(fold_cpu),
         "sign_plus_witness_plus_fold_cpu_ms": _ms(with_fold),
-        "floor_commit_cpu_ms": _ms(floor),
+        "floor_commit_cpu_ms": _ms(floor.cpu),
         "worker_round_plus_fold_cpu_ms": _ms(worker_cpu),
         "sign_plus_worker_cpu_ms": _ms([a + b for a, b in zip(worker_sign, worker_cpu, strict=True)]),
         "receipt_cpu_ms": _ms(receipt_cpu),
