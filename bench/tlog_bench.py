@@ -23,8 +23,15 @@ Rows (medians over the rounds, CPU = this process's ``time.process_time``, wall 
   redaction), and ``sign + witness + fold``, the sum with one fold per redaction.
 - ``checkpoint commits per append``: commits on ``refs/gitmem/checkpoints`` per append, round and
   fold (1: the fold), and on the append's and the round's path (0).
+- ``worker round + fold``: the same, as ``gitmem serve`` runs it: isolated redactions (the last
+  fold long ago), each waking the real witness worker (its thread, its kept store handle, the
+  policy file), which runs the round and folds at once; the worker thread's CPU from the append
+  until the fold committed (``pthread_getcpuclockid``), and ``sign + worker``, with the append's
+  signing on the request thread: the whole CPU the log adds to an isolated redaction.
+- ``receipt``: building the receipt a redaction returns (on its request thread), for an entry just
+  appended to the ledger of ``--entries``.
 - ``floor``: one commit object, its flush and a ref move on the same repository (what any commit
-  costs on this file system: signing writes one, storing a cosignature another).
+  costs on this file system: the fold writes one), right after each fold (the same minutes).
 - ``ordinary write``: ``Store.write`` with the witness worker running and a witness configured,
   against the same write without the worker (interleaved blocks of 10); and how many checkpoints
   ordinary writes signed (0:
@@ -86,24 +93,94 @@ def _witness(d: Path, log_vkey: str) -> Iterator[tuple[str, str, int]]:
         p.wait(timeout=30)
 
 
-def _commit_floor(core: StoreCore, rounds: int) -> list[float]:
-    """CPU of one bare commit + flush + ref move on the store's repository (a scratch ref)."""
-    import pygit2
+class _Floor:
+    """One bare commit + flush + ref move on the store's repository (a scratch ref), timed: what any
+    commit costs on this file system. Run after each fold, so both meet the same machine."""
 
-    repo = core.repo
-    tree = core.empty_tree()
-    sig = pygit2.Signature("bench", "bench", 0, 0)
-    tip = repo.create_commit(None, sig, sig, "floor", tree, [])
-    repo.references.create("refs/bench/floor", tip, force=True)
-    out = []
-    for i in range(rounds):
+    def __init__(self, core: StoreCore) -> None:
+        import pygit2
+
+        self.core, self.sig = core, pygit2.Signature("bench", "bench", 0, 0)
+        self.tree = core.empty_tree()
+        self.tip = core.repo.create_commit(None, self.sig, self.sig, "floor", self.tree, [])
+        core.repo.references.create("refs/bench/floor", self.tip, force=True)
+        self.cpu: list[float] = []
+
+    def once(self) -> None:
+        repo = self.core.repo
         c0 = time.process_time()
-        oid = repo.create_commit(None, sig, sig, f"floor {i}", tree, [tip])
-        core.sync_objects([oid])
+        oid = repo.create_commit(None, self.sig, self.sig, f"floor {len(self.cpu)}", self.tree, [self.tip])
+        self.core.sync_objects([oid])
         repo.references["refs/bench/floor"].set_target(oid, "bench")
+        self.cpu.append(time.process_time() - c0)
+        self.tip = oid
+
+    def close(self) -> None:
+        self.core.repo.references.delete("refs/bench/floor")
+
+
+def _worker_rounds(
+    home: Path,
+    core: StoreCore,
+    vkey: str,
+    url: str,
+    n: int,
+    timed_on_append: Callable[..., str],
+    sign_cpu: list[float],
+) -> tuple[list[float], list[float]]:
+    """Isolated redactions as ``gitmem serve`` runs them: each append wakes the real witness worker
+    (its own thread, its kept handle, the policy file), which runs the round and folds at once (the
+    last fold was long ago); the worker thread's CPU from the append until the fold has committed,
+    and the append's signing on the request thread."""
+    from gitmem.store import start_witness_worker
+
+    (home / "witnesses.policy").write_text(
+        f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n"
+    )
+    worker = start_witness_worker(home, interval=3600.0)  # no periodic scan: only the appends wake it
+    assert worker is not None
+    worker.fold_interval = 0.0
+    out: list[float] = []
+    signs: list[float] = []
+    real = checkpoints.on_append
+    try:
+        time.sleep(0.3)  # its first scan (a store looked at once: re-signed if it lagged)
+        clock = time.pthread_getcpuclockid(worker._thread.ident or 0)
+        checkpoints.on_append = timed_on_append
+        for i in range(n):
+            tip = core.repo.references[checkpoints.CHECKPOINTS_REF].target
+            c0 = time.clock_gettime(clock)
+            ledger.append(core, "flag", {"worker": i})
+            signs.append(sign_cpu.pop())
+            time.sleep(0.05)  # no polling while the worker runs: it would share the GIL with it
+            deadline = time.monotonic() + 60
+            while (
+                core.repo.references[checkpoints.CHECKPOINTS_REF].target == tip or checkpoints.pending_paths()
+            ):
+                assert time.monotonic() < deadline, "the worker did not fold"
+                time.sleep(0.01)
+            out.append(time.clock_gettime(clock) - c0)
+            assert worker.last.get(core.path) == {"w1": "cosigned"}, worker.last
+    finally:
+        checkpoints.on_append = real
+        worker.stop()
+        (home / "witnesses.policy").unlink()
+    return out, signs
+
+
+def _receipts(core: StoreCore, n: int) -> list[float]:
+    """CPU of the receipt a redaction returns (built on its request thread), each for the
+    redaction entry just appended to the ledger of the bench's size."""
+    from gitmem.audit import redact
+
+    out = []
+    for i in range(n):
+        rid = f"redact_bench{i}"
+        ledger.append(core, "redaction", {"id": rid})
+        c0 = time.process_time()
+        got = redact._receipt(core, rid)
         out.append(time.process_time() - c0)
-        tip = oid
-    repo.references.delete("refs/bench/floor")
+        assert got is not None and got["status"] == "pending", got
     return out
 
 
@@ -142,6 +219,7 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
     finally:
         checkpoints.on_append = real
     alone, sign_cpu, sign_wall = sign_cpu, [], []
+    floor = _Floor(core)
     with _witness(home / "w1", transparency.log_vkey(core)) as (vkey, url, pid):
         policy = policy_mod.parse(f"log {transparency.log_vkey(core)}\nwitness w1 {vkey} {url}\nquorum w1\n")
         assert witnessing.round_and_commit(core, policy) == {"w1": "cosigned"}
@@ -165,15 +243,20 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
                 c0 = time.process_time()
                 assert checkpoints.flush(core)  # the worker's fold (here one per round: the worst case)
                 fold_cpu.append(time.process_time() - c0)
+                floor.once()
                 assert not checkpoints.pending_paths()
         finally:
             checkpoints.on_append = real
             checkpoints.remove_listener(committer)
-    commits_per_append = (len(checkpoints.history(core)) - commits_before) / rounds
+        worker_cpu, worker_sign = _worker_rounds(
+            home, core, vkey, url, min(rounds, 60), timed_on_append, sign_cpu
+        )
+    commits_per_append = (len(checkpoints.history(core)) - commits_before - len(worker_cpu)) / rounds
     assert transparency.newest(core).cp.size == len(ledger.entries(core)), "a checkpoint was not committed"
     total = [a + b for a, b in zip(sign_cpu, round_cpu, strict=True)]
     with_fold = [a + b for a, b in zip(total, fold_cpu, strict=True)]
-    floor = _commit_floor(core, rounds)
+    floor.close()
+    receipt_cpu = _receipts(core, rounds)
 
     # ordinary writes: with the serve worker running on a configured witness, and without
     entries_before = len(ledger.entries(core))
@@ -212,7 +295,10 @@ def run(entries: int, rounds: int, writes: int) -> dict[str, object]:
         "sign_plus_witness_cpu_ms": _ms(total),
         "fold_cpu_ms": _ms(fold_cpu),
         "sign_plus_witness_plus_fold_cpu_ms": _ms(with_fold),
-        "floor_commit_cpu_ms": _ms(floor),
+        "floor_commit_cpu_ms": _ms(floor.cpu),
+        "worker_round_plus_fold_cpu_ms": _ms(worker_cpu),
+        "sign_plus_worker_cpu_ms": _ms([a + b for a, b in zip(worker_sign, worker_cpu, strict=True)]),
+        "receipt_cpu_ms": _ms(receipt_cpu),
         "checkpoint_commits_per_append_with_witness": round(commits_per_append, 3),
         "checkpoint_commits_on_the_append_and_round_path": on_path,
         "target_ms": 1.0,
@@ -244,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     folded = float(str(rows["sign_plus_witness_plus_fold_cpu_ms"]))
     verdict = f"met ({folded} ms)" if folded <= 1.0 else f"MISSED ({folded} ms CPU, {folded:.1f}x the target)"
     print(f"{'  with one fold per redaction (worst case)':42} {verdict}")
+    whole = float(str(rows["sign_plus_worker_cpu_ms"]))
+    verdict = f"met ({whole} ms)" if whole <= 1.0 else f"MISSED ({whole} ms CPU, {whole:.1f}x the target)"
+    print(f"{'  as gitmem serve runs it (sign + worker)':42} {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -12,6 +12,7 @@ inclusion proof of ``SHA-256(0x00 || extra)`` and that the entry is a redaction 
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,13 +85,14 @@ def receipt(store: StoreCore, redaction_id: str, policy: Policy | None = None) -
     if entry is None:
         raise NotFoundError(f"no redaction {redaction_id} in the ledger of {store.path}")
     files = checkpoints.current(store)
-    candidates = [files[k] for k in ("checkpoint", "witnessed") if k in files]
-    candidates += list(reversed(checkpoints.history(store)))
+    current = [files[k] for k in ("checkpoint", "witnessed") if k in files]
     newest: tuple[str, int] | None = None
     chosen: tuple[str, int, list[str]] | None = None
-    for signed in candidates:
+    for i, signed in enumerate(itertools.chain(current, checkpoints.newest_first(store))):
         size = parse_body(note.parse(signed).text).size
         if size <= entry.seq:
+            if i >= len(current):  # the ref's history, newest first: every older one is smaller
+                break
             continue
         newest = newest or (signed, size)
         names = _cosigners(signed, policy)
@@ -175,9 +177,19 @@ def workspace_policy(store: StoreCore) -> Policy | None:
     return None if path is None else load_policy(path)
 
 
+# policy text -> its parse (a redaction's receipt and each witness round read the file)
+_parsed: dict[str, Policy] = {}
+
+
 def load_policy(path: Path) -> Policy:
     try:
-        return policy_mod.parse(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        hit = _parsed.get(text)
+        if hit is None:
+            if len(_parsed) >= 16:
+                _parsed.clear()
+            hit = _parsed[text] = policy_mod.parse(text)
+        return hit
     except FileNotFoundError:
         raise NotFoundError(f"no policy file {path}") from None
     except InvalidInputError as exc:

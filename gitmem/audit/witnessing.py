@@ -15,6 +15,7 @@ failures are retried with a backoff.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
 import json
@@ -24,7 +25,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
 SIZES_FILE = "witnesses.json"
+MAX_OPEN = 64  # store handles the witness worker keeps open
 
 
 @functools.lru_cache(maxsize=64)
@@ -314,6 +316,9 @@ class Worker:
         self._retry: dict[Path, tuple[float, float]] = {}  # path -> (not before, backoff)
         self._thread = threading.Thread(target=self._run, name="gitmem-witness", daemon=True)
         self.last: dict[Path, dict[str, str]] = {}
+        # store path -> its open handle (kept from round to round), the handle's context and the
+        # directory's (device, inode) when it was opened
+        self._cores: dict[Path, tuple[AbstractContextManager[StoreCore], StoreCore, tuple[int, int]]] = {}
 
     def start(self) -> None:
         checkpoints.add_listener(self.notify, commits=True)  # appends leave their commit to rounds
@@ -323,12 +328,51 @@ class Worker:
         checkpoints.remove_listener(self.notify)
         self._queue.put(None)
         self._thread.join(timeout=30)
+        alive = self._thread.is_alive()  # (stuck: its handles are left to it)
         for path in checkpoints.pending_paths():  # what no round committed yet
             try:
-                with self._open(path) as core:
+                with self._open(path) if alive else self._core(path) as core:
                     checkpoints.flush(core)
             except Exception:  # noqa: BLE001,S112 - the next append there signs it again
                 continue
+        if not alive:
+            for path in list(self._cores):
+                self._close(path)
+
+    @contextlib.contextmanager
+    def _core(self, path: Path) -> Iterator[StoreCore]:
+        """The store's handle, kept open from round to round: opening one (recovery checks, the
+        repository, the settings) cost more CPU than the round and the fold together. A handle is
+        dropped when an error is raised with it, when the store's directory is no longer the one it
+        opened (removed, restored over) and when the store leaves the scan; at most
+        :data:`MAX_OPEN` are kept, the least recently used closed first."""
+        try:
+            st = os.stat(path)
+            ident = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = (-1, -1)
+        held = self._cores.pop(path, None)
+        if held is not None and held[2] != ident:
+            with contextlib.suppress(Exception):
+                held[0].__exit__(None, None, None)
+            held = None
+        if held is None:
+            cm = self._open(path)
+            held = (cm, cm.__enter__(), ident)
+        self._cores[path] = held  # the most recently used last
+        while len(self._cores) > MAX_OPEN:
+            self._close(next(iter(self._cores)))
+        try:
+            yield held[1]
+        except BaseException:
+            self._close(path)
+            raise
+
+    def _close(self, path: Path) -> None:
+        held = self._cores.pop(path, None)
+        if held is not None:
+            with contextlib.suppress(Exception):
+                held[0].__exit__(None, None, None)
 
     def notify(self, path: Path) -> None:
         self._queue.put(path)  # never blocks: the queue is unbounded
@@ -343,11 +387,16 @@ class Worker:
             except queue.Empty:
                 item = False  # no wake-up: the periodic scan, or a fold that is due
             if item is None:
+                for path in list(self._cores):  # (stop() flushes what waits, with fresh handles)
+                    self._close(path)
                 return
             now = time.monotonic()
             todo = [item] if isinstance(item, Path) else []
             if now >= next_scan:
-                todo += [p for p in self._stores() if self._retry.get(p, (0.0, 0.0))[0] <= now]
+                listed = self._stores()
+                todo += [p for p in listed if self._retry.get(p, (0.0, 0.0))[0] <= now]
+                for gone in set(self._cores) - set(listed):
+                    self._close(gone)
                 next_scan = now + self.interval
             for path in dict.fromkeys(todo):
                 self._one(path)
@@ -360,7 +409,7 @@ class Worker:
         self._due.pop(path, None)
         self._folded[path] = time.monotonic()
         try:
-            with self._open(path) as core:
+            with self._core(path) as core:
                 checkpoints.flush(core)
         except Exception:  # noqa: BLE001,S110 - the next fold, stop() or a restart's resign commits it
             pass
@@ -368,7 +417,7 @@ class Worker:
     def _one(self, path: Path) -> None:
         policy = self._policy()
         try:
-            with self._open(path) as core:
+            with self._core(path) as core:
                 if path not in self._checked:
                     self._checked.add(path)
                     resign(core)  # a crash lost a checkpoint left to the fold: sign it again

@@ -20,23 +20,24 @@ rebuilt: the entries are durable, the same tree signs to the same note (Ed25519 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 
-from gitmem.errors import ConflictError, GitmemError
-from gitmem.git.fence import check_fence
+from gitmem.engine.checkpoint_ref import CHECKPOINTS_REF as CHECKPOINTS_REF
+from gitmem.engine.checkpoint_ref import CLONE_CHECKPOINTS_REFS as CLONE_CHECKPOINTS_REFS
+from gitmem.engine.checkpoint_ref import commit as _commit
+from gitmem.engine.checkpoint_ref import files_at as _files
+from gitmem.engine.checkpoint_ref import keys_of as _keys
+from gitmem.engine.checkpoint_ref import ref_tip as _tip
+from gitmem.errors import GitmemError
 from gitmem.git.locks import file_lock
-from gitmem.git.refmove import move_ref
-from gitmem.git.repo import retrying
 from gitmem.model.tlog import checkpoint as checkpoint_mod
 from gitmem.model.tlog import note
 from gitmem.model.tlog.checkpoint import Checkpoint, parse_body
@@ -45,8 +46,6 @@ from gitmem.model.tlog.merkle import CompactRange, leaf_hash
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
-CHECKPOINTS_REF = "refs/gitmem/checkpoints"
-CLONE_CHECKPOINTS_REFS = ("refs/remotes/origin/gitmem/checkpoints", "refs/gitmem/remote/checkpoints")
 TLOG_DIR = "tlog"
 KEY_FILE = "log.key"
 STATE_FILE = "state.json"
@@ -54,14 +53,11 @@ LEAVES_FILE = "leaves"
 _listeners: list[Callable[[Path], None]] = []
 _committers: list[Callable[[Path], None]] = []  # listeners that commit what they are told of
 _signers: dict[Path, tuple[float, note.Ed25519Signer, str]] = {}  # store -> (key mtime, key, key path)
-_files_memo: dict[tuple[str, str], dict[str, str]] = {}
 _ranges: dict[Path, CompactRange] = {}  # the frontier after the last append of this process
 _roots: dict[Path, bytes] = {}  # and its root
 _signed_here: dict[Path, tuple[str, str]] = {}  # the note this process signed last, and by which vkey
 _mem = threading.RLock()  # this process's uncommitted checkpoints change under it (after the ledger lock)
 _recent: dict[Path, tuple[int, list[bytes]]] = {}  # the leaf hashes of this process's last appends
-WITNESSED_SEP = "\f\n"  # never in a signed note (no control characters but newlines)
-MESSAGE_FILES = ("checkpoint", "witnessed")
 STATE_EVERY = 64  # state.json is rewritten every this many appends (the leaves file fills the gap)
 
 
@@ -207,84 +203,6 @@ def rotate_key(store: StoreCore) -> note.Ed25519Signer:
     return new
 
 
-# ---------------------------------------------------------------------- the ref
-def _tip(store: StoreCore) -> pygit2.Oid | None:
-    names = (CHECKPOINTS_REF, *CLONE_CHECKPOINTS_REFS) if store.is_clone else (CHECKPOINTS_REF,)
-    for name in names:
-        ref = store.repo.references.get(name)
-        if ref is not None and isinstance(ref.target, pygit2.Oid):
-            return ref.target
-    return None
-
-
-def _files(store: StoreCore, tip: pygit2.Oid | None) -> dict[str, str]:
-    """The checkpoint commit's files: ``checkpoint`` from its message (or, before 0.x, its tree),
-    the rest from its tree. Memoised by commit id (commits never change)."""
-    if tip is None:
-        return {}
-    key = (str(store.path), str(tip))
-    cached = _files_memo.get(key)
-    if cached is not None:
-        return dict(cached)
-    commit = store.commit(tip)
-    out = {}
-    for entry in commit.tree:
-        obj = store.repo[entry.id]
-        if isinstance(obj, pygit2.Blob) and entry.name:
-            out[entry.name] = obj.data.decode("utf-8", "replace")
-    _subject, sep, body = commit.message.partition("\n\n")
-    if sep and body:  # the current layout: the notes are the message's body, split by a form feed
-        newest, _, witnessed = body.partition(WITNESSED_SEP)
-        out["checkpoint"] = newest
-        out.pop("witnessed", None)
-        if witnessed:
-            out["witnessed"] = witnessed
-    if len(_files_memo) > 64:
-        _files_memo.clear()
-    _files_memo[key] = dict(out)
-    return out
-
-
-def _keys(files: dict[str, str]) -> list[str]:
-    return [line for line in files.get("keys", "").splitlines() if line.strip()]
-
-
-def _commit(store: StoreCore, tip: pygit2.Oid | None, files: dict[str, str], what: str) -> pygit2.Oid:
-    """One commit on the ref: the signed notes are its message's body (after the subject and a blank
-    line: ``checkpoint``, then a form feed line and ``witnessed`` when there is one), ``keys`` its tree.
-    An append writes one object: the tree changes only with the keys."""
-    repo = store.repo
-    old_tree = store.commit(tip).tree if tip is not None else None
-    old = {e.name: e.id for e in old_tree} if old_tree is not None else {}
-    rest = {k: v for k, v in files.items() if k not in MESSAGE_FILES}
-    wanted = {name: pygit2.hash(rest[name].encode("utf-8")) for name in rest}
-    written: list[pygit2.Oid] = []
-    if old_tree is not None and wanted == old:
-        tree = old_tree.id
-    else:
-        builder = repo.TreeBuilder()
-        for name in sorted(rest):
-            blob = wanted[name]
-            if old.get(name) != blob:  # an unchanged file keeps its blob
-                blob = repo.create_blob(rest[name].encode("utf-8"))
-                written.append(blob)
-            builder.insert(name, blob, pygit2.enums.FileMode.BLOB)
-        tree = builder.write()
-        written.append(tree)
-    sig = pygit2.Signature("gitmem", "gitmem", int(time.time()), 0)
-    size = parse_body(note.parse(files["checkpoint"]).text).size
-    witnessed = WITNESSED_SEP + files["witnessed"] if "witnessed" in files else ""
-    message = f"gitmem checkpoint {size}: {what}\n\n{files['checkpoint']}{witnessed}"
-    parents = [tip] if tip is not None else []
-    oid = retrying(functools.partial(repo.create_commit, None, sig, sig, message, tree, parents))
-    store.sync_objects([*written, oid])
-    check_fence(repo.path)  # a store in a cluster: only its lease holder (docs/cluster.md)
-    if not move_ref(repo, CHECKPOINTS_REF, tip, oid, "gitmem checkpoint"):  # past a stale lock too
-        raise ConflictError(f"{CHECKPOINTS_REF} moved while a checkpoint was written")
-    _files_memo[(str(store.path), str(oid))] = dict(files)  # what _files would read back from it
-    return oid
-
-
 # ---------------------------------------------------------------------- the tree's frontier
 def _load_range(store: StoreCore) -> CompactRange | None:
     try:
@@ -428,19 +346,23 @@ def current(store: StoreCore) -> dict[str, str]:
 
 def history(store: StoreCore) -> list[str]:
     """Every checkpoint note the ref's history holds, oldest first (cosignature updates included)."""
-    out: list[str] = []
+    out = list(newest_first(store))
+    out.reverse()
+    return out
+
+
+def newest_first(store: StoreCore) -> Iterator[str]:
+    """:func:`history`, newest first and read lazily (a receipt stops at the first that will do)."""
     oid = _tip(store)
     p = _pending_for(store, oid)
     if p is not None:
-        out.append(p.files["checkpoint"])
+        yield p.files["checkpoint"]
     while oid is not None:
         commit = store.commit(oid)
         files = _files(store, oid)
         if "checkpoint" in files:
-            out.append(files["checkpoint"])
+            yield files["checkpoint"]
         oid = commit.parent_ids[0] if commit.parent_ids else None
-    out.reverse()
-    return out
 
 
 def add_cosignatures(store: StoreCore, body: str, sigs: Iterable[note.Signature]) -> bool:

@@ -383,10 +383,17 @@ def record_push(store: StoreCore, record: Mapping[str, Any]) -> LedgerEntry:
 
 
 def find(store: StoreCore, kind: str, key: str, value: str) -> LedgerEntry | None:
-    """The newest entry of ``kind`` whose ``data[key] == value`` (idempotent recovery uses it)."""
-    for entry in reversed(entries(store, kind=kind)):
-        if entry.data.get(key) == value:
+    """The newest entry of ``kind`` whose ``data[key] == value`` (idempotent recovery and a
+    redaction's receipt use it): walked from the tip back, so the entry just appended is found in
+    one step, not after parsing the whole ledger. An unparsable entry on the way raises
+    IntegrityError."""
+    oid = ledger_tip(store)
+    while oid is not None:
+        commit = store.commit(oid)
+        entry = parse_commit(commit)
+        if entry.kind == kind and entry.data.get(key) == value:
             return entry
+        oid = commit.parent_ids[0] if commit.parent_ids else None
     return None
 
 

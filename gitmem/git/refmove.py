@@ -28,10 +28,10 @@ from typing import Protocol
 
 import pygit2
 
-from gitmem.errors import ConflictError, GitmemError
+from gitmem.errors import GitmemError
 from gitmem.git import refgen
 from gitmem.git.locks import close_lock_fd, open_lock_fd
-from gitmem.git.reflocks import hold, locked_file, wait_or_break_ref_lock
+from gitmem.git.reflocks import hold, wait_or_break_ref_lock
 
 #: :func:`move` could not take this case (see the module docstring): move the ref through libgit2.
 UNHANDLED = None
@@ -126,52 +126,6 @@ def seen_target(handle: Handle, new: pygit2.Oid, move_ref: Callable[[pygit2.Repo
 
 
 MISSING_TARGET_RETRIES = 8  # looks again for a new target a pack swap hid
-
-
-def move_ref(
-    repo: pygit2.Repository, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str
-) -> bool:
-    """Move ``name`` from ``old`` to ``new`` (create it when it is missing); False when it is at
-    neither ``old`` nor missing, or another writer moved it first. A lock held on it is waited for
-    (or removed when stale: :func:`wait_or_break_ref_lock`) and the move tried once more. A plain
-    loose ref moves by git's lock protocol with its lock flocked (:func:`move`: no
-    breaker takes it from this process, however long it stalls); any other case through libgit2.
-    (The transparency log's checkpoints ref; no ref generation is counted, unlike :func:`cas`.)"""
-    if old is not None and repo.odb.exists(new) and plain_config(repo.path, repo):
-        for again in (True, False):
-            try:
-                moved = move(repo.path, name, str(old), str(new))
-            except LockHeld:
-                wait_or_break_ref_lock(repo.path, name)
-                if not again:
-                    raise ConflictError(f"{name} stayed locked; try again") from None
-                continue
-            except OSError as exc:
-                raise ConflictError(f"cannot move {name} in {repo.path}: {exc}") from None
-            if moved is not UNHANDLED:
-                return moved
-            break  # a packed or symbolic ref: libgit2 moves it
-    for again in (True, False):
-        ref = repo.references.get(name)
-        try:
-            if ref is None:
-                repo.references.create(name, new, force=False)
-            elif ref.target == old:
-                ref.set_target(new, message)
-            else:
-                return False
-            return True
-        except pygit2.AlreadyExistsError:
-            return False
-        except (pygit2.GitError, OSError) as exc:  # libgit2 reports a held lock as an OSError
-            if locked_file(exc, name) is None:
-                if "does not match" in str(exc):
-                    return False
-                raise
-            wait_or_break_ref_lock(repo.path, name)
-            if not again:
-                raise ConflictError(f"{name} stayed locked; try again") from None
-    return False  # not reached
 
 
 class LockHeld(Exception):
