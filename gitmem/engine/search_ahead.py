@@ -28,8 +28,9 @@ from gitmem.git.tipfiles import tip_files
 from gitmem.model.frontmatter import parse_description
 
 _ROWS = 64  # rows per executemany
-_QUEUE = 4096  # contents handed over and not indexed yet (the walk waits beyond)
-_END: tuple[str, str, bytes] = ("", "", b"")
+_BATCH = 64  # contents handed over at once (one wake-up of the thread per batch, not per item)
+_QUEUE = 64  # batches handed over and not indexed yet (the walk waits beyond)
+_Item = tuple[str, str, bytes]  # (path, blob id, content)
 
 
 class SearchAhead:
@@ -39,7 +40,8 @@ class SearchAhead:
 
     def __init__(self, db: sqlite3.Connection, git_dir: str, tip_hex: str, after: int) -> None:
         self._db, self._git_dir, self._tip, self._after = db, git_dir, tip_hex, after
-        self._queue: queue.Queue[tuple[str, str, bytes]] = queue.Queue(_QUEUE)
+        self._queue: queue.Queue[list[_Item] | None] = queue.Queue(_QUEUE)  # None: the end
+        self._batch: list[_Item] = []
         self._files: dict[str, str] | None = None  # the tip's files (path -> blob id)
         self._done: dict[str, tuple[int, str | None]] = {}  # path -> (docid, description)
         self._ok = False  # every item up to the end was indexed
@@ -56,17 +58,15 @@ class SearchAhead:
                 return
             self._files = files
             done, rows, docid = self._done, [], self._after
-            while True:
-                path, blob, data = get()
-                if not path:
-                    break
-                if files.get(path) != blob or path in done:
-                    continue
-                text = data.decode("utf-8", "replace")
-                desc = parse_description(text) if data.startswith(b"---") else None
-                docid += 1
-                done[path] = (docid, desc)
-                rows.append((docid, path, desc, search.body_text(text)))
+            while (batch := get()) is not None:
+                for path, blob, data in batch:
+                    if files.get(path) != blob or path in done:
+                        continue
+                    text = data.decode("utf-8", "replace")
+                    desc = parse_description(text) if data.startswith(b"---") else None
+                    docid += 1
+                    done[path] = (docid, desc)
+                    rows.append((docid, path, desc, search.body_text(text)))
                 if len(rows) >= _ROWS:
                     if not self._insert(rows):
                         return
@@ -79,12 +79,19 @@ class SearchAhead:
             _drain(self._queue)
 
     def offer(self, path: str, blob: str, data: bytes) -> None:
-        """Hand the thread the content of a version the walk derived (waits while the thread
-        is behind by more than a queue's worth)."""
+        """Hand the thread the content of a version the walk derived (by batches: the walk
+        waits while the thread is behind by more than a queue's worth)."""
+        batch = self._batch
+        batch.append((path, blob, data))
+        if len(batch) >= _BATCH:
+            self._batch = []
+            self._put(batch)
+
+    def _put(self, batch: list[_Item] | None) -> None:
         put = self._queue.put
         while not self._stop.is_set():
             try:
-                put((path, blob, data), timeout=0.05)
+                put(batch, timeout=0.05)
                 return
             except queue.Full:
                 continue
@@ -115,15 +122,17 @@ class SearchAhead:
         self._ok = False
 
     def _end(self) -> None:
+        batch, self._batch = self._batch, []
         if self._stop.is_set():  # offers go nowhere now: make room and wake the thread
             _drain(self._queue)
-            self._queue.put(_END)
+            self._queue.put(None)
         else:
-            self.offer(*_END)
+            self._put(batch)
+            self._put(None)
         self._thread.join()
 
 
-def _drain(q: queue.Queue[tuple[str, str, bytes]]) -> None:
+def _drain(q: queue.Queue[list[_Item] | None]) -> None:
     """Empty ``q`` (a walk blocked on a full queue goes on)."""
     while True:
         try:
