@@ -125,8 +125,11 @@ class FreshHeads:
                 heads[r.path] = (r.memory_id, r.id, r.sha256, r.size, r.blob, created, r.created_at)
                 self.live[r.memory_id] = self.live.get(r.memory_id, 0) + 1
                 data = blobs.get(r.blob) if r.blob is not None else None
-                if data is not None and self.ahead is not None:
-                    self.ahead.offer(r.path, r.blob or "", data)
+                ahead = self.ahead
+                if data is not None and ahead is not None:
+                    files = ahead.files
+                    if files is None or files.get(r.path) == r.blob:  # else not the tip's content
+                        ahead.offer(r.path, r.blob or "", data)
                 elif data is not None and self.kept + len(data) <= _KEEP_BYTES:
                     self.data[r.path] = data
                     self.kept += len(data)

@@ -42,7 +42,9 @@ class SearchAhead:
         self._db, self._git_dir, self._tip, self._after = db, git_dir, tip_hex, after
         self._queue: queue.Queue[list[_Item] | None] = queue.Queue(_QUEUE)  # None: the end
         self._batch: list[_Item] = []
-        self._files: dict[str, str] | None = None  # the tip's files (path -> blob id)
+        # The tip's files (path -> blob id), once the thread read them: the walk then offers
+        # only the contents that are final (the thread checks again those offered before).
+        self.files: dict[str, str] | None = None
         self._done: dict[str, tuple[int, str | None]] = {}  # path -> (docid, description)
         self._ok = False  # every item up to the end was indexed
         self._wrote = False  # some row may be in the table
@@ -56,7 +58,7 @@ class SearchAhead:
             files = tip_files(self._git_dir, self._tip)
             if files is None:
                 return
-            self._files = files
+            self.files = files
             done, rows, docid = self._done, [], self._after
             while (batch := get()) is not None:
                 for path, blob, data in batch:
@@ -107,7 +109,7 @@ class SearchAhead:
         """Wait for the thread; each head's (docid, description) by path when its rows are those
         of ``heads`` (path -> blob id: the walk's heads), else None (its rows deleted)."""
         self._end()
-        if self._ok and self._files == heads and len(self._done) == len(heads):
+        if self._ok and self.files == heads and len(self._done) == len(heads):
             return self._done
         self.discard()
         return None
@@ -120,6 +122,7 @@ class SearchAhead:
             search.unindex_after(self._db, self._after)
             self._wrote = False
         self._ok = False
+        self.files = None
 
     def _end(self) -> None:
         batch, self._batch = self._batch, []
