@@ -133,6 +133,7 @@ def test_a_git_or_an_insert_that_fails_leaves_the_rows_to_the_walk(
 
     with monkeypatch.context() as m:  # the third insert fails: the first two's rows are deleted
         m.setattr(search_ahead, "_ROWS", 2)
+        m.setattr(search_ahead, "_BATCH", 2)
         m.setattr(search, "index_bodies", failing_insert)
         failed, kept = _rebuild(store, monkeypatch, 2)
     assert failed == incremental and kept[0] is False and len(calls) == 3 and _orphans(store) == 0
