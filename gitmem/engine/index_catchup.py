@@ -23,9 +23,8 @@ from gitmem.engine import derive, receipts, search
 from gitmem.engine.index_db import busy
 from gitmem.engine.index_records import Bulk, Records, version_values
 from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
-from gitmem.engine.search_ahead import SearchAhead
 from gitmem.errors import ConflictError, NotFoundError
-from gitmem.git.logdiff import STREAM_AFTER, StreamDiffer
+from gitmem.git.logdiff import StreamDiffer
 from gitmem.git.repo import unverified_reads
 from gitmem.git.treediff import diff_trees
 from gitmem.model.frontmatter import parse_description
@@ -46,8 +45,6 @@ _LATE_INDEXES = {
 _VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
 # Catch-ups an ``ensure`` without a caller's tip tries when the tip it read moved under it.
 _STALE_RETRIES = 4
-#: Commits of a fresh walk after which its heads' search rows are written beside it (SearchAhead).
-SEARCH_AHEAD_AFTER = STREAM_AFTER
 _KEEP_BYTES = 64 << 20  # head contents a fresh walk keeps for its search rows (the rest are read again)
 
 
@@ -68,14 +65,10 @@ def _no_cycle_collection() -> Generator[None, None, None]:
         gc.enable()
 
 
-def _max_docid(db: sqlite3.Connection) -> int:
-    return int(db.execute("SELECT COALESCE(MAX(docid), 0) FROM search_docs").fetchone()[0])
-
-
 class FreshHeads:
     """The heads of a scope being derived from nothing, in memory (:class:`derive.Heads`)."""
 
-    __slots__ = ("heads", "live", "versions", "other_scopes", "data", "kept", "ahead")
+    __slots__ = ("heads", "live", "versions", "other_scopes", "data", "kept")
 
     def __init__(self, other_scopes: bool) -> None:
         # path -> (memory_id, version_id, sha256, size, blob, created_at, updated_at)
@@ -85,7 +78,6 @@ class FreshHeads:
         self.other_scopes = other_scopes
         self.data: dict[str, bytes] = {}  # head content by path, while under _KEEP_BYTES in all
         self.kept = 0
-        self.ahead: SearchAhead | None = None  # writes the heads' search rows beside the walk
 
     def memory_at(self, path: str) -> str | None:
         head = self.heads.get(path)
@@ -125,12 +117,7 @@ class FreshHeads:
                 heads[r.path] = (r.memory_id, r.id, r.sha256, r.size, r.blob, created, r.created_at)
                 self.live[r.memory_id] = self.live.get(r.memory_id, 0) + 1
                 data = blobs.get(r.blob) if r.blob is not None else None
-                ahead = self.ahead
-                if data is not None and ahead is not None:
-                    files = ahead.files
-                    if files is None or files.get(r.path) == r.blob:  # else not the tip's content
-                        ahead.offer(r.path, r.blob or "", data)
-                elif data is not None and self.kept + len(data) <= _KEEP_BYTES:
+                if data is not None and self.kept + len(data) <= _KEEP_BYTES:
                     self.data[r.path] = data
                     self.kept += len(data)
 
@@ -265,7 +252,7 @@ class CatchUp(Records):
             try:
                 if fresh:
                     with _no_cycle_collection():
-                        walked = self._walk_fresh(db, scope, walk, bulk, str(tip))
+                        walked = self._walk_fresh(db, scope, walk, bulk)
                 for commit in walk:
                     walked = True
                     rows = self.rows_for_commit(db, scope, commit)
@@ -294,51 +281,31 @@ class CatchUp(Records):
         return True
 
     def _walk_fresh(
-        self, db: sqlite3.Connection, scope: str, walk: Iterator[pygit2.Commit], bulk: Bulk, tip_hex: str
+        self, db: sqlite3.Connection, scope: str, walk: Iterator[pygit2.Commit], bulk: Bulk
     ) -> bool:
         """Derive a scope that starts empty: its heads live in memory (no query per commit), the
         version rows go out by executemany, and the heads, their search rows and the counters
-        are written once at the end (the search rows of a long walk by a thread beside it:
-        :mod:`gitmem.engine.search_ahead`). Stops after materializing at the first merge (which
-        the caller's one-commit-at-a-time loop then replays: merges are rare). Returns whether
-        it walked any commit."""
+        are written once at the end. Stops after materializing at the first merge (which the
+        caller's one-commit-at-a-time loop then replays: merges are rare). Returns whether it
+        walked any commit."""
         state = FreshHeads(db.execute("SELECT 1 FROM versions LIMIT 1").fetchone() is not None)
         repo, differ, book = self.store.repo, bulk.differ, bulk.book
         blobs: dict[str, bytes] = {}
         rows_for_commit, apply = derive.rows_for_commit, state.apply
         walked = False
         merge: pygit2.Commit | None = None
-        ahead: SearchAhead | None = None
-        seen = 0
-        try:
-            for commit in walk:
-                walked = True
-                if len(commit.parent_ids) > 1:
-                    merge = commit
-                    break
-                seen += 1
-                if seen == SEARCH_AHEAD_AFTER and len(state.data) == len(state.heads):
-                    # A long walk: its heads' search rows are written beside it from here on.
-                    ahead = state.ahead = SearchAhead(db, repo.path, tip_hex, _max_docid(db))
-                    for path, head in state.heads.items():
-                        ahead.offer(path, head[4] or "", state.data[path])
-                blobs.clear()
-                rows = rows_for_commit(repo, db, scope, commit, blobs, differ, book, state, False)
-                apply(rows, blobs, bulk)
-                if len(bulk.versions) >= _FLUSH_ROWS:
-                    bulk.flush(db)
-            bulk.flush(db)
-            written: dict[str, tuple[int, str | None]] | None = None
-            if ahead is not None:
-                if merge is None:
-                    written = ahead.finish({p: h[4] or "" for p, h in state.heads.items()})
-                else:
-                    ahead.discard()
-                ahead = state.ahead = None
-        finally:
-            if ahead is not None:  # the walk failed: the thread is done before the transaction
-                ahead.discard()
-        self._write_fresh_heads(db, scope, state, written)
+        for commit in walk:
+            walked = True
+            if len(commit.parent_ids) > 1:
+                merge = commit
+                break
+            blobs.clear()
+            rows = rows_for_commit(repo, db, scope, commit, blobs, differ, book, state, False)
+            apply(rows, blobs, bulk)
+            if len(bulk.versions) >= _FLUSH_ROWS:
+                bulk.flush(db)
+        bulk.flush(db)
+        self._write_fresh_heads(db, scope, state)
         bulk.heads.clear()
         bulk.complete = False
         if merge is not None:  # the caller's loop goes on from here: replay the merge first
@@ -351,40 +318,26 @@ class CatchUp(Records):
             bulk.heads.clear()
         return walked
 
-    def _write_fresh_heads(
-        self,
-        db: sqlite3.Connection,
-        scope: str,
-        state: FreshHeads,
-        written: dict[str, tuple[int, str | None]] | None = None,
-    ) -> None:
-        """The heads a fresh walk derived, their search rows (in path order) and the counters;
-        ``written``: the search rows are in already (:class:`SearchAhead`: docid and description
-        by path), their ``search_docs`` rows are not."""
+    def _write_fresh_heads(self, db: sqlite3.Connection, scope: str, state: FreshHeads) -> None:
+        """The heads a fresh walk derived, their search rows (in path order) and the counters."""
         read = self.store.blob_data
-        heads, texts, docs = [], [], []
-        docid = _max_docid(db)
+        heads, texts = [], []
+        row = db.execute("SELECT COALESCE(MAX(docid), 0) FROM search_docs").fetchone()
+        docid = int(row[0])
         total = 0
         for path in sorted(state.heads):
             mid, vid, sha, size, blob, created, updated = state.heads[path]
-            docid += 1
-            if written is not None:
-                at, desc = written[path]
-                docs.append((at, scope, path, vid))
-            else:
-                data = state.data.get(path)
-                if data is None:
-                    assert blob is not None  # a head is a version with content
-                    data = read(pygit2.Oid(hex=blob))
-                desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
-                texts.append((docid, scope, path, vid, desc, data))
+            data = state.data.get(path)
+            if data is None:
+                assert blob is not None  # a head is a version with content
+                data = read(pygit2.Oid(hex=blob))
+            desc = parse_description(data.decode("utf-8", "replace")) if data.startswith(b"---") else None
             heads.append((scope, path, mid, vid, sha, size, blob, desc, created, updated))
+            docid += 1
+            texts.append((docid, scope, path, vid, desc, data))
             total += size or 0
         db.executemany("INSERT OR REPLACE INTO heads VALUES(?,?,?,?,?,?,?,?,?,?)", heads)
-        if written is not None:
-            search.index_docs(db, docs)
-        else:
-            search.index_texts(db, texts)
+        search.index_texts(db, texts)
         db.execute("UPDATE scopes SET memories=?, bytes=? WHERE scope=?", (len(state.heads), total, scope))
 
     def _finish_bulk(self, db: sqlite3.Connection, scope: str, bulk: Bulk) -> None:

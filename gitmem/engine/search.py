@@ -426,24 +426,6 @@ def index_texts(
     db.executemany("INSERT INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)", fts)
 
 
-def index_bodies(db: sqlite3.Connection, rows: Iterable[tuple[int, str, str | None, str]]) -> None:
-    """FTS5 rows as (docid, path, description, body), their ``search_docs`` rows left to the
-    caller (:mod:`gitmem.engine.search_ahead` writes them beside a fresh walk)."""
-    db.executemany("INSERT INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)", rows)
-
-
-def index_docs(db: sqlite3.Connection, docs: Iterable[tuple[int, str, str, str]]) -> None:
-    """``search_docs`` rows as (docid, scope, path, version_id) for FTS5 rows already written."""
-    db.executemany("INSERT INTO search_docs(docid, scope, path, version_id) VALUES(?,?,?,?)", docs)
-
-
-def unindex_after(db: sqlite3.Connection, docid: int) -> None:
-    """Remove the FTS5 rows past ``docid`` that have no ``search_docs`` row yet."""
-    db.execute(
-        "DELETE FROM search_fts WHERE rowid > ? AND rowid NOT IN (SELECT docid FROM search_docs)", (docid,)
-    )
-
-
 def unindex_text(db: sqlite3.Connection, scope: str, path: str) -> None:
     """Remove the row of ``path`` (no-op when there is none)."""
     row = db.execute("SELECT docid FROM search_docs WHERE scope=? AND path=?", (scope, path)).fetchone()
