@@ -133,11 +133,6 @@ def reused_version_id(
     dropped in the same transaction), so a twin in the same scope is a copy made with plain git.
     Taking the id there would drop the copy from history (``UNIQUE(scope, id)``) while the head
     named the old version.
-
-    Between scopes the id belongs to the earliest claimant, by committer time and then commit id
-    (docs/identity.md), whichever scope is indexed first: a rebuild and the incremental index
-    agree. When this commit outranks the owner another scope's rows name, that scope is marked
-    for re-deriving (its indexed tip cleared), where its commit then is a copy.
     """
     cid = str(commit.id)
     if heads is not None and heads.versions is not None:
@@ -161,17 +156,8 @@ def reused_version_id(
             return True
         if _signed(other) == _signed(commit) and _same_claims(parse_trailers(other.message), trailers):
             continue
-        if _rank(other) < _rank(commit):
-            return True
-        # this commit is the earlier claimant: the other scope re-derives its copy as plain git
-        db.execute("UPDATE scopes SET tip=NULL WHERE scope=?", (other_scope,))
+        return True
     return False
-
-
-def _rank(c: pygit2.Commit) -> tuple[int, str]:
-    """Which of two commits claiming one version id owns it: the earlier committed, then the
-    smaller commit id (the same answer whatever order the scopes are indexed in)."""
-    return (c.committer.time, str(c.id))
 
 
 def _same_claims(a: dict[str, str], b: dict[str, str]) -> bool:

@@ -130,7 +130,8 @@ class CatchUp(Records):
         self.close()
         self._remove_files()
         self._known_tips.clear()
-        self._settle(self.store.scopes())
+        for scope in self.store.scopes():
+            self.ensure(scope)
         self.restore_ledger_marks()
         return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
 
@@ -176,21 +177,10 @@ class CatchUp(Records):
         self._known_tips.pop(scope, None)
         self._heads.clear()
 
-    def _settle(self, scopes: list[str]) -> None:
-        """Ensure every scope, then again those a later one outranked for a version id (marked for
-        re-deriving: gitmem.engine.derive.reused_version_id) until none is left."""
-        for scope in scopes:
-            self.ensure(scope)
-        for _round in range(len(scopes)):
-            stale = {r[0] for r in self.db.execute("SELECT scope FROM scopes WHERE tip IS NULL")}
-            if not stale:
-                break
-            for scope in [s for s in scopes if s in stale]:
-                self.ensure(scope)
-
     def ensure_all(self) -> list[str]:
         scopes = self.store.scopes()
-        self._settle(scopes)
+        for scope in scopes:
+            self.ensure(scope)
         for gone in set(self._indexed_scopes()) - set(scopes):
             with self._write() as db:
                 self._drop_scope(db, gone)
