@@ -15,7 +15,7 @@ import pygit2
 from gitmem import config
 from gitmem.engine.resolve import StoreRef, resolve
 from gitmem.errors import ForbiddenError, NotFoundError
-from gitmem.git.repo import Repo, open_repository
+from gitmem.git.repo import Repo, lookup, open_repository
 
 GITMEM_DIR = "gitmem"  # $GIT_DIR/gitmem: index, journal, deny-list, secrets (never cloned)
 
@@ -81,7 +81,7 @@ def blob_at(repo: Repo, tip: pygit2.Oid | None, scope: str, path: str) -> pygit2
     if tip is None:
         raise NotFoundError(f"memory {path} does not exist: scope {scope!r} is empty")
     try:
-        obj = repo.commit(tip).tree[path[1:]]
+        obj = lookup(repo.commit(tip).tree, path[1:])
     except KeyError:
         obj = None
     if not isinstance(obj, pygit2.Blob):

@@ -10,6 +10,7 @@ import pygit2
 from gitmem.engine.core import StoreCore
 from gitmem.engine.writer import Change, ScopeState
 from gitmem.git.blobs import StoredBlob
+from gitmem.git.repo import lookup
 
 
 class _Pending:
@@ -57,7 +58,7 @@ class BatchState(ScopeState):
             obj = None
             if self.base_tree is not None:
                 try:
-                    obj = self.base_tree[path[1:]]
+                    obj = lookup(self.base_tree, path[1:])
                 except KeyError:
                     obj = None
             self._base_blobs[path] = StoredBlob(obj) if isinstance(obj, pygit2.Blob) else None
@@ -94,7 +95,7 @@ class BatchState(ScopeState):
         base = None
         if self.base_tree is not None:
             try:
-                base = self.base_tree[path[1:]]
+                base = lookup(self.base_tree, path[1:])
             except KeyError:
                 base = None
         if isinstance(base, pygit2.Tree):

@@ -29,6 +29,7 @@ from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.blobs import StoredBlob
 from gitmem.git.locks import file_lock
+from gitmem.git.repo import lookup
 from gitmem.ids import new_id
 from gitmem.model import policy
 from gitmem.model.frontmatter import parse_description
@@ -112,7 +113,7 @@ class ScopeState:
             self._blobs_of, self._blobs = tree, {}
         if path not in self._blobs:
             try:
-                obj = tree[path[1:]]
+                obj = lookup(tree, path[1:])
             except KeyError:
                 obj = None
             self._blobs[path] = StoredBlob(obj) if isinstance(obj, pygit2.Blob) else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pygit2
 
 from gitmem.errors import InvalidInputError
+from gitmem.git.repo import lookup
 
 
 def blob_id(data: bytes) -> str:
@@ -35,7 +36,7 @@ def entry_at(tree: pygit2.Tree | None, path: str) -> tuple[str, str] | None:
     if tree is None or path in ("", "/"):
         return ("dir", str(tree.id)) if tree is not None else None
     try:
-        obj = tree[path[1:]]
+        obj = lookup(tree, path[1:])
     except (KeyError, ValueError):
         return None
     if isinstance(obj, pygit2.Blob):

@@ -430,6 +430,26 @@ def _retry_loose(write: Callable[[], pygit2.Oid]) -> pygit2.Oid:
 
 
 _LOOSE_QUICK = 8
+
+
+def lookup(tree: pygit2.Tree, rel: str) -> pygit2.Object:
+    """``tree[rel]`` (KeyError when nothing is there), looked up again when libgit2 lost one of the
+    objects on the way to a concurrent repack: a subtree or blob that moved from a loose file into a
+    new pack and back out as ``git repack -A -d`` loosened it can be missed by both of libgit2's
+    passes (the loose store, then the packs listed again), and ``GitError: object not found`` came
+    out of a write's planning. A fresh lookup reads the loose store again; an object really missing
+    is still an error after the third."""
+    for attempt in range(_LOOKUPS):
+        try:
+            return tree[rel]
+        except pygit2.GitError as exc:
+            if isinstance(exc, KeyError) or "not found" not in str(exc) or attempt == _LOOKUPS - 1:
+                raise
+            time.sleep(0.001 * attempt)
+    raise AssertionError("not reached")
+
+
+_LOOKUPS = 3
 _LOOSE_RETRIES = 128
 retrying = _retry_loose  # for object writes outside this class (the ledger's commits)
 
