@@ -296,6 +296,17 @@ def resign(store: StoreCore) -> bool:
         return True
 
 
+def _fold_or_resign(store: StoreCore) -> None:
+    """:func:`checkpoints.flush`; when it dropped this process's uncommitted checkpoint because
+    another process moved the ref with one that does not hold its entries (a key rotation's
+    cross-signed checkpoint, a cosignature committed by ``gitmem tlog cosign``; an append's would),
+    the ledger's newest is signed again (:func:`resign`): else that entry had no checkpoint (and a
+    redaction no receipt) until the next append."""
+    had = store.path in checkpoints.pending_paths()
+    if not checkpoints.flush(store) and had:
+        resign(store)
+
+
 def _opened_state(path: Path, core: StoreCore) -> tuple[int, ...] | None:
     """What a kept handle of the witness worker must match to be used again: the store
     directory's (device, inode) and its settings file's (inode, change and modification times,
@@ -351,7 +362,7 @@ class Worker:
         for path in checkpoints.pending_paths():  # what no round committed yet
             try:
                 with self._open(path) if alive else self._core(path) as core:
-                    checkpoints.flush(core)
+                    _fold_or_resign(core)
             except Exception:  # noqa: BLE001,S112 - the next append there signs it again
                 continue
         if not alive:
@@ -431,7 +442,7 @@ class Worker:
         self._folded[path] = time.monotonic()
         try:
             with self._core(path) as core:
-                checkpoints.flush(core)
+                _fold_or_resign(core)
         except Exception:  # noqa: BLE001,S110 - the next fold, stop() or a restart's resign commits it
             pass
 
@@ -443,7 +454,7 @@ class Worker:
                     self._checked.add(path)
                     resign(core)  # a crash lost a checkpoint left to the fold: sign it again
                 if policy is None or not policy.urls:
-                    checkpoints.flush(core)
+                    _fold_or_resign(core)
                     return
                 result = cosign_round(core, policy)
                 if core.path in checkpoints.pending_paths() and path not in self._due:
