@@ -108,6 +108,13 @@ def receipt(store: StoreCore, redaction_id: str, policy: Policy | None = None) -
     leaf = checkpoints.leaf_bytes(ledger.canonical(_body(entry)))
     cp = parse_body(note.parse(signed).text)
     path = transparency.tree_at(store, cp.size, cp.root).inclusion_proof(entry.seq, size)
+    if not merkle.verify_inclusion(merkle.leaf_hash(leaf), entry.seq, size, path, cp.root):
+        # the ledger's newest entry with this id is not the log's leaf at its seq (an entry
+        # appended behind gitmem's back, an id reused): a receipt of it would not verify
+        raise IntegrityError(
+            f"the ledger's entry for {redaction_id} (#{entry.seq}) is not the log's leaf #{entry.seq}: "
+            "the ledger was rewritten; run gitmem verify"
+        )
     text = proof.TlogProof(entry.seq, tuple(path), signed, extra=leaf).encode()
     return Receipt(redaction_id, status, entry.seq, size, names, text)
 

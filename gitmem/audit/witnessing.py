@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem.audit import transparency, witness_client
+from gitmem.audit.journal import JOURNAL_FILE
 from gitmem.engine import checkpoints, ledger
 from gitmem.errors import GitmemError
 from gitmem.git.locks import file_lock
@@ -295,6 +296,33 @@ def resign(store: StoreCore) -> bool:
         return True
 
 
+def _fold_or_resign(store: StoreCore) -> None:
+    """:func:`checkpoints.flush`; when it dropped this process's uncommitted checkpoint because
+    another process moved the ref with one that does not hold its entries (a key rotation's
+    cross-signed checkpoint, a cosignature committed by ``gitmem tlog cosign``; an append's would),
+    the ledger's newest is signed again (:func:`resign`): else that entry had no checkpoint (and a
+    redaction no receipt) until the next append."""
+    had = store.path in checkpoints.pending_paths()
+    if not checkpoints.flush(store) and had:
+        resign(store)
+
+
+def _opened_state(path: Path, core: StoreCore) -> tuple[int, ...] | None:
+    """What a kept handle of the witness worker must match to be used again: the store
+    directory's (device, inode) and its settings file's (inode, change and modification times,
+    size: a hand edit the open records, a store restored over its directory); None when the next
+    use must open anew in any case (a history rewrite's journal is there: the open finishes or
+    rolls it back, as a handle opened for each round did)."""
+    try:
+        if (core.gitmem_dir / JOURNAL_FILE).exists():
+            return None
+        d = os.stat(path)
+        f = os.stat(core.settings_path)
+    except OSError:
+        return None
+    return (d.st_dev, d.st_ino, f.st_ino, f.st_ctime_ns, f.st_mtime_ns, f.st_size)
+
+
 class Worker:
     """The background witness loop of ``gitmem serve``."""
 
@@ -316,9 +344,11 @@ class Worker:
         self._retry: dict[Path, tuple[float, float]] = {}  # path -> (not before, backoff)
         self._thread = threading.Thread(target=self._run, name="gitmem-witness", daemon=True)
         self.last: dict[Path, dict[str, str]] = {}
-        # store path -> its open handle (kept from round to round), the handle's context and the
-        # directory's (device, inode) when it was opened
-        self._cores: dict[Path, tuple[AbstractContextManager[StoreCore], StoreCore, tuple[int, int]]] = {}
+        # store path -> its handle's context, the handle (kept from round to round) and what it
+        # must match to be used again (_opened_state)
+        self._cores: dict[
+            Path, tuple[AbstractContextManager[StoreCore], StoreCore, tuple[int, ...] | None]
+        ] = {}
 
     def start(self) -> None:
         checkpoints.add_listener(self.notify, commits=True)  # appends leave their commit to rounds
@@ -332,7 +362,7 @@ class Worker:
         for path in checkpoints.pending_paths():  # what no round committed yet
             try:
                 with self._open(path) if alive else self._core(path) as core:
-                    checkpoints.flush(core)
+                    _fold_or_resign(core)
             except Exception:  # noqa: BLE001,S112 - the next append there signs it again
                 continue
         if not alive:
@@ -343,22 +373,21 @@ class Worker:
     def _core(self, path: Path) -> Iterator[StoreCore]:
         """The store's handle, kept open from round to round: opening one (recovery checks, the
         repository, the settings) cost more CPU than the round and the fold together. A handle is
-        dropped when an error is raised with it, when the store's directory is no longer the one it
-        opened (removed, restored over) and when the store leaves the scan; at most
-        :data:`MAX_OPEN` are kept, the least recently used closed first."""
-        try:
-            st = os.stat(path)
-            ident = (st.st_dev, st.st_ino)
-        except OSError:
-            ident = (-1, -1)
+        dropped when an error is raised with it, when the store leaves the scan, and when what an
+        open does is due again (:func:`_opened_state`: the directory or its settings file is no
+        longer the one opened, a history rewrite left its journal); at most :data:`MAX_OPEN` are
+        kept, the least recently used closed first. Between rounds a kept handle holds no
+        repository: the thread's is dropped after each use, so no pack file a redaction's purge
+        (or a repack, or a restore) deleted stays open, and on disk, behind it."""
         held = self._cores.pop(path, None)
-        if held is not None and held[2] != ident:
+        if held is not None and (held[2] is None or _opened_state(path, held[1]) != held[2]):
             with contextlib.suppress(Exception):
                 held[0].__exit__(None, None, None)
             held = None
         if held is None:
             cm = self._open(path)
-            held = (cm, cm.__enter__(), ident)
+            core = cm.__enter__()
+            held = (cm, core, _opened_state(path, core))
         self._cores[path] = held  # the most recently used last
         while len(self._cores) > MAX_OPEN:
             self._close(next(iter(self._cores)))
@@ -367,6 +396,9 @@ class Worker:
         except BaseException:
             self._close(path)
             raise
+        finally:
+            with contextlib.suppress(Exception):
+                held[1].reopen_thread_repository()  # (opened again lazily: ~0.1 ms)
 
     def _close(self, path: Path) -> None:
         held = self._cores.pop(path, None)
@@ -410,7 +442,7 @@ class Worker:
         self._folded[path] = time.monotonic()
         try:
             with self._core(path) as core:
-                checkpoints.flush(core)
+                _fold_or_resign(core)
         except Exception:  # noqa: BLE001,S110 - the next fold, stop() or a restart's resign commits it
             pass
 
@@ -422,7 +454,7 @@ class Worker:
                     self._checked.add(path)
                     resign(core)  # a crash lost a checkpoint left to the fold: sign it again
                 if policy is None or not policy.urls:
-                    checkpoints.flush(core)
+                    _fold_or_resign(core)
                     return
                 result = cosign_round(core, policy)
                 if core.path in checkpoints.pending_paths() and path not in self._due:
