@@ -5,8 +5,8 @@ commit, five or six files (and as many directory entries) that one flush must th
 While a :class:`Staging` is active, the objects a thread creates through :class:`gitmem.git.repo.Repo`
 go to memory instead (a pygit2 odb backend of our own, in front of the repository's pack and
 loose backends, so every existing object still reads); :meth:`Staging.write` then writes them as
-one pack and its index into ``objects/pack/`` (written under temporary names, the ``.idx`` renamed
-into place last, as git does). Nothing is flushed here: the publish that follows covers the two
+one pack and its index into ``objects/pack/`` (written under temporary names, the ``.pack`` renamed
+into place last, after its ``.idx``: see :func:`install_pack`). Nothing is flushed here: the publish that follows covers the two
 files with its one flush. No deltas (a later geometric repack finds them).
 """
 
@@ -287,25 +287,48 @@ def pack_entries(stored: dict[pygit2.Oid, bytes]) -> tuple[bytes, bytes, str]:
     return bytes(pack), bytes(index), checksum.hex()
 
 
-def install_pack(pack_dir: str, name: str, pack: bytes, index: bytes) -> str:
-    """Write ``pack-<name>.pack`` then ``.idx`` through temporary files (readers find a pack by
-    its index, so it never appears half-written)."""
+def install_pack(pack_dir: str, name: str, pack: bytes, index: bytes, durable: bool = False) -> str:
+    """Write ``pack-<name>.pack`` and ``.idx`` through temporary files, then rename the ``.idx``
+    into place first and the ``.pack`` last; ``durable``: each file is flushed before its rename.
+
+    The ``.pack`` last, unlike git's own writers: ``git repack -a/-A -d`` lists the packs it will
+    delete by their ``.pack`` files, before its pack-objects lists the packs it reads by their
+    ``.idx`` files. A ``.pack`` renamed in before that listing and its ``.idx`` after the
+    pack-objects' scan was deleted without its objects being packed or loosened (they were in
+    no pack it read): a batch's commit, trees and blobs gone, the branch already moved to them
+    (seen in test_writers_beside_git_maintenance_and_a_kill_lose_nothing under load, 49 ms
+    between the two renames). With the ``.idx`` first, a repack that lists the ``.pack`` finds
+    its index too. Readers skip an ``.idx`` whose ``.pack`` is not there yet (git and libgit2).
+
+    A file already there (the same objects: the name is the pack's checksum) is not written
+    again. A repack deleting that pack meanwhile (``.pack`` first, then ``.idx``) listed it by its
+    ``.pack``, so its pack-objects read it: its objects are in the new pack or loose."""
     os.makedirs(pack_dir, exist_ok=True)
     final = os.path.join(pack_dir, f"pack-{name}")
+    missing = [(s, d) for s, d in ((".idx", index), (".pack", pack)) if not os.path.exists(final + s)]
     try:
-        for suffix, data in ((".pack", pack), (".idx", index)):
-            if os.path.exists(final + suffix):
-                continue  # the same objects, packed before
-            fd, tmp = tempfile.mkstemp(prefix="tmp_pack_gitmem_", dir=pack_dir)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.chmod(tmp, 0o444)
-                os.rename(tmp, final + suffix)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+        _place(pack_dir, final, missing, durable)
     except OSError as exc:
         raise GitmemError(f"cannot write a pack in {pack_dir}: {exc}") from None
     return final + ".pack"
+
+
+def _place(pack_dir: str, final: str, files: list[tuple[str, bytes]], durable: bool) -> None:
+    """Write each of ``files`` (suffix, bytes) to a temporary file, then rename them in order."""
+    temps: list[tuple[str, str]] = []
+    try:
+        for suffix, data in files:
+            fd, tmp = tempfile.mkstemp(prefix="tmp_pack_gitmem_", dir=pack_dir)
+            temps.append((tmp, suffix))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                if durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.chmod(tmp, 0o444)
+        for tmp, suffix in temps:
+            os.rename(tmp, final + suffix)
+    finally:
+        for tmp, _suffix in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)

@@ -190,6 +190,8 @@ def _copy_pack_without(store: Repo, idx: Path, retired: set[str]) -> None:
         data = idx.read_bytes()
     except FileNotFoundError:
         return  # a concurrent repack removed it (its objects are in a newer pack: the next pass)
+    if not idx.with_suffix(".pack").exists():
+        return  # being installed (gitmem renames the .pack in last) or removed: the next pass
     count = int.from_bytes(data[8 + 4 * 255 : 8 + 1024], "big")
     base = 8 + 1024
     ids = [data[base + 20 * i : base + 20 * i + 20].hex() for i in range(count)]

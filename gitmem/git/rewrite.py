@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pygit2
 
 from gitmem.errors import GitmemError, IntegrityError
+from gitmem.git.packwriter import install_pack
 from gitmem.git.repo import Repo
 
 _BLOB = pygit2.enums.ObjectType.BLOB
@@ -66,7 +67,8 @@ class PackWriter:
             return [e for done in pool.map(pack, parts) for e in done]
 
     def flush(self) -> None:
-        """Write ``objects/pack/pack-<sha>.pack`` and its ``.idx`` (fsynced, idx last)."""
+        """Write ``objects/pack/pack-<sha>.pack`` and its ``.idx`` (fsynced; the ``.pack`` renamed in
+        last, gitmem.git.packwriter.install_pack)."""
         if not self.pending:
             return
         entries = self._entries()
@@ -93,15 +95,9 @@ class PackWriter:
         idx += b"".join(struct.pack(">I", offsets[raw]) for raw, _c, _p in ordered)
         idx += checksum
         idx += hashlib.sha1(idx).digest()
-        base = self.store.path / "objects" / "pack" / f"pack-{checksum.hex()}"
-        for suffix, data in ((".pack", body), (".idx", idx)):
-            tmp = base.with_name(f"tmp_{base.name}{suffix}")
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, base.with_suffix(suffix))
+        install_pack(
+            str(self.store.path / "objects" / "pack"), checksum.hex(), bytes(body), bytes(idx), durable=True
+        )
         self.pending.clear()
 
 

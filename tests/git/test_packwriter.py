@@ -236,3 +236,53 @@ def test_writers_read_objects_another_process_packed_after_they_opened(tmp_path:
         assert len(repo[builder.write()]) == 2
     assert stage.write() is not None
     assert git(path, "fsck", "--full", "--strict").returncode == 0
+
+
+def _repack_after_first_rename(monkeypatch: pytest.MonkeyPatch, git_dir: Path) -> list[str]:
+    """Run ``git repack -A -d`` (real git) once, right after the first file of a pack is renamed
+    into ``objects/pack/``: the interleaving a loaded machine gave one run in ten, made certain."""
+    renamed: list[str] = []
+    rename = os.rename
+
+    def rename_then_repack(src: str, dst: str) -> None:
+        rename(src, dst)
+        if os.path.basename(dst).startswith("pack-") and not renamed:
+            renamed.append(dst)
+            assert git(git_dir, "repack", "-A", "-d", "-q").returncode == 0
+
+    monkeypatch.setattr(os, "rename", rename_then_repack)
+    return renamed
+
+
+def test_a_repack_between_a_packs_two_renames_deletes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the .pack went in first. git repack -A -d lists the packs it deletes by their .pack
+    # and its pack-objects reads those it finds by their .idx: it deleted the new .pack unread,
+    # its objects neither packed nor loosened, and the .idx renamed in after it named nothing
+    # (a batch's whole write missing in fsck, the branch already on it). Now the .idx goes first.
+    path = tmp_path / "r.git"
+    pygit2.init_repository(str(path), bare=True)
+    objects = {pygit2.hash(b"x%d\n" % i): (3, b"x%d\n" % i) for i in range(3)}
+    pack, index, name = packwriter.encode_pack(objects)
+    renamed = _repack_after_first_rename(monkeypatch, path)
+    out = packwriter.install_pack(str(path / "objects" / "pack"), name, pack, index)
+    fresh = pygit2.Repository(str(path))
+    assert [oid in fresh for oid in objects] == [True] * 3
+    assert os.path.exists(out) and os.path.exists(out[: -len(".pack")] + ".idx")
+    assert renamed == [out[: -len(".pack")] + ".idx"]
+
+
+def test_a_batch_whose_pack_a_repack_met_halfway_in_is_published_whole(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = gitmem.create_store("notes", home=workspace)
+    store.write("/seed.md", "seed\n")
+    renamed = _repack_after_first_rename(monkeypatch, store.path)
+    done = apply_batch(store.core, [BatchOp("write", f"/b{k}.md", f"batch {k}\n") for k in range(3)])
+    assert len(done.versions) == 3 and len(renamed) == 1
+    monkeypatch.undo()
+    store.close()
+    assert git(store.path, "fsck", "--full", "--strict", "--no-dangling").returncode == 0
+    with gitmem.open_store(str(store.path)) as again:
+        assert again.read("/b2.md").content == "batch 2\n"
