@@ -126,6 +126,12 @@ def test_a_source_index_lying_about_older_versions_is_not_taken(store: Store, tm
         " SELECT 'memver_01ARZ3NDEKTSV4RRFFQ69G5FAV', memory_id, scope, path, 'deleted', actor, created_at,"
         f" commit_id FROM versions WHERE seq={first}",
         "UPDATE heads SET created_at=1 WHERE path='/notes/n3.md'",
+        f"UPDATE versions SET size=size+1 WHERE seq={first}",
+        # the blob ids an older row names: one of another type, in capitals or carrying a second
+        # line is refused (before: a blob id stored as bytes crashed the clone with a TypeError)
+        f"UPDATE versions SET blob=CAST(blob AS BLOB) WHERE seq={first}",
+        f"UPDATE versions SET blob=upper(blob) WHERE seq={first}",
+        f"UPDATE versions SET blob=blob || char(10) || 'contents ' || blob WHERE seq={first}",
     ]
     for i, sql in enumerate(forgeries):
         _forge(store, sql)
