@@ -186,6 +186,15 @@ def patience(seconds: float) -> float:
     return time.monotonic() + seconds * 2 * max(1.0, per_core)
 
 
+def wait_until(cond: Callable[[], object], what: str, seconds: float = 30.0) -> None:
+    """Poll ``cond()`` until it holds; fail naming ``what`` past :func:`patience` of ``seconds``
+    (a hang fails, a loaded machine is given longer)."""
+    deadline = patience(seconds)
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
 def run_bench(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``bench/<script>`` run as a script with ``args`` by this interpreter, its output captured (the
     bench smoke tests: a benchmark runs as ``make bench-all`` runs it)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from gitmem.model.tlog import note
 from gitmem.model.tlog import policy as policy_mod
 from gitmem.server.witness_http import make_server
 from gitmem.store import Store, open_store
+from tests.helpers import wait_until
 
 
 def _committer(path: Path) -> None:
@@ -195,13 +195,6 @@ def test_remember_commits_a_pending_checkpoint_before_remembering_it(store: Stor
     assert transparency.parse_body(note.parse(seen[-1]).text).size == entry.seq + 1
 
 
-def _wait(cond: object, what: str) -> None:
-    deadline = time.monotonic() + 60  # generous: the machine may be loaded; the test fails only on a hang
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def test_the_worker_folds_at_most_once_an_interval_and_on_stop(
     store: Store, witness_url: tuple[str, str]
 ) -> None:
@@ -212,10 +205,14 @@ def test_the_worker_folds_at_most_once_an_interval_and_on_stop(
     )
     worker.start()
     try:
-        _wait(lambda: len(_ref_note(store).sigs) == 2, "the first round, folded at once (no fold before)")
+        wait_until(
+            lambda: len(_ref_note(store).sigs) == 2, "the first round, folded at once (no fold before)"
+        )
         tip = checkpoints._tip(core)
         entry = ledger.append(core, "flag", {"n": 0})
-        _wait(lambda: len(note.parse(checkpoints.current(core)["checkpoint"]).sigs) == 2, "a cosignature")
+        wait_until(
+            lambda: len(note.parse(checkpoints.current(core)["checkpoint"]).sigs) == 2, "a cosignature"
+        )
         assert checkpoints._tip(core) == tip  # the interval has not passed: nothing committed
         assert core.path in worker._due
     finally:
@@ -240,8 +237,8 @@ def test_a_starting_worker_signs_again_what_a_crash_left_unsigned(
     )
     worker.start()
     try:
-        _wait(lambda: _ref_size(store) == entry.seq + 1, "the re-signed checkpoint")
-        _wait(lambda: len(_ref_note(store).sigs) == 2, "its cosignature, folded")
+        wait_until(lambda: _ref_size(store) == entry.seq + 1, "the re-signed checkpoint")
+        wait_until(lambda: len(_ref_note(store).sigs) == 2, "its cosignature, folded")
     finally:
         worker.stop()
     assert transparency.check(core) == []

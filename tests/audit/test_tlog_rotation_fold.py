@@ -10,7 +10,6 @@ import contextlib
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from gitmem.model.tlog import note
 from gitmem.model.tlog import policy as policy_mod
 from gitmem.server.witness_http import make_server
 from gitmem.store import Store
+from tests.helpers import wait_until
 
 ROTATE = """
 import sys, gitmem
@@ -52,13 +52,6 @@ def _ref_size(store: Store) -> int:
     return transparency.parse_body(note.parse(files["checkpoint"]).text).size
 
 
-def _wait(cond: object, what: str) -> None:
-    deadline = time.monotonic() + 60  # generous: fails only on a hang
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def _open(path: Path) -> contextlib.closing[StoreCore]:
     return contextlib.closing(open_checked(path))  # as gitmem serve's worker opens one
 
@@ -72,7 +65,7 @@ def test_a_rotation_elsewhere_does_not_leave_the_newest_entry_without_a_checkpoi
     stopped = False
     try:
         first = ledger.append(core, "flag", {"n": 0})
-        _wait(lambda: _ref_size(store) == first.seq + 1, "the first fold (due at once)")
+        wait_until(lambda: _ref_size(store) == first.seq + 1, "the first fold (due at once)")
         entry = ledger.append(core, "flag", {"n": 1})  # its fold is due in an hour: it waits in memory
         assert checkpoints.pending_paths() == [core.path]
         res = subprocess.run([sys.executable, "-c", ROTATE, str(core.path)], capture_output=True, check=False)

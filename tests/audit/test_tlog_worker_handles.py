@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from gitmem.model.tlog import note
 from gitmem.model.tlog import policy as policy_mod
 from gitmem.server.witness_http import make_server
 from gitmem.store import Store, open_store
+from tests.helpers import wait_until
 
 
 @pytest.fixture
@@ -53,13 +53,6 @@ class Counting:
             self.closed.append(path)
 
 
-def _wait(cond: object, what: str) -> None:
-    deadline = time.monotonic() + 60  # generous: the machine may be loaded; the test fails only on a hang
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def _folded(store: Store, size: int) -> bool:
     files = checkpoints._files(store.core, checkpoints._tip(store.core))  # the ref alone
     signed = note.parse(files["checkpoint"])
@@ -74,7 +67,7 @@ def test_one_handle_serves_every_round_and_is_closed_on_stop(store: Store, polic
     try:
         for n in range(4):
             entry = ledger.append(core, "flag", {"n": n})
-            _wait(lambda e=entry: _folded(store, e.seq + 1), f"append {n} cosigned and folded")
+            wait_until(lambda e=entry: _folded(store, e.seq + 1), f"append {n} cosigned and folded")
         assert opens.opened == [core.path]  # four rounds and folds, one open
         assert opens.closed == []
     finally:
@@ -90,10 +83,10 @@ def test_a_store_that_leaves_the_scan_is_closed(store: Store, policy: policy_mod
     worker = witnessing.Worker(opens, lambda: list(listed), lambda: policy, interval=0.05, fold_interval=0)
     worker.start()
     try:
-        _wait(lambda: _folded(store, len(ledger.entries(core))), "the first round")
+        wait_until(lambda: _folded(store, len(ledger.entries(core))), "the first round")
         assert opens.opened == [core.path]
         listed.clear()
-        _wait(lambda: opens.closed == [core.path], "the handle closed once the store left the scan")
+        wait_until(lambda: opens.closed == [core.path], "the handle closed once the store left the scan")
     finally:
         worker.stop()
     assert opens.opened == [core.path]
@@ -119,7 +112,7 @@ def test_an_error_drops_the_handle_and_the_next_round_opens_a_new_one(
     worker.start()
     try:
         entry = ledger.append(core, "flag", {"n": 0})
-        _wait(lambda: _folded(store, entry.seq + 1), "cosigned after the broken round")
+        wait_until(lambda: _folded(store, entry.seq + 1), "cosigned after the broken round")
         assert worker.last[core.path] == {"h1": "cosigned"}
         assert opens.opened == [core.path, core.path]  # the broken round's handle was not reused
         assert opens.closed == [core.path]

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from gitmem.engine import checkpoints, ledger
 from gitmem.engine.opening import open_core
 from gitmem.model.tlog import note
 from gitmem.server.witness_http import make_server
-from tests.helpers import git
+from tests.helpers import git, wait_until
 
 SECRET = "worker-stale-secret-5531"
 
@@ -43,13 +42,6 @@ from gitmem.audit.redact import redact
 store = gitmem.open_store(sys.argv[1])
 redact(store.core, sys.argv[2], reason="crash test", actor="user:admin")
 """
-
-
-def _wait(cond: object, what: str) -> None:
-    deadline = time.monotonic() + 60  # generous: the machine may be loaded; fails only on a hang
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -133,11 +125,11 @@ def test_a_redaction_leaves_no_deleted_pack_open_in_the_worker(
     store, vid = witnessed
     path = store.path
     _packed(path)
-    _wait(lambda: _cosigned_at(path, _ledger_size(path)), "the worker cosigned from the packed store")
+    wait_until(lambda: _cosigned_at(path, _ledger_size(path)), "the worker cosigned from the packed store")
     store.redact(vid, reason="stale handle test", actor="user:admin")
     assert SECRET not in git(path, "log", "-p", "--all").stdout
-    _wait(lambda: _cosigned_at(path, _ledger_size(path)), "the redaction's checkpoint cosigned")
-    _wait(
+    wait_until(lambda: _cosigned_at(path, _ledger_size(path)), "the redaction's checkpoint cosigned")
+    wait_until(
         lambda: _deleted_packs(worker_process.pid, path) == [],
         "the worker still holds a pack the redaction deleted (the redacted bytes stay on disk)",
     )
@@ -153,7 +145,7 @@ def _rounds(worker: gitmem.store.WitnessWorker, path: Path, n: int) -> None:
             seen.append(now)
         return len(seen) > n
 
-    _wait(more, f"{n} rounds of the worker over {path}")
+    wait_until(more, f"{n} rounds of the worker over {path}")
 
 
 def test_a_redaction_killed_half_way_is_finished_by_the_worker_scan(
@@ -168,7 +160,7 @@ def test_a_redaction_killed_half_way_is_finished_by_the_worker_scan(
     worker = gitmem.store.start_witness_worker(workspace, interval=0.05)
     assert worker is not None
     try:
-        _wait(lambda: _cosigned_at(path, _ledger_size(path)), "the first round")
+        wait_until(lambda: _cosigned_at(path, _ledger_size(path)), "the first round")
         env = dict(os.environ, GITMEM_FAULT="ref")  # killed right after the branch swap
         res = subprocess.run(
             [sys.executable, "-c", KILLED_REDACTION, str(path), vid],
@@ -198,7 +190,7 @@ def test_a_hand_edit_of_the_settings_is_recorded_by_the_worker_scan(
     worker = gitmem.store.start_witness_worker(workspace, interval=0.05)
     assert worker is not None
     try:
-        _wait(lambda: _cosigned_at(path, _ledger_size(path)), "the first round")
+        wait_until(lambda: _cosigned_at(path, _ledger_size(path)), "the first round")
         yaml = store.core.settings_path
         text = yaml.read_text(encoding="utf-8")
         assert "description: ''" in text
