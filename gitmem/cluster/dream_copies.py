@@ -109,7 +109,6 @@ def sync_home(home: Path, store_id: str, copy: Path) -> list[str]:
 
 def _adopted(path: Path, store_id: str) -> bytes | None:
     """The record at ``path`` as the new home keeps it (None: unreadable, or another store's)."""
-    from gitmem import config
     from gitmem.server.dream_jobs import Dream
 
     try:
@@ -119,19 +118,9 @@ def _adopted(path: Path, store_id: str) -> bytes | None:
     if dream.store_id != store_id:
         return None
     if dream.status == "running":  # its worker was on the old home
-        dream.status = "failed"
-        dream.ended_at = config.now_rfc3339()
-        dream.worker_stopped = True
-        where = (
-            f"proposal {dream.proposal_id}, not applied"
-            if dream.proposal_id
-            else (f"memory store {dream.output}" if dream.output else "nowhere")
+        dream.fail_stopped(
+            "the node running this dream lost its memory store (a failover or a move) before it ended"
         )
-        dream.error = {
-            "type": "internal_error",
-            "message": "the node running this dream lost its memory store (a failover or a move) "
-            f"before it ended; what it wrote before is kept in {where}",
-        }
     return json.dumps(dream.to_dict(), sort_keys=True).encode()
 
 

@@ -81,6 +81,24 @@ class Dream:
     turns: int = 0
     worker_stopped: bool = False  # its worker has let go (or never started): fully stopped
 
+    def fail_stopped(self, cause: str) -> None:
+        """End this running dream ``failed`` because its worker is gone (``cause``), saying where
+        what it wrote before is kept: a server restart, or a failover that moved its store."""
+        self.status = "failed"
+        self.ended_at = config.now_rfc3339()
+        self.worker_stopped = True
+        where = (
+            f"proposal {self.proposal_id}, not applied"
+            if self.proposal_id
+            else (f"memory store {self.output}" if self.output else "nowhere")
+        )
+        if self.behavior == "create_new" and not self.output:
+            where += f" (a copy it had begun, if any, is the store described as 'dream {self.id} of {self.store_id}')"
+        self.error = {
+            "type": "internal_error",
+            "message": f"{cause}; what it wrote before is kept in {where}",
+        }
+
     def to_dict(self) -> Json:
         return dataclasses.asdict(self)
 
@@ -266,24 +284,7 @@ class DreamJobs:
 
                 def change(x: Dream) -> None:
                     if x.status == "running":
-                        x.status = "failed"
-                        x.ended_at = config.now_rfc3339()
-                        x.worker_stopped = True
-                        where = (
-                            f"proposal {x.proposal_id}, not applied"
-                            if x.proposal_id
-                            else (f"memory store {x.output}" if x.output else "nowhere")
-                        )
-                        if x.behavior == "create_new" and not x.output:
-                            where += (
-                                f" (a copy it had begun, if any, is the store described as "
-                                f"'dream {x.id} of {x.store_id}')"
-                            )
-                        x.error = {
-                            "type": "internal_error",
-                            "message": f"the worker running this dream stopped (a server restart); "
-                            f"what it wrote before is kept in {where}",
-                        }
+                        x.fail_stopped("the worker running this dream stopped (a server restart)")
 
                 self.update(d.id, change)
                 failed.append(d.id)
