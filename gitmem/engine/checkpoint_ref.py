@@ -33,12 +33,9 @@ _files_memo: dict[tuple[str, str], dict[str, str]] = {}
 
 def ref_tip(store: StoreCore) -> pygit2.Oid | None:
     """The newest checkpoint commit (on a clone, else the remote's), or None."""
-    names = (CHECKPOINTS_REF, *CLONE_CHECKPOINTS_REFS) if store.is_clone else (CHECKPOINTS_REF,)
-    for name in names:
-        ref = store.repo.references.get(name)
-        if ref is not None and isinstance(ref.target, pygit2.Oid):
-            return ref.target
-    return None
+    return store.first_target(
+        (CHECKPOINTS_REF, *CLONE_CHECKPOINTS_REFS) if store.is_clone else (CHECKPOINTS_REF,)
+    )
 
 
 def files_at(store: StoreCore, tip: pygit2.Oid | None) -> dict[str, str]:

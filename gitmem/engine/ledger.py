@@ -191,12 +191,7 @@ def denied(store: StoreCore) -> set[str]:
 
 # ---------------------------------------------------------------------- reading
 def ledger_tip(store: StoreCore) -> pygit2.Oid | None:
-    names = (LEDGER_REF, *CLONE_LEDGER_REFS) if store.is_clone else (LEDGER_REF,)
-    for name in names:
-        ref = store.repo.references.get(name)
-        if ref is not None and isinstance(ref.target, pygit2.Oid):
-            return ref.target
-    return None
+    return store.first_target((LEDGER_REF, *CLONE_LEDGER_REFS) if store.is_clone else (LEDGER_REF,))
 
 
 def parse_commit(commit: pygit2.Commit) -> LedgerEntry:

@@ -145,6 +145,15 @@ class Repo:
         target = ref.target
         return target if isinstance(target, pygit2.Oid) else None
 
+    def first_target(self, names: tuple[str, ...]) -> pygit2.Oid | None:
+        """The commit the first of ``names`` that exists points at (a store's own ref, then a
+        clone's copies of it), or None."""
+        for name in names:
+            target = self.ref_target(name)
+            if target is not None:
+                return target
+        return None
+
     def cas(self, name: str, old: pygit2.Oid | None, new: pygit2.Oid, message: str = "gitmem") -> bool:
         """Move ref ``name`` from ``old`` to ``new`` only if it still points at ``old``.
 
