@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from gitmem.git.refgen import read as ref_generation
     from gitmem.git.reflocks import break_if_stale as break_stale_lock
     from gitmem.git.reflocks import clear_stale_packed_refs
+    from gitmem.git.tmpdirs import TMP_DIR as STORE_TMP_DIR
     from gitmem.git.tmpdirs import held_dir as held_tmp_dir
     from gitmem.git.tmpdirs import sweep as sweep_tmp_dirs
     from gitmem.model.tlog.policy import Policy as TlogPolicy
@@ -136,6 +137,7 @@ VALUES = {
     "ref_generation": "gitmem.git.refgen:read",
     "break_stale_lock": "gitmem.git.reflocks:break_if_stale",
     "clear_stale_packed_refs": "gitmem.git.reflocks",
+    "STORE_TMP_DIR": "gitmem.git.tmpdirs:TMP_DIR",
     "held_tmp_dir": "gitmem.git.tmpdirs:held_dir",
     "sweep_tmp_dirs": "gitmem.git.tmpdirs:sweep",
     "shut_fence": "gitmem.git.fence",
@@ -210,6 +212,7 @@ __all__ = [
     "blob_id",
     "break_stale_lock",
     "clear_stale_packed_refs",
+    "STORE_TMP_DIR",
     "held_tmp_dir",
     "sweep_tmp_dirs",
     "check_conversation_metadata",

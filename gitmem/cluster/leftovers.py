@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BUNDLE_PREFIX = "bundle-"
-TMP_DIR = "gitmem/tmp"  # gitmem.git.tmpdirs.TMP_DIR, named here for the tests and docs
 
 # git's own lock and temporary files outside refs/ (``<name>.lock``; packed-refs' ``.new`` is
 # cleared with its lock). index.lock is a work tree's: a bare copy has none.

@@ -208,7 +208,8 @@ def apply(
     before = refs_of(git_dir)
     # a git killed in this copy (a SIGKILLed home's, or this replica's own last fetch) left its locks
     clear_stale_locks(git_dir)
-    leftovers.sweep_bundles(git_dir)  # and its bundles (a node killed mid-replication)
+    if not bundle:  # (bundle_dir sweeps them first when there is one)
+        leftovers.sweep_bundles(git_dir)  # and its bundles (a node killed mid-replication)
     if bundle:
         with leftovers.bundle_dir(git_dir) as tmp:  # in the store, flocked while used
             received = tmp / "b.bundle"

@@ -20,6 +20,7 @@ from gitmem.cluster import leftovers, replication
 from gitmem.cluster.node import ClusterNode
 from gitmem.cluster.state import ClusterState
 from gitmem.errors import IntegrityError
+from gitmem.store import STORE_TMP_DIR
 from tests.cluster.test_cluster_stale_lock import _commit, _level
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def _killed_at(point: str, code: str, tmp: Path) -> None:
 
 
 def _bundles(git_dir: Path) -> list[Path]:
-    return sorted((git_dir / leftovers.TMP_DIR).glob("bundle-*"))
+    return sorted((git_dir / STORE_TMP_DIR).glob("bundle-*"))
 
 
 def test_a_node_killed_mid_replication_leaves_its_bundle_in_the_store_and_it_is_swept(tmp_path: Path) -> None:
@@ -103,7 +104,7 @@ def test_a_bundle_directory_a_live_process_holds_is_never_swept(tmp_path: Path) 
     try:
         assert holder.stdout is not None and holder.stdin is not None
         held = Path(holder.stdout.readline().strip())
-        assert held.parent == home / leftovers.TMP_DIR
+        assert held.parent == home / STORE_TMP_DIR
         _backdate(held)  # old, but flocked by a live process
         assert leftovers.sweep_bundles(home) == [] and held.is_dir()
         replication.make_bundle(home, {})  # a replication's own sweep leaves it too
@@ -125,9 +126,9 @@ def test_a_node_sweeps_its_copies_leftover_bundles_when_it_starts(database: str,
     created = gitmem.create_store("notes", home=home)
     path = created.path
     created.close()
-    killed = path / leftovers.TMP_DIR / "bundle-killed"  # named once flocked: a killed one's
-    stale = path / leftovers.TMP_DIR / "new-bundle-killed"  # killed before its flock, long ago
-    young = path / leftovers.TMP_DIR / "new-bundle-young"  # a live one's, an instant before its flock
+    killed = path / STORE_TMP_DIR / "bundle-killed"  # named once flocked: a killed one's
+    stale = path / STORE_TMP_DIR / "new-bundle-killed"  # killed before its flock, long ago
+    young = path / STORE_TMP_DIR / "new-bundle-young"  # a live one's, an instant before its flock
     for d in (killed, stale, young):
         d.mkdir(parents=True)
         (d / "b.bundle").write_bytes(b"x" * 100)
