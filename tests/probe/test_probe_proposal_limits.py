@@ -27,7 +27,9 @@ ROUNDS = 5
 @pytest.fixture
 def env(workspace: Path) -> Iterator[dict[str, Any]]:
     with gitmem.create_store("notes", home=workspace) as s:
-        s.update_settings(actor="user:alice", limits=config.Limits(max_memory_bytes=2600, max_store_bytes=MAX_STORE))
+        s.update_settings(
+            actor="user:alice", limits=config.Limits(max_memory_bytes=2600, max_store_bytes=MAX_STORE)
+        )
         s.write("/keep.md", "kept\n", actor="user:alice")
     agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
     with running(workspace) as url:
@@ -57,4 +59,6 @@ def test_a_review_token_cannot_store_more_than_max_store_bytes_in_proposals(env:
             stored += len(ONE)
     with gitmem.open_store("notes", env["home"]) as s:
         held = len([p for p in s.proposals() if p.status == "open"])
-    assert stored <= MAX_STORE, f"one review token stored {stored} bytes in {held} proposals (limit {MAX_STORE})"
+    assert stored <= MAX_STORE, (
+        f"one review token stored {stored} bytes in {held} proposals (limit {MAX_STORE})"
+    )
