@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from dreamkit import Script, memory, text
 from serverkit import client, running, token
-from tests.server.test_server_dreams import finished, inputs, seed
 
 import gitmem
+from tests.server.test_server_dreams import finished, inputs, seed
 
 EMAIL = "alice.client@example.com"
 
