@@ -5,6 +5,8 @@ queries by version id and session still read an index, not the whole table."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -187,3 +189,36 @@ def test_lookups_of_versions_read_an_index(store: Store, query: str, index: str)
         r[3] for r in store.core.index.db.execute("EXPLAIN QUERY PLAN " + query, (None,) * query.count("?"))
     )
     assert f"INDEX {index} " in plan and "SCAN versions" not in plan, plan
+
+
+_OPEN = """
+import sys
+import gitmem
+s = gitmem.open_store(sys.argv[1])
+print(len(s.versions(scope="main")), len(s.versions(scope="team")))
+s.close()
+"""
+
+
+def test_processes_opening_an_index_of_format_3_at_once_migrate_it_in_place(store: Store) -> None:
+    """Each opener migrates in a write transaction and reads the format again inside it (a later
+    one finds format 4): none re-derives the index (that would renumber ``seq``), all answer."""
+    _history(store)
+    rows = store.core.index.db.execute(_ROWS).fetchall()
+    expected = f"{len(store.versions(scope='main'))} {len(store.versions(scope='team'))}"
+    path = store.path
+    store.close()
+    index_file = Path(path) / "gitmem" / INDEX_FILE
+    _to_format_3(index_file)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _OPEN, str(path)], stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [p.communicate()[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0]
+    assert outs == [expected] * 3
+    db = sqlite3.connect(index_file)
+    assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (SCHEMA_VERSION,)
+    assert db.execute(_ROWS).fetchall() == rows
+    assert "versions_id" not in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}
+    db.close()
