@@ -20,7 +20,7 @@ from pathlib import Path
 import pygit2
 
 from gitmem.engine import derive, receipts, search
-from gitmem.engine.index_db import busy
+from gitmem.engine.index_db import VERSION_INDEXES, busy
 from gitmem.engine.index_records import Bulk, Records, version_values
 from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
 from gitmem.errors import ConflictError, NotFoundError
@@ -30,17 +30,11 @@ from gitmem.git.treediff import diff_trees
 from gitmem.model.frontmatter import parse_description
 
 _FLUSH_ROWS = 20_000  # version rows buffered before an executemany
-# Secondary indexes of ``versions`` that a fresh walk into an empty table does not read (its own
+# The secondary indexes of ``versions``, none of which a fresh walk into an empty table reads (its own
 # rows are known in memory, no other scope has any): such a rebuild drops them for the walk and
 # creates them once at its end (a sort instead of 100k inserts each), or at its first merge,
 # which asks SQLite about rows by id and path again.
-_LATE_INDEXES = {
-    "versions_id": "versions(id)",
-    "versions_path": "versions(scope, path, seq)",
-    "versions_memory": "versions(memory_id, seq)",
-    "versions_session": "versions(session, seq)",
-    "versions_commit": "versions(commit_id)",
-}
+_LATE_INDEXES = VERSION_INDEXES
 # Version ids a commit message may name (a superset of its Gitmem-Version trailer).
 _VERSION_TRAILER_RE = re.compile(r"Gitmem-Version:(.*)")
 # Catch-ups an ``ensure`` without a caller's tip tries when the tip it read moved under it.

@@ -24,26 +24,55 @@ from gitmem.errors import ConflictError
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
-SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.engine.search); 3: body column first
+# 2: full-text search tables (gitmem.engine.search); 3: body column first; 4: ``versions`` without
+# AUTOINCREMENT, one index on the version id, a partial session index (see _VERSIONS below).
+SCHEMA_VERSION = "4"
 INDEX_FILE = "index.sqlite"
 PURGE_PENDING = "index-purge-pending"
 BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS scopes(
-    scope TEXT PRIMARY KEY, tip TEXT, memories INTEGER NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS versions(
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+# ``versions``: each b-tree is a page a write dirties, writes to the WAL and flushes next
+# (docs/performance.md, "Issue 33, third pass"). ``seq`` is the rowid, without AUTOINCREMENT (no
+# ``sqlite_sequence`` row to update): a new row gets the largest ``seq`` present plus one, so it
+# orders after every row present, and ``seq`` is only ever compared between rows present together
+# (never kept outside the table), as AUTOINCREMENT ordered them. ``UNIQUE(id, scope)`` answers
+# lookups by id alone and by id and scope (no second index on the id); rows without a session
+# (most) are not in ``versions_session``, which only ``session = ?`` and ``session IS NOT NULL``
+# queries read.
+_VERSION_COLUMNS = """
     id TEXT NOT NULL, memory_id TEXT NOT NULL, scope TEXT NOT NULL, path TEXT NOT NULL,
     prev_path TEXT, operation TEXT NOT NULL, actor TEXT NOT NULL, session TEXT,
     created_at INTEGER NOT NULL, sha256 TEXT, size INTEGER, blob TEXT, commit_id TEXT NOT NULL,
-    redaction_id TEXT, UNIQUE(scope, id));
-CREATE INDEX IF NOT EXISTS versions_id ON versions(id);
-CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, seq);
-CREATE INDEX IF NOT EXISTS versions_path ON versions(scope, path, seq);
-CREATE INDEX IF NOT EXISTS versions_session ON versions(session, seq);
-CREATE INDEX IF NOT EXISTS versions_commit ON versions(commit_id);
+    redaction_id TEXT"""
+_VERSIONS = (
+    f"CREATE TABLE IF NOT EXISTS versions(seq INTEGER PRIMARY KEY,{_VERSION_COLUMNS}, UNIQUE(id, scope));"
+)
+# The secondary indexes of ``versions`` (name -> what follows ON); a rebuild creates them late.
+VERSION_INDEXES = {
+    "versions_path": "versions(scope, path, seq)",
+    "versions_memory": "versions(memory_id, seq)",
+    "versions_session": "versions(session, seq) WHERE session IS NOT NULL",
+    "versions_commit": "versions(commit_id)",
+}
+_CREATE_INDEXES = [f"CREATE INDEX IF NOT EXISTS {name} ON {on}" for name, on in VERSION_INDEXES.items()]
+_COPIED = "seq, " + ", ".join(c.split()[0] for c in _VERSION_COLUMNS.split(",") if c.strip())
+# Format 3's ``versions`` (AUTOINCREMENT, UNIQUE(scope, id) and versions_id, a full session
+# index) becomes format 4's in place: the rows and their ``seq`` copied, the indexes built after.
+_MIGRATE_3 = [
+    *(f"DROP INDEX IF EXISTS {name}" for name in ("versions_id", *VERSION_INDEXES)),
+    "ALTER TABLE versions RENAME TO versions_v3",
+    _VERSIONS,
+    f"INSERT INTO versions({_COPIED}) SELECT {_COPIED} FROM versions_v3",
+    "DROP TABLE versions_v3",
+    *_CREATE_INDEXES,
+]
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS scopes(
+    scope TEXT PRIMARY KEY, tip TEXT, memories INTEGER NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0);
+{_VERSIONS}
+{";".join(_CREATE_INDEXES)};
 CREATE TABLE IF NOT EXISTS heads(
     scope TEXT NOT NULL, path TEXT NOT NULL, memory_id TEXT NOT NULL, version_id TEXT NOT NULL,
     sha256 TEXT NOT NULL, size INTEGER NOT NULL, blob TEXT NOT NULL, description TEXT,
@@ -165,6 +194,8 @@ class IndexDb:
                 if row is None:
                     db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
                     search.configure(db)
+                elif row[0] == "3":
+                    _migrate_3(db)
                 elif row[0] != SCHEMA_VERSION:
                     raise sqlite3.DatabaseError("index schema changed")
                 self._db = db
@@ -292,6 +323,24 @@ class IndexDb:
     def purge_pending(self) -> bool:
         """Whether a purge of the index's WAL could not finish yet (see :meth:`purge_search`)."""
         return not self.in_memory and self._purge_marker().exists()
+
+
+def _migrate_3(db: sqlite3.Connection) -> None:
+    """Bring an index of format 3 to this one in place (one transaction; another process may have
+    done it meanwhile). Anything that fails here leaves the caller to remove and re-derive it."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is not None and row[0] == "3":
+            for sql in _MIGRATE_3:
+                db.execute(sql)
+            db.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA_VERSION,))
+        elif row is None or row[0] != SCHEMA_VERSION:
+            raise sqlite3.DatabaseError("index schema changed")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 class ForkGate:
