@@ -24,7 +24,9 @@ from gitmem.errors import ConflictError
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
-SCHEMA_VERSION = "3"  # 2: full-text search tables (gitmem.engine.search); 3: body column first
+# 2: full-text search tables (gitmem.engine.search); 3: body column first; 4: ``claims`` (the
+# version ids commits claim and do not hold: gitmem.engine.derive.takes_version_id)
+SCHEMA_VERSION = "4"
 INDEX_FILE = "index.sqlite"
 PURGE_PENDING = "index-purge-pending"
 BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
@@ -53,6 +55,10 @@ CREATE INDEX IF NOT EXISTS heads_memory ON heads(memory_id);
 CREATE TABLE IF NOT EXISTS redactions(
     id TEXT PRIMARY KEY, actor TEXT NOT NULL, redacted_at INTEGER NOT NULL, reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims(
+    scope TEXT NOT NULL, commit_id TEXT NOT NULL, version_id TEXT NOT NULL,
+    PRIMARY KEY(scope, commit_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS claims_version ON claims(version_id);
 """
 
 
@@ -255,12 +261,23 @@ class IndexDb:
             finally:
                 FORK_GATE.leave()
 
-    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
+    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> list[tuple[str, str]]:
+        """Drop ``scope``'s rows; returns the (scope, version id) of other scopes' claims not held
+        for an id a commit of ``scope`` claims too (they may hold it once ``scope`` no longer
+        does: :meth:`gitmem.engine.index_catchup.CatchUp._mark_lost` checks)."""
         self._heads.clear()
+        lost = db.execute(
+            "SELECT DISTINCT c.scope, c.version_id FROM claims AS c WHERE c.scope != ? AND ("
+            "EXISTS(SELECT 1 FROM versions AS v WHERE v.id = c.version_id AND v.scope = ?) OR "
+            "EXISTS(SELECT 1 FROM claims AS d WHERE d.version_id = c.version_id AND d.scope = ?))",
+            (scope, scope, scope),
+        ).fetchall()
+        db.execute("DELETE FROM claims WHERE scope=?", (scope,))
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))
         db.execute("DELETE FROM heads WHERE scope=?", (scope,))
         search.drop_scope_text(db, scope)
         db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
+        return [(r[0], r[1]) for r in lost]
 
     def purge_search(self, *, wait: float = 2.0) -> bool:
         """Make text no longer at any head leave the database file: merge the FTS5 segments
