@@ -112,6 +112,30 @@ def _signed(c: pygit2.Commit) -> tuple[Any, ...]:
     return (a.name, a.email, a.time, a.offset, m.name, m.email, m.time, m.offset)
 
 
+def takes_version_id(
+    repo: pygit2.Repository,
+    db: sqlite3.Connection,
+    trailers: dict[str, str],
+    commit: pygit2.Commit,
+    scope: str,
+    changes: list[tuple[str, str, Any, Any]],
+    heads: Heads | None = None,
+) -> bool:
+    """Whether a commit that claims a version id (well-formed trailers, one memory changed, no
+    untrusted receipt) takes it: it is no copy (:func:`reused_version_id`) and its claims fit
+    (:func:`claims_fit`). A claim not taken is recorded in ``claims``: it still counts against
+    another scope's later claimant (docs/identity.md "Who owns a copied id across scopes")."""
+    taken = not reused_version_id(repo, db, trailers, commit, scope, heads) and claims_fit(
+        db, scope, trailers["Gitmem-Memory"], changes, heads
+    )
+    if not taken:
+        db.execute(
+            "INSERT OR IGNORE INTO claims VALUES(?, ?, ?)",
+            (scope, str(commit.id), trailers["Gitmem-Version"]),
+        )
+    return taken
+
+
 def reused_version_id(
     repo: pygit2.Repository,
     db: sqlite3.Connection,
@@ -120,49 +144,85 @@ def reused_version_id(
     scope: str,
     heads: Heads | None = None,
 ) -> bool:
-    """Whether another commit already owns this commit's ``Gitmem-Version``.
+    """Whether this commit's ``Gitmem-Version`` is another commit's: an earlier commit of this
+    scope took it, or a commit of another scope that ranks earlier claims it.
 
     A cherry-picked (or amended, or copied) gitmem commit carries another commit's trailers: it is
-    indexed as a plain git commit, so that version ids stay unique. Two rows are not a reuse when the
-    other commit is gone (a retired commit the purge removed) or is this commit as a history rewrite
-    left it (a redaction keeps author, committer and their times exactly, and the trailers): between
-    a redaction's branch swap and its index step, a scope that shares the rewritten commits still has
-    rows naming the old ones, and re-deriving this scope then must keep the ids.
+    indexed as a plain git commit, so that version ids stay unique. Two claims are not a reuse when
+    the other commit is gone (a retired commit the purge removed) or is this commit as a history
+    rewrite left it (a redaction keeps author, committer and their times exactly, and the trailers):
+    between a redaction's branch swap and its index step, a scope that shares the rewritten commits
+    still has rows naming the old ones, and re-deriving this scope then must keep the ids.
 
     A twin is only ever in *another* scope: a scope being re-derived has no rows left (its own are
     dropped in the same transaction), so a twin in the same scope is a copy made with plain git.
     Taking the id there would drop the copy from history (``UNIQUE(scope, id)``) while the head
     named the old version.
+
+    Between scopes the id belongs to the earliest claimant by :func:`claim_rank`, whether that one
+    took it or not (its claims may not fit, or its own scope had the id already): every commit's
+    answer depends on git data alone, never on the order the scopes are indexed in, so a rebuild
+    gives the ids the incremental index gave. A claimant that outranks a commit holding the id in
+    another scope marks that scope for re-deriving (its indexed tip cleared;
+    :meth:`gitmem.engine.index_catchup.CatchUp.ensure` settles it), where that commit is a copy.
     """
     cid = str(commit.id)
+    vid = trailers.get("Gitmem-Version", "")
+    same = False
     if heads is not None and heads.versions is not None:
-        mine = heads.versions.get(trailers.get("Gitmem-Version", ""))
-        if mine is not None and mine != cid:
-            return True  # a copy in this scope
+        mine = heads.versions.get(vid)
+        same = mine is not None and mine != cid  # a copy in this scope
         if not heads.other_scopes:
-            return False
+            return same
     others = db.execute(
-        "SELECT DISTINCT commit_id, scope FROM versions WHERE id=? AND commit_id!=?",
-        (trailers.get("Gitmem-Version"), cid),
+        "SELECT commit_id, scope, 1 FROM versions WHERE id=? AND commit_id!=? "
+        "UNION ALL SELECT commit_id, scope, 0 FROM claims WHERE version_id=? AND commit_id!=?",
+        (vid, cid, vid, cid),
     ).fetchall()
-    for other_id, other_scope in others:
+    earlier = False
+    outranked: list[str] = []
+    mine_rank: tuple[Any, ...] | None = None
+    for other_id, other_scope, held in others:
         if other_scope == scope:
-            return True
+            same = same or bool(held)
+            continue
         try:
             other = repo[other_id]
         except (KeyError, ValueError):
             continue
         if not isinstance(other, pygit2.Commit):
-            return True
-        if _signed(other) == _signed(commit) and _same_claims(parse_trailers(other.message), trailers):
+            earlier = True
             continue
-        return True
-    return False
+        theirs = parse_trailers(other.message)
+        if _signed(other) == _signed(commit) and _same_claims(theirs, trailers):
+            continue
+        mine_rank = mine_rank or claim_rank(commit, trailers)
+        if claim_rank(other, theirs) < mine_rank:
+            earlier = True
+        elif held:
+            outranked.append(other_scope)
+    for other_scope in outranked:  # this commit claims it earlier: theirs is a copy
+        db.execute("UPDATE scopes SET tip=NULL WHERE scope=?", (other_scope,))
+    return earlier or same
+
+
+def claim_rank(c: pygit2.Commit, trailers: dict[str, str]) -> tuple[Any, ...]:
+    """Which of two commits of different scopes claiming one version id owns it (the smaller):
+    the earlier committed, then the earlier authored, then their signatures and claims, and the
+    commit id last. Git data alone, so the same answer whatever order the scopes are indexed in (a
+    rebuild takes them by name, the incremental index as they come). Rewritten twins (the same
+    signatures and claims) rank alike up to the commit id, which never decides for them (they
+    share the id): a third commit ranks before all of a twin set or after all of it."""
+    a, m = c.author, c.committer
+    claims = tuple(trailers.get(k, "") for k in _CLAIMS)
+    return (m.time, a.time, a.name, a.email, a.offset, m.name, m.email, m.offset, claims, str(c.id))
+
+
+_CLAIMS = ("Gitmem-Version", "Gitmem-Memory", "Gitmem-Operation", "Gitmem-Actor", "Gitmem-Session")
 
 
 def _same_claims(a: dict[str, str], b: dict[str, str]) -> bool:
-    keys = ("Gitmem-Version", "Gitmem-Memory", "Gitmem-Operation", "Gitmem-Actor", "Gitmem-Session")
-    return all(a.get(k) == b.get(k) for k in keys)
+    return all(a.get(k) == b.get(k) for k in _CLAIMS)
 
 
 def rows_for_commit(
@@ -263,8 +323,7 @@ def rows_for_commit(
         single
         and not received
         and well_formed
-        and not reused_version_id(repo, db, trailers, commit, scope, heads)
-        and claims_fit(db, scope, trailers["Gitmem-Memory"], changes, heads)
+        and takes_version_id(repo, db, trailers, commit, scope, changes, heads)
     ):
         session = trailers.get("Gitmem-Session")
         actor = trailers["Gitmem-Actor"]

@@ -126,7 +126,8 @@ class CatchUp(Records):
         self._known_tips.clear()
         for scope in self.store.scopes():
             self.ensure(scope)
-        self.restore_ledger_marks()
+        if self.marks_due:  # (a store without scopes: ensure never ran)
+            self.restore_ledger_marks()
         return int(self.db.execute("SELECT COUNT(*) FROM versions").fetchone()[0])
 
     def ensure(
@@ -164,7 +165,30 @@ class CatchUp(Records):
             self._remove_files()
             self._known_tips.clear()
             self._catch_up(scope, tip)
+        if self.marks_due:  # a new index (deleted, corrupt or of an older format): who redacted what
+            self.restore_ledger_marks()
         self._restore_marks(scope)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Re-derive the scopes a catch-up marked (their indexed tip cleared): a commit of theirs
+        holds a version id an earlier claimant came to claim, or a claim of theirs may hold one
+        now that its earlier claimant left (:func:`gitmem.engine.derive.reused_version_id`), until
+        none is left, so that the index holds the ids a rebuild gives. One query when nothing is
+        marked (a scope's re-derivation marks others only when its claims changed, so a second
+        round is rare; the bound is a guard)."""
+        if getattr(self._local, "settling", False):
+            return  # an ensure of the loop below: the loop takes what it marks
+        self._local.settling = True
+        try:
+            for _round in range(8):
+                stale = [r[0] for r in self.db.execute("SELECT scope FROM scopes WHERE tip IS NULL")]
+                if not stale:
+                    return
+                for scope in stale:
+                    self.ensure(scope)
+        finally:
+            self._local.settling = False
 
     def forget(self, scope: str) -> None:
         """Forget how far this handle believes ``scope`` is indexed: the next ``ensure`` checks."""
@@ -177,7 +201,8 @@ class CatchUp(Records):
             self.ensure(scope)
         for gone in set(self._indexed_scopes()) - set(scopes):
             with self._write() as db:
-                self._drop_scope(db, gone)
+                self._mark_lost(db, gone, self._drop_scope(db, gone))
+        self._settle()
         return scopes
 
     def _indexed_scopes(self) -> list[str]:
@@ -201,11 +226,20 @@ class CatchUp(Records):
             return True
         return tip is not None and current is not None and self.store.is_ancestor(tip, current)
 
+    def _mark_lost(self, db: sqlite3.Connection, scope: str, lost: list[tuple[str, str]]) -> None:
+        """Mark for re-deriving each other scope with a claim not held on a version id that
+        ``scope`` (re-derived or dropped) no longer claims: its commit may own the id now."""
+        for other, vid in lost:
+            q = "SELECT 1 FROM versions WHERE id=? AND scope=? UNION ALL SELECT 1 FROM claims WHERE version_id=? AND scope=?"
+            if db.execute(q, (vid, scope, vid, scope)).fetchone() is None:
+                db.execute("UPDATE scopes SET tip=NULL WHERE scope=?", (other,))
+
     def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> bool:
         """Bring ``scope`` to ``tip``; False (nothing indexed) when the branch no longer holds
         ``tip``, or does and has moved on while the index is ahead of ``tip``."""
         tip_hex = str(tip) if tip is not None else None
         rewritten = walked = False
+        lost: list[tuple[str, str]] = []  # other scopes' copies of ids this scope held (_drop_scope)
         with unverified_reads(), self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
@@ -222,7 +256,7 @@ class CatchUp(Records):
                 # on the new tip; :meth:`ensure` reads the tip again for everyone else.
                 return False
             if tip is None:
-                self._drop_scope(db, scope)
+                self._mark_lost(db, scope, self._drop_scope(db, scope))
                 self._known_tips[scope] = None
                 return True
             hide: pygit2.Oid | None = None
@@ -240,11 +274,11 @@ class CatchUp(Records):
                     # (A branch that really is back at ``tip``, reset with plain git, is re-derived.)
                     return False
                 else:  # history was rewritten under the index (redaction, compaction)
-                    self._drop_scope(db, scope)
+                    lost += self._drop_scope(db, scope)
                     rewritten = True
             fresh = row is None or hide is None
             if fresh:
-                self._drop_scope(db, scope)
+                lost += self._drop_scope(db, scope)
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
             # One transaction for the whole walk; the search rows and the scope's counters are
             # brought up to date once at the end, for the paths that changed (FTS upkeep in bulk).
@@ -279,6 +313,7 @@ class CatchUp(Records):
                 for name, columns in _LATE_INDEXES.items():
                     db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {columns}")
             self._finish_bulk(db, scope, bulk)
+            self._mark_lost(db, scope, lost)
             db.execute("UPDATE scopes SET tip=? WHERE scope=?", (tip_hex, scope))
         self._known_tips[scope] = tip_hex
         if rewritten:  # content that left history must leave the file too

@@ -24,10 +24,14 @@ from gitmem.errors import ConflictError
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
 
-# 2: full-text search tables (gitmem.engine.search); 3: body column first; 4: ``versions`` without
-# AUTOINCREMENT, one index on the version id, a partial session index (see _VERSIONS below).
+# 2: full-text search tables (gitmem.engine.search); 3: body column first; 4: ``claims`` (the
+# version ids commits claim and do not hold: gitmem.engine.derive.takes_version_id), and
+# ``versions`` without AUTOINCREMENT, one index on the version id, a partial session index (see
+# _VERSIONS below). An index of an older format is derived again (a format-3 index lacks the
+# claims that commits make and do not hold, which git alone can tell).
 SCHEMA_VERSION = "4"
 INDEX_FILE = "index.sqlite"
+MARKS_DUE = "marks"  # meta key of a new index that has not had the ledger's redaction marks yet
 PURGE_PENDING = "index-purge-pending"
 BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
 
@@ -55,17 +59,6 @@ VERSION_INDEXES = {
     "versions_commit": "versions(commit_id)",
 }
 _CREATE_INDEXES = [f"CREATE INDEX IF NOT EXISTS {name} ON {on}" for name, on in VERSION_INDEXES.items()]
-_COPIED = "seq, " + ", ".join(c.split()[0] for c in _VERSION_COLUMNS.split(",") if c.strip())
-# Format 3's ``versions`` (AUTOINCREMENT, UNIQUE(scope, id) and versions_id, a full session
-# index) becomes format 4's in place: the rows and their ``seq`` copied, the indexes built after.
-_MIGRATE_3 = [
-    *(f"DROP INDEX IF EXISTS {name}" for name in ("versions_id", *VERSION_INDEXES)),
-    "ALTER TABLE versions RENAME TO versions_v3",
-    _VERSIONS,
-    f"INSERT INTO versions({_COPIED}) SELECT {_COPIED} FROM versions_v3",
-    "DROP TABLE versions_v3",
-    *_CREATE_INDEXES,
-]
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -82,6 +75,10 @@ CREATE INDEX IF NOT EXISTS heads_memory ON heads(memory_id);
 CREATE TABLE IF NOT EXISTS redactions(
     id TEXT PRIMARY KEY, actor TEXT NOT NULL, redacted_at INTEGER NOT NULL, reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS redacted(version_id TEXT PRIMARY KEY, redaction_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims(
+    scope TEXT NOT NULL, commit_id TEXT NOT NULL, version_id TEXT NOT NULL,
+    PRIMARY KEY(scope, commit_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS claims_version ON claims(version_id);
 """
 
 
@@ -110,6 +107,9 @@ class IndexDb:
         # head_at: (scope, path) -> (the tip it was read for, the row), at most _HEADS_CACHED
         self._heads: dict[tuple[str, str], tuple[str, HeadRow]] = {}
         self.in_memory = False  # True when the store's directory cannot hold the index file
+        # A new index file (or memory index) gets the ledger's redaction marks after its first
+        # catch-up (meta 'marks' = 'due' until then, so a process that dies first leaves it due).
+        self.marks_due = False
 
     def indexed_tip(self, scope: str) -> str | None:
         """The tip the index records for ``scope`` (None: none, or an empty scope)."""
@@ -193,11 +193,12 @@ class IndexDb:
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 if row is None:
                     db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                    db.execute(f"INSERT OR IGNORE INTO meta VALUES('{MARKS_DUE}', 'due')")
                     search.configure(db)
-                elif row[0] == "3":
-                    _migrate_3(db)
                 elif row[0] != SCHEMA_VERSION:
                     raise sqlite3.DatabaseError("index schema changed")
+                if db.execute(f"SELECT 1 FROM meta WHERE key='{MARKS_DUE}'").fetchone() is not None:
+                    self.marks_due = True
                 self._db = db
                 if self._purge_marker().exists():  # a purge blocked by a reader: finish it now
                     self.purge_search(wait=0.5)
@@ -243,6 +244,8 @@ class IndexDb:
         db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         db.executescript(_SCHEMA + search.SCHEMA)
         db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+        db.execute(f"INSERT INTO meta VALUES('{MARKS_DUE}', 'due')")
+        self.marks_due = True
         search.configure(db)
         return db
 
@@ -286,12 +289,23 @@ class IndexDb:
             finally:
                 FORK_GATE.leave()
 
-    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> None:
+    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> list[tuple[str, str]]:
+        """Drop ``scope``'s rows; returns the (scope, version id) of other scopes' claims not held
+        for an id a commit of ``scope`` claims too (they may hold it once ``scope`` no longer
+        does: :meth:`gitmem.engine.index_catchup.CatchUp._mark_lost` checks)."""
         self._heads.clear()
+        lost = db.execute(
+            "SELECT DISTINCT c.scope, c.version_id FROM claims AS c WHERE c.scope != ? AND ("
+            "EXISTS(SELECT 1 FROM versions AS v WHERE v.id = c.version_id AND v.scope = ?) OR "
+            "EXISTS(SELECT 1 FROM claims AS d WHERE d.version_id = c.version_id AND d.scope = ?))",
+            (scope, scope, scope),
+        ).fetchall()
+        db.execute("DELETE FROM claims WHERE scope=?", (scope,))
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))
         db.execute("DELETE FROM heads WHERE scope=?", (scope,))
         search.drop_scope_text(db, scope)
         db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
+        return [(r[0], r[1]) for r in lost]
 
     def purge_search(self, *, wait: float = 2.0) -> bool:
         """Make text no longer at any head leave the database file: merge the FTS5 segments
@@ -323,24 +337,6 @@ class IndexDb:
     def purge_pending(self) -> bool:
         """Whether a purge of the index's WAL could not finish yet (see :meth:`purge_search`)."""
         return not self.in_memory and self._purge_marker().exists()
-
-
-def _migrate_3(db: sqlite3.Connection) -> None:
-    """Bring an index of format 3 to this one in place (one transaction; another process may have
-    done it meanwhile). Anything that fails here leaves the caller to remove and re-derive it."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is not None and row[0] == "3":
-            for sql in _MIGRATE_3:
-                db.execute(sql)
-            db.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA_VERSION,))
-        elif row is None or row[0] != SCHEMA_VERSION:
-            raise sqlite3.DatabaseError("index schema changed")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 class ForkGate:

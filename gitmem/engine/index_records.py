@@ -15,7 +15,7 @@ from typing import Any
 import pygit2
 
 from gitmem.engine import ledger, receipts, search
-from gitmem.engine.index_db import FORK_GATE, IndexDb
+from gitmem.engine.index_db import FORK_GATE, MARKS_DUE, IndexDb
 from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
 from gitmem.git.treediff import TreeDiffer
 
@@ -225,7 +225,8 @@ class Records(IndexDb):
             )
 
     def restore_ledger_marks(self) -> None:
-        """After a rebuild from git: redactions recorded in the ledger mark their versions again."""
+        """After a rebuild from git: redactions recorded in the ledger mark their versions again
+        (versions derived later get theirs from ``redacted``: :meth:`_restore_marks`)."""
         for entry in ledger.entries(self.store, kind="redaction"):
             data = entry.data
             versions = [
@@ -233,6 +234,9 @@ class Records(IndexDb):
             ]
             at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
             self.mark_redacted((str(data.get("id")), entry.actor, at, str(data.get("reason", ""))), versions)
+        with self._write() as db:
+            db.execute(f"DELETE FROM meta WHERE key='{MARKS_DUE}'")
+        self.marks_due = False
 
     def _restore_marks(self, scope: str) -> None:
         # Versions re-derived from git after a rewrite get their redaction back.

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pygit2
-import pytest
 
 from gitmem.model.versions import parse_trailers
 from gitmem.store import Store
@@ -95,13 +94,6 @@ def test_a_trusted_pushers_twin_of_a_known_version_is_refused(store: Store, tmp_
     assert "evil" not in store.scopes()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a plain-git copy of main's first commit made in the bare store on scope 'aaa' (sorted "
-    "before main): incremental indexing gives the id to main's commit, a rebuild indexes 'aaa' first "
-    "and gives it to the copy, and then every later version of main loses its id (claims_fit fails "
-    "on the derived memory id)",
-)
 def test_a_rebuild_gives_a_copied_id_to_the_same_commit_whatever_the_scope_names(store: Store) -> None:
     repo, first, _second = _seed(store)
     tb = repo.TreeBuilder()
@@ -110,6 +102,22 @@ def test_a_rebuild_gives_a_copied_id_to_the_same_commit_whatever_the_scope_names
     copy = repo.create_commit(None, first.author, later, first.message, tb.write(), [])
     repo.references.create("refs/heads/aaa", copy)
     before = _ids(store)
+    store.core.index.rebuild()
+    assert _ids(store) == before
+
+
+def test_a_copy_dated_before_the_original_owns_the_id_in_both_paths(store: Store) -> None:
+    """The rule both ways (docs/identity.md): the earliest claimant owns the id, here the copy on a
+    scope sorted after main; the incremental index re-derives main when the copy outranks it."""
+    repo, first, _second = _seed(store)
+    tb = repo.TreeBuilder()
+    tb.insert("secret.md", repo.create_blob(b"copy\n"), pygit2.GIT_FILEMODE_BLOB)
+    earlier = pygit2.Signature("admin", "admin@example.com", first.committer.time - 5, 0)
+    copy = repo.create_commit(None, first.author, earlier, first.message, tb.write(), [])
+    repo.references.create("refs/heads/zzz", copy)
+    vid = parse_trailers(first.message)["Gitmem-Version"]
+    before = _ids(store)
+    assert [(scope, commit) for v, scope, commit in before if v == vid] == [("zzz", str(copy))]
     store.core.index.rebuild()
     assert _ids(store) == before
 

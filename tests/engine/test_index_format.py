@@ -1,6 +1,6 @@
-"""The index's format (gitmem/engine/index_db.py): an index of format 3 is brought to this one in place
-with the same rows (their order kept), one of an unknown format is re-derived from git, and the
-queries by version id and session still read an index, not the whole table."""
+"""The index's format (gitmem/engine/index_db.py): an index of format 3 (or of an unknown format) is
+derived again from git with the same answers, in the new form, and the queries by version id and
+session still read an index, not the whole table."""
 
 from __future__ import annotations
 
@@ -91,15 +91,15 @@ def _reopen(store: Store, workspace: Path) -> Store:
     return gitmem.open_store("notes", home=workspace)
 
 
-def test_an_index_of_format_3_is_migrated_in_place_with_the_same_rows(store: Store, workspace: Path) -> None:
+def test_an_index_of_format_3_is_derived_again_with_the_same_rows(store: Store, workspace: Path) -> None:
     _history(store)
-    rows, answers = store.core.index.db.execute(_ROWS).fetchall(), _answers(store)
+    rows = [r[1:] for r in store.core.index.db.execute("SELECT * FROM versions ORDER BY scope, seq")]
+    answers = _answers(store)
     index_file = store.core.gitmem_dir / INDEX_FILE
     store.close()
     _to_format_3(index_file)
     old = sqlite3.connect(index_file)
-    assert old.execute(_ROWS).fetchall() == rows
-    assert old.execute("SELECT seq FROM sqlite_sequence WHERE name='versions'").fetchone() == (rows[-1][0],)
+    assert old.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == ("3",)
     old.close()
 
     store = gitmem.open_store("notes", home=workspace)
@@ -109,19 +109,12 @@ def test_an_index_of_format_3_is_migrated_in_place_with_the_same_rows(store: Sto
     assert "AUTOINCREMENT" not in sql and "UNIQUE(id, scope)" in sql
     names = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE tbl_name='versions'")}
     assert "versions_id" not in names and "versions_session" in names
-    assert db.execute("SELECT COUNT(*) FROM sqlite_sequence").fetchone() == (0,)
-    assert db.execute(_ROWS).fetchall() == rows  # the same rows, each with its seq
     assert _answers(store) == answers
-    # A write after the migration orders after every row present; the migrated rows equal a rebuild's.
+    assert [r[1:] for r in db.execute("SELECT * FROM versions ORDER BY scope, seq")] == rows
+    # A write after it orders after every row present.
     store.write("/d", "four\n", session="sesn_1")
-    newest = db.execute("SELECT id, seq FROM versions ORDER BY seq DESC LIMIT 1").fetchone()
-    assert newest[0] == store.versions("/d")[0].id and newest[1] > rows[-1][0]
-    derived = [r[1:] for r in db.execute("SELECT * FROM versions ORDER BY scope, seq").fetchall()]
-    answers = _answers(store)
-    store.core.index.rebuild()
-    db = store.core.index.db
-    assert [r[1:] for r in db.execute("SELECT * FROM versions ORDER BY scope, seq").fetchall()] == derived
-    assert _answers(store) == answers
+    newest = db.execute("SELECT id FROM versions ORDER BY seq DESC LIMIT 1").fetchone()
+    assert newest[0] == store.versions("/d")[0].id
     store.close()
 
 
@@ -200,11 +193,10 @@ s.close()
 """
 
 
-def test_processes_opening_an_index_of_format_3_at_once_migrate_it_in_place(store: Store) -> None:
-    """Each opener migrates in a write transaction and reads the format again inside it (a later
-    one finds format 4): none re-derives the index (that would renumber ``seq``), all answer."""
+def test_processes_opening_an_index_of_format_3_at_once_each_answer(store: Store) -> None:
+    """Three processes open a format-3 index at once: each derives it again or finds it derived by
+    another, all answer what the store holds, and the index ends in this format."""
     _history(store)
-    rows = store.core.index.db.execute(_ROWS).fetchall()
     expected = f"{len(store.versions(scope='main'))} {len(store.versions(scope='team'))}"
     path = store.path
     store.close()
@@ -219,6 +211,26 @@ def test_processes_opening_an_index_of_format_3_at_once_migrate_it_in_place(stor
     assert outs == [expected] * 3
     db = sqlite3.connect(index_file)
     assert db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (SCHEMA_VERSION,)
-    assert db.execute(_ROWS).fetchall() == rows
     assert "versions_id" not in {n for (n,) in db.execute("SELECT name FROM sqlite_master")}
     db.close()
+
+
+@pytest.mark.parametrize("damage", ["deleted", "corrupt"])
+def test_an_index_derived_again_keeps_who_redacted_what(store: Store, workspace: Path, damage: str) -> None:
+    """Before: only ``gitmem reindex`` replayed the ledger's redactions; an index deleted, corrupt or
+    of an older format was derived again without them (every version's redaction: None)."""
+    _history(store)
+    marked = [(v.id, v.redaction) for v in store.versions("/secret")]
+    assert any(info is not None for _, info in marked)
+    index_file = store.core.gitmem_dir / INDEX_FILE
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        index_file.with_name(index_file.name + suffix).unlink(missing_ok=True)
+    if damage == "deleted":
+        index_file.unlink()
+    else:
+        index_file.write_bytes(b"not a database" * 100)
+    store = gitmem.open_store("notes", home=workspace)
+    assert [(v.id, v.redaction) for v in store.versions("/secret")] == marked
+    assert store.core.index.db.execute("SELECT COUNT(*) FROM meta WHERE key='marks'").fetchone() == (0,)
+    store.close()
