@@ -337,8 +337,10 @@ def _clear_stale_lock(store: StoreCore, scope: str) -> None:
 
 def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
     """Steps 4-6; every one may run twice (recovery after a crash)."""
-    denied = [*rw.blob_map, *rw.commit_map] if rw.op == "redaction" else list(rw.commit_map)
-    ledger.deny(store, denied, f"{rw.op} {rw.id}")
+    # A redaction's blobs are refused in the scopes it rewrote (docs/redaction.md): a scope that
+    # never held them refuses them no more than any other content, so its writers learn nothing.
+    blobs = list(rw.blob_map) if rw.op == "redaction" else []
+    ledger.deny(store, list(rw.commit_map), f"{rw.op} {rw.id}", scoped=blobs, scopes=rw.scope_tips())
     fault("denylist")
     # Only a recovery can find its entry already there (reading the whole ledger costs O(entries)).
     if not recovering or ledger.find(store, rw.op, "id", rw.id) is None:

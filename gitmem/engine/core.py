@@ -25,7 +25,7 @@ import pygit2
 
 from gitmem import config, events
 from gitmem.config import StoreSettings
-from gitmem.engine.denylist import DENYLIST, read_denylist
+from gitmem.engine.denylist import DENYLIST, denied_in, denylist_of, scoped_of
 from gitmem.engine.locate import GITMEM_DIR as GITMEM_DIR
 from gitmem.engine.locate import blob_at
 from gitmem.engine.resolve import all_refs, resolve_store
@@ -131,6 +131,7 @@ class StoreCore(Repo):
         self._settings_file: str | None = None
         self._denied: frozenset[str] = frozenset()
         self._deny_key: tuple[int, int, int] | None = None
+        self._deny_scoped: dict[str, frozenset[str]] = {}
         self._index: IndexLike | None = None
         #: The packs this handle's last merge of small packs replaced, and the flush count then.
         self._replaced: tuple[list[str], int] | None = None
@@ -269,9 +270,18 @@ class StoreCore(Repo):
             return frozenset()
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         if key != self._deny_key:
-            self._denied = read_denylist(self.path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (FileNotFoundError, NotADirectoryError):
+                return frozenset()
+            self._denied, self._deny_scoped = denylist_of(text), scoped_of(text)
             self._deny_key = key
         return self._denied
+
+    def denied_in(self, scope: str) -> frozenset[str]:
+        """The deny-listed ids a write to ``scope`` refuses: a redaction's blobs in the scopes it
+        rewrote, everything else in every scope (docs/redaction.md#deny-list-and-deny-patterns)."""
+        return denied_in(self.denied_ids(), self._deny_scoped, scope)
 
     # ------------------------------------------------------------------ scopes (branches)
     def ref_name(self, scope: str) -> str:

@@ -81,9 +81,9 @@ class ScopeState:
         self._blobs: dict[str, StoredBlob | None] = {}
 
     def denied_ids(self) -> frozenset[str]:
-        """The store's deny-list, read once per state (a batch checks it for every change)."""
+        """The deny-list of this scope, read once per state (a batch checks it for every change)."""
         if self._denied is None:
-            self._denied = self.store.denied_ids()
+            self._denied = self.store.denied_in(self.scope)
         return self._denied
 
     def refuse_denied(self, path: str, data: bytes | None) -> None:
@@ -337,8 +337,7 @@ def denied_since_planned(store: StoreCore, rows: list[VersionRow]) -> bool:
     content back on disk (and the commit would make it live again), or, had the write reused the
     copy the purge removed, the branch would point at a missing object. One stat when the
     deny-list did not change."""
-    denied = store.denied_ids()
-    return bool(denied) and any(r.blob is not None and r.blob in denied for r in rows)
+    return bool(store.denied_ids()) and any(r.blob and r.blob in store.denied_in(r.scope) for r in rows)
 
 
 def publish_recorded(

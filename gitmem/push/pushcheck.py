@@ -163,10 +163,11 @@ def check_commit(
         out += [_at(v, ref, cid) for v in policy.check_path(path, limits)]
         out += [_at(v, ref, cid) for v in policy.check_mode(path, d.new_mode)]
         out += [_at(v, ref, cid) for v in guard_violations(path, path.encode(), ctx.settings, "path")]
-        if d.new_id in seen or d.new_mode == 0o160000:
+        # (a redaction's blob is refused only in the scopes it rewrote: checked again on each ref)
+        if d.new_id in seen and str(d.new_id) not in ctx.denyscoped or d.new_mode == 0o160000:
             continue
         seen.add(d.new_id)
-        if str(d.new_id) in ctx.denylist:
+        if str(d.new_id) in ctx.denylist and denied_at(ctx, str(d.new_id), ref):
             out.append(_v("denylist", f"{path} is content that was redacted from this store", ref, cid, path))
             continue
         blob = repo.get(d.new_id)
@@ -420,6 +421,13 @@ def check_push(
     if not any(v.rule in ("ref", "delete", "object", "non_fast_forward") for v in out):
         out += check_totals(repo, live, ctx, stats or {}, store_bytes)
     return out
+
+
+def denied_at(ctx: PushContext, oid: str, ref: str) -> bool:
+    """Whether deny-listed ``oid`` is refused on ``ref``: a redaction's blob only in the scopes it
+    rewrote (gitmem.engine.denylist.denied_in), anything else everywhere."""
+    scopes = ctx.denyscoped.get(oid)
+    return scopes is None or not ref.startswith("refs/heads/") or ref[len("refs/heads/") :] in scopes
 
 
 def format_violation(v: Violation) -> str:
