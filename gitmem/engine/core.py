@@ -280,7 +280,7 @@ class StoreCore(Repo):
 
     def denied_in(self, scope: str) -> frozenset[str]:
         """The deny-listed ids a write to ``scope`` refuses: a redaction's blobs in the scopes it
-        rewrote, everything else in every scope (docs/redaction.md#deny-list-and-deny-patterns)."""
+        rewrote, everything else in every scope (docs/redaction.md#by-scope)."""
         return denied_in(self.denied_ids(), self._deny_scoped, scope)
 
     # ------------------------------------------------------------------ scopes (branches)
