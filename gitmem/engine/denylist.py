@@ -101,7 +101,21 @@ def _scope_of_ref(ref: str) -> str:
 def readmitted(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str]) -> set[str]:
     """Of the deny-listed ids ``present`` in the repository at ``git_dir``, the scoped ones that a
     branch of a scope outside their redaction reaches: content written there again, which the
-    redaction does not cover (no purge removes it, no proof expects it gone)."""
+    redaction does not cover (no purge removes it). Whether a scope it covers reaches it too (then
+    the redaction's proof fails all the same) is :func:`leaked`'s."""
+    return _reached_by(git_dir, scoped, present, inside=False)
+
+
+def leaked(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str]) -> set[str]:
+    """Of the scoped deny-listed ids ``present``, those a branch (or proposal) of a scope their
+    redaction rewrote reaches again: redacted bytes back where they were redacted from (a plain
+    ``git update-ref``, a hook bypassed), which no other scope's copy excuses."""
+    return _reached_by(git_dir, scoped, present, inside=True)
+
+
+def _reached_by(
+    git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str], *, inside: bool
+) -> set[str]:
     import subprocess
 
     want = {o for o in present if o in scoped}
@@ -114,14 +128,16 @@ def readmitted(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterab
     refs = {r: _scope_of_ref(r) for r in res.stdout.split() if r}
     out: set[str] = set()
     for covered in {scoped[o] for o in want}:
-        outside = [r for r, scope in refs.items() if scope not in covered]
-        if not outside:
+        chosen = [r for r, scope in refs.items() if (scope in covered) == inside]
+        if not chosen:
             continue
         walk = subprocess.run(
             ["git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--stdin"],
-            input="\n".join(outside) + "\n", capture_output=True, text=True, check=False,
+            input="\n".join(chosen) + "\n", capture_output=True, text=True, check=False,
         )  # fmt: skip
         if walk.returncode != 0:  # (a missing object under a ref: nothing is excused, the proof says so)
+            if inside:
+                out |= {o for o in want if scoped[o] == covered}
             continue
         reached = {line[:40] for line in walk.stdout.splitlines()}
         out |= {o for o in want if scoped[o] == covered and o in reached}

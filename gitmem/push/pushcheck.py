@@ -136,6 +136,30 @@ def arrivals(repo: pygit2.Repository, updates: Sequence[RefUpdate]) -> list[tupl
     return out
 
 
+def check_arrived_scoped(repo: pygit2.Repository, u: RefUpdate, ctx: PushContext) -> list[Violation]:
+    """A redaction's blob refused on ``u``'s scope, brought there by a commit the store holds
+    already on another scope (a fast-forward to it, a merge of it: no new commit's first-parent
+    diff shows the blob). Every commit the update brings to the scope is diffed against each of its
+    parents, so a blob its tree holds that the old tip's history does not is seen. Only when the
+    scope has such blobs (after a redaction of it)."""
+    refused = {o for o, scopes in ctx.denyscoped.items() if u.scope in scopes and o in ctx.denylist}
+    if not refused or _commit(repo, u.new) is None:
+        return []
+    walker = repo.walk(pygit2.Oid(hex=u.new), pygit2.enums.SortMode.TOPOLOGICAL)
+    if not u.is_create and _commit(repo, u.old) is not None:
+        walker.hide(pygit2.Oid(hex=u.old))
+    out: list[Violation] = []
+    for commit in walker:
+        parents: list[pygit2.Tree | None] = [p.tree for p in commit.parents]
+        for parent_tree in parents or [None]:
+            for d in tree_deltas(parent_tree, commit.tree):
+                if d.kind != "deleted" and str(d.new_id) in refused:
+                    path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
+                    msg = f"{path} is content that was redacted from this store"
+                    out.append(_v("denylist", msg, u.ref, str(commit.id), path))
+    return out
+
+
 def check_commit(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, ctx: PushContext, seen: set[pygit2.Oid]
 ) -> list[Violation]:
@@ -412,6 +436,11 @@ def check_push(
                 checked.add(commit.id)
                 found[str(commit.id)] = u.scope
                 out += check_commit(repo, commit, u.ref, ctx, seen)
+    for u in live:
+        flagged = {(v.rule, v.ref, v.commit, v.path) for v in out}
+        out += [
+            v for v in check_arrived_scoped(repo, u, ctx) if (v.rule, v.ref, v.commit, v.path) not in flagged
+        ]
     out += check_claimed_ids(repo, found, ctx)
     reported = {v.commit for v in out if v.rule == "denylist"} | {str(o) for o in seen}
     for oid in ctx.quarantine:

@@ -80,3 +80,51 @@ def test_a_push_brings_it_to_another_scope_but_never_to_main(store: Store, tmp_p
     assert "/pushed.md" not in [m.path for m in store.list("/")]
     report = verify(store.core, raise_on_failure=False)
     assert report.ok, [c for c in report.checks if not c.ok]
+
+
+def _secret_on_team(store: Store, tmp_path: Path) -> Path:
+    """A clone whose branch ``team`` (pushed) holds the bytes redacted from main."""
+    _redacted_in_main(store)
+    work = clone(store, tmp_path)
+    git("config", "user.email", "bob@example.com", cwd=work)
+    git("config", "user.name", "bob", cwd=work)
+    (work / "pushed.md").write_text(SECRET)
+    git("add", "pushed.md", cwd=work)
+    git("commit", "-q", "-m", "plain git", cwd=work)
+    git("push", "-q", "origin", "HEAD:team", cwd=work, env={"REMOTE_USER": "bob"})
+    return work
+
+
+def test_main_moved_to_the_commit_another_scope_holds_is_refused(store: Store, tmp_path: Path) -> None:
+    # Before: the hook checked only the commits new to the store; team's commit, already there,
+    # was never checked for main, so a fast-forward of main to it put the redacted bytes back in
+    # main (and verify, excusing the blob because team reaches it, still passed).
+    work = _secret_on_team(store, tmp_path)
+    refused = git("push", "origin", "origin/team:main", cwd=work, check=False, env={"REMOTE_USER": "bob"})
+    assert refused.returncode != 0 and "redacted" in refused.stderr
+    assert "/pushed.md" not in [m.path for m in store.list("/")]
+
+
+def test_a_merge_of_another_scope_into_main_is_refused(store: Store, tmp_path: Path) -> None:
+    # A new merge commit whose first parent is team's commit: its diff against that parent is empty.
+    work = _secret_on_team(store, tmp_path)
+    git("fetch", "-q", "origin", cwd=work)
+    git("checkout", "-q", "-B", "m", "origin/main", cwd=work)
+    (work / "other2.md").write_text("an unrelated change\n")
+    git("add", "other2.md", cwd=work)
+    git("commit", "-q", "-m", "main's own", cwd=work)
+    git("checkout", "-q", "-B", "merged", "origin/team", cwd=work)
+    git("merge", "-q", "--no-edit", "m", cwd=work)
+    refused = git("push", "origin", "merged:main", cwd=work, check=False, env={"REMOTE_USER": "bob"})
+    assert refused.returncode != 0 and "redacted" in refused.stderr
+    assert "/pushed.md" not in [m.path for m in store.list("/")]
+
+
+def test_verify_does_not_excuse_a_blob_the_redacted_scope_reaches(store: Store, tmp_path: Path) -> None:
+    # The bytes back on main by a path no hook sees (a plain git update-ref): team reaching them
+    # too must not make verify's purge proof pass.
+    _secret_on_team(store, tmp_path)
+    team = git("rev-parse", "refs/heads/team", cwd=store.path).stdout.strip()
+    git("update-ref", "refs/heads/main", team, cwd=store.path)
+    report = verify(store.core, raise_on_failure=False)
+    assert not report.ok
