@@ -128,3 +128,17 @@ def test_verify_does_not_excuse_a_blob_the_redacted_scope_reaches(store: Store, 
     git("update-ref", "refs/heads/main", team, cwd=store.path)
     report = verify(store.core, raise_on_failure=False)
     assert not report.ok
+
+
+def test_verify_refuses_a_deny_list_whose_scopes_line_was_narrowed(store: Store) -> None:
+    # The ledger records the scopes a redaction rewrote; a deny-list edited to scope its blob
+    # elsewhere (which lets main hold it again, unrefused and excused) no longer passes verify.
+    blob = _redacted_in_main(store)
+    path = store.path / "gitmem" / denylist.DENYLIST
+    text = path.read_text()
+    assert '#@ scopes ["main"]' in text
+    path.write_text(text.replace('#@ scopes ["main"]', '#@ scopes ["elsewhere"]'))
+    assert denylist.read_scoped(store.path) == {blob: frozenset({"elsewhere"})}
+    report = verify(store.core, raise_on_failure=False)
+    assert not report.ok
+    assert any("scopes" in c.detail for c in report.checks if not c.ok)
