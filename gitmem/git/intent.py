@@ -284,7 +284,9 @@ def barrier(repo: Repo) -> None:
     move (:func:`publish`), so once this returns, every publish either moved its ref already or
     runs its check after this call. A purge calls it after it deny-listed its ids and before it
     reads the refs (docs/redaction.md#by-scope): no write that checked an older deny-list moves a
-    ref after the purge looked."""
+    ref after the purge looked. No log yet: no publish has opened it, so every one checks later."""
+    if not os.path.exists(log_path(repo)):
+        return
     fd = _open_log(repo)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
