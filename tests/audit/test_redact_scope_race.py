@@ -5,6 +5,9 @@ nothing of the other scope), reads back, and no ref ever points at a blob the pu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -206,5 +209,63 @@ def test_writes_of_the_redacted_bytes_to_team_racing_many_redactions_of_main(
             store.write("/again", secret)
     for h in handles:
         h.close()
+    store.close()
+    _clean(store.path)
+
+
+_WRITER = """
+import sys, time, pathlib, gitmem
+path, text, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
+gitdir = pathlib.Path(path)
+journal, done = gitdir / "gitmem" / "journal.json", gitdir / (prefix.strip("/") + ".done")
+with gitmem.open_store(path) as store:
+    print("ready", flush=True)
+    while not journal.exists() and not done.exists():
+        time.sleep(0.001)
+    i = 0
+    while not done.exists() or i < 2:
+        assert store.write(f"{prefix}-{i}", text, scope="team") is not None
+        print(f"{prefix}-{i}", flush=True)
+        i += 1
+"""
+
+
+def test_writer_processes_racing_redactions_of_main(workspace: Path) -> None:
+    # The same across processes: two writer processes, each once the redaction is past its plan
+    # (its journal there), write the bytes to team until it is done.
+    store = gitmem.create_store("notes", home=workspace)
+    store.write("/seed", "team seed\n", scope="team")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for n in range(3):
+        secret = f"token sk-live-proc-{n:04d}\n"
+        v = store.write("/secret", secret)
+        store.write("/secret", f"rotated {n}\n")
+        assert v is not None
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _WRITER, str(store.path), secret, f"/p{n}w{k}"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )  # fmt: skip
+            for k in range(2)
+        ]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        try:
+            store.redact(v.id, reason="leaked")
+        finally:
+            for k in range(2):
+                (store.path / f"p{n}w{k}.done").touch()
+        wrote = []
+        for p in procs:
+            out, err = p.communicate(timeout=patience(120) - time.monotonic())
+            assert p.returncode == 0, err
+            wrote += out.split()[1:]
+        for path in wrote:
+            assert store.read(path, scope="team").content == secret
+        with pytest.raises(ForbiddenError, match="redacted"):
+            store.write("/again", secret)
     store.close()
     _clean(store.path)
