@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitmem.audit.purge_proof import prove_purged
-from gitmem.engine.denylist import read_denylist
+from gitmem.engine.denylist import leaked, read_denylist, read_scoped, readmitted
 from gitmem.errors import IntegrityError
 from gitmem.git.purge import existing_objects, purge
 from gitmem.git.repo import Repo, open_repository
@@ -24,10 +24,14 @@ def purge_and_prove(git_dir: Path) -> str:
         return ""
     try:
         repo = Repo(open_repository(git_dir), git_dir)
-        present = sorted(denied & existing_objects(repo))
-        if present:
-            purge(repo, present)
-        proof = prove_purged(git_dir, object_ids=denied)
+        present = denied & existing_objects(repo)
+        # a redacted blob written again in a scope its redaction did not rewrite stays
+        scoped = read_scoped(git_dir)
+        kept = readmitted(git_dir, scoped, present)
+        if present - kept:
+            purge(repo, sorted(present - kept))
+        # one a scope it was redacted from reaches again is no excused copy: the proof fails
+        proof = prove_purged(git_dir, object_ids=denied - (kept - leaked(git_dir, scoped, kept)))
     except IntegrityError as exc:
         return exc.message
     return "" if proof.ok else proof.reason()

@@ -38,6 +38,7 @@ from typing import Any
 import pygit2
 
 from gitmem import config, events
+from gitmem.audit import purge_order
 from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore
 from gitmem.engine.opening import open_core
@@ -46,7 +47,6 @@ from gitmem.git.locks import close_lock_fd, open_lock_fd
 from gitmem.git.purge import purge, reachable_retired
 from gitmem.git.reflocks import break_if_stale, hold, rewriting
 from gitmem.git.repoinit import write_atomic
-from gitmem.git.treediff import tree_deltas
 
 JOURNAL_FILE = "journal.json"
 LOCK_FILE = "lock"
@@ -337,37 +337,42 @@ def _clear_stale_lock(store: StoreCore, scope: str) -> None:
 
 def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
     """Steps 4-6; every one may run twice (recovery after a crash)."""
-    denied = [*rw.blob_map, *rw.commit_map] if rw.op == "redaction" else list(rw.commit_map)
-    ledger.deny(store, denied, f"{rw.op} {rw.id}")
-    fault("denylist")
-    # Only a recovery can find its entry already there (reading the whole ledger costs O(entries)).
-    if not recovering or ledger.find(store, rw.op, "id", rw.id) is None:
-        ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
-    fault("ledger")
+    # A redaction's blobs are refused in the scopes it rewrote (docs/redaction.md): a scope that
+    # never held them refuses them no more than any other content, so its writers learn nothing.
+    # Writes of them elsewhere are ordered against this purge (gitmem.audit.purge_order).
+    blobs = list(rw.blob_map) if rw.op == "redaction" else []
     moves = rw.scope_tips()
-    if rw.op == "redaction":
-        store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
-        for scope, (old, new) in moves.items():
-            if rw.rederive:
-                store.index.apply_rewrite(scope, "", new, {}, {})
-            else:
-                store.index.apply_rewrite(scope, old, new, rw.commit_map, rw.blob_map)
-    else:  # compaction: versions leave history; the scope is re-derived from git
-        store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
-    fault("index")
-    retired = set(rw.retired)
-    back = reintroduced(store, retired, rw.at)
-    # What a ref reaches again (a racing writer committed the content again; a push forked old
-    # history while the rewrite ran) is kept: deleting it would break that ref. Checked under the
-    # store lock right before deleting.
-    reached = reachable_retired(store, retired, rw.baseline or [new for _old, new in moves.values()])
-    kept_refs = sorted(reached)
-    for ids in reached.values():
-        back |= ids
-    keep = back | set(rw.retired_trees) if back else set()
-    purge(store, [o for o in rw.retired if o not in keep])
-    private_files(store)
-    fault("purged")
+    with purge_order.purging(store):
+        ledger.deny(store, list(rw.commit_map), f"{rw.op} {rw.id}", scoped=blobs, scopes=moves)
+        fault("denylist")
+        purge_order.settle(store)
+        # Only a recovery can find its entry already there (reading the whole ledger costs O(entries)).
+        if not recovering or ledger.find(store, rw.op, "id", rw.id) is None:
+            ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
+        fault("ledger")
+        if rw.op == "redaction":
+            store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
+            for scope, (old, new) in moves.items():
+                if rw.rederive:
+                    store.index.apply_rewrite(scope, "", new, {}, {})
+                else:
+                    store.index.apply_rewrite(scope, old, new, rw.commit_map, rw.blob_map)
+        else:  # compaction: versions leave history; the scope is re-derived from git
+            store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
+        fault("index")
+        retired = set(rw.retired)
+        # What a ref reaches again (a racing writer committed the content again; a push forked old
+        # history while the rewrite ran) is kept: deleting it would break that ref. Checked under
+        # the store lock right before deleting. A scope outside the rewrite that holds its blobs
+        # wrote them there: kept too, and no race to report.
+        elsewhere = purge_order.held_elsewhere(store, blobs)
+        reached = reachable_retired(store, retired, rw.baseline or [new for _old, new in moves.values()])
+        keep, kept_refs, back = purge_order.kept_for_writes(
+            store, retired, set(rw.retired_trees), set(moves), rw.at, reached, elsewhere
+        )
+        purge(store, [o for o in rw.retired if o not in keep])
+        private_files(store)
+        fault("purged")
     _journal_path(store).unlink(missing_ok=True)
     if kept_refs:
         raise IntegrityError(
@@ -396,30 +401,6 @@ def private_files(store: StoreCore) -> None:
         with contextlib.suppress(OSError):
             if f.is_file() and f.stat().st_mode & 0o077:
                 f.chmod(0o600)
-
-
-# Commits of concurrent writers carry the time they were made; allow this much clock skew.
-_CLOCK_SKEW = 600
-
-
-def reintroduced(store: StoreCore, retired: set[str], since: int) -> set[str]:
-    """Retired object ids that a commit made since ``since`` (a racing writer) uses again."""
-    found: set[str] = set()
-    repo = store.repo
-    for name in list(repo.references):
-        if not name.startswith("refs/heads/"):
-            continue
-        target = repo.references[name].target
-        if not isinstance(target, pygit2.Oid):
-            continue
-        for commit in repo.walk(target, pygit2.enums.SortMode.TIME):
-            if commit.commit_time < since - _CLOCK_SKEW:
-                break
-            parent = commit.parents[0].tree if commit.parents else None
-            for d in tree_deltas(parent, commit.tree):
-                if d.new_id is not None and str(d.new_id) in retired:
-                    found.add(str(d.new_id))
-    return found
 
 
 def open_recovered(

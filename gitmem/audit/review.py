@@ -370,7 +370,7 @@ def erase(
     otherwise for ``retention.min_days``. Objects a scope or another ref reaches are kept (the
     scope's own history is what ``gitmem redact`` is for). Runs under the store lock, so pushes and
     rewrites wait; an erase killed half-way is finished by the next erase of that proposal."""
-    from gitmem.audit import journal
+    from gitmem.audit import journal, purge_order
     from gitmem.engine import ledger
     from gitmem.git.purge import purge, reachable_retired
 
@@ -378,7 +378,7 @@ def erase(
     if not reason.strip():
         raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
     access.admit_decision(store, caller, P.get(store, proposal_id).scope, "erase") if caller else None
-    with journal.store_lock(store), file_lock(store.gitmem_dir / "proposals.lock"):
+    with purge_order.erasing(store, journal.store_lock):
         p = P.get(store, proposal_id)
         pending = _pending_erase(store)
         if pending is not None and pending["proposal"] != p.id:
@@ -395,6 +395,7 @@ def erase(
             pending = _plan_erase(store, p, reviewer, reason)
         candidates = set(pending["objects"])
         ledger.deny(store, sorted(candidates), f"proposal_erased {pending['id']}")
+        purge_order.settle(store)  # a write that checked the deny-list before moved its ref by now
         tip = store.ref_target(p.ref)
         if tip is not None:
             delete_ref(store.repo, p.ref)  # past a lock a killed writer left (docs/durability.md)

@@ -25,6 +25,7 @@ from gitmem.audit import transparency
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.denylist import MARK as _MARK
+from gitmem.engine.denylist import leaked, read_scoped, readmitted
 from gitmem.errors import GitmemError, IntegrityError
 from gitmem.model.versions import parse_trailers, trailer_problems
 
@@ -171,6 +172,7 @@ def check_purged(store: StoreCore) -> list[str]:
     if not events:
         return problems
     denied = sorted(ledger.denied(store))
+    scoped = read_scoped(store.path)
     for e in events:
         block = blocks.get(f"{e.kind} {e.data.get('id')}", set())
         blob_digests = set(e.data.get("blob_digests", []))
@@ -179,7 +181,21 @@ def check_purged(store: StoreCore) -> list[str]:
         complete = blob_digests <= set(digests.values())
         if not complete or ledger.set_digest(store, commits) != e.data.get("retired_commits_digest"):
             problems.append(f"{e.kind} {e.data.get('id')}: its retired objects are not all on the deny-list")
+        # a blob refused in fewer scopes than the ledger says the redaction rewrote (an edited
+        # '#@ scopes' line): those scopes could take it back, and the proof would excuse it there
+        rewrote = {str(s) for s in e.data.get("scopes") or ()}
+        narrowed = [
+            o for o, d in digests.items() if d in blob_digests and o in scoped and not rewrote <= scoped[o]
+        ]
+        if narrowed:
+            problems.append(
+                f"{e.kind} {e.data.get('id')}: the deny-list refuses {len(narrowed)} of its blobs in fewer "
+                f"scopes than the ledger records it rewrote ({', '.join(sorted(rewrote))})"
+            )
     readable = set(denied) - missing_objects(store, denied)
+    if readable:  # a redacted blob written again in a scope its redaction did not rewrite is no leftover
+        # (unless a scope it was redacted from reaches it again)
+        readable -= readmitted(store.path, scoped, readable) - leaked(store.path, scoped, readable)
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
     return problems

@@ -25,7 +25,7 @@ import pygit2
 
 from gitmem import config, events
 from gitmem.config import StoreSettings
-from gitmem.engine.denylist import DENYLIST, read_denylist
+from gitmem.engine.denylist import DENYLIST, denied_in, denylist_of, scoped_of
 from gitmem.engine.locate import GITMEM_DIR as GITMEM_DIR
 from gitmem.engine.locate import blob_at
 from gitmem.engine.resolve import all_refs, resolve_store
@@ -131,6 +131,8 @@ class StoreCore(Repo):
         self._settings_file: str | None = None
         self._denied: frozenset[str] = frozenset()
         self._deny_key: tuple[int, int, int] | None = None
+        self._deny_pair: tuple[frozenset[str], dict[str, frozenset[str]]] = (frozenset(), {})
+        self._denied_in: dict[str, tuple[frozenset[str], frozenset[str]]] = {}  # scope -> (of, denied_in)
         self._index: IndexLike | None = None
         #: The packs this handle's last merge of small packs replaced, and the flush count then.
         self._replaced: tuple[list[str], int] | None = None
@@ -269,9 +271,33 @@ class StoreCore(Repo):
             return frozenset()
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         if key != self._deny_key:
-            self._denied = read_denylist(self.path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (FileNotFoundError, NotADirectoryError):
+                return frozenset()
+            denied = denylist_of(text)
+            self._deny_pair = (denied, scoped_of(text))  # one assignment: threads see both or neither
+            self._denied = denied
             self._deny_key = key
         return self._denied
+
+    def denied_in(self, scope: str) -> frozenset[str]:
+        """The deny-listed ids a write to ``scope`` refuses: a redaction's blobs in the scopes it
+        rewrote, everything else in every scope (docs/redaction.md#by-scope)."""
+        return self.denied_for(scope)[0]
+
+    def denied_for(self, scope: str) -> tuple[frozenset[str], frozenset[str]]:
+        """:meth:`denied_in` ``scope``, and the whole deny-list (one stat); made once per scope
+        and deny-list."""
+        if not self.denied_ids():
+            return frozenset(), frozenset()
+        denied, scoped = self._deny_pair
+        if not scoped:
+            return denied, denied
+        cached = self._denied_in.get(scope)
+        if cached is None or cached[0] is not denied:  # (another thread's re-read meanwhile)
+            cached = self._denied_in[scope] = (denied, denied_in(denied, scoped, scope))
+        return cached[1], denied
 
     # ------------------------------------------------------------------ scopes (branches)
     def ref_name(self, scope: str) -> str:

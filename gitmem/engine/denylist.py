@@ -2,6 +2,10 @@
 
 ``$GIT_DIR/gitmem/denylist`` holds one 40-hex object id per line ('#' comments). ``denypatterns`` holds the regexes of
 remembered pattern redactions. Writes refuse both (:func:`refuse_denied`), and so does the pre-receive hook, which imports this module on every push (keep it import-light).
+
+A redaction's block ends with a ``#@ scopes [...]`` line followed by its blob ids: those are
+refused in the scopes named there, the scopes the redaction rewrote (docs/redaction.md#by-scope);
+every other id (retired commits, blocks without the line) is refused in every scope.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import pygit2
@@ -23,12 +28,166 @@ def read_denylist(git_dir: Path) -> frozenset[str]:
         text = (git_dir / "gitmem" / DENYLIST).read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
         return frozenset()
+    return denylist_of(text)
+
+
+def denylist_of(text: str) -> frozenset[str]:
+    """:func:`read_denylist` of the deny-list's text."""
     ids = set()
     for line in text.splitlines():
         item = line.split("#", 1)[0].strip().lower()
         if HEX40.match(item):
             ids.add(item)
     return frozenset(ids)
+
+
+SCOPED = "#@ scopes "  # a block's line that scopes the ids after it (a JSON list of scope names)
+
+
+def read_scoped(git_dir: Path) -> dict[str, frozenset[str]]:
+    """Of the deny-listed ids, those refused only in some scopes: id -> the scopes that refuse it
+    (the scopes its redactions rewrote). An id also listed without scopes is refused everywhere and
+    is not in the answer."""
+    try:
+        text = (git_dir / "gitmem" / DENYLIST).read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    return scoped_of(text)
+
+
+def scoped_of(text: str) -> dict[str, frozenset[str]]:
+    """:func:`read_scoped` of the deny-list's text."""
+    scoped: dict[str, set[str]] = {}
+    everywhere: set[str] = set()
+    scopes: frozenset[str] | None = None
+    for line in text.splitlines():
+        if line.startswith(SCOPED):
+            try:
+                names = json.loads(line[len(SCOPED) :])
+                scopes = frozenset(str(n) for n in names) if isinstance(names, list) else None
+            except ValueError:
+                scopes = None  # unreadable: the ids after it are refused everywhere
+            continue
+        if line.startswith("#"):
+            scopes = None  # a new block
+            continue
+        item = line.split("#", 1)[0].strip().lower()
+        if not HEX40.match(item):
+            continue
+        if scopes is None:
+            everywhere.add(item)
+        else:
+            scoped.setdefault(item, set()).update(scopes)
+    return {o: frozenset(s) for o, s in scoped.items() if o not in everywhere}
+
+
+def denied_in(denied: frozenset[str], scoped: dict[str, frozenset[str]], scope: str) -> frozenset[str]:
+    """The deny-listed ids a write to ``scope`` refuses: all but the scoped ids of other scopes."""
+    if not scoped:
+        return denied
+    return frozenset(o for o in denied if o not in scoped or scope in scoped[o])
+
+
+_SCOPED_REFS = ("refs/heads/", "refs/gitmem/proposals/")
+
+
+def _scope_of_ref(ref: str) -> str:
+    """The scope a branch (``refs/heads/<scope>``) or a proposal (``.../proposals/<scope>/<id>``) is of."""
+    if ref.startswith("refs/heads/"):
+        return ref[len("refs/heads/") :]
+    return ref[len("refs/gitmem/proposals/") :].rpartition("/")[0]
+
+
+def readmitted(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str]) -> set[str]:
+    """Of the deny-listed ids ``present`` in the repository at ``git_dir``, the scoped ones that a
+    branch of a scope outside their redaction reaches: content written there again, which the
+    redaction does not cover (no purge removes it). Whether a scope it covers reaches it too (then
+    the redaction's proof fails all the same) is :func:`leaked`'s."""
+    return _reached_by(git_dir, scoped, present, inside=False)
+
+
+def leaked(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str]) -> set[str]:
+    """Of the scoped deny-listed ids ``present``, those a branch (or proposal) of a scope their
+    redaction rewrote reaches again: redacted bytes back where they were redacted from (a plain
+    ``git update-ref``, a hook bypassed), which no other scope's copy excuses."""
+    return _reached_by(git_dir, scoped, present, inside=True)
+
+
+def _reached_by(
+    git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str], *, inside: bool
+) -> set[str]:
+    import subprocess
+
+    want = {o for o in present if o in scoped}
+    if not want:
+        return set()
+    res = subprocess.run(
+        ["git", "--git-dir", os.fspath(git_dir), "for-each-ref", "--format=%(refname)", *_SCOPED_REFS],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    refs = {r: _scope_of_ref(r) for r in res.stdout.split() if r}
+    out: set[str] = set()
+    for covered in {scoped[o] for o in want}:
+        chosen = [r for r, scope in refs.items() if (scope in covered) == inside]
+        if not chosen:
+            continue
+        walk = subprocess.run(
+            ["git", "--git-dir", os.fspath(git_dir), "rev-list", "--objects", "--stdin"],
+            input="\n".join(chosen) + "\n", capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if walk.returncode != 0:  # (a missing object under a ref: nothing is excused, the proof says so)
+            if inside:
+                out |= {o for o in want if scoped[o] == covered}
+            continue
+        reached = {line[:40] for line in walk.stdout.splitlines()}
+        out |= {o for o in want if scoped[o] == covered and o in reached}
+    return out
+
+
+def append_block(
+    git_dir: Path,
+    comment: str,
+    oids: Iterable[str],
+    *,
+    scoped: Iterable[str] = (),
+    scopes: Iterable[str] = (),
+) -> int:
+    """Append a block to the deny-list (created 0600; idempotent): ``# <comment>``, the ``oids`` not
+    listed yet (refused in every scope), then, when there are ``scoped`` ids (a redaction's blobs),
+    a ``#@ scopes`` line naming ``scopes`` and all of them, even ids listed already (this block
+    covers other scopes). Returns how many ids were new."""
+    from gitmem.git.locks import file_lock
+
+    path = git_dir / "gitmem" / DENYLIST
+    blobs = list(dict.fromkeys(scoped))
+    with file_lock(path.with_name(DENYLIST + ".lock")):
+        known = read_denylist(git_dir)
+        new = [o for o in dict.fromkeys(oids) if o not in known and o not in set(blobs)]
+        if blobs and re.search(rf"^# {re.escape(comment)}\s*$", _text(path), re.M):
+            blobs = []  # a recovery: this block was written already
+        for o in [*new, *blobs]:
+            if not HEX40.match(o):
+                raise ValueError(f"not an object id: {o!r}")
+        if not new and not blobs:
+            return 0
+        text = f"# {comment}\n" + "".join(f"{o}\n" for o in new)
+        if blobs:
+            text += f"{SCOPED}{json.dumps(sorted(set(scopes)))}\n" + "".join(f"{o}\n" for o in blobs)
+        # 0600 from its creation: short redacted values could be brute-forced from the ids.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(fd, "a", encoding="ascii") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(path, 0o600)
+    return len(new) + len([o for o in blobs if o not in known])
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
 
 
 # ---------------------------------------------------------------------- redaction marks
@@ -126,8 +285,9 @@ def denied_reason(
 
 
 def refuse_denied(git_dir: Path, denied: frozenset[str], path: str, data: bytes | None) -> None:
-    """Raise ForbiddenError when ``data`` at ``path`` is in ``denied`` (the store's deny-list, as
-    ``StoreCore.denied_ids`` reads it) or matches a deny-pattern; InvalidInputError for a forged mark."""
+    """Raise ForbiddenError when ``data`` at ``path`` is in ``denied`` (the deny-list of the scope
+    written, as ``StoreCore.denied_in`` reads it) or matches a deny-pattern; InvalidInputError for
+    a forged mark."""
     from gitmem.errors import ForbiddenError
 
     why = denied_reason(denied, read_patterns(git_dir), path, data)

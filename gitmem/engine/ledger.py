@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem import config
-from gitmem.engine import checkpoints
+from gitmem.engine import checkpoints, denylist
 from gitmem.engine.settings_seen import SETTINGS_SEEN, file_digest, read_seen, recorded
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.fence import check_fence
@@ -147,25 +147,18 @@ def set_digest(store: StoreCore, oids: Iterable[str]) -> str:
     return digest(store, "\n".join(sorted(oids)))
 
 
-def deny(store: StoreCore, oids: Iterable[str], comment: str) -> int:
-    """Add object ids to the deny-list (idempotent); returns how many were new."""
-    path = _dir(store) / DENYLIST_FILE
-    with file_lock(path.with_name(DENYLIST_FILE + ".lock")):
-        known = denied(store)
-        new = [o for o in dict.fromkeys(oids) if o not in known]
-        for o in new:
-            if not _HEX40.match(o):
-                raise ValueError(f"not an object id: {o!r}")
-        if not new:
-            return 0
-        # 0600 from its creation: short redacted values could be brute-forced from the ids.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with open(fd, "a", encoding="ascii") as fh:
-            fh.write(f"# {comment}\n" + "".join(f"{o}\n" for o in new))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(path, 0o600)
-    return len(new)
+def deny(
+    store: StoreCore,
+    oids: Iterable[str],
+    comment: str,
+    *,
+    scoped: Iterable[str] = (),
+    scopes: Iterable[str] = (),
+) -> int:
+    """Add object ids to the deny-list (idempotent); returns how many were new. ``scoped`` ids (a
+    redaction's blobs) are refused only in ``scopes`` (:func:`gitmem.engine.denylist.append_block`)."""
+    _dir(store)
+    return denylist.append_block(store.path, comment, oids, scoped=scoped, scopes=scopes)
 
 
 def denied_by(store: StoreCore) -> dict[str, set[str]]:
@@ -177,6 +170,8 @@ def denied_by(store: StoreCore) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     current = out.setdefault("", set())
     for line in text.splitlines():
+        if line.startswith(denylist.SCOPED):
+            continue  # the scopes of the block's blobs: still the block above
         if line.startswith("#"):
             current = out.setdefault(line[1:].strip(), set())
         elif _HEX40.match(line.strip()):

@@ -4,9 +4,9 @@ Every write of the library runs through :func:`commit`, once per attempt of one 
 tip of the target ref, plan each item against one state (each sees the ones before it; the
 limits, the deny-list and the guard check every change), take the store-bytes lock when the
 changes could push the store past ``max_store_bytes`` together with other scopes, write the
-objects of the chain (loose, one pack, or ``git fast-import`` for huge batches), refuse what a
-redaction deny-listed meanwhile, then publish the chain on the :class:`Sink` with one flush and one
-compare-and-swap; the index record is staged (before the flush, or during it for a long chain)
+objects of the chain (loose, one pack, or ``git fast-import`` for huge batches), then publish the
+chain on the :class:`Sink` with one flush and one compare-and-swap, unless a redaction deny-listed
+its content meanwhile (checked where a purge's barrier orders it, docs/redaction.md#by-scope); the index record is staged (before the flush, or during it for a long chain)
 and committed once the ref moved (gitmem.engine.writer.publish_recorded), and flagged versions get their ``flag`` ledger entry. A
 lost race re-plans against the new tip.
 
@@ -18,6 +18,7 @@ one scope), batches (gitmem.engine.batch: one caller, many operations) and propo
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,13 +38,13 @@ from gitmem.engine.writer import (
     check_limits,
     commit_change,
     current_size,
-    denied_since_planned,
     make_row,
     publish_recorded,
     store_bytes_lock,
 )
 from gitmem.errors import ConflictError
 from gitmem.git.fastimport import Pending, write_commits
+from gitmem.git.locks import purge_lock
 from gitmem.ids import new_id
 from gitmem.model.versions import format_message
 
@@ -103,10 +104,12 @@ class Sink:
         written: list[pygit2.Oid],
         rows: list[VersionRow],
         contents: dict[str, bytes],
+        check: Callable[[], bool] | None = None,
     ) -> bool | None:
-        """Move the ref ``tip -> head`` (one flush, one compare-and-swap); False: a lost race (plan
+        """Move the ref ``tip -> head`` (one flush, one compare-and-swap) unless ``check`` (run
+        where a purge's barrier orders it) says no; False: a lost race or ``check`` said no (plan
         again), None: the sink moved elsewhere (plan again on its new tip)."""
-        return publish_recorded(self.store, self.scope, tip, head, written, rows, contents)
+        return publish_recorded(self.store, self.scope, tip, head, written, rows, contents, check)
 
 
 def commit(
@@ -131,7 +134,7 @@ def commit(
     sink = sink or Sink(store, scope)
     with contextlib.ExitStack() as own:
         held = held if held is not None else own
-        locked = False
+        locked = purging = False
         for attempt in range(MAX_ATTEMPTS):
             tip = sink.tip()
             state = sink.state(tip)
@@ -149,16 +152,21 @@ def commit(
                     # by the compare-and-swap): re-plan only when it now leaves no room.
                     if limits is None or not _fits_now(sink, tip, state, limits):
                         continue
+            if state.needs_purge_lock and not purging:
+                # content another scope's redaction deny-listed: written and published after any
+                # purge of it that runs, and before any that starts (docs/redaction.md#by-scope)
+                held.enter_context(purge_lock(store.path, shared=True))
+                purging = True
             done.tip = tip
             if not done.changes:
                 return done
             now = int(time.time())
             planned = [(items[n], c) for n, c in done.changes]
-            head, rows, written = write_chain(store, scope, tip, planned, now, reviewed_by)
-            if denied_since_planned(store, rows):
-                continue  # redacted meanwhile: re-planned, that write is refused
+            head, rows, written = write_chain(store, scope, tip, planned, now, reviewed_by, purging)
             contents = {r.blob: c.data for r, (_i, c) in zip(rows, planned, strict=True) if r.blob and c.data}
-            moved = sink.publish(tip, head, written, rows, contents)
+            # checked where a purge's barrier orders it (the one deny-list check after the objects)
+            check = functools.partial(publishable, store, rows, purging)
+            moved = sink.publish(tip, head, written, rows, contents, check)
             if moved:
                 if flag_each:
                     for (item, change), row in zip(planned, rows, strict=True):
@@ -170,11 +178,40 @@ def commit(
                     record_flags(store, scope, [c for _i, c in planned], rows, first.actor, first.session)
                 done.head, done.rows = head, rows
                 return done
-            if moved is False:
+            if moved is False and not check():
+                # redacted meanwhile: re-planned, that write is refused (its scope's redaction) or
+                # made again under the purge lock (another scope's)
+                if not purging and not refused_here(store, rows):
+                    held.enter_context(purge_lock(store.path, shared=True))
+                    purging = True
+            elif moved is False:
                 backoff(attempt)
     raise ConflictError(
         f"could not {what} to scope {scope!r}: the ref kept moving ({MAX_ATTEMPTS} attempts); try again"
     )
+
+
+def refused_here(store: StoreCore, rows: list[VersionRow]) -> bool:
+    """Whether the deny-list of its own scope names the content of one of ``rows`` now."""
+    return bool(store.denied_ids()) and any(r.blob and r.blob in store.denied_in(r.scope) for r in rows)
+
+
+def publishable(store: StoreCore, rows: list[VersionRow], purging: bool) -> bool:
+    """Whether ``rows`` may be published: no content a redaction (or compaction) of its scope
+    deny-listed since the plan (which checked), and, unless the write holds the purge lock
+    shared (``purging``), no content any deny-list names. One stat when the deny-list did not
+    change. Run before a staged pack is written, after the objects, and where a purge's barrier
+    orders it (:func:`gitmem.git.intent.publish`): a purge of that content may have removed the
+    copies written, or may be about to. The caller then re-plans (the write is refused, or made
+    again under the purge lock), instead of writing its pack or moving the ref over a purged
+    object; the object writers store a copy of content the store already has, so the pack would
+    also put the purged content back on disk."""
+    denied = store.denied_ids()
+    if not denied:
+        return True
+    if purging:
+        return not refused_here(store, rows)
+    return not any(r.blob and r.blob in denied for r in rows)
 
 
 def _plan(
@@ -222,9 +259,11 @@ def write_chain(
     planned: Sequence[tuple[Item | None, Change]],
     now: int,
     reviewed_by: str | None = None,
+    purging: bool = False,
 ) -> tuple[pygit2.Oid, list[VersionRow], list[pygit2.Oid]]:
     """Write the commits of ``planned`` on top of ``tip`` (the ref is not moved): their head, their
-    index rows and the objects written (for the flush)."""
+    index rows and the objects written (for the flush); a staged pack only when
+    :func:`publishable` (``purging``: the purge lock is held shared)."""
     if len(planned) >= FAST_IMPORT_MIN:
         head, imported = _write_fast_import(store, scope, tip, planned, now, reviewed_by)
         return (
@@ -247,7 +286,7 @@ def write_chain(
             rows.append(row)
             if stage is not None:
                 stage.write_if_large()
-        if stage is not None and not denied_since_planned(store, rows):
+        if stage is not None and publishable(store, rows, purging):
             stage.write()
     assert parent is not None
     return parent, rows, written

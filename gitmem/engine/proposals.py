@@ -321,6 +321,7 @@ class ProposalSink(pipeline.Sink):
         written: list[pygit2.Oid],
         rows: list[VersionRow],
         contents: dict[str, bytes],
+        check: Callable[[], bool] | None = None,
     ) -> bool | None:
         store, p = self.store, self.proposal
         with file_lock(store.gitmem_dir / "proposals.lock"):
@@ -328,7 +329,7 @@ class ProposalSink(pipeline.Sink):
                 current = get(store, p.id)
             except NotFoundError:  # decided and dropped by retention meanwhile
                 current = dataclasses.replace(p, status="rejected")
-            published = current.status == "open" and store.publish(p.ref, tip, head, written)
+            published = current.status == "open" and store.publish(p.ref, tip, head, written, check=check)
             if published:
                 save(store, current)
                 self.proposal = current

@@ -15,6 +15,7 @@ import random
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,11 @@ class ScopeState:
         # Set by check_limits when this change could push the store past max_store_bytes
         # together with changes in other scopes: the write then re-plans under the store-bytes lock.
         self.needs_store_lock = False
+        # Set by refuse_denied when a change holds content another scope's redaction deny-listed
+        # (not refused here): the write then holds the purge lock shared (docs/redaction.md#by-scope).
+        self.needs_purge_lock = False
         self._denied: frozenset[str] | None = None
+        self._elsewhere: frozenset[str] = frozenset()  # the store's deny-list, when it names more
         self._patterns: tuple[re.Pattern[str], ...] | None = None
         #: The write-time guard's policy, read once per state (gitmem.engine.guard.screen).
         self.guard: GuardPolicy | None = None
@@ -81,9 +86,10 @@ class ScopeState:
         self._blobs: dict[str, StoredBlob | None] = {}
 
     def denied_ids(self) -> frozenset[str]:
-        """The store's deny-list, read once per state (a batch checks it for every change)."""
+        """The deny-list of this scope, read once per state (a batch checks it for every change)."""
         if self._denied is None:
-            self._denied = self.store.denied_ids()
+            self._denied, every = self.store.denied_for(self.scope)  # every: other scopes' too
+            self._elsewhere = every if len(every) > len(self._denied) else frozenset()
         return self._denied
 
     def refuse_denied(self, path: str, data: bytes | None) -> None:
@@ -94,6 +100,8 @@ class ScopeState:
         why = denied_reason(self.denied_ids(), self._patterns, path, data)
         if why is not None:
             raise ForbiddenError(why + " (redact it, or write different content)")
+        if data is not None and self._elsewhere:
+            self.needs_purge_lock |= str(pygit2.hash(data)) in self._elsewhere
         forged = forged_mark(self.store.path, path, data)
         if forged is not None:
             raise InvalidInputError(forged)
@@ -329,18 +337,6 @@ def commit_change(
     return commit, row
 
 
-def denied_since_planned(store: StoreCore, rows: list[VersionRow]) -> bool:
-    """Whether the deny-list names the content of one of ``rows`` now: a redaction (or compaction)
-    of that content ran between the plan, which checked the deny-list, and here. The caller then
-    re-plans (that write is refused) instead of writing its pack or moving the branch: the object
-    writers store a copy of content the store already has, so the pack would put the purged
-    content back on disk (and the commit would make it live again), or, had the write reused the
-    copy the purge removed, the branch would point at a missing object. One stat when the
-    deny-list did not change."""
-    denied = store.denied_ids()
-    return bool(denied) and any(r.blob is not None and r.blob in denied for r in rows)
-
-
 def publish_recorded(
     store: StoreCore,
     scope: str,
@@ -349,9 +345,11 @@ def publish_recorded(
     written: list[pygit2.Oid],
     rows: list[VersionRow],
     contents: dict[str, bytes],
+    check: Callable[[], bool] | None = None,
 ) -> bool:
     """Publish the chain ``tip..head`` of ``rows`` (one flush, one compare-and-swap) and record it
-    in the index; returns False on a lost race (nothing recorded).
+    in the index; returns False on a lost race (nothing recorded), or when ``check`` (run where a
+    purge's barrier orders it, :func:`gitmem.git.intent.publish`) says no.
 
     The index record is staged in an open transaction and committed once the branch has moved,
     so a durable write costs little more than its flush and its objects. A chain of
@@ -372,7 +370,7 @@ def publish_recorded(
         if not overlap:
             stage()
         moved = store.publish(
-            store.ref_name(scope), tip, head, written, during_flush=stage if overlap else None
+            store.ref_name(scope), tip, head, written, during_flush=stage if overlap else None, check=check
         )
     except BaseException:
         for s in staged:

@@ -75,13 +75,15 @@ class Files:
         return self._core.head_blob(scope, path)[1].data
 
     def redacted_files(
-        self, files: Mapping[str, str], read: Callable[[str], bytes | None]
+        self, files: Mapping[str, str], read: Callable[[str], bytes | None], *, scope: str | None = None
     ) -> builtins.list[str]:
         """Of ``files`` (path -> blob id; ``read(path)`` gives a file's bytes), those holding
-        content the store redacted: a deny-listed blob, or a match of a redacted pattern."""
+        content the store redacted: a deny-listed blob (of ``scope``'s deny-list when given), or a
+        match of a redacted pattern."""
         from gitmem.engine.denylist import denied_reason, read_patterns
 
-        denied, patterns = self._core.denied_ids(), read_patterns(self._core.path)
+        denied = self._core.denied_ids() if scope is None else self._core.denied_in(scope)
+        patterns = read_patterns(self._core.path)
         return [
             path
             for path, blob in sorted(files.items())

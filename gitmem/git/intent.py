@@ -137,6 +137,7 @@ def publish(
     new: pygit2.Oid,
     objects: Sequence[pygit2.Oid],
     during_flush: Callable[[], object] | None = None,
+    check: Callable[[], bool] | None = None,
 ) -> bool:
     """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush.
 
@@ -144,19 +145,29 @@ def publish(
     replayed onto ``new`` when each of them reads back whole. ``during_flush`` runs on the
     calling thread while the flush is under way (another thread waits on the device), before the
     ref moves; whatever it raises is raised after the flush, and the ref is then not moved.
-    Returns False on a lost race."""
+    ``check`` runs first, holding the log shared as the move does (:func:`barrier`): False gives
+    up (no line, no flush, the ref not moved), as a lost race. Returns False on a lost race."""
     boot = boot_id()
     if boot is None:  # no way to tell a reboot from a crash: flush objects, then the ref
-        _flush(lambda: repo.sync_all(), during_flush)
-        note_flush(repo.git_dir)
-        if not repo.cas(ref, old, new):
-            return False
+        fd = _open_log(repo)  # held shared all the same (:func:`barrier`); no line is written
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            if check is not None and not check():
+                return False
+            _flush(lambda: repo.sync_all(), during_flush)
+            note_flush(repo.git_dir)
+            if not repo.cas(ref, old, new):
+                return False
+        finally:
+            close_lock_fd(fd)
         repo.sync_ref_file(ref)
         return True
     repo.recover()
     fd = _open_log(repo)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)  # rotation and recovery take it exclusively
+        fcntl.flock(fd, fcntl.LOCK_SH)  # rotation, recovery and barriers take it exclusively
+        if check is not None and not check():
+            return False
         _write_header_if_empty(fd, boot)
         os.write(fd, _entry_line(ref, old, new, objects))
         _flush(lambda: syncfs_fd(fd), during_flush)  # the one flush: objects and the intent line
@@ -264,6 +275,21 @@ def _rotate(repo: Repo, boot: str) -> None:
         syncfs_fd(fd)
         os.ftruncate(fd, 0)
         os.write(fd, f"{INTENT_HEADER}{boot}\n".encode())
+    finally:
+        close_lock_fd(fd)
+
+
+def barrier(repo: Repo) -> None:
+    """Wait for every publish in flight: each holds the log shared from its ``check`` to its ref
+    move (:func:`publish`), so once this returns, every publish either moved its ref already or
+    runs its check after this call. A purge calls it after it deny-listed its ids and before it
+    reads the refs (docs/redaction.md#by-scope): no write that checked an older deny-list moves a
+    ref after the purge looked. No log yet: no publish has opened it, so every one checks later."""
+    if not os.path.exists(log_path(repo)):
+        return
+    fd = _open_log(repo)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
     finally:
         close_lock_fd(fd)
 

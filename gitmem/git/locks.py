@@ -6,7 +6,7 @@ import fcntl
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 LOGGER = "gitmem.lock"  # logging is imported only when a lock is contended (the hook never pays for it)
@@ -61,8 +61,9 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created 0600) for the ``with`` block."""
+def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold an exclusive (or ``shared``) lock on ``path`` (created 0600) for the ``with`` block."""
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         fd = open_lock_fd(path)
     except FileNotFoundError:  # the first lock of its directory
@@ -70,17 +71,29 @@ def file_lock(path: Path) -> Iterator[None]:
         fd = open_lock_fd(path)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             import logging
 
             log = logging.getLogger(LOGGER)
             log.info("waiting for lock %s", path)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, mode)
             log.info("got lock %s", path)
         yield
     finally:
         close_lock_fd(fd)  # closing releases the lock
+
+
+#: ``$GIT_DIR/gitmem/purge.lock``: a purge of deny-listed objects (a redaction's, an erased
+#: proposal's) holds it exclusively from the deny-list entry to its proof; a write that holds
+#: content some deny-list names takes it shared from its objects to its ref move
+#: (docs/redaction.md#by-scope).
+PURGE_LOCK = "purge.lock"
+
+
+def purge_lock(git_dir: Path | str, *, shared: bool = False) -> AbstractContextManager[None]:
+    """The purge lock of the store at ``git_dir`` (:data:`PURGE_LOCK`)."""
+    return file_lock(Path(git_dir) / "gitmem" / PURGE_LOCK, shared=shared)
 
 
 @contextmanager

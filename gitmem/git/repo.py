@@ -340,11 +340,13 @@ class Repo:
         new: pygit2.Oid,
         objects: Sequence[pygit2.Oid],
         during_flush: Callable[[], object] | None = None,
+        check: Callable[[], bool] | None = None,
     ) -> bool:
         """Move ``ref`` from ``old`` to ``new`` by compare-and-swap, durably, with one flush
-        (:func:`gitmem.git.intent.publish`; ``during_flush`` runs while the flush is under way).
+        (:func:`gitmem.git.intent.publish`; ``during_flush`` runs while the flush is under way,
+        ``check`` before it, where a purge's barrier orders it: False gives up, as a lost race).
         Returns False on a lost race."""
-        return intent.publish(self, ref, old, new, objects, during_flush)
+        return intent.publish(self, ref, old, new, objects, during_flush, check)
 
     def recover(self) -> int:
         """After a reboot, replay the intent log (once per handle); returns the refs moved."""

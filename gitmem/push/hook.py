@@ -48,7 +48,7 @@ def pre_receive(
     moves any ref; a rejected one is recorded in the ledger (who, which refs, which rules)."""
     import time
 
-    from gitmem.engine.denylist import read_denylist, read_patterns
+    from gitmem.engine.denylist import read_denylist, read_patterns, read_scoped
     from gitmem.push import pushcheck, refupdates
 
     git_dir = Path(repo.path).resolve()
@@ -88,6 +88,7 @@ def pre_receive(
         settings=settings,
         pusher=actor,
         denylist=read_denylist(git_dir),
+        denyscoped=read_scoped(git_dir),
         patterns=read_patterns(git_dir),
         now=now,
         quarantine=refupdates.quarantine_objects(env.get("GIT_QUARANTINE_PATH")),

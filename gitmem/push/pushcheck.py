@@ -136,6 +136,30 @@ def arrivals(repo: pygit2.Repository, updates: Sequence[RefUpdate]) -> list[tupl
     return out
 
 
+def check_arrived_scoped(repo: pygit2.Repository, u: RefUpdate, ctx: PushContext) -> list[Violation]:
+    """A redaction's blob refused on ``u``'s scope, brought there by a commit the store holds
+    already on another scope (a fast-forward to it, a merge of it: no new commit's first-parent
+    diff shows the blob). Every commit the update brings to the scope is diffed against each of its
+    parents, so a blob its tree holds that the old tip's history does not is seen. Only when the
+    scope has such blobs (after a redaction of it)."""
+    refused = {o for o, scopes in ctx.denyscoped.items() if u.scope in scopes and o in ctx.denylist}
+    if not refused or _commit(repo, u.new) is None:
+        return []
+    walker = repo.walk(pygit2.Oid(hex=u.new), pygit2.enums.SortMode.TOPOLOGICAL)
+    if not u.is_create and _commit(repo, u.old) is not None:
+        walker.hide(pygit2.Oid(hex=u.old))
+    out: list[Violation] = []
+    for commit in walker:
+        parents: list[pygit2.Tree | None] = [p.tree for p in commit.parents]
+        for parent_tree in parents or [None]:
+            for d in tree_deltas(parent_tree, commit.tree):
+                if d.kind != "deleted" and str(d.new_id) in refused:
+                    path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
+                    msg = f"{path} is content that was redacted from this store"
+                    out.append(_v("denylist", msg, u.ref, str(commit.id), path))
+    return out
+
+
 def check_commit(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, ctx: PushContext, seen: set[pygit2.Oid]
 ) -> list[Violation]:
@@ -163,10 +187,11 @@ def check_commit(
         out += [_at(v, ref, cid) for v in policy.check_path(path, limits)]
         out += [_at(v, ref, cid) for v in policy.check_mode(path, d.new_mode)]
         out += [_at(v, ref, cid) for v in guard_violations(path, path.encode(), ctx.settings, "path")]
-        if d.new_id in seen or d.new_mode == 0o160000:
+        # (a redaction's blob is refused only in the scopes it rewrote: checked again on each ref)
+        if d.new_id in seen and str(d.new_id) not in ctx.denyscoped or d.new_mode == 0o160000:
             continue
         seen.add(d.new_id)
-        if str(d.new_id) in ctx.denylist:
+        if str(d.new_id) in ctx.denylist and denied_at(ctx, str(d.new_id), ref):
             out.append(_v("denylist", f"{path} is content that was redacted from this store", ref, cid, path))
             continue
         blob = repo.get(d.new_id)
@@ -411,6 +436,11 @@ def check_push(
                 checked.add(commit.id)
                 found[str(commit.id)] = u.scope
                 out += check_commit(repo, commit, u.ref, ctx, seen)
+    for u in live:
+        flagged = {(v.rule, v.ref, v.commit, v.path) for v in out}
+        out += [
+            v for v in check_arrived_scoped(repo, u, ctx) if (v.rule, v.ref, v.commit, v.path) not in flagged
+        ]
     out += check_claimed_ids(repo, found, ctx)
     reported = {v.commit for v in out if v.rule == "denylist"} | {str(o) for o in seen}
     for oid in ctx.quarantine:
@@ -420,6 +450,13 @@ def check_push(
     if not any(v.rule in ("ref", "delete", "object", "non_fast_forward") for v in out):
         out += check_totals(repo, live, ctx, stats or {}, store_bytes)
     return out
+
+
+def denied_at(ctx: PushContext, oid: str, ref: str) -> bool:
+    """Whether deny-listed ``oid`` is refused on ``ref``: a redaction's blob only in the scopes it
+    rewrote (gitmem.engine.denylist.denied_in), anything else everywhere."""
+    scopes = ctx.denyscoped.get(oid)
+    return scopes is None or not ref.startswith("refs/heads/") or ref[len("refs/heads/") :] in scopes
 
 
 def format_violation(v: Violation) -> str:

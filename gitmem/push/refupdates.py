@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,7 @@ class PushContext:
     settings: StoreSettings
     pusher: str | None = None
     denylist: frozenset[str] = frozenset()
+    denyscoped: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)  # blob -> its scopes
     now: int | None = None  # seconds since the epoch; None: the current time
     quarantine: Sequence[str] = ()  # object ids found in the quarantine directory, when known
     patterns: tuple[re.Pattern[str], ...] = ()  # remembered redaction patterns (deny-patterns)

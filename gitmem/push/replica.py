@@ -324,14 +324,15 @@ def prove_replica(git_dir: Path, url: str) -> str:
     deny-listed ids (:func:`gitmem.audit.purge_proof.prove_purged`); the reason when it does
     ("" when proved, or when the replica is remote and its own hook's report is all there is)."""
     from gitmem.audit.purge_proof import prove_purged
-    from gitmem.engine.denylist import read_denylist
+    from gitmem.engine.denylist import read_denylist, read_scoped, readmitted
     from gitmem.errors import IntegrityError
 
     path = Path(url[len("file://") :] if url.startswith("file://") else url)
     if "://" in url[:12] and not url.startswith("file://") or not path.is_absolute() or not path.is_dir():
         return ""
     try:
-        proof = prove_purged(path, object_ids=read_denylist(git_dir))
+        denied = read_denylist(git_dir)  # less a redacted blob a scope it did not rewrite holds again
+        proof = prove_purged(path, object_ids=denied - readmitted(path, read_scoped(git_dir), set(denied)))
     except IntegrityError as exc:
         return f"the purge of the replica is not proved: {exc.message}"
     return "" if proof.ok else f"the purge of the replica is not proved: {proof.reason()}"

@@ -104,11 +104,11 @@ def is_conflict_copy(path: str, session_id: str) -> bool:
 
 
 def _private_and_denied(
-    store: Store, root: Path, local: Scan, marker: Marker, session_id: str
+    store: Store, root: Path, local: Scan, marker: Marker, session_id: str, scope: str
 ) -> tuple[list[FileIssue], list[str]]:
     """Take this session's conflict copies out of the scan (they stay in the mount, never in the
     store) and find files holding redacted content (to be replaced by the store's version)."""
-    held = set(store.redacted_files(local.files, lambda path: _read(root, local, path)))
+    held = set(store.redacted_files(local.files, lambda path: _read(root, local, path), scope=scope))
     issues: list[FileIssue] = []
     scrub: list[str] = []
     for path in sorted(local.files):
@@ -185,7 +185,7 @@ def sync_mount(
     marker = read_marker(mount)
     root = Path(mount.path)
     local = scan(root, marker.files)
-    private, scrub = _private_and_denied(store, root, local, marker, session_id)
+    private, scrub = _private_and_denied(store, root, local, marker, session_id, mount.scope)
     refused = [FileIssue(p, why) for p, why in sorted(local.unusable.items())]
     protected = set(local.unusable) | {i.path for i in private} | set(scrub)
     for path in local.unusable:  # an unusable entry (a link, say) deletes nothing, nor what was under it

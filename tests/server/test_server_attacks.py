@@ -476,16 +476,6 @@ def test_library_refuses_lone_surrogates_in_store_settings(workspace: Path) -> N
         gitmem.create_store("sur2", metadata={"k": "\udfff"}, home=workspace)
 
 
-@pytest.mark.xfail(
-    reason="library: the redaction blocklist is store-wide and its refusal says so ('this content was "
-    "redacted from the store'), so a token confined to scope team can confirm a guess of content "
-    "redacted from scope main (a membership oracle across scopes). A per-scope deny-list was tried "
-    "and reverted: a write of the same bytes to another scope racing the redaction's purge then "
-    "published a commit whose blob the purge had removed (git fsck: missing blob); accepting such a "
-    "write needs the purge and the writer ordered (a write to any scope re-writes a purged blob only "
-    "after the purge, under a lock the purge takes)",
-    strict=True,
-)
 def test_a_scoped_token_learns_nothing_of_redactions_in_other_scopes(env: Env) -> None:
     api = client(env["url"], env["admin"]).beta.memory_stores
     m = api.memories.create(env["sid"], path="/pw.md", content="hunter2")
