@@ -1,9 +1,10 @@
-"""Probe: a path redaction against the audit ledger's proposal decisions. docs/redaction.md: a
-``--pattern`` matches memory paths too ("per-user files named by e-mail address are common") and
-erasure reaches "the ledger (digests only)"; its purge proof (``prove_purged(secrets=...)``) is the
-one check behind "purge verified". A path that went through review is named in plain text by the
-``proposal_accepted`` / ``proposal_rejected`` ledger entries, which a redaction never rewrites, and
-the ledger ref travels to every clone and every ``/git`` reader."""
+"""A path redaction against the audit ledger's proposal decisions and the proposals' records.
+docs/redaction.md: a ``--pattern`` matches memory paths too ("per-user files named by e-mail
+address are common"), finds what only a proposal holds, and erasure reaches "the ledger (digests
+only)"; its purge proof (``prove_purged(secrets=...)``) is the one check behind "purge verified".
+The ledger is hash-chained and travels to every clone and ``/git`` reader, so a decision's entry
+names its paths by keyed digests (docs/review.md); the audit timeline resolves them through what a
+redaction scrubs (the index, the proposal's record)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 import gitmem
+from gitmem.audit import timeline, verify
 from gitmem.audit.purge_proof import prove_purged
+from gitmem.engine import ledger
 from gitmem.model.caller import Caller
 
 EMAIL = "alice.client@example.com"
@@ -26,12 +29,16 @@ def _propose(s: gitmem.Store, path: str) -> str:
     return p.id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gitmem/audit/review.py (_accept/_reject) writes proposal paths in plain text into the "
-    "ledger; gitmem/audit/redact.py's path redaction leaves them, so the purge proof finds them",
-)
-@pytest.mark.parametrize("decision", ["accepted"])
+def _ledger_text(repo: Path) -> str:
+    return subprocess.run(
+        ["git", "--git-dir", str(repo), "log", "-p", "--format=%H %B", "refs/gitmem/ledger"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.mark.parametrize("decision", ["accepted", "rejected"])
 def test_a_redacted_path_is_gone_from_the_ledger(workspace: Path, decision: str) -> None:
     with gitmem.create_store("notes", home=workspace) as s:
         s.write("/keep.md", "kept\n", actor="user:alice")
@@ -41,32 +48,58 @@ def test_a_redacted_path_is_gone_from_the_ledger(workspace: Path, decision: str)
             s.delete(f"/people/{EMAIL}.md", actor="user:alice")
         else:
             s.reject(pid, reviewer="user:lead", reason="not needed")
+        # before the redaction the timeline still names the path, resolved from the digests
+        (event,) = [e for e in timeline.audit(s.core, type=f"proposal_{decision}")]
+        assert event.detail["paths"] == [f"/people/{EMAIL}.md"]
         s.redact_pattern(r"alice\.client@example\.com", reason="GDPR erasure request")
         assert all(EMAIL not in v.path for v in s.versions())
+        (event,) = [e for e in timeline.audit(s.core, type=f"proposal_{decision}")]
+        # resolved again: the published version's path as redacted, or nothing (the record's
+        # decision no longer matches its digest)
+        assert EMAIL not in repr(event.detail)
+        assert all(p.startswith("/people/redacted-redact_") for p in event.detail["paths"])
+        (entry,) = ledger.entries(s.core, kind=f"proposal_{decision}")
+        assert len(entry.data["path_digests"]) == 1 and "paths" not in entry.data
+        # the proposal's record keeps its decision, its path redacted as the chain's tree is
+        (p,) = s.proposals()
+        assert [d.action for d in p.decisions] == [decision]
+        assert p.decisions[0].paths[0].startswith("/people/redacted-redact_")
+        report = verify.verify(s.core)
+        assert report.ok, report
         repo = s.path
-    ledger = subprocess.run(
-        ["git", "--git-dir", str(repo), "log", "-p", "--format=%H %B", "refs/gitmem/ledger"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert EMAIL not in ledger, "the redacted path is in the ledger (refs/gitmem/ledger), which clones get"
+    assert EMAIL not in _ledger_text(repo), "the redacted path is in the ledger (refs/gitmem/ledger)"
     proof = prove_purged(repo, secrets=[EMAIL.encode()])
     assert not proof.found_secrets, f"the redacted address is still in the store: {proof}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gitmem/audit/redact.py (redact_pattern) matches paths on the index's version rows only, "
-    "so a path only a proposal holds is 'matches no version' though docs/redaction.md says a pattern "
-    "finds what only a proposal holds",
-)
 def test_a_path_only_a_proposal_holds_can_be_redacted(workspace: Path) -> None:
     with gitmem.create_store("notes", home=workspace) as s:
         s.write("/keep.md", "kept\n", actor="user:alice")
         pid = _propose(s, f"/people/{EMAIL}.md")
         s.reject(pid, reviewer="user:lead", reason="not needed")
-        s.redact_pattern(r"alice\.client@example\.com", reason="GDPR erasure request")
+        red = s.redact_pattern(r"alice\.client@example\.com", reason="GDPR erasure request")
+        assert red.scopes == ["main"]
+        # the rejected proposal's chain was rewritten: its path is the redaction's mark now
+        assert [d.path for d in s.proposal_diff(pid)] == [f"/people/redacted-{red.id}.md"]
+        assert s.proposal(pid).status == "rejected"
         repo = s.path
     proof = prove_purged(repo, secrets=[EMAIL.encode()])
     assert not proof.found_secrets, f"the address is still in the store: {proof}"
+
+
+def test_the_proof_reads_the_proposals_records(workspace: Path) -> None:
+    """The purge proof looks in ``$GIT_DIR/gitmem/proposals/``: a decision's reason quoting a
+    secret is found there, and a pattern redaction scrubs it."""
+    with gitmem.create_store("notes", home=workspace) as s:
+        s.write("/keep.md", "kept\n", actor="user:alice")
+        pid = _propose(s, "/people/client.md")
+        s.reject(pid, reviewer="user:lead", reason=f"we may not keep {EMAIL}")
+        repo = s.path
+        found = prove_purged(repo, secrets=[b"we may not keep"]).found_secrets
+        assert any("gitmem/proposals/" in f for f in found), found
+        s.write("/note.md", f"{EMAIL}\n", actor="user:alice")
+        s.write("/note.md", "gone\n", actor="user:alice")
+        red = s.redact_pattern(r"alice\.client@example\.com", reason="GDPR erasure request")
+        assert s.proposal(pid).decisions[0].reason == f"we may not keep [redacted: {red.id}]"
+    found = prove_purged(repo, secrets=[EMAIL.encode()]).found_secrets
+    assert not [f for f in found if "gitmem/proposals/" in f], found
