@@ -127,7 +127,9 @@ def _redact(
                     "scope": r.scope,
                     "version": r.id,
                     "memory": r.memory_id,
-                    "path": shown(r.path),
+                    # keyed, as review decisions name paths: a path a later redaction erases
+                    # would stay in clear here (the ledger is never rewritten)
+                    "path_digest": ledger.digest(store, shown(r.path)),
                     "operation": r.operation,
                     "author": f"{c.author.name} <{c.author.email}>",
                     "author_time": c.author.time,

@@ -103,3 +103,21 @@ def test_the_proof_reads_the_proposals_records(workspace: Path) -> None:
         assert s.proposal(pid).decisions[0].reason == f"we may not keep [redacted: {red.id}]"
     found = prove_purged(repo, secrets=[EMAIL.encode()]).found_secrets
     assert not [f for f in found if "gitmem/proposals/" in f], found
+
+
+def test_a_path_an_earlier_redaction_named_is_gone_from_the_ledger(workspace: Path) -> None:
+    """A redaction's entry lists its versions by id and their paths by keyed digest: a later
+    pattern redaction of the path leaves no clear copy in an entry it cannot rewrite."""
+    with gitmem.create_store("notes", home=workspace) as s:
+        first = s.write(f"/people/{EMAIL}.md", "a secret\n", actor="user:alice")
+        s.write(f"/people/{EMAIL}.md", "plain\n", actor="user:alice")
+        s.redact(first.id, reason="content")
+        (entry,) = ledger.entries(s.core, kind="redaction")
+        assert entry.data["versions"][0]["version"] == first.id
+        assert entry.data["versions"][0]["path_digest"] == ledger.digest(s.core, f"/people/{EMAIL}.md")
+        s.delete(f"/people/{EMAIL}.md", actor="user:alice")
+        s.redact_pattern(r"alice\.client@example\.com", reason="GDPR erasure request")
+        repo = s.path
+    assert EMAIL not in _ledger_text(repo)
+    proof = prove_purged(repo, secrets=[EMAIL.encode()])
+    assert not proof.found_secrets, proof
