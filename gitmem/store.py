@@ -27,7 +27,14 @@ from gitmem.facade.hooks_ops import (
     render_hook,
     store_id_by_handle,
 )
-from gitmem.facade.house_ops import file_lock, start_witness_worker, write_file
+from gitmem.facade.house_ops import (
+    dream_records_lock,
+    file_lock,
+    read_dream_record,
+    start_witness_worker,
+    write_dream_record,
+    write_file,
+)
 from gitmem.facade.lifecycle import copy_store, create_store, delete_store, restore_store
 
 if TYPE_CHECKING:
@@ -222,6 +229,7 @@ __all__ = [
     "delete_store",
     "fence_epoch",
     "fetch_clone",
+    "dream_records_lock",
     "file_lock",
     "handle_path",
     "init_replica",
@@ -248,5 +256,7 @@ __all__ = [
     "stores_dir",
     "verify_receipt",
     "write_fence",
+    "read_dream_record",
+    "write_dream_record",
     "write_file",
 ]

@@ -4,7 +4,7 @@ keeps the retired history alive (docs/review.md, "Redaction and retention")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pygit2
@@ -14,12 +14,10 @@ from gitmem.engine.core import StoreCore
 from gitmem.git.locks import file_lock
 
 
-def chain_blobs(store: StoreCore, scope: str | None = None) -> dict[str, set[str]]:
-    """The blobs the proposal chains (open, accepted or rejected, while their ref exists) wrote
-    that their scope's branch does not hold: blob id -> the scopes. A pattern redaction must see
-    them, or a proposal keeps the secret (issue 26)."""
+def _chain_deltas(store: StoreCore, scope: str | None) -> Iterator[tuple[str, Any]]:
+    """(scope, delta) of every change the proposal chains (open, accepted or rejected, while their
+    ref exists) made that their scope's branch does not hold."""
     repo = store.repo
-    out: dict[str, set[str]] = {}
     for name in P.proposal_refs(store, scope):
         tip = repo.references[name].target
         chain_scope = name[len(P.REF_PREFIX) :].rpartition("/")[0]
@@ -37,8 +35,29 @@ def chain_blobs(store: StoreCore, scope: str | None = None) -> dict[str, set[str
                 else commit.tree.diff_to_tree(swap=True)
             )
             for delta in diff.deltas:
-                if delta.new_file.id != pygit2.Oid(hex="0" * 40):
-                    out.setdefault(str(delta.new_file.id), set()).add(chain_scope)
+                yield chain_scope, delta
+
+
+def chain_blobs(store: StoreCore, scope: str | None = None) -> dict[str, set[str]]:
+    """The blobs the proposal chains wrote that their scope's branch does not hold: blob id ->
+    the scopes. A pattern redaction must see them, or a proposal keeps the secret (issue 26)."""
+    out: dict[str, set[str]] = {}
+    for chain_scope, delta in _chain_deltas(store, scope):
+        if delta.new_file.id != pygit2.Oid(hex="0" * 40):
+            out.setdefault(str(delta.new_file.id), set()).add(chain_scope)
+    return out
+
+
+def chain_paths(store: StoreCore, scope: str | None = None) -> dict[str, set[str]]:
+    """The paths (``/a/b.md``) the proposal chains changed that their scope's branch does not
+    hold: path -> the scopes. A pattern redaction matches them as it matches the versions' paths
+    (a path only a rejected proposal names is found, docs/redaction.md)."""
+    out: dict[str, set[str]] = {}
+    for chain_scope, delta in _chain_deltas(store, scope):
+        for f in (delta.old_file, delta.new_file):
+            if f.id != pygit2.Oid(hex="0" * 40):
+                path = "/" + f.raw_path.decode("utf-8", "surrogateescape")
+                out.setdefault(path, set()).add(chain_scope)
     return out
 
 

@@ -4,6 +4,9 @@
 --batch-all-objects --batch``: loose objects, every pack, alternates; reachable or not) and every
 file that names objects (``packed-refs``, ``refs/``, ``logs/``, ``FETCH_HEAD``, ``ORIG_HEAD``,
 ``shallow``), and reports each given object id and each given byte string it finds, and where.
+Texts are also looked for in the records gitmem keeps beside history, which a redaction scrubs
+(gitmem.audit.record_scrub): the proposals' (``$GIT_DIR/gitmem/proposals/``) and the dreams' (the
+copies in ``$GIT_DIR/gitmem/dreams/`` and the workspace's records of dreams on the store).
 It is the one check used for a clone's ``gitmem fetch --purge``, for replicas, and by the
 lifecycle tests; it never trusts what a rewrite says it removed (docs/redaction.md, "What a purge
 proves").
@@ -11,6 +14,7 @@ proves").
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitmem import config
-from gitmem.errors import IntegrityError
+from gitmem.errors import GitmemError, IntegrityError
 
 _HEX40 = re.compile(rb"[0-9a-f]{40}")
 _REF_FILES = ("packed-refs", "FETCH_HEAD", "ORIG_HEAD", "shallow", "HEAD")
@@ -110,7 +114,30 @@ def prove_purged(
         err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
         raise IntegrityError(f"git cat-file failed in {git_dir}, nothing is proved: {err.strip()}")
+    for f in _record_files(git_dir) if texts else []:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        for n, text in enumerate(texts, 1):
+            if text in data:
+                found_secrets.append(f"text #{n} in file {f}")
     return PurgeProof(str(git_dir), count, sorted(found_ids), _named(git_dir, wanted), found_secrets)
+
+
+def _record_files(git_dir: Path) -> list[Path]:
+    """The proposal and dream records of the store at ``git_dir`` (module docstring)."""
+    from gitmem.engine import dream_records
+
+    store_id = None
+    for settings in (git_dir / config.SETTINGS_FILE, git_dir / "gitmem" / config.SETTINGS_FILE):
+        if settings.is_file():
+            with contextlib.suppress(GitmemError):
+                store_id = config.load_settings(settings).id
+            break
+    proposals = git_dir / "gitmem" / "proposals"
+    files = sorted(proposals.glob("*.json")) if proposals.is_dir() else []
+    return files + dream_records.store_record_files(git_dir, store_id)
 
 
 def _named(git_dir: Path, wanted: set[str]) -> list[str]:

@@ -16,7 +16,8 @@ from typing import Any
 import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
-from gitmem.audit.proposal_chains import chain_blobs, rewrite_chains
+from gitmem.audit.proposal_chains import chain_blobs, chain_paths, rewrite_chains
+from gitmem.audit.record_scrub import scrub_redaction
 from gitmem.audit.redaction_plan import (
     Redaction,
     active_paths,
@@ -126,7 +127,9 @@ def _redact(
                     "scope": r.scope,
                     "version": r.id,
                     "memory": r.memory_id,
-                    "path": shown(r.path),
+                    # keyed, as review decisions name paths: a path a later redaction erases
+                    # would stay in clear here (the ledger is never rewritten)
+                    "path_digest": ledger.digest(store, shown(r.path)),
                     "operation": r.operation,
                     "author": f"{c.author.name} <{c.author.email}>",
                     "author_time": c.author.time,
@@ -176,6 +179,8 @@ def _redact(
         # write path can store a new match (a crash after this leaves only a stricter store).
         denylist.remember_pattern(store.path, rid, pattern)
     rw = run_rewrite_scopes(store, scopes, build)
+    # The records kept beside history (proposals' decisions, dreams' changes) quote it too.
+    scrub_redaction(store, rid, rw.scope_tips(), rw.versions, regex)
     return Redaction(
         id=rid,
         scope=rw.scope,
@@ -301,12 +306,16 @@ def redact_pattern(
         for r in version_rows(store, where.replace(" AND ", "") if where else "1=1", params)
         if regex.search(r.path) or (r.prev_path and regex.search(r.prev_path))
     ]
-    if not contents and not path_rows:
+    # paths only a proposal's chain names (a rejected proposal's, say) are matched too
+    chain_scopes = sorted(
+        {s for p, held in chain_paths(store, scope).items() if regex.search(p) for s in held}
+    )
+    if not contents and not path_rows and not chain_scopes:
         raise InvalidInputError(f"pattern {pattern!r} matches no version in {where_text}")
-    if path_rows:
+    if path_rows or chain_scopes:
         live = [
             h
-            for s in sorted({r.scope for r in path_rows})
+            for s in sorted({r.scope for r in path_rows} | set(chain_scopes))
             for h in store.index.heads(s)
             if regex.search(h.path)
         ]
@@ -323,8 +332,9 @@ def redact_pattern(
     scopes = sorted(set(scopes) | set(in_proposals))
     known = {(r.scope, r.id) for r in rows}
     rows += [r for r in path_rows if (r.scope, r.id) not in known]
-    scopes = sorted(set(scopes) | {r.scope for r in path_rows})
-    shown = (lambda p: redact_path(regex, p, rid)) if path_rows else (lambda p: p)
+    scopes = sorted(set(scopes) | {r.scope for r in path_rows} | set(chain_scopes))
+    paths = bool(path_rows or chain_scopes)
+    shown = (lambda p: redact_path(regex, p, rid)) if paths else (lambda p: p)
     if dry_run:
         return preview(store, scopes, rows, rid, reason, actor, shown)
     return _redact(
@@ -338,5 +348,5 @@ def redact_pattern(
         extra={"pattern_digest": ledger.digest(store, pattern)},
         pattern=pattern,
         remember=remember,
-        paths=bool(path_rows),
+        paths=paths,
     )

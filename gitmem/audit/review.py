@@ -238,7 +238,7 @@ def _accept(
             "scope": p.scope,
             "proposer": p.actor,
             "session": p.session,
-            "paths": sorted(chosen),
+            "path_digests": sorted(ledger.digest(store, path) for path in chosen),
             "versions": [v.id for v in published],
         },
         actor=reviewer,
@@ -293,7 +293,7 @@ def _reject(
             "scope": p.scope,
             "proposer": p.actor,
             "session": p.session,
-            "paths": sorted(chosen),
+            "path_digests": sorted(ledger.digest(store, path) for path in chosen),
             "reason": reason,
         },
         actor=reviewer,
@@ -370,7 +370,7 @@ def erase(
     otherwise for ``retention.min_days``. Objects a scope or another ref reaches are kept (the
     scope's own history is what ``gitmem redact`` is for). Runs under the store lock, so pushes and
     rewrites wait; an erase killed half-way is finished by the next erase of that proposal."""
-    from gitmem.audit import journal, purge_order
+    from gitmem.audit import journal, purge_order, record_scrub
     from gitmem.engine import ledger
     from gitmem.git.purge import purge, reachable_retired
 
@@ -430,6 +430,7 @@ def erase(
             p.status = "rejected"
         p.erased = pending["id"]
         P.save(store, p)
+        record_scrub.scrub_erasure(store, pending["id"], pending["versions"])  # dreams quoting it
         journal.private_files(store)
         (store.gitmem_dir / ERASE_FILE).unlink(missing_ok=True)
         if kept:

@@ -192,7 +192,43 @@ def _summary(store: StoreCore, e: ledger.LedgerEntry) -> dict[str, Any]:
     elif e.kind == "revert_session":
         n = len(data.get("versions", []))
         out["text"] = f"reverted session {data.get('session')}: {n} version(s)"
+    elif e.kind in ("proposal_accepted", "proposal_rejected"):
+        out["paths"] = _decided_paths(store, data)
+        n = len(data.get("path_digests", data.get("paths", [])))
+        out["text"] = f"{e.kind.removeprefix('proposal_')} {n} path(s) of {data.get('id')}" + (
+            f": {', '.join(out['paths'][:5])}" if out["paths"] else ""
+        )
     return out
+
+
+def _decided_paths(store: StoreCore, data: dict[str, Any]) -> list[str]:
+    """The paths a review decision names: its entry keeps keyed digests only (a path may be a
+    secret, and the ledger cannot be rewritten), resolved here through what a redaction scrubs:
+    the published versions in the index (a redacted one's path withheld, as in webhook events) and
+    the proposal's record (whose decisions a path redaction rewrites, so no digest matches)."""
+    from gitmem.engine import proposals
+    from gitmem.errors import GitmemError
+
+    if isinstance(data.get("paths"), list):  # an entry written before digests
+        return [str(p) for p in data["paths"]]
+    found: set[str] = set()
+    versions = [str(v) for v in data.get("versions", [])]
+    if versions:
+        store.index.ensure_all()
+        for vid in versions:
+            row = store.index.db.execute(
+                "SELECT path FROM versions WHERE id=? AND redaction_id IS NULL LIMIT 1", (vid,)
+            ).fetchone()
+            if row is not None:
+                found.add(row[0])
+    digests = set(data.get("path_digests", []))
+    if digests and not store.is_clone:  # a clone has no key (and must not make one)
+        try:
+            p = proposals.get(store, str(data.get("id")))
+        except GitmemError:
+            return sorted(found)
+        found |= {path for d in p.decisions for path in d.paths if ledger.digest(store, path) in digests}
+    return sorted(found)
 
 
 def _short(value: Any) -> str:

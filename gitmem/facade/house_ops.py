@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import GitmemError
 from gitmem.model.caller import Caller
@@ -97,3 +97,25 @@ def write_file(path: str | Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, data)
+
+
+def dream_records_lock(directory: str | Path) -> AbstractContextManager[None]:
+    """The lock of the dream records in ``directory`` (gitmem.engine.dream_records)."""
+    from gitmem.engine import dream_records
+
+    return dream_records.lock(Path(directory))
+
+
+def read_dream_record(path: str | Path) -> dict[str, Any]:
+    """The dream record at ``path``: FileNotFoundError, or ValueError when it is no record."""
+    from gitmem.engine import dream_records
+
+    return dream_records.read_record(Path(path))
+
+
+def write_dream_record(path: str | Path, data: dict[str, Any]) -> None:
+    """Replace the dream record at ``path`` durably (gitmem.engine.dream_records, where a
+    redaction finds it)."""
+    from gitmem.engine import dream_records
+
+    dream_records.write_record(Path(path), data)

@@ -3,7 +3,9 @@
 Every dream is one JSON record, ``<workspace>/dreams/<drm_id>.json``, written whole and atomically
 (temporary file, fsync, rename), so a server restart finds every job as it last was. Changes of a
 record are read-modify-write under ``dreams/dreams.lock`` (one writer at a time, across processes:
-the server and ``gitmem dream``). Three more files per dream:
+the server and ``gitmem dream``). The files are the library's (``gitmem.store``'s
+``read_dream_record``, ``write_dream_record``, ``dream_records_lock``), so that a redaction
+scrubs them (docs/redaction.md). Three more files per dream:
 
 - ``<id>.run``: the lock its worker holds while it runs. A ``running`` dream whose lock nobody
   holds has lost its worker (a crash, a SIGKILL): :meth:`DreamJobs.recover` ends it ``failed``;
@@ -29,7 +31,7 @@ from typing import Any
 from gitmem import config
 from gitmem.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
 from gitmem.ids import is_id, new_id
-from gitmem.store import file_lock, write_file
+from gitmem.store import dream_records_lock, file_lock, read_dream_record, write_dream_record, write_file
 
 STATUSES = ("pending", "running", "completed", "failed", "canceled")
 FINAL = ("completed", "failed", "canceled")
@@ -150,12 +152,12 @@ class DreamJobs:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        with file_lock(self.dir / "dreams.lock"):
+        with dream_records_lock(self.dir):
             yield
 
     def get(self, dream_id: str) -> Dream:
         try:
-            return Dream.from_dict(json.loads(self._path(dream_id).read_text(encoding="utf-8")))
+            return Dream.from_dict(read_dream_record(self._path(dream_id)))
         except FileNotFoundError:
             raise NotFoundError(f"dream {dream_id} does not exist") from None
         except (ValueError, TypeError):
@@ -168,7 +170,7 @@ class DreamJobs:
         out = []
         for f in self.dir.glob("drm_*.json") if self.dir.is_dir() else []:
             try:
-                out.append(Dream.from_dict(json.loads(f.read_text(encoding="utf-8"))))
+                out.append(Dream.from_dict(read_dream_record(f)))
             except (OSError, ValueError, TypeError):
                 continue
         return sorted(out, key=lambda d: (d.created_ts, d.id), reverse=True)
@@ -192,7 +194,7 @@ class DreamJobs:
             now = dt.datetime.now(dt.UTC)
             dream.created_at = now.isoformat(timespec="microseconds").replace("+00:00", "Z")
             dream.created_ts = now.timestamp()
-            _write_json(self._path(dream.id), dream.to_dict())
+            write_dream_record(self._path(dream.id), dream.to_dict())
         return dream
 
     def update(self, dream_id: str, change: Callable[[Dream], None]) -> Dream:
@@ -200,7 +202,7 @@ class DreamJobs:
         with self.locked():
             dream = self.get(dream_id)
             change(dream)
-            _write_json(self._path(dream_id), dream.to_dict())
+            write_dream_record(self._path(dream_id), dream.to_dict())
             return dream
 
     def stopped(self, dream: Dream) -> bool:

@@ -90,7 +90,9 @@ def test_review_mode_proposes_reads_see_own_accept_part_reject_part(gated: Store
     assert ("proposal_accepted", "user:rev", f"session:{A}") in kinds
     assert ("proposal_rejected", "user:rev", f"session:{A}") in kinds
     reject_entry = ledger.entries(gated.core, kind="proposal_rejected")[-1]
-    assert reject_entry.data["reason"] == "keep two lower-case" and reject_entry.data["paths"] == ["/base.md"]
+    assert reject_entry.data["reason"] == "keep two lower-case" and reject_entry.data["path_digests"] == [
+        ledger.digest(gated.core, "/base.md")
+    ]
 
     # B's proposal is untouched and separate; rejecting it whole
     (pb,) = proposals.proposals(gated.core, status="open")

@@ -1,0 +1,113 @@
+"""Where dream records are kept, and their reading and writing (docs/dreams.md).
+
+A dream's record is one JSON file, ``<home>/dreams/<drm_id>.json``, replaced whole and atomically
+(temporary file, fsync, rename), changed under ``<home>/dreams/dreams.lock``. Its store's home
+copies the records of each store it homes into that store's repository,
+``$GIT_DIR/gitmem/dreams/`` (:data:`COPY_DIR`, gitmem/cluster/dream_copies.py), which replication
+carries to the replicas.
+
+The faces (the dreamer, the Dreams API, the console, the cluster) keep what a record means
+(gitmem/server/dream_jobs.py); this library module owns the files, so that the audit layer can
+reach every copy of a record: a redaction, or the erasure of a proposal, scrubs what they quote
+(gitmem.audit.record_scrub), and the purge proof reads them (gitmem.audit.purge_proof).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gitmem.git.locks import file_lock
+from gitmem.git.repoinit import write_atomic
+
+DIR = "dreams"  # in the workspace: <home>/dreams/
+COPY_DIR = "gitmem/dreams"  # in a store's repository: $GIT_DIR/gitmem/dreams/
+LOCK_FILE = "dreams.lock"
+Record = dict[str, Any]
+
+
+@contextmanager
+def lock(directory: Path) -> Iterator[None]:
+    """The records' lock (one writer at a time, across processes)."""
+    with file_lock(Path(directory) / LOCK_FILE):
+        yield
+
+
+def read_record(path: Path) -> Record:
+    """The record at ``path``; FileNotFoundError, or ValueError when it is not a JSON object."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds no record")
+    return data
+
+
+def write_record(path: Path, data: Record) -> None:
+    """Replace the record at ``path`` (0600, durably; its directory made when missing)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(data, sort_keys=True).encode())
+
+
+def record_files(directory: Path) -> dict[str, Path]:
+    """The dream records in ``directory`` (``drm_*.json``): file name -> path."""
+    try:
+        return {
+            e.name: Path(e.path)
+            for e in os.scandir(directory)
+            if e.name.startswith("drm_") and e.name.endswith(".json")
+        }
+    except OSError:
+        return {}
+
+
+def home_of(git_dir: Path) -> Path | None:
+    """The workspace of a store at ``<home>/stores/<handle>.git`` (None: a store outside one)."""
+    git_dir = Path(git_dir)
+    return git_dir.parent.parent if git_dir.parent.name == "stores" else None
+
+
+def of_store(data: Record, store_id: str) -> bool:
+    """Whether the record is of a dream that read or wrote the store ``store_id``."""
+    return store_id in (data.get("store_id"), data.get("output_id"))
+
+
+def store_record_files(git_dir: Path, store_id: str | None) -> list[Path]:
+    """Every record file that may quote the store at ``git_dir``: its repository's copies, and
+    its workspace's records of dreams that read or wrote it (every one when ``store_id`` is None)."""
+    out = list(record_files(Path(git_dir) / COPY_DIR).values())
+    home = home_of(git_dir)
+    if home is not None:
+        for path in record_files(home / DIR).values():
+            try:
+                mine = store_id is None or of_store(read_record(path), store_id)
+            except (OSError, ValueError):
+                mine = True  # unreadable: looked at as it is
+            if mine:
+                out.append(path)
+    return sorted(out)
+
+
+def rewrite_records(git_dir: Path, store_id: str, change: Callable[[Record], bool]) -> int:
+    """Apply ``change`` (True: it changed the record) to every record of the store ``store_id``:
+    the workspace's and the copies in its repository, under the workspace's records lock (the one
+    the dreamer and the cluster's copying take). Returns how many records were rewritten."""
+    home = home_of(git_dir)
+    dirs = [d for d in ([home / DIR] if home is not None else []) + [Path(git_dir) / COPY_DIR] if d.is_dir()]
+    if not dirs:
+        return 0
+    changed = 0
+    with lock(dirs[0]):  # the workspace's when it has records (made by the first write: never here)
+        for directory in dirs:
+            for path in record_files(directory).values():
+                try:
+                    data = read_record(path)
+                except (OSError, ValueError):
+                    continue
+                if of_store(data, store_id) and change(data):
+                    write_record(path, data)
+                    changed += 1
+    return changed
