@@ -4,17 +4,22 @@ Every write, redaction, review decision and read that carries a caller asks here
 face: may it read or write this store and scope (read-only tokens, scope confinement), which actor
 and session the versions carry (a token's own, never one the request claims), whether its writes
 go to review (the caller's mode, or the store's ``acl.review``), and whether it holds the right an
-operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``).
+operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``);
+and who may read a proposal (its proposer and reviewers).
 A caller of None is the local full-trust caller of before (the library's defaults).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gitmem.engine.core import StoreCore
 from gitmem.errors import AccessError, NotFoundError
 from gitmem.model.caller import Caller
+
+if TYPE_CHECKING:
+    from gitmem.engine.proposals import Proposal
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,32 @@ def admit_version(store: StoreCore, caller: Caller | None, version_id: str, scop
     caller.check_read(store.settings.id, None)
     if not caller.scope_ok(scope):
         raise NotFoundError(f"version {version_id} does not exist")
+
+
+def proposes(caller: Caller, p: Proposal) -> bool:
+    """Whether ``caller`` made proposal ``p``: its owner (a session, else an actor) or its actor."""
+    return (caller.owner is not None and p.owner == caller.owner) or (
+        caller.actor is not None and p.actor == caller.actor
+    )
+
+
+def may_see_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> bool:
+    """The one rule for reading a proposal (its record, versions, paths, diff; docs/access.md, "Who
+    receives which refs"): a caller that may read its scope, and is its proposer or a reviewer
+    (:attr:`Caller.reviewer`). A read-only caller, or another caller in review mode, is neither."""
+    if caller is None:
+        return True
+    if not caller.may_read(store.settings.id, p.scope):
+        return False
+    return caller.reviewer or proposes(caller, p)
+
+
+def admit_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> Proposal:
+    """``p`` when ``caller`` may read it (:func:`may_see_proposal`), else NotFoundError with the
+    very message of an unknown id (gitmem.engine.proposals.get): no existence oracle."""
+    if not may_see_proposal(store, caller, p):
+        raise NotFoundError(f"proposal {p.id} does not exist in store {store.name!r}")
+    return p
 
 
 def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:
