@@ -5,17 +5,19 @@ face: may it read or write this store and scope (read-only tokens, scope confine
 and session the versions carry (a token's own, never one the request claims), whether its writes
 go to review (the caller's mode, or the store's ``acl.review``), and whether it holds the right an
 operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``);
-and who may read a proposal (its proposer and reviewers).
+who may read a proposal (its proposer and reviewers), and what a dream's requester may have the
+dreamer publish.
 A caller of None is the local full-trust caller of before (the library's defaults).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gitmem.engine.core import StoreCore
 from gitmem.errors import AccessError, NotFoundError
+from gitmem.model import policy
 from gitmem.model.caller import Caller
 
 if TYPE_CHECKING:
@@ -91,6 +93,25 @@ def admit_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> Prop
     if not may_see_proposal(store, caller, p):
         raise NotFoundError(f"proposal {p.id} does not exist in store {store.name!r}")
     return p
+
+
+def dream_review(acl: dict[str, Any], scope: str, requester: str, review: bool) -> bool:
+    """Whether a dream that ``requester`` asks for, writing ``scope`` of a store with ``acl``, goes
+    to review (docs/dreams.md, "Who may ask"). The dreamer writes as ``service:dreamer``, so the
+    requester's own rules follow its dream: an actor ``acl.review`` names gets a reviewed dream
+    (True), and one ``acl.write`` shuts out of the scope may ask only for a reviewed dream, whose
+    reviewer must be allowed to write it (ForbiddenError for a dream that would publish)."""
+    from gitmem.engine.proposals import acl_reviews
+
+    if review or acl_reviews(acl, scope, requester):
+        return True
+    denied = policy.check_acl(acl, scope, requester)
+    if denied:
+        raise AccessError(
+            f"{denied[0].message}: a dream it asks for may not publish there for it; ask for a "
+            "reviewed dream (gitmem.review true), whose changes a reviewer decides"
+        )
+    return False
 
 
 def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:

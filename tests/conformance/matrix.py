@@ -285,6 +285,7 @@ create           dreams         ro        refused    403                   # upd
 create           dreams         other     refused    404                   # no existence oracle
 create           dreams         other     refused    404   case=unknown-store
 create           dreams         none      refused    401
+create           dreams         admin     refused    403   case=acl-write  # acl.write shuts the requester out: no dream publishes for it
 list             dreams         rw        allowed
 list             dreams         other     hidden
 
