@@ -5,8 +5,8 @@ face: may it read or write this store and scope (read-only tokens, scope confine
 and session the versions carry (a token's own, never one the request claims), whether its writes
 go to review (the caller's mode, or the store's ``acl.review``), and whether it holds the right an
 operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``);
-who may read a proposal (its proposer and reviewers), and what a dream's requester may have the
-dreamer publish.
+who may read a proposal (its proposer and reviewers), what a dream's requester may have the
+dreamer publish, and who may have a redaction's receipt (the whole entry, or nothing).
 A caller of None is the local full-trust caller of before (the library's defaults).
 """
 
@@ -112,6 +112,25 @@ def dream_review(acl: dict[str, Any], scope: str, requester: str, review: bool) 
             "reviewed dream (gitmem.review true), whose changes a reviewer decides"
         )
     return False
+
+
+def admit_receipt(store: StoreCore, caller: Caller | None, redaction_id: str, scopes: set[str]) -> None:
+    """A redaction's receipt for ``caller`` (docs/redaction.md, "Receipts and scopes"): the receipt
+    is the redaction's whole ledger entry, bound by the log's inclusion proof (no part of it
+    verifies alone), and the entry names the versions, paths and authors of every scope the
+    redaction rewrote. So a caller that may not read every one of ``scopes`` (a scope-confined
+    token, for a redaction that also rewrote another scope; or an entry that names no scope) is
+    refused, 403, without naming the other scopes."""
+    if caller is None:
+        return
+    caller.check_read(store.settings.id, None)
+    if not scopes or not all(caller.scope_ok(s) for s in scopes):
+        raise AccessError(
+            f"{caller.who} may not have the receipt of {redaction_id}: the redaction also rewrote the "
+            f"history of a scope it may not read, and the receipt carries the whole ledger entry "
+            f"(every scope's versions, paths and authors), which its proof covers as one: no part of "
+            f"it verifies alone. Ask a caller that may read every scope of the store"
+        )
 
 
 def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:

@@ -94,6 +94,15 @@ def anthropic_face(w: World, cell: Cell) -> Got:
                 return outcome(w, new, None, owner=owner_of(cell))
             mem.delete(mid, memory_store_id=w.sid)
             return outcome(w, path, None, owner=owner_of(cell), gone=True)
+        if cell.op == "redact" and cell.case == "receipt":  # the receipt endpoint beside it
+            vid = w.prep[cell.id]["version"]
+            w.store.redact(vid, reason="conformance")  # for scoped: team's content, also in main
+            r = httpx.get(
+                f"{w.url}/v1/memory_stores/{w.sid}/memory_versions/{vid}/receipt",
+                params={"scope": "team"} if cell.caller == "scoped" else {},
+                headers=w.headers(cell.caller),
+            )
+            return Got("allowed") if r.status_code == 200 else Got("refused", r.status_code, r.text)
         if cell.op == "redact":
             extra = {"scope": "team"} if cell.caller == "scoped" else None
             vid = w.prep[cell.id]["version"]

@@ -97,6 +97,8 @@ redact           anthropic      admin     allowed
 redact           anthropic      rw        refused    403                   # bullet 3: no redact right
 redact           anthropic      review    refused    403                   # bullet 3
 redact           anthropic      scoped    refused    403                   # bullet 3: content also in main
+redact           anthropic      ro        allowed    case=receipt          # a redaction's receipt: a reader of every scope
+redact           anthropic      scoped    refused    403   case=receipt    # it also rewrote main: the whole entry or nothing
 list             anthropic      rw        allowed
 list             anthropic      other     refused    404                   # bullet 7
 list             anthropic      none      refused    401
