@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from gitmem.audit.witness import Reply as WitnessReply
     from gitmem.audit.witness import Witness
     from gitmem.audit.witnessing import Worker as WitnessWorker
+    from gitmem.engine.access import dream_review
     from gitmem.engine.conversations import Conversation
     from gitmem.engine.conversations import check_metadata as check_conversation_metadata
     from gitmem.engine.conversations import normalize_item as normalize_conversation_item
@@ -150,6 +151,7 @@ VALUES = {
     "shut_fence": "gitmem.git.fence",
     "write_fence": "gitmem.git.fence",
     "acl_reviews": "gitmem.engine.proposals",
+    "dream_review": "gitmem.engine.access",
 }
 
 
@@ -227,6 +229,7 @@ __all__ = [
     "copy_store",
     "create_store",
     "delete_store",
+    "dream_review",
     "fence_epoch",
     "fetch_clone",
     "dream_records_lock",

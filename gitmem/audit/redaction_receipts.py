@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem.audit import transparency
-from gitmem.engine import checkpoints, ledger
+from gitmem.engine import access, checkpoints, ledger
 from gitmem.errors import GitmemError, IntegrityError, InvalidInputError, NotFoundError
 from gitmem.model.tlog import merkle, note, proof
 from gitmem.model.tlog import policy as policy_mod
@@ -28,6 +28,7 @@ from gitmem.model.tlog.policy import Policy
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
+    from gitmem.model.caller import Caller
 
 KINDS = ("redaction", "compaction", "proposal_erased")
 
@@ -79,11 +80,17 @@ def _cosigners(signed: str, policy: Policy | None) -> list[str]:
     return out
 
 
-def receipt(store: StoreCore, redaction_id: str, policy: Policy | None = None) -> Receipt:
-    """The receipt of redaction ``redaction_id`` (NotFoundError when the ledger has none)."""
+def receipt(
+    store: StoreCore, redaction_id: str, policy: Policy | None = None, *, caller: Caller | None = None
+) -> Receipt:
+    """The receipt of redaction ``redaction_id`` (NotFoundError when the ledger has none). A
+    ``caller`` that may not read every scope the entry covers is refused (ForbiddenError:
+    ``gitmem.engine.access.admit_receipt``): the proof covers the whole entry, so it is the whole
+    entry or nothing."""
     entry = next((e for kind in KINDS if (e := ledger.find(store, kind, "id", redaction_id))), None)
     if entry is None:
         raise NotFoundError(f"no redaction {redaction_id} in the ledger of {store.path}")
+    access.admit_receipt(store, caller, redaction_id, entry_scopes(entry.data))
     files = checkpoints.current(store)
     current = [files[k] for k in ("checkpoint", "witnessed") if k in files]
     newest: tuple[str, int] | None = None
@@ -117,6 +124,19 @@ def receipt(store: StoreCore, redaction_id: str, policy: Policy | None = None) -
         )
     text = proof.TlogProof(entry.seq, tuple(path), signed, extra=leaf).encode()
     return Receipt(redaction_id, status, entry.seq, size, names, text)
+
+
+def entry_scopes(data: dict[str, Any]) -> set[str]:
+    """Every scope a redaction's (compaction's, erasure's) ledger entry covers: its ``scope``, its
+    ``scopes`` and the scope of each version it names."""
+    out = {data["scope"]} if isinstance(data.get("scope"), str) else set()
+    scopes = data.get("scopes")
+    out |= {s for s in scopes if isinstance(s, str)} if isinstance(scopes, list) else set()
+    versions = data.get("versions")
+    for v in versions if isinstance(versions, list) else []:
+        if isinstance(v, dict) and isinstance(v.get("scope"), str):
+            out.add(v["scope"])
+    return out
 
 
 def _body(e: ledger.LedgerEntry) -> dict[str, Any]:

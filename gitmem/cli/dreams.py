@@ -125,7 +125,7 @@ def run(
                         f"store {store!r} has no memory pipeline: give --model (or --session)"
                     )
                 p = Pipeline(store, model, instructions, behavior, not no_review, scope)
-                dream_runs.set_pipeline(jobs, h, p)
+                dream_runs.set_pipeline(jobs, h, p, requested_by=who)
             found = dream_runs.trigger(jobs, h, store, trigger="cli", requested_by=who)
             if found is None:
                 return None
@@ -181,7 +181,8 @@ def schedule(
             scope,
             every,
         )
-        return dream_runs.set_pipeline(_jobs(h), h, p).to_dict()
+        who = common.actor(None) or "user:local"
+        return dream_runs.set_pipeline(_jobs(h), h, p, requested_by=who).to_dict()
 
     def render(p: Any) -> None:
         when = f"every {p['every_seconds']} s" if p["every_seconds"] else "manual runs only"

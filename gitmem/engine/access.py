@@ -4,17 +4,24 @@ Every write, redaction, review decision and read that carries a caller asks here
 face: may it read or write this store and scope (read-only tokens, scope confinement), which actor
 and session the versions carry (a token's own, never one the request claims), whether its writes
 go to review (the caller's mode, or the store's ``acl.review``), and whether it holds the right an
-operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``).
+operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``);
+who may read a proposal (its proposer and reviewers), what a dream's requester may have the
+dreamer publish, and who may have a redaction's receipt (the whole entry, or nothing).
 A caller of None is the local full-trust caller of before (the library's defaults).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gitmem.engine.core import StoreCore
 from gitmem.errors import AccessError, NotFoundError
+from gitmem.model import policy
 from gitmem.model.caller import Caller
+
+if TYPE_CHECKING:
+    from gitmem.engine.proposals import Proposal
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,70 @@ def admit_version(store: StoreCore, caller: Caller | None, version_id: str, scop
     caller.check_read(store.settings.id, None)
     if not caller.scope_ok(scope):
         raise NotFoundError(f"version {version_id} does not exist")
+
+
+def proposes(caller: Caller, p: Proposal) -> bool:
+    """Whether ``caller`` made proposal ``p``: its owner (a session, else an actor) or its actor."""
+    return (caller.owner is not None and p.owner == caller.owner) or (
+        caller.actor is not None and p.actor == caller.actor
+    )
+
+
+def may_see_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> bool:
+    """The one rule for reading a proposal (its record, versions, paths, diff; docs/access.md, "Who
+    receives which refs"): a caller that may read its scope, and is its proposer or a reviewer
+    (:attr:`Caller.reviewer`). A read-only caller, or another caller in review mode, is neither."""
+    if caller is None:
+        return True
+    if not caller.may_read(store.settings.id, p.scope):
+        return False
+    return caller.reviewer or proposes(caller, p)
+
+
+def admit_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> Proposal:
+    """``p`` when ``caller`` may read it (:func:`may_see_proposal`), else NotFoundError with the
+    very message of an unknown id (gitmem.engine.proposals.get): no existence oracle."""
+    if not may_see_proposal(store, caller, p):
+        raise NotFoundError(f"proposal {p.id} does not exist in store {store.name!r}")
+    return p
+
+
+def dream_review(acl: dict[str, Any], scope: str, requester: str, review: bool) -> bool:
+    """Whether a dream that ``requester`` asks for, writing ``scope`` of a store with ``acl``, goes
+    to review (docs/dreams.md, "Who may ask"). The dreamer writes as ``service:dreamer``, so the
+    requester's own rules follow its dream: an actor ``acl.review`` names gets a reviewed dream
+    (True), and one ``acl.write`` shuts out of the scope may ask only for a reviewed dream, whose
+    reviewer must be allowed to write it (ForbiddenError for a dream that would publish)."""
+    from gitmem.engine.proposals import acl_reviews
+
+    if review or acl_reviews(acl, scope, requester):
+        return True
+    denied = policy.check_acl(acl, scope, requester)
+    if denied:
+        raise AccessError(
+            f"{denied[0].message}: a dream it asks for may not publish there for it; ask for a "
+            "reviewed dream (gitmem.review true), whose changes a reviewer decides"
+        )
+    return False
+
+
+def admit_receipt(store: StoreCore, caller: Caller | None, redaction_id: str, scopes: set[str]) -> None:
+    """A redaction's receipt for ``caller`` (docs/redaction.md, "Receipts and scopes"): the receipt
+    is the redaction's whole ledger entry, bound by the log's inclusion proof (no part of it
+    verifies alone), and the entry names the versions, paths and authors of every scope the
+    redaction rewrote. So a caller that may not read every one of ``scopes`` (a scope-confined
+    token, for a redaction that also rewrote another scope; or an entry that names no scope) is
+    refused, 403, without naming the other scopes."""
+    if caller is None:
+        return
+    caller.check_read(store.settings.id, None)
+    if not scopes or not all(caller.scope_ok(s) for s in scopes):
+        raise AccessError(
+            f"{caller.who} may not have the receipt of {redaction_id}: the redaction also rewrote the "
+            f"history of a scope it may not read, and the receipt carries the whole ledger entry "
+            f"(every scope's versions, paths and authors), which its proof covers as one: no part of "
+            f"it verifies alone. Ask a caller that may read every scope of the store"
+        )
 
 
 def reader(caller: Caller | None, actor: str | None, session: str | None) -> str | None:

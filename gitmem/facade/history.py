@@ -188,12 +188,13 @@ class History:
         """ForbiddenError when nothing may be written: an archived store, or a read-only clone."""
         self._core.check_writable()
 
-    def redaction_receipt(self, redaction_id: str) -> dict[str, Any]:
+    def redaction_receipt(self, redaction_id: str, *, caller: Caller | None = None) -> dict[str, Any]:
         """The tlog-proof receipt of a redaction, ``pending`` until the witnesses' quorum cosigned
-        (docs/transparency.md#receipts)."""
+        (docs/transparency.md#receipts). A ``caller`` that may not read every scope the redaction
+        rewrote is refused (ForbiddenError): the receipt is its whole ledger entry or nothing."""
         from gitmem.audit import redaction_receipts as rr
 
-        return rr.receipt(self._core, redaction_id, rr.workspace_policy(self._core)).to_dict()
+        return rr.receipt(self._core, redaction_id, rr.workspace_policy(self._core), caller=caller).to_dict()
 
     def search(
         self,

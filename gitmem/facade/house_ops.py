@@ -41,12 +41,13 @@ class HouseOps:
 
     def open_proposal(self, scope: str, owner: str, *, caller: Caller | None = None) -> Proposal | None:
         """The open proposal of ``owner`` in ``scope`` (None: there is none, or ``caller`` may not
-        read the scope: the same answer, no existence oracle)."""
-        from gitmem.engine import proposals
+        read it, gitmem.engine.access.may_see_proposal: the same answer, no existence oracle)."""
+        from gitmem.engine import access, proposals
 
         if caller is not None and not caller.may_read(self._core.settings.id, scope):
             return None
-        return proposals.open_proposal(self._core, scope, owner)
+        p = proposals.open_proposal(self._core, scope, owner)
+        return p if p is not None and access.may_see_proposal(self._core, caller, p) else None
 
 
 def start_witness_worker(home: str | Path, interval: float = 2.0) -> WitnessWorker | None:

@@ -1,9 +1,11 @@
 """Review verbs of :class:`gitmem.Store`: proposals, their summaries, versions and diffs, and the
 reviewer's decisions (accept, reject, erase); docs/review.md.
 
-A ``caller`` confines what is seen: a proposal in a scope the caller may not read is listed for
-nobody but is "not found" when asked for by id (the same answer as a missing one: no existence
-oracle). The decisions check the caller's rights in the engine (``admit_decision``).
+A ``caller`` confines what is seen (``gitmem.engine.access.may_see_proposal``, the one rule of every
+face): a proposal is read only by its proposer and by reviewers, in a scope the caller may read;
+any other is left out of listings and is "not found" when asked for by id (the same answer as a
+missing one: no existence oracle). The decisions check the caller's rights in the engine
+(``admit_decision``: a caller that may not decide is refused, 403).
 """
 
 from __future__ import annotations
@@ -32,23 +34,17 @@ class Review:
         self, *, status: str | None = None, scope: str | None = None, caller: Caller | None = None
     ) -> builtins.list[Proposal]:
         """Proposals, oldest first, by ``status`` (open, accepted, rejected) and ``scope``; with a
-        ``caller``, only those in scopes it may read."""
-        from gitmem.engine import proposals
+        ``caller``, only those it may read (its own, or every one for a reviewer)."""
+        from gitmem.engine import access, proposals
 
         found = proposals.proposals(self._core, status=status, scope=scope)
-        if caller is None:
-            return found
-        sid = self._core.settings.id
-        return [p for p in found if caller.may_read(sid, p.scope)]
+        return [p for p in found if access.may_see_proposal(self._core, caller, p)]
 
     def proposal(self, proposal_id: str, *, caller: Caller | None = None) -> Proposal:
-        """One proposal by id (NotFoundError: none, or in a scope ``caller`` may not read)."""
-        from gitmem.engine import proposals
+        """One proposal by id (NotFoundError: none, or one ``caller`` may not read)."""
+        from gitmem.engine import access, proposals
 
-        p = proposals.get(self._core, proposal_id)
-        if caller is not None and not caller.may_read(self._core.settings.id, p.scope):
-            raise NotFoundError(f"proposal {proposal_id} does not exist")
-        return p
+        return access.admit_proposal(self._core, caller, proposals.get(self._core, proposal_id))
 
     def proposal_summary(self, proposal: Proposal | str, *, caller: Caller | None = None) -> ProposalSummary:
         """What a reviewer sees of a proposal: status, versions, pending paths and conflicts."""
@@ -96,7 +92,7 @@ class Review:
         ConflictError (nothing written) when a chosen path changed on the scope since its base."""
         from gitmem.audit import review
 
-        pid = self._proposal(proposal_id, caller).id
+        pid = self._decided(proposal_id, caller).id
         return review.accept(
             self._core, pid, reviewer=reviewer, paths=paths, reason=reason, session=session, caller=caller
         )
@@ -114,7 +110,7 @@ class Review:
         """Record that the proposal (or its ``paths``) is not published (kept for retention.min_days)."""
         from gitmem.audit import review
 
-        pid = self._proposal(proposal_id, caller).id
+        pid = self._decided(proposal_id, caller).id
         return review.reject(
             self._core, pid, reviewer=reviewer, reason=reason, paths=paths, session=session, caller=caller
         )
@@ -131,12 +127,22 @@ class Review:
         """Reject the proposal and erase its chain now: what only it holds is purged and proved gone."""
         from gitmem.audit import review
 
-        pid = self._proposal(proposal_id, caller).id
+        pid = self._decided(proposal_id, caller).id
         return review.erase(self._core, pid, reviewer=reviewer, reason=reason, session=session, caller=caller)
 
     def _proposal(self, proposal: Proposal | str, caller: Caller | None) -> Proposal:
         if isinstance(proposal, str):
             return self.proposal(proposal, caller=caller)
-        if caller is not None and not caller.may_read(self._core.settings.id, proposal.scope):
-            raise NotFoundError(f"proposal {proposal.id} does not exist")
-        return proposal
+        from gitmem.engine import access
+
+        return access.admit_proposal(self._core, caller, proposal)
+
+    def _decided(self, proposal_id: str, caller: Caller | None) -> Proposal:
+        """The proposal a decision names, in a scope ``caller`` may read (else not found); whether
+        it may decide is the engine's ``admit_decision`` (403 for a proposer or a review-mode caller)."""
+        from gitmem.engine import proposals
+
+        p = proposals.get(self._core, proposal_id)
+        if caller is not None and not caller.may_read(self._core.settings.id, p.scope):
+            raise NotFoundError(f"proposal {p.id} does not exist in store {self._core.name!r}")
+        return p

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from gitmem.model.caller import Caller
 from gitmem.store import Store
 
 
@@ -19,8 +20,10 @@ def add_review_tools(
     WStoreArg: Any,
     who: str,
     annotations: dict[str, Any],
+    caller: Caller | None = None,
 ) -> None:
-    """The tools of a reviewing agent (docs/review.md): text results (JSON)."""
+    """The tools of a reviewing agent (docs/review.md): text results (JSON). ``caller``: who asks,
+    passed to every library call (a proposal is read only by its proposer and by reviewers)."""
     import dataclasses
     import json
 
@@ -46,17 +49,26 @@ def add_review_tools(
     def list_proposals(store: StoreArg, status: str | None = "open") -> str:
         """Proposals waiting for review (or with another status): who proposed, paths, conflicts."""
         s = readable(store)
-        return _text(plain(call(lambda: [s.proposal_summary(p) for p in s.proposals(status=status)])))
+        return _text(
+            plain(
+                call(
+                    lambda: [
+                        s.proposal_summary(p, caller=caller)
+                        for p in s.proposals(status=status, caller=caller)
+                    ]
+                )
+            )
+        )
 
     def show_proposal(store: StoreArg, proposal: IdArg) -> str:
         """The versions a proposal holds, oldest first, and the decisions so far."""
         s = readable(store)
-        p = call(lambda: s.proposal(proposal))
+        p = call(lambda: s.proposal(proposal, caller=caller))
         return _text(
             plain(
                 {
-                    "proposal": call(s.proposal_summary, p),
-                    "versions": call(s.proposal_versions, p.id),
+                    "proposal": call(lambda: s.proposal_summary(p, caller=caller)),
+                    "versions": call(lambda: s.proposal_versions(p.id, caller=caller)),
                 }
             )
         )
@@ -65,7 +77,7 @@ def add_review_tools(
         """Each changed path against the scope's current content (clean, conflict with a three-way
         diff, or same)."""
         s = readable(store)
-        return _text(plain(call(s.proposal_diff, proposal)))
+        return _text(plain(call(lambda: s.proposal_diff(proposal, caller=caller))))
 
     def accept_proposal(store: WStoreArg, proposal: IdArg, paths: PathsArg = None, reason: str = "") -> str:
         """Publish a proposal (or some of its paths) onto the scope; refused on a conflict."""

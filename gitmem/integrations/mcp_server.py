@@ -398,7 +398,9 @@ def build_server(
 
         who = actor or f"session:{session}"
         marks = {"read": _READ_ONLY, "write": _WRITE, "destructive": _DESTRUCTIVE}
-        add_review_tools(server, lambda n: served(n).store, rw, call, StoreArg, WStoreArg, who, marks)
+        add_review_tools(
+            server, lambda n: served(n).store, rw, call, StoreArg, WStoreArg, who, marks, caller=who_asks
+        )
 
     # ---------------------------------------------------------------- resources
     def memory_resource(store: str, path: str) -> str:

@@ -101,6 +101,13 @@ class Caller:
         return scope is None or self.scope is None or scope == self.scope
 
     @property
+    def reviewer(self) -> bool:
+        """Whether this caller receives every proposal of the stores and scopes it may read: it
+        holds the ``review`` right and is not itself in review mode (docs/access.md, "Who receives
+        which refs": ``/git``'s hidden refs and the APIs', MCP's and the console's proposals)."""
+        return self.has("review") and not self.review
+
+    @property
     def owner(self) -> str | None:
         """Whose proposal this caller's reads show on top: its session, else its actor."""
         return self.session or self.actor

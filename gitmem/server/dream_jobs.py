@@ -129,6 +129,7 @@ class Pipeline:
     last_run_at: str | None = None  # the created_at of the versions the last run covered up to
     last_dream: str | None = None
     edge: list[str] = field(default_factory=list)  # versions at last_run_at it covered (times are seconds)
+    set_by: str | None = None  # who set it: its scheduled runs are asked in that actor's name
 
     def to_dict(self) -> Json:
         return dataclasses.asdict(self)

@@ -12,7 +12,7 @@ from gitmem.errors import InvalidInputError, NotFoundError
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_session
 from gitmem.server.dream_jobs import ACTOR, Dream, DreamJobs, Pipeline
-from gitmem.store import acl_reviews, open_store, resolve_store
+from gitmem.store import dream_review, open_store, resolve_store
 
 MAX_INSTRUCTIONS = 4096
 MAX_SESSIONS = 100
@@ -79,10 +79,11 @@ def new_dream(
                     f"session {sid} wrote no version in scope {scope!r} of memory store {s.settings.id}"
                 )
         store_id = s.settings.id
-        # The requester's own review routing follows its dream: an actor the store's acl.review
-        # names cannot have the dreamer publish for it (docs/access.md, review routing).
-        if behavior == "update_existing" and acl_reviews(s.settings.acl, scope, requested_by):
-            review = True
+        # The requester's own rules follow its dream (the engine's one check, docs/dreams.md "Who
+        # may ask"): an actor the store's acl.review names gets a reviewed dream, and one its
+        # acl.write shuts out of the scope cannot have the dreamer publish for it (403).
+        if behavior == "update_existing":
+            review = dream_review(s.settings.acl, scope, requested_by, review)
     dream = Dream(
         id="",
         store=store,
@@ -157,10 +158,11 @@ def may_run(store: str, token_review: bool, token_admin: bool, p: Pipeline | Non
 
 
 def trigger(
-    jobs: DreamJobs, home: Path, store: str, *, trigger: str = "cli", requested_by: str = "user:local"
+    jobs: DreamJobs, home: Path, store: str, *, trigger: str = "cli", requested_by: str | None = None
 ) -> Dream | None:
     """Run a store's pipeline now: a dream over the sessions since its last run (None: no session
-    wrote anything since). The pipeline's ``last_run_at`` moves to the newest version covered."""
+    wrote anything since), asked by ``requested_by`` (None: a scheduled run, asked in the name of
+    whoever set the pipeline). The pipeline's ``last_run_at`` moves to the newest version covered."""
     store = handle_of(store, home)
     with jobs.pipeline_run():
         p = jobs.pipeline(store)
@@ -181,7 +183,7 @@ def trigger(
             behavior=p.behavior,
             review=p.review,
             scope=p.scope,
-            requested_by=requested_by,
+            requested_by=requested_by or p.set_by or "user:local",
             trigger=trigger,
         )
         p.last_run_at = newest or config.now_rfc3339()
@@ -191,7 +193,11 @@ def trigger(
         return d
 
 
-def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline) -> Pipeline:
+def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline, *, requested_by: str | None = None) -> Pipeline:
+    """Set a store's memory pipeline, asked by ``requested_by`` (None: the local caller, as
+    ``user:local``): the same check as each of its dreams (:func:`new_dream`), so that a pipeline
+    that publishes without review is set only by an actor the store lets write its scope; its
+    scheduled runs are asked in that actor's name (``Pipeline.set_by``)."""
     if p.behavior not in BEHAVIORS:
         raise InvalidInputError(f"output_behavior: one of {', '.join(BEHAVIORS)}")
     check_instructions(p.instructions)
@@ -199,6 +205,10 @@ def set_pipeline(jobs: DreamJobs, home: Path, p: Pipeline) -> Pipeline:
     if p.every_seconds < 0:
         raise InvalidInputError("every: a number of seconds, 0 for manual runs only")
     p.store = handle_of(p.store, home)  # the store exists; pipelines are keyed by its handle
+    p.set_by = requested_by or "user:local"
+    if p.behavior == "update_existing":
+        with open_store(p.store, home) as s:
+            p.review = dream_review(s.settings.acl, p.scope, p.set_by, p.review)
     old = jobs.pipeline(p.store)
     if old is not None and p.last_run_at is None:
         p.last_run_at, p.last_dream, p.edge = old.last_run_at, old.last_dream, old.edge

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem import config
-from gitmem.errors import ConfigError, GitmemError
+from gitmem.errors import ConfigError, ForbiddenError, GitmemError
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
 from gitmem.server import dream_models, dream_prompt, dream_runs
@@ -421,7 +421,11 @@ class DreamRunner:
             last = _epoch(p.last_run_at)
             if last is not None and now - last < p.every_seconds:
                 continue
-            d = dream_runs.trigger(self.jobs, self.home, p.store, trigger="schedule")
+            try:  # asked in the name of whoever set the pipeline (dream_runs.trigger)
+                d = dream_runs.trigger(self.jobs, self.home, p.store, trigger="schedule")
+            except ForbiddenError as exc:  # its setter may no longer publish there: the others still run
+                log.warning("memory pipeline of store %r: %s", p.store, exc.message)
+                continue
             if d is not None:
                 self.submit(d.id)
                 started.append(d.id)

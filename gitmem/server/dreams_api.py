@@ -279,7 +279,9 @@ class DreamsApi:
             scope=scope,
             every_seconds=every,
         )
-        return dream_runs.set_pipeline(self.jobs, self.api.pool.home, p).to_dict()
+        return dream_runs.set_pipeline(
+            self.jobs, self.api.pool.home, p, requested_by=call.token.actor
+        ).to_dict()
 
     def run_pipeline(self, call: Call) -> Json:
         name = self._store(call, write=True)

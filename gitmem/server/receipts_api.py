@@ -3,7 +3,9 @@
     GET /v1/memory_stores/{memory_store_id}/memory_versions/{memory_version_id}/receipt
 
 The tlog-proof receipt of a redacted version (``pending`` until the workspace's witness quorum
-cosigned); read access to the store is enough. Same tokens, errors and threading as the
+cosigned); read access to the store is enough, for a redaction that rewrote only scopes the token
+may read (the library decides with the token's caller: a scope-confined token asking for one that
+also rewrote another scope is refused, 403, docs/redaction.md). Same tokens, errors and threading as the
 Anthropic API (its ``endpoint`` plumbing).
 """
 
@@ -30,4 +32,4 @@ class ReceiptsApi:
             v = api._version(store, call, scope)
             if v.redaction is None:
                 raise NotFoundError(f"version {v.id} is not redacted: it has no receipt")
-            return store.redaction_receipt(v.redaction.id)
+            return store.redaction_receipt(v.redaction.id, caller=call.caller)

@@ -8,8 +8,10 @@
     POST /v1/gitmem/stores/{name}/proposals/{proposal_id}/erase    {"reason": "..."}
 
 Same tokens, errors and threading as the Anthropic API (its ``endpoint`` plumbing). Listing and
-reading need read access to the store; deciding needs write access from a token that is not
-itself in review mode, and the decision is recorded under the token's actor.
+reading give a proposal only to its proposer and to reviewers (the engine's one rule,
+``gitmem.engine.access.may_see_proposal``, asked through the token's caller: any other proposal is
+left out of the list and answers as an unknown id, 404); deciding needs write access from a token
+that is not itself in review mode, and the decision is recorded under the token's actor.
 """
 
 from __future__ import annotations
@@ -88,11 +90,9 @@ class ReviewApi:
         return name
 
     def _proposal(self, call: Call, store: Store, name: str, *, decide: bool = False) -> Proposal:
-        """The proposal of the URL, in a scope the token may read (else a missing one's 404), and
-        for a decision, one the token may decide (its scope included: a scope-bound token)."""
-        p = store.proposal(call.params["proposal_id"])
-        if not call.token.may_read(name, p.scope):
-            raise NotFoundError(f"proposal {p.id} does not exist in store {name!r}")
+        """The proposal of the URL as the engine lets the token's caller read it (else a missing
+        one's 404), and for a decision, one the token may decide (its scope included)."""
+        p = store.proposal(call.params["proposal_id"], caller=call.caller)
         refusal = reviewer_refusal(call.token, name, p.scope) if decide else None
         if refusal is not None:
             raise ForbiddenError(refusal)
@@ -101,23 +101,25 @@ class ReviewApi:
     def list_proposals(self, call: Call) -> Json:
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            found = store.proposals(status=call.query.get("status"), scope=call.query.get("scope"))
-            mine = [p for p in found if call.token.may_read(name, p.scope)]
-            return {"data": [_json(store.proposal_summary(p)) for p in mine]}
+            found = store.proposals(
+                status=call.query.get("status"), scope=call.query.get("scope"), caller=call.caller
+            )
+            return {"data": [_json(store.proposal_summary(p, caller=call.caller)) for p in found]}
 
     def show(self, call: Call) -> Json:
         name = self._name(call)
         with self.api.pool.store(name) as store:
             p = self._proposal(call, store, name)
             return {
-                "proposal": _json(store.proposal_summary(p)),
-                "versions": _json(store.proposal_versions(p.id)),
+                "proposal": _json(store.proposal_summary(p, caller=call.caller)),
+                "versions": _json(store.proposal_versions(p.id, caller=call.caller)),
             }
 
     def diff(self, call: Call) -> Json:
         name = self._name(call)
         with self.api.pool.store(name) as store:
-            return {"data": _json(store.proposal_diff(self._proposal(call, store, name).id))}
+            pid = self._proposal(call, store, name).id
+            return {"data": _json(store.proposal_diff(pid, caller=call.caller))}
 
     def _decision(self, call: Call) -> tuple[list[str] | None, str]:
         data = wire.body(call.raw or b"{}", ("paths", "reason"))

@@ -100,7 +100,9 @@ def dreams(w: World, cell: Cell) -> Got:
     dream tests drive the run), and listing the dreams a token may see."""
     h = {} if cell.caller == "none" else {"authorization": f"Bearer {w.secrets[cell.caller]}"}
     h["anthropic-beta"] = "dreams-2026-04-21"
-    sid = w.sid if cell.case != "unknown-store" else "memstore_01" + "0" * 24
+    sid = {"unknown-store": "memstore_01" + "0" * 24, "acl-write": w.extra.get("shut", "")}.get(
+        cell.case, w.sid
+    )
     if cell.op == "create":
         r = _start_dream(w, h, sid)
         if r.status_code != 200:

@@ -41,9 +41,37 @@ SSHD = "/usr/sbin/sshd"
 GITOLITE_SHELL = "/usr/share/gitolite3/gitolite-shell"
 
 
+# ---------------------------------------------------------------------- reading a proposal
+def read_proposal(w: World, cell: Cell, get: Any, base: str) -> Got:
+    """Another caller's fresh proposal as ``cell.caller`` reads it through ``get`` (the review API
+    or the console, under ``base``): ``allowed`` when listed and shown (a reviewer), ``hidden``
+    when neither listed nor shown, its page answering as an unknown id's (docs/access.md: only its
+    proposer and reviewers read it)."""
+    proposer = Caller(actor="user:prop", session=sid_of(cell, "prop"), review=True)
+    w.store.create(path_of(cell, "-proposed"), "unreviewed\n", caller=proposer)
+    p = P.open_proposal(w.store.core, "main", proposer.session or "")
+    assert p is not None
+    listed, one = get(f"{base}/proposals"), get(f"{base}/proposals/{p.id}")
+    unknown = get(f"{base}/proposals/prop_01ZZZZZZZZZZZZZZZZZZZZZZZZ")
+    if listed.status_code != 200:
+        return Got("refused", listed.status_code, listed.text[:300])
+    if p.id in listed.text and one.status_code == 200:
+        return Got("allowed")
+    if p.id not in listed.text and one.status_code == unknown.status_code == 404:
+        return Got("hidden")
+    return Got("leaked", one.status_code, f"listed: {p.id in listed.text}; {one.text[:300]}")
+
+
 # ---------------------------------------------------------------------- Anthropic API (official SDK)
 def anthropic_face(w: World, cell: Cell) -> Got:
     path = path_of(cell)
+    if cell.op == "list" and cell.case == "proposals":  # the review API beside it
+        return read_proposal(
+            w,
+            cell,
+            lambda u: httpx.get(u, headers=w.headers(cell.caller)),
+            f"{w.url}/v1/gitmem/stores/{NAME}",
+        )
     if cell.caller == "none":
         r = httpx.get(f"{w.url}/v1/memory_stores/{w.sid}/memories")
         return Got("refused", r.status_code, r.text)
@@ -66,6 +94,15 @@ def anthropic_face(w: World, cell: Cell) -> Got:
                 return outcome(w, new, None, owner=owner_of(cell))
             mem.delete(mid, memory_store_id=w.sid)
             return outcome(w, path, None, owner=owner_of(cell), gone=True)
+        if cell.op == "redact" and cell.case == "receipt":  # the receipt endpoint beside it
+            vid = w.prep[cell.id]["version"]
+            w.store.redact(vid, reason="conformance")  # for scoped: team's content, also in main
+            r = httpx.get(
+                f"{w.url}/v1/memory_stores/{w.sid}/memory_versions/{vid}/receipt",
+                params={"scope": "team"} if cell.caller == "scoped" else {},
+                headers=w.headers(cell.caller),
+            )
+            return Got("allowed") if r.status_code == 200 else Got("refused", r.status_code, r.text)
         if cell.op == "redact":
             extra = {"scope": "team"} if cell.caller == "scoped" else None
             vid = w.prep[cell.id]["version"]
@@ -337,6 +374,8 @@ def console(w: World, cell: Cell) -> Got:
     path = path_of(cell)
     base = f"/console/stores/{NAME}"
     with sign_in(w.url, w.secrets[cell.caller]) as c:
+        if cell.op == "list" and cell.case == "proposals":
+            return read_proposal(w, cell, c.get, base)
         if cell.op == "list":
             r = c.get(base)
             return Got("refused", r.status_code) if r.status_code != 200 else Got("allowed")

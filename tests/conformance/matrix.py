@@ -6,7 +6,9 @@ no rows fails it.
 Outcomes: ``allowed`` (published, attributed to the caller), ``proposed`` (the caller's open
 proposal, the scope unchanged), ``refused`` with ``code`` (HTTP status, exit code, or ``git`` for a
 push git reports as rejected), ``guard`` (refused by the store's guard), ``flagged`` (stored with
-the secret masked and reported), ``hidden`` (a clone without the store's proposals), ``n/a`` (the
+the secret masked and reported), ``hidden`` (a clone without the store's proposals; for
+``case=proposals``, another caller's proposal neither listed nor shown: its page answers as an
+unknown id's), ``n/a`` (the
 cell cannot apply: ``reason`` says why).
 """
 
@@ -95,9 +97,15 @@ redact           anthropic      admin     allowed
 redact           anthropic      rw        refused    403                   # bullet 3: no redact right
 redact           anthropic      review    refused    403                   # bullet 3
 redact           anthropic      scoped    refused    403                   # bullet 3: content also in main
+redact           anthropic      ro        allowed    case=receipt          # a redaction's receipt: a reader of every scope
+redact           anthropic      scoped    refused    403   case=receipt    # it also rewrote main: the whole entry or nothing
 list             anthropic      rw        allowed
 list             anthropic      other     refused    404                   # bullet 7
 list             anthropic      none      refused    401
+list             anthropic      rw        allowed    case=proposals        # the review API: a reviewer reads every proposal
+list             anthropic      admin     allowed    case=proposals
+list             anthropic      ro        hidden     case=proposals        # only its proposer and reviewers (docs/access.md)
+list             anthropic      review    hidden     case=proposals        # another review token is no reviewer
 review-accept    anthropic      rw        allowed
 review-accept    anthropic      review    refused    403
 
@@ -153,6 +161,9 @@ redact           console        rw        refused    403
 redact           console        review    refused    403
 redact           console        admin     allowed
 list             console        other     refused    404
+list             console        rw        allowed    case=proposals        # the review pages: a reviewer
+list             console        ro        hidden     case=proposals        # not counted, listed or shown (404)
+list             console        review    hidden     case=proposals
 clone            console        ro        refused    403   case=verify     # bullet 7: verify for admins only
 clone            console        admin     allowed    case=verify
 
@@ -238,7 +249,7 @@ rename           git-ssh        rw        allowed
 delete           git-ssh        rw        allowed
 
 review-accept    console        rw        allowed
-review-accept    console        review    refused    403
+review-accept    console        review    refused    404                   # another's proposal: not even its page (docs/access.md)
 search           console        rw        allowed
 search           console        other     refused    404
 
@@ -276,6 +287,7 @@ create           dreams         ro        refused    403                   # upd
 create           dreams         other     refused    404                   # no existence oracle
 create           dreams         other     refused    404   case=unknown-store
 create           dreams         none      refused    401
+create           dreams         admin     refused    403   case=acl-write  # acl.write shuts the requester out: no dream publishes for it
 list             dreams         rw        allowed
 list             dreams         other     hidden
 

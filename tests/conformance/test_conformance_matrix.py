@@ -97,6 +97,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with gitmem.create_store("gated", home=home) as gated:
         gated.write("/seed.md", "seed\n", actor="user:seed")
         gated.update_settings(acl={"review": {"main": ["user:pusher"]}})
+    with gitmem.create_store("shut", home=home) as shut:  # acl.write lets only the dreamer write
+        shut.write("/seed.md", "seed\n", actor="user:rw", session="sesn_rw")
+        shut.update_settings(acl={"write": {"*": ["service:dreamer"]}})
+        shut_id = shut.settings.id
     store.write("/seed.md", "seed\n", actor="user:seed")
     store.write("/team.md", "team\n", scope="team", actor="user:seed")
     store.update_settings(acl={"review": {"main": [ACL_REVIEWED]}})
@@ -119,6 +123,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         url = stack.enter_context(running(home, body_timeout=1.0, responses_upstream=model_url))
         w = World(home, url, store, store.settings.id, secrets, ids, model_url)
         w.prep = prep
+        w.extra["shut"] = shut_id
         try:
             yield w
         finally:

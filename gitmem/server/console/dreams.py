@@ -60,13 +60,17 @@ def dream_page(ctx: Ctx) -> Page:
     may_decide = False
     if d.proposal_id:
         with ctx.pool.store(name) as store:
-            p = store.proposal(d.proposal_id)
-            views = _views(store, p)
-            may_decide = (
-                reviewer_refusal(ctx.token, name, p.scope) is None
-                and p.status == "open"
-                and store.settings.archived_at is None
-            )
+            try:  # the dream's proposal, to its proposer and reviewers only (docs/access.md)
+                p = store.proposal(d.proposal_id, caller=ctx.caller)
+            except NotFoundError:
+                p = None
+            if p is not None:
+                views = _views(store, p)
+                may_decide = (
+                    reviewer_refusal(ctx.token, name, p.scope) is None
+                    and p.status == "open"
+                    and store.settings.archived_at is None
+                )
     elif d.output and ctx.token.may_read(d.output, d.scope):
         with ctx.pool.store(d.output) as out:
             for c in d.changes:

@@ -56,12 +56,9 @@ def ago(value: object, now: dt.datetime | None = None) -> str:
 
 
 def _proposal(ctx: Ctx, name: str, store: Store) -> Proposal:
-    """The proposal of the URL; a scope the token may not read gets a missing proposal's 404."""
-    pid = ctx.params["proposal"]
-    p = store.proposal(pid)
-    if not ctx.token.may_read(name, p.scope):
-        raise NotFoundError(f"proposal {pid} does not exist in store {name!r}")
-    return p
+    """The proposal of the URL as the engine lets the token read it (its proposer and reviewers:
+    ``gitmem.engine.access.may_see_proposal``); any other gets a missing proposal's 404."""
+    return store.proposal(ctx.params["proposal"], caller=ctx.caller)
 
 
 def _may_decide(ctx: Ctx, name: str, p: Proposal) -> bool:
@@ -85,11 +82,7 @@ def proposals_page(ctx: Ctx) -> Page:
         scopes = ctx.scopes(name, store)
         if scope is not None and not ctx.token.may_read(name, scope):
             raise NotFoundError(f"scope {scope!r} does not exist in store {name!r}")
-        found = [
-            p
-            for p in store.proposals(scope=scope)
-            if p.status in FILTERS[status] and ctx.token.may_read(name, p.scope)
-        ]
+        found = [p for p in store.proposals(scope=scope, caller=ctx.caller) if p.status in FILTERS[status]]
         rows = [(store.proposal_summary(p), p.erased) for p in reversed(found)]  # newest first
     values: dict[str, Any] = {
         "title": f"Proposals: {name}",
