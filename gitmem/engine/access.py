@@ -79,12 +79,13 @@ def proposes(caller: Caller, p: Proposal) -> bool:
 def may_see_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> bool:
     """The one rule for reading a proposal (its record, versions, paths, diff; docs/access.md, "Who
     receives which refs"): a caller that may read its scope, and is its proposer or a reviewer
-    (:attr:`Caller.reviewer`). A read-only caller, or another caller in review mode, is neither."""
+    of that store (:meth:`Caller.reviews`). A read-only caller, or another caller in review mode, is
+    neither; nor is a token that holds ``review`` through a read-write grant on another store."""
     if caller is None:
         return True
     if not caller.may_read(store.settings.id, p.scope):
         return False
-    return caller.reviewer or proposes(caller, p)
+    return caller.reviews(store.settings.id) or proposes(caller, p)
 
 
 def admit_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> Proposal:

@@ -107,6 +107,12 @@ class Caller:
         which refs": ``/git``'s hidden refs and the APIs', MCP's and the console's proposals)."""
         return self.has("review") and not self.review
 
+    def reviews(self, store: str) -> bool:
+        """Whether this caller is a reviewer of ``store`` (its id): :attr:`reviewer`, with a
+        read-write grant on that store. A token's rights are the same on every store it holds,
+        so ``review`` (a default of any read-write grant) must not reach a store it only reads."""
+        return self.reviewer and self.access(store) == "rw"
+
     @property
     def owner(self) -> str | None:
         """Whose proposal this caller's reads show on top: its session, else its actor."""

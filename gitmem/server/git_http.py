@@ -132,7 +132,8 @@ def cgi_environment(
     if token.review:
         env[REVIEW_ENV] = "1"
     caller = door.caller_for(token)
-    if not caller.reviewer:  # the one rule of who receives proposals (gitmem.model.caller)
+    # the one rule of who receives proposals (gitmem.model.caller.Caller.reviews), by handle
+    if not (caller.reviewer and token.may_write(request.store)):
         env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "transfer.hideRefs"})
         env["GIT_CONFIG_VALUE_0"] = PROPOSALS_REF
     for header, var in (

@@ -28,10 +28,13 @@ UNKNOWN = "prop_01ZZZZZZZZZZZZZZZZZZZZZZZZ"
 def env(workspace: Path) -> Iterator[dict[str, Any]]:
     with gitmem.create_store("notes", home=workspace) as s:
         s.write("/keep.md", "kept\n", actor="user:alice")
+    gitmem.create_store("other", home=workspace).close()
     agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
     peer = token(workspace, actor="user:peer", stores={"notes": "rw"}, review=True)
     reader = token(workspace, actor="user:ro", stores={"notes": "ro"})
     reviewer = token(workspace, actor="user:rev", stores={"notes": "rw"})
+    # read-only here, read-write on another store: its default ``review`` right is not for this one
+    elsewhere = token(workspace, actor="user:else", stores={"notes": "ro", "other": "rw"})
     with running(workspace) as url:
         a = client(url, agent)
         sid = next(s for s in a.beta.memory_stores.list() if s.name == "notes").id
@@ -44,6 +47,7 @@ def env(workspace: Path) -> Iterator[dict[str, Any]]:
             "peer": peer,
             "reader": reader,
             "reviewer": reviewer,
+            "elsewhere": elsewhere,
             "pid": p.id,
         }
 
@@ -56,7 +60,7 @@ def _get(env: dict[str, Any], who: str, tail: str = "") -> httpx.Response:
     )
 
 
-@pytest.mark.parametrize("who", ["reader", "peer"])
+@pytest.mark.parametrize("who", ["reader", "peer", "elsewhere"])
 def test_a_non_reviewer_cannot_read_another_callers_proposal(env: dict[str, Any], who: str) -> None:
     leaked = []
     for tail in ("", f"/{env['pid']}", f"/{env['pid']}/diff"):
@@ -66,7 +70,7 @@ def test_a_non_reviewer_cannot_read_another_callers_proposal(env: dict[str, Any]
     assert leaked == [], f"a {who} token read the proposal through: {leaked}"
 
 
-@pytest.mark.parametrize("who", ["reader", "peer"])
+@pytest.mark.parametrize("who", ["reader", "peer", "elsewhere"])
 def test_a_proposal_it_may_not_read_answers_as_an_unknown_one(env: dict[str, Any], who: str) -> None:
     for tail in ("", "/diff"):
         known = _get(env, who, f"/{env['pid']}{tail}")
@@ -128,3 +132,27 @@ def test_the_engine_rule(workspace: Path) -> None:
             with pytest.raises(gitmem.NotFoundError) as unknown:
                 s.proposal(UNKNOWN, caller=c)
             assert got.value.message.replace(p.id, "X") == unknown.value.message.replace(UNKNOWN, "X")
+
+
+@pytest.mark.parametrize("who", ["reader", "elsewhere", "reviewer"])
+def test_git_hides_the_proposal_refs_by_the_same_rule(env: dict[str, Any], who: str) -> None:
+    """``/git`` (real ``git ls-remote``): the proposal refs go to reviewers of this store only; a
+    token read-write on another store and read-only here does not receive them."""
+    import subprocess
+
+    out = subprocess.run(
+        [
+            "git",
+            "-c",
+            f"http.extraHeader=Authorization: Bearer {env[who]}",
+            "ls-remote",
+            f"{env['url']}/git/notes.git",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"GIT_TERMINAL_PROMPT": "0", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert "refs/heads/main" in out.stdout
+    assert ("refs/gitmem/proposals/" in out.stdout) == (who == "reviewer")
