@@ -29,6 +29,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.engine import pipeline
+from gitmem.engine import proposal_usage as usage
 from gitmem.engine.core import StoreCore
 from gitmem.engine.overlay import BatchState
 from gitmem.engine.proposal_rebase import rebase_chain, stands_on
@@ -189,6 +190,10 @@ def tip_of(store: StoreCore, p: Proposal) -> pygit2.Oid | None:
     return store.ref_target(p.ref)
 
 
+def open_chains(store: StoreCore) -> list[tuple[Proposal, pygit2.Oid | None]]:
+    return [(p, tip_of(store, p)) for p in proposals(store, status="open")]
+
+
 def rebase(store: StoreCore, p: Proposal) -> Proposal:
     """The proposal as saved, its chain moved onto the scope's tip first if the scope moved since
     its base (gitmem.engine.proposal_rebase: conflicts are kept for the review, never settled)."""
@@ -255,21 +260,16 @@ def subject_path(message: str) -> tuple[str | None, str] | None:
 
 
 class ProposalState(BatchState):
-    """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else
-    the scope's index; counts and sizes from the scope plus the proposal's delta."""
+    """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else the
+    scope's index; counts and sizes: the scope, the proposal's delta, other open proposals' (usage)."""
 
     def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
         super().__init__(store, p.scope, tip)
         self.proposal = p
         self.ids = memory_ids(store, p)
-        base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
-        count = size = 0
-        for d in tree_deltas(base_tree, self.base_tree):
-            count += {"added": 1, "deleted": -1}.get(d.kind, 0)
-            for oid, sign in ((d.old_id, -1), (d.new_id, 1)):
-                obj = store.repo.get(oid) if oid is not None else None
-                size += sign * obj.size if isinstance(obj, pygit2.Blob) else 0
-        self.chain_memories, self.chain_bytes = count, size
+        base = pygit2.Oid(hex=p.base) if p.base else None
+        self.chain_memories, self.chain_bytes = usage.totals(usage.chain_delta(store, base, tip))
+        self.elsewhere = usage.held_elsewhere(store, p, open_chains(store))
 
     def _index(self) -> None:
         if not self._indexed:
@@ -289,10 +289,10 @@ class ProposalState(BatchState):
 
     def stats(self) -> tuple[int, int]:
         count, size = super().stats()
-        return count + self.chain_memories, size + self.chain_bytes
+        return count + self.chain_memories + self.elsewhere.memories, size + self.chain_bytes
 
     def store_bytes(self, *, exact: bool = False) -> int:
-        return super().store_bytes(exact=exact) + self.chain_bytes
+        return super().store_bytes(exact=exact) + self.chain_bytes + self.elsewhere.bytes
 
 
 class ProposalSink(pipeline.Sink):
@@ -306,13 +306,15 @@ class ProposalSink(pipeline.Sink):
     def __init__(self, store: StoreCore, p: Proposal, owner: str, actor: str, session: str | None) -> None:
         super().__init__(store, p.scope)
         self.proposal, self.owner, self.actor, self.session = p, owner, actor, session
+        self.planned: ProposalState | None = None
 
     def tip(self) -> pygit2.Oid | None:
         self.proposal = rebase(self.store, self.proposal)  # plan on the scope as it is now
         return tip_of(self.store, self.proposal)
 
     def state(self, tip: pygit2.Oid | None) -> ProposalState:
-        return ProposalState(self.store, self.proposal, tip)
+        self.planned = ProposalState(self.store, self.proposal, tip)
+        return self.planned
 
     def publish(
         self,
@@ -328,6 +330,8 @@ class ProposalSink(pipeline.Sink):
                 current = get(store, p.id)
             except NotFoundError:  # decided and dropped by retention meanwhile
                 current = dataclasses.replace(p, status="rejected")
+            if self._raced():
+                return False  # near max_store_bytes, other proposals grew meanwhile: plan again on them
             published = current.status == "open" and store.publish(p.ref, tip, head, written)
             if published:
                 save(store, current)
@@ -337,6 +341,13 @@ class ProposalSink(pipeline.Sink):
             self.proposal = _open_or_start(store, self.scope, self.owner, self.actor, self.session)
             return None
         return False
+
+    def _raced(self) -> bool:
+        """Planned near max_store_bytes (or growing by over a memory) and another proposal moved since."""
+        planned, limit = self.planned, self.store.settings.limits.max_memory_bytes
+        if planned is None or not (planned.needs_store_lock or planned.delta_bytes > limit):
+            return False
+        return not usage.unchanged(self.proposal, planned.elsewhere, open_chains(self.store))
 
 
 @dataclass(frozen=True)
