@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -79,6 +79,8 @@ class Chain(Protocol):
     def base(self) -> str | None: ...
     @property
     def decided_paths(self) -> set[str]: ...
+    @property
+    def ref(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -92,15 +94,14 @@ class Held:
     seen: frozenset[tuple[str, str | None]]
 
 
-def held_elsewhere(
-    store: StoreCore, mine: Chain, open_chains: Iterable[tuple[Chain, pygit2.Oid | None]]
-) -> Held:
-    """What every open proposal (with its tip) of ``open_chains`` but ``mine`` holds."""
+def held_elsewhere(store: StoreCore, mine: Chain, open_now: Iterable[Chain]) -> Held:
+    """What every open proposal of ``open_now`` (their records) but ``mine`` holds."""
     count = size = 0
     seen: set[tuple[str, str | None]] = set()
-    for p, tip in open_chains:
+    for p in open_now:
         if p.id == mine.id:
             continue
+        tip = store.ref_target(p.ref)
         seen.add((p.id, str(tip) if tip is not None else None))
         if tip is None:
             continue
@@ -110,7 +111,28 @@ def held_elsewhere(
     return Held(count, size, frozenset(seen))
 
 
-def unchanged(mine: Chain, held: Held, open_chains: Iterable[tuple[Chain, pygit2.Oid | None]]) -> bool:
+def unchanged(store: StoreCore, mine: Chain, held: Held, open_now: Iterable[Chain]) -> bool:
     """Whether the other open proposals are still the ones (at the same tips) ``held`` counted."""
-    now = {(p.id, str(tip) if tip is not None else None) for p, tip in open_chains if p.id != mine.id}
-    return now == held.seen
+    tips = ((p.id, store.ref_target(p.ref)) for p in open_now if p.id != mine.id)
+    return {(i, str(t) if t is not None else None) for i, t in tips} == held.seen
+
+
+class Planned(Protocol):
+    """What is read of a proposal write's planned state (gitmem.engine.proposals.ProposalState)."""
+
+    needs_store_lock: bool
+    delta_bytes: int
+    elsewhere: Held
+
+
+def raced(
+    store: StoreCore, mine: Chain, planned: Planned | None, open_now: Callable[[], Iterable[Chain]]
+) -> bool:
+    """Whether a proposal write must be planned again before it is published (under
+    ``proposals.lock``): planned near ``max_store_bytes`` (or growing by more than one memory, as
+    several writers would), and another open proposal moved since it was planned."""
+    if planned is None:
+        return False
+    if not (planned.needs_store_lock or planned.delta_bytes > store.settings.limits.max_memory_bytes):
+        return False
+    return not unchanged(store, mine, planned.elsewhere, open_now())

@@ -171,9 +171,12 @@ def open_proposal(store: StoreCore, scope: str, owner: str) -> Proposal | None:
     return None
 
 
-def _open_or_start(store: StoreCore, scope: str, owner: str, actor: str, session: str | None) -> Proposal:
+def _open_or_start(
+    store: StoreCore, scope: str, owner: str, actor: str, session: str | None, into: list[Proposal]
+) -> Proposal:
     with file_lock(store.gitmem_dir / "proposals.lock"):
-        found = open_proposal(store, scope, owner)
+        into[:] = proposals(store, status="open")  # read once: the write's limits count them too
+        found = next((p for p in into if p.scope == scope and p.owner == owner), None)
         if found is not None:
             return found
         tip = store.tip(scope)
@@ -188,10 +191,6 @@ def _open_or_start(store: StoreCore, scope: str, owner: str, actor: str, session
 
 def tip_of(store: StoreCore, p: Proposal) -> pygit2.Oid | None:
     return store.ref_target(p.ref)
-
-
-def open_chains(store: StoreCore) -> list[tuple[Proposal, pygit2.Oid | None]]:
-    return [(p, tip_of(store, p)) for p in proposals(store, status="open")]
 
 
 def rebase(store: StoreCore, p: Proposal) -> Proposal:
@@ -263,13 +262,13 @@ class ProposalState(BatchState):
     """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else the
     scope's index; counts and sizes: the scope, the proposal's delta, other open proposals' (usage)."""
 
-    def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
+    def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None, others: list[Proposal]) -> None:
         super().__init__(store, p.scope, tip)
         self.proposal = p
         self.ids = memory_ids(store, p)
         base = pygit2.Oid(hex=p.base) if p.base else None
         self.chain_memories, self.chain_bytes = usage.totals(usage.chain_delta(store, base, tip))
-        self.elsewhere = usage.held_elsewhere(store, p, open_chains(store))
+        self.elsewhere = usage.held_elsewhere(store, p, others)
 
     def _index(self) -> None:
         if not self._indexed:
@@ -307,13 +306,15 @@ class ProposalSink(pipeline.Sink):
         super().__init__(store, p.scope)
         self.proposal, self.owner, self.actor, self.session = p, owner, actor, session
         self.planned: ProposalState | None = None
+        self.seen: list[Proposal] | None = None  # the open proposals propose() read, for its first plan
 
     def tip(self) -> pygit2.Oid | None:
         self.proposal = rebase(self.store, self.proposal)  # plan on the scope as it is now
         return tip_of(self.store, self.proposal)
 
     def state(self, tip: pygit2.Oid | None) -> ProposalState:
-        self.planned = ProposalState(self.store, self.proposal, tip)
+        others, self.seen = self.seen if self.seen is not None else proposals(self.store, status="open"), None
+        self.planned = ProposalState(self.store, self.proposal, tip, others)
         return self.planned
 
     def publish(
@@ -330,24 +331,17 @@ class ProposalSink(pipeline.Sink):
                 current = get(store, p.id)
             except NotFoundError:  # decided and dropped by retention meanwhile
                 current = dataclasses.replace(p, status="rejected")
-            if self._raced():
-                return False  # near max_store_bytes, other proposals grew meanwhile: plan again on them
+            if usage.raced(store, p, self.planned, lambda: proposals(store, status="open")):
+                return False  # near max_store_bytes, another proposal moved since the plan: again
             published = current.status == "open" and store.publish(p.ref, tip, head, written)
             if published:
                 save(store, current)
                 self.proposal = current
                 return True
         if current.status != "open":  # decided while this write was planned: start the next one
-            self.proposal = _open_or_start(store, self.scope, self.owner, self.actor, self.session)
+            self.proposal = _open_or_start(store, self.scope, self.owner, self.actor, self.session, [])
             return None
         return False
-
-    def _raced(self) -> bool:
-        """Planned near max_store_bytes (or growing by over a memory) and another proposal moved since."""
-        planned, limit = self.planned, self.store.settings.limits.max_memory_bytes
-        if planned is None or not (planned.needs_store_lock or planned.delta_bytes > limit):
-            return False
-        return not usage.unchanged(self.proposal, planned.elsewhere, open_chains(self.store))
 
 
 @dataclass(frozen=True)
@@ -375,7 +369,9 @@ def propose(
     who = resolve_actor(actor, session)
     store.check_writable()
     limits = store.settings.limits
-    sink = ProposalSink(store, _open_or_start(store, scope, owner, who, session), owner, who, session)
+    seen: list[Proposal] = []
+    sink = ProposalSink(store, _open_or_start(store, scope, owner, who, session, seen), owner, who, session)
+    sink.seen = seen
     items = [pipeline.Item(plan, who, session, limits) for plan in planners]
     done = pipeline.commit(
         store, scope, lambda _tip: items, sink=sink, catch=GitmemError if skip_refused else (),

@@ -26,7 +26,8 @@ def agent(n: int) -> Caller:
 def held(s: gitmem.Store) -> int:
     """Bytes the open proposals' chains add over their bases."""
     total = 0
-    for p, tip in proposals.open_chains(s.core):
+    for p in proposals.proposals(s.core, status="open"):
+        tip = proposals.tip_of(s.core, p)
         base = proposals.pygit2.Oid(hex=p.base) if p.base else None
         total += max(proposal_usage.totals(proposal_usage.chain_delta(s.core, base, tip))[1], 0)
     return total
