@@ -14,6 +14,7 @@ from typing import Any
 
 import pygit2
 
+from gitmem.engine import ledger_text
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError
@@ -203,4 +204,5 @@ def prepare(store: StoreCore, reason: str, actor: str | None) -> str:
         store.check_writable()
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 1024:
         raise InvalidInputError("a redaction needs a reason of 1-1024 characters")
+    ledger_text.screen_ledger_text(store, "reason", reason)  # kept in the ledger and on each version
     return resolve_actor(actor, None)

@@ -20,7 +20,7 @@ from typing import Any
 import pygit2
 
 from gitmem import config
-from gitmem.engine import access
+from gitmem.engine import access, ledger_text
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError
@@ -204,6 +204,7 @@ def _accept(
     from gitmem.engine import ledger
     from gitmem.engine.batch import apply_batch
 
+    ledger_text.screen_ledger_text(store, "reason", reason)  # kept with the decision (docs/guard.md)
     pending = [d for d in diff(store, p.id) if not d.decided]
     chosen = {d.path for d in pending} if paths is None else set(paths)
     unknown = chosen - {d.path for d in pending}
@@ -277,6 +278,7 @@ def _reject(
 ) -> P.Proposal:
     from gitmem.engine import ledger
 
+    ledger_text.screen_ledger_text(store, "reason", reason)  # kept in the ledger: before anything is saved
     undecided = [d.path for d in diff(store, p.id) if not d.decided]
     chosen = set(undecided) if paths is None else set(paths)
     if chosen - set(undecided):
@@ -377,6 +379,7 @@ def erase(
     reviewer = resolve_actor(reviewer, None)
     if not reason.strip():
         raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
+    ledger_text.screen_ledger_text(store, "reason", reason)
     access.admit_decision(store, caller, P.get(store, proposal_id).scope, "erase") if caller else None
     with purge_order.erasing(store, journal.store_lock):
         p = P.get(store, proposal_id)

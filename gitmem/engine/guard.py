@@ -11,8 +11,6 @@ Neither the trailer nor the ledger holds the matched text: rule, kind and line o
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import threading
 import weakref
 from collections import OrderedDict
@@ -20,6 +18,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.engine.change import Change
+from gitmem.engine.guard_policy import policy_for as policy_for
+from gitmem.engine.guard_policy import policy_of as policy_of
 from gitmem.errors import GitmemError, GuardRejectedError
 from gitmem.model.guard import Finding, GuardPolicy, action_for, decide, scan
 from gitmem.model.guard_memo import CleanParagraphs
@@ -42,38 +42,6 @@ class ScreenedState(Protocol):
     guard: GuardPolicy | None
 
     def blob(self, path: str) -> StoredBlob | None: ...
-
-
-def policy_for(store: StoreCore) -> GuardPolicy:
-    """The policy a write to ``store`` is checked with: the ``guard`` of its settings. (Patterns
-    remembered by redactions join it as ``deny_patterns``.)"""
-    guard = store.settings.guard
-    last = _LAST_POLICY
-    if last is not None and last[0] is guard:  # the settings as last read: no canonical JSON again
-        return last[1]
-    policy = policy_of(guard)
-    _remember_policy(guard, policy)
-    return policy
-
-
-# The guard mapping last checked and its policy (held, so its id is never another mapping's): a
-# store's settings are read once and kept until their file changes (a new mapping then).
-_LAST_POLICY: tuple[dict[str, Any], GuardPolicy] | None = None
-
-
-def _remember_policy(guard: dict[str, Any], policy: GuardPolicy) -> None:
-    global _LAST_POLICY
-    _LAST_POLICY = (guard, policy)
-
-
-def policy_of(guard: dict[str, Any], where: str = "gitmem.yaml") -> GuardPolicy:
-    """:meth:`GuardPolicy.from_dict` of a settings ``guard`` mapping, cached by its content."""
-    return _policy(json.dumps(guard, sort_keys=True), where)
-
-
-@functools.lru_cache(maxsize=64)
-def _policy(canonical: str, where: str) -> GuardPolicy:
-    return GuardPolicy.from_dict(json.loads(canonical), where)
 
 
 # Per open store and scope: the paragraphs its rewrites were found clean in (docs/guard.md#speed).

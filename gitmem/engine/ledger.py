@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pygit2
 
 from gitmem import config
-from gitmem.engine import checkpoints, denylist
+from gitmem.engine import checkpoints, denylist, ledger_text
 from gitmem.engine.settings_seen import SETTINGS_SEEN, file_digest, read_seen, recorded
 from gitmem.errors import ConflictError, GitmemError, IntegrityError
 from gitmem.git.fence import check_fence
@@ -292,6 +292,8 @@ def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | No
     """Append one entry (serialised by ``$GIT_DIR/gitmem/ledger.lock``, the ref moved by CAS)."""
     if kind not in KINDS:
         raise ValueError(f"unknown ledger entry kind {kind!r}")
+    for key in ledger_text.LEDGER_TEXT.get(kind, ()):  # the last line: screened by the caller already
+        ledger_text.screen_ledger_text(store, f"the {kind} entry's {key}", data.get(key))
     repo = store.repo
     with file_lock(_dir(store) / "ledger.lock"):
         for _attempt in range(20):
@@ -433,7 +435,7 @@ def record_settings_change(
     keys = sorted(changes)
     kind = "archived" if "archived_at" in keys and new.get("archived_at") else "settings_changed"
     data = {"changes": {k: new[k] for k in keys}, "diff": settings_diff(_plain(dict(old)), new)}
-    entry = append(store, kind, data, actor=actor)
+    entry = append(store, kind, ledger_text.settings_entry(store, data), actor=actor)
     remember_settings(store)
     return entry
 
@@ -455,7 +457,9 @@ def check_hand_edit(store: StoreCore) -> LedgerEntry | None:
             new = _plain(store.reload_settings().to_dict())
             diff = settings_diff(seen.get("settings") or {}, new)
             data = {"source": "hand edit of gitmem.yaml", "unattributed": True, "diff": diff}
-            entry = append(store, "settings_changed", data, actor=UNATTRIBUTED)
+            entry = append(
+                store, "settings_changed", ledger_text.settings_entry(store, data), actor=UNATTRIBUTED
+            )
             remember_settings(store)
             return entry
     except (OSError, GitmemError):  # a broken settings file or ledger: the caller reports it

@@ -29,6 +29,7 @@ import pygit2
 
 from gitmem import config
 from gitmem.engine import pipeline
+from gitmem.engine import proposal_usage as usage
 from gitmem.engine.core import StoreCore
 from gitmem.engine.overlay import BatchState
 from gitmem.engine.proposal_rebase import rebase_chain, stands_on
@@ -170,9 +171,12 @@ def open_proposal(store: StoreCore, scope: str, owner: str) -> Proposal | None:
     return None
 
 
-def _open_or_start(store: StoreCore, scope: str, owner: str, actor: str, session: str | None) -> Proposal:
+def _open_or_start(
+    store: StoreCore, scope: str, owner: str, actor: str, session: str | None, into: list[Proposal]
+) -> Proposal:
     with file_lock(store.gitmem_dir / "proposals.lock"):
-        found = open_proposal(store, scope, owner)
+        into[:] = proposals(store, status="open")  # read once: the write's limits count them too
+        found = next((p for p in into if p.scope == scope and p.owner == owner), None)
         if found is not None:
             return found
         tip = store.tip(scope)
@@ -255,21 +259,16 @@ def subject_path(message: str) -> tuple[str | None, str] | None:
 
 
 class ProposalState(BatchState):
-    """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else
-    the scope's index; counts and sizes from the scope plus the proposal's delta."""
+    """The scope as its proposer sees it: the proposal's tree; memory ids from the chain, else the
+    scope's index; counts and sizes: the scope, the proposal's delta, other open proposals' (usage)."""
 
-    def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None) -> None:
+    def __init__(self, store: StoreCore, p: Proposal, tip: pygit2.Oid | None, others: list[Proposal]) -> None:
         super().__init__(store, p.scope, tip)
         self.proposal = p
         self.ids = memory_ids(store, p)
-        base_tree = store.tree_of(pygit2.Oid(hex=p.base)) if p.base else None
-        count = size = 0
-        for d in tree_deltas(base_tree, self.base_tree):
-            count += {"added": 1, "deleted": -1}.get(d.kind, 0)
-            for oid, sign in ((d.old_id, -1), (d.new_id, 1)):
-                obj = store.repo.get(oid) if oid is not None else None
-                size += sign * obj.size if isinstance(obj, pygit2.Blob) else 0
-        self.chain_memories, self.chain_bytes = count, size
+        base = pygit2.Oid(hex=p.base) if p.base else None
+        self.chain_memories, self.chain_bytes = usage.totals(usage.chain_delta(store, base, tip))
+        self.elsewhere = usage.held_elsewhere(store, p, others)
 
     def _index(self) -> None:
         if not self._indexed:
@@ -289,10 +288,10 @@ class ProposalState(BatchState):
 
     def stats(self) -> tuple[int, int]:
         count, size = super().stats()
-        return count + self.chain_memories, size + self.chain_bytes
+        return count + self.chain_memories + self.elsewhere.memories, size + self.chain_bytes
 
     def store_bytes(self, *, exact: bool = False) -> int:
-        return super().store_bytes(exact=exact) + self.chain_bytes
+        return super().store_bytes(exact=exact) + self.chain_bytes + self.elsewhere.bytes
 
 
 class ProposalSink(pipeline.Sink):
@@ -306,13 +305,17 @@ class ProposalSink(pipeline.Sink):
     def __init__(self, store: StoreCore, p: Proposal, owner: str, actor: str, session: str | None) -> None:
         super().__init__(store, p.scope)
         self.proposal, self.owner, self.actor, self.session = p, owner, actor, session
+        self.planned: ProposalState | None = None
+        self.seen: list[Proposal] | None = None  # the open proposals propose() read, for its first plan
 
     def tip(self) -> pygit2.Oid | None:
         self.proposal = rebase(self.store, self.proposal)  # plan on the scope as it is now
         return tip_of(self.store, self.proposal)
 
     def state(self, tip: pygit2.Oid | None) -> ProposalState:
-        return ProposalState(self.store, self.proposal, tip)
+        others, self.seen = self.seen if self.seen is not None else proposals(self.store, status="open"), None
+        self.planned = ProposalState(self.store, self.proposal, tip, others)
+        return self.planned
 
     def publish(
         self,
@@ -329,13 +332,15 @@ class ProposalSink(pipeline.Sink):
                 current = get(store, p.id)
             except NotFoundError:  # decided and dropped by retention meanwhile
                 current = dataclasses.replace(p, status="rejected")
+            if usage.raced(store, p, self.planned, lambda: proposals(store, status="open")):
+                return False  # near max_store_bytes, another proposal moved since the plan: again
             published = current.status == "open" and store.publish(p.ref, tip, head, written, check=check)
             if published:
                 save(store, current)
                 self.proposal = current
                 return True
         if current.status != "open":  # decided while this write was planned: start the next one
-            self.proposal = _open_or_start(store, self.scope, self.owner, self.actor, self.session)
+            self.proposal = _open_or_start(store, self.scope, self.owner, self.actor, self.session, [])
             return None
         return False
 
@@ -365,7 +370,9 @@ def propose(
     who = resolve_actor(actor, session)
     store.check_writable()
     limits = store.settings.limits
-    sink = ProposalSink(store, _open_or_start(store, scope, owner, who, session), owner, who, session)
+    seen: list[Proposal] = []
+    sink = ProposalSink(store, _open_or_start(store, scope, owner, who, session, seen), owner, who, session)
+    sink.seen = seen
     items = [pipeline.Item(plan, who, session, limits) for plan in planners]
     done = pipeline.commit(
         store, scope, lambda _tip: items, sink=sink, catch=GitmemError if skip_refused else (),

@@ -52,6 +52,7 @@ def create_store(
     validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
+    _screen(name, description, meta)
     if full_name is not None:
         with full_name_lock(home):  # the check and the store's arrival, as one step
             check_full_name_free(full_name, home)
@@ -133,6 +134,7 @@ def copy_store(
     validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
+    _screen(name, description, meta)
     if not source.scopes():  # nothing to bundle: an empty store like it
         with create_store(name, description=description, metadata=meta, limits=source.settings.limits,
                           retention=source.settings.retention, home=home, actor=actor) as empty:  # fmt: skip
@@ -151,6 +153,16 @@ def copy_store(
     copy = open_store(restored.settings.id, home)  # by id: names need not be unique
     record_copy(source.core, copy.core, actor=actor)
     return copy
+
+
+def _screen(name: str, description: str | None, meta: dict[str, str]) -> None:
+    """A new store's name, description and metadata go into its ledger: screened by the guard of
+    new stores first (docs/guard.md#text-in-the-audit-ledger)."""
+    from gitmem.engine import ledger_text
+    from gitmem.engine.guard_policy import policy_of
+
+    fields = {"name": name, "description": description or "", "metadata": meta}
+    ledger_text.screen_settings([policy_of(config.DEFAULT_GUARD)], fields)
 
 
 def _configure(git_dir: Path, repo: Repository, settings: StoreSettings) -> None:
@@ -199,6 +211,7 @@ def restore_store(
     validate_display_name(name)
     if description is not None:
         config.validate_description(description)
+    _screen(name, description, {})
     bundle_path = Path(bundle)
     refs = restore.bundle_refs(bundle_path)
     files, saved = restore.read_private(Path(backup) if backup is not None else None)

@@ -43,6 +43,11 @@ def _proposal_to_review(w: World, cell: Cell) -> tuple[str, str, Caller]:
     return p.id, path, proposer
 
 
+def reason_of(cell: Cell) -> str:
+    """A redaction's or a decision's reason: a credential in it for ``case=secret-reason``."""
+    return f"it held {fake_token(8)}" if cell.case == "secret-reason" else "conformance"
+
+
 # ---------------------------------------------------------------------- library
 def library(w: World, cell: Cell) -> Got:
     c = w.caller(cell.caller)
@@ -66,7 +71,7 @@ def library(w: World, cell: Cell) -> Got:
             w.store.delete(path, actor=actor, caller=c)
             return outcome(w, path, None, owner=owner, gone=True)
         if cell.op == "redact":
-            w.store.redact(w.prep[cell.id]["version"], reason="conformance", actor=actor, caller=c)
+            w.store.redact(w.prep[cell.id]["version"], reason=reason_of(cell), actor=actor, caller=c)
             return Got("allowed")
         if cell.op == "restore":
             w.store.restore(w.prep[cell.id]["version"], actor=actor, caller=c)
@@ -86,7 +91,7 @@ def library(w: World, cell: Cell) -> Got:
             from gitmem.audit import review
 
             pid, path, _ = _proposal_to_review(w, cell)
-            review.accept(w.store.core, pid, reviewer="user:lib", caller=c)
+            review.accept(w.store.core, pid, reviewer="user:lib", reason=reason_of(cell), caller=c)
             return outcome(w, path, "to review", owner="-", want_actor="user:prop", want_session=_.session)
     except GuardRejectedError as exc:
         return Got("guard", detail=exc.message)
@@ -144,7 +149,7 @@ def cli(w: World, cell: Cell) -> Got:
         )
     if cell.op == "redact":
         vid = w.prep[cell.id]["version"]
-        r = gm("redact", NAME, vid, "--reason", "conformance")
+        r = gm("redact", NAME, vid, "--reason", reason_of(cell))
         if (failed := done(r)) is not None:
             return failed
         v = w.store.version(vid)

@@ -119,8 +119,10 @@ def anthropic_face(w: World, cell: Cell) -> Got:
             r = httpx.post(
                 f"{w.url}/v1/gitmem/stores/{NAME}/proposals/{p.id}/accept",
                 headers=w.headers(cell.caller),
-                json={},
+                json={"reason": f"it held {fake_token(8)}"} if cell.case == "secret-reason" else {},
             )
+            if r.status_code == 400 and "refused by the store's guard" in r.text:
+                return Got("guard", None, r.text)
             if r.status_code != 200:
                 return Got("refused", r.status_code, r.text)
             return outcome(

@@ -74,6 +74,7 @@ redact           library        scoped    refused    6                     # bul
 redact           library        review    refused    6                     # bullet 3: review mode
 redact           library        rw        refused    6                     # bullet 3: no redact right
 redact           library        redactor  allowed
+redact           library        local     guard      case=secret-reason    # the reason goes to the ledger: never redactable
 restore          library        review    proposed
 restore          library        scoped    refused    3                     # a version of another scope: not found
 revert-session   library        review    proposed
@@ -81,6 +82,7 @@ search           library        local     allowed
 list             library        local     allowed
 review-accept    library        local     allowed
 review-accept    library        review    refused    6
+review-accept    library        local     guard      case=secret-reason    # the reason is kept with the decision
 
 create           anthropic      rw        allowed
 create           anthropic      review    proposed
@@ -108,6 +110,7 @@ list             anthropic      ro        hidden     case=proposals        # onl
 list             anthropic      review    hidden     case=proposals        # another review token is no reviewer
 review-accept    anthropic      rw        allowed
 review-accept    anthropic      review    refused    403
+review-accept    anthropic      rw        guard      case=secret-reason    # over the review API: screened by the engine
 
 create           databricks     rw        allowed
 create           databricks     review    proposed                         # bullet 1
@@ -178,6 +181,7 @@ update           cli            local     allowed
 rename           cli            local     allowed
 delete           cli            local     allowed
 redact           cli            local     allowed
+redact           cli            local     guard      case=secret-reason
 review-accept    cli            local     allowed
 restore          cli            local     allowed
 revert-session   cli            local     allowed
