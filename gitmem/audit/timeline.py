@@ -139,6 +139,11 @@ def _flags(
             if not isinstance(item, dict):
                 continue
             detail = {"seq": e.seq, "ledger_commit": e.commit, **item}
+            if "path" not in item:  # the entry keeps a digest: the path is shown while unredacted
+                if item.get("version"):
+                    detail["path"] = _version_path(store, str(item["version"]))
+                elif isinstance(item.get("path_digest"), str):
+                    detail["path"] = _path_of_digest(store, entry_scope, item["path_digest"])
             subject = str(item.get("version") or item.get("commit") or "push")
             sess = entry_session if isinstance(entry_session, str) else None
             out.append(AuditEvent(at, "flag", e.actor, sess, entry_scope, subject, detail))
@@ -199,6 +204,28 @@ def _summary(store: StoreCore, e: ledger.LedgerEntry) -> dict[str, Any]:
             f": {', '.join(out['paths'][:5])}" if out["paths"] else ""
         )
     return out
+
+
+def _version_path(store: StoreCore, version_id: str) -> str | None:
+    """A version's path from the index, None when it is redacted (or unknown)."""
+    store.index.ensure_all()
+    row = store.index.db.execute(
+        "SELECT path FROM versions WHERE id=? AND redaction_id IS NULL LIMIT 1", (version_id,)
+    ).fetchone()
+    return str(row[0]) if row is not None else None
+
+
+def _path_of_digest(store: StoreCore, scope: object, digest: str) -> str | None:
+    """The unredacted path of ``scope`` (every scope: None) whose keyed digest is ``digest`` (a
+    pushed file's flag names no version). A clone has no key: None."""
+    if store.is_clone:
+        return None
+    store.index.ensure_all()
+    where, params = ("scope=? AND ", (scope,)) if isinstance(scope, str) else ("", ())
+    rows = store.index.db.execute(
+        f"SELECT DISTINCT path FROM versions WHERE {where}redaction_id IS NULL", params
+    ).fetchall()
+    return next((str(p) for (p,) in rows if ledger.digest(store, str(p)) == digest), None)
 
 
 def _decided_paths(store: StoreCore, data: dict[str, Any]) -> list[str]:

@@ -142,14 +142,22 @@ def record_flags(
 
     The versions are durable and published already, and their trailers say they are flagged: a
     ledger that cannot be appended to (``gitmem verify`` reports why) must not fail the write."""
+    if not any(c.flags for c in changes):
+        return
+    from gitmem.engine import ledger
+
+    # The path by keyed digest, never in clear: a path may be the secret, and the ledger cannot be
+    # rewritten (docs/redaction.md); the audit view shows it through the version while unredacted.
     flagged = [
-        {"version": r.id, "memory": r.memory_id, "path": r.path, "findings": finding_data(c.flags)}
+        {
+            "version": r.id,
+            "memory": r.memory_id,
+            "path_digest": ledger.digest(store, r.path),
+            "findings": finding_data(c.flags),
+        }
         for c, r in zip(changes, rows, strict=True)
         if c.flags
     ]
-    if not flagged:
-        return
-    from gitmem.engine import ledger
 
     data: dict[str, Any] = {"scope": scope, "session": session, "versions": flagged}
     with contextlib.suppress(GitmemError):

@@ -193,8 +193,9 @@ def record_push_flags(
                     path = "/" + d.raw_path.decode("utf-8", "surrogateescape")
                     blobs.append((str(commit.id), path, blob.data))
     files = push_flags(guard, blobs)
-    for f in files:
+    for f in files:  # keyed digests: a path may be the secret, and the ledger cannot be rewritten
         f["commit"] = ledger.digest(store, f["commit"])
+        f["path_digest"] = ledger.digest(store, f.pop("path"))
     if files:
         data = {"scope": scopes[0] if len(scopes) == 1 else None, "session": None, "files": files}
         ledger.append(store, "flag", data, actor=actor)

@@ -22,6 +22,7 @@ import gitmem
 from gitmem import sessions
 from gitmem.audit.timeline import audit
 from gitmem.cli.app import app
+from gitmem.engine import ledger
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.engine.transfer import import_jsonl
 from gitmem.errors import ConfigError, GuardRejectedError
@@ -225,7 +226,9 @@ def test_push_of_a_secret_is_refused_and_a_flagged_push_is_recorded(seeded: Stor
     assert git("push", "-q", "origin", "main", cwd=work).returncode == 0
     gitmem.open_store(seeded.path).close()  # the next gitmem process records the spooled push
     (event,) = audit(seeded.core, flagged=True)
-    assert event.detail["path"] == "/deploy.md"
+    assert event.detail["path"] == "/deploy.md"  # shown while unredacted, from the index
+    (entry,) = ledger.entries(seeded.core, kind="flag")
+    assert "/deploy.md" not in json.dumps(entry.data)  # the ledger keeps a keyed digest only
     assert event.detail["findings"] == [{"rule": "github-token", "kind": "secret", "line": 3}]
     head = git("rev-parse", "HEAD", cwd=work).stdout.strip()
     assert head not in json.dumps(event.detail)  # commit ids go in as keyed digests
