@@ -1,9 +1,6 @@
-"""The reviewer's side of review-gated writes (docs/review.md): :func:`diff` of a proposal against
-its scope (with a three-way diff for conflicts), :func:`accept` (all or some paths, authors kept,
-``Gitmem-Reviewed-By`` added, a ``proposal_accepted`` ledger entry) and :func:`reject` (a
-``proposal_rejected`` entry with the reason). Proposals themselves (routing, the chain on
-``refs/gitmem/proposals/<scope>/<id>``, reads, retention) are :mod:`gitmem.engine.proposals`.
-"""
+"""The reviewer's side of review-gated writes (docs/review.md): :func:`diff` (three-way for
+conflicts), :func:`accept` (some or all paths, authors kept, ``Gitmem-Reviewed-By``, a ledger entry),
+:func:`reject` and :func:`erase`. Proposals themselves are :mod:`gitmem.engine.proposals`."""
 
 from __future__ import annotations
 

@@ -2,15 +2,11 @@
 chain of ordinary gitmem versions on ``refs/gitmem/proposals/<scope>/<id>``, one proposal per
 session (or per actor without one), until a reviewer accepts or rejects it.
 
-Who is in review mode: the store's ``acl.review`` (scope globs to actor globs, e.g.
-``{"main": ["session:*"]}``), or a face that asks for it with :func:`reviewing` (a session mount
-``notes:review``, a token created with ``--review``, ``gitmem mcp --review``). Every write and
-batch asks :func:`route` once; a routed write runs through :func:`propose`: the same commit
-pipeline as a published write (gitmem.engine.pipeline), on the proposal's ref instead of the branch
-(:class:`ProposalSink`).
-
-A proposal's record (scope, owner, base, status, decisions) lives in
-``$GIT_DIR/gitmem/proposals/<id>.json``. Diffs and decisions are :mod:`gitmem.audit.review`.
+Who is in review mode: the store's ``acl.review`` (scope globs to actor globs), or a face that
+asks with :func:`reviewing` (a ``notes:review`` mount, a ``--review`` token, ``gitmem mcp
+--review``). Every write and batch asks :func:`route` once; a routed write runs through
+:func:`propose`: the commit pipeline of a published write, on the proposal's ref (:class:`ProposalSink`).
+A proposal's record lives in ``$GIT_DIR/gitmem/proposals/<id>.json``; decisions: :mod:`gitmem.audit.review`.
 """
 
 from __future__ import annotations
@@ -172,8 +168,14 @@ def open_proposal(store: StoreCore, scope: str, owner: str) -> Proposal | None:
 
 
 def _open_or_start(
-    store: StoreCore, scope: str, owner: str, actor: str, session: str | None, into: list[Proposal]
+    store: StoreCore,
+    scope: str,
+    owner: str,
+    actor: str,
+    session: str | None,
+    into: list[Proposal] | None = None,
 ) -> Proposal:
+    into = [] if into is None else into  # the open proposals read under the lock (for the limits)
     with file_lock(store.gitmem_dir / "proposals.lock"):
         into[:] = proposals(store, status="open")  # read once: the write's limits count them too
         found = next((p for p in into if p.scope == scope and p.owner == owner), None)

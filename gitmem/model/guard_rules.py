@@ -281,7 +281,7 @@ def _decodes_to_text(value: bytes) -> bool:
 # whose first 10 characters are a time between 2015 and 2100, which a random draw of 26 Crockford
 # characters hits about once in 400 (docs/guard.md#rules).
 _GITMEM_ID = re.compile(
-    rb"(?:mem|memver|memstore|redact|sesn|prop|compact|req|apikey)_([0-9A-HJKMNP-TV-Z]{26})\Z"
+    rb"(?:mem|memver|memstore|redact|sesn|prop|compact|req|apikey|drm)_([0-9A-HJKMNP-TV-Z]{26})\Z"
 )
 _CROCKFORD = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ULID_TIMES = (1_420_070_400_000, 4_102_444_800_000)  # 2015-01-01 .. 2100-01-01, in ms

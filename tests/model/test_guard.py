@@ -280,3 +280,22 @@ def test_the_guard_modules_are_pure() -> None:
             assert {n.split(".")[0] for n in names} <= allowed, (path.name, names)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 assert node.func.id not in {"print", "open"}, path.name
+
+
+def test_every_id_prefix_gitmem_mints_passes_the_guard() -> None:
+    """A dream's id (``drm_``) was missing: a dream of kind create_new describes its output store
+    as "dream drm_... of memstore_...", and the guard's screen of ledger text refused it."""
+    import re
+
+    from gitmem import ids
+
+    minted = set(
+        re.findall(
+            r'new_id\("([a-z]+)"\)',
+            "".join(p.read_text() for p in Path(ids.__file__).parent.rglob("*.py")),
+        )
+    )
+    assert {"drm", "memver", "memstore"} <= minted
+    for prefix in sorted(minted):
+        text = f"dream {ids.new_id(prefix)} of {ids.new_id('memstore')}"
+        assert scan(text, GuardPolicy()) == [], prefix

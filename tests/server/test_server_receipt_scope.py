@@ -88,7 +88,8 @@ def test_a_caller_that_reads_every_scope_gets_the_whole_entry_and_it_verifies(en
     assert r.status_code == 200, r.text
     text = r.json()["receipt"]
     entry = json.loads(_entry(r.json()))
-    assert sorted(entry["data"]["scopes"]) == ["main", "team"] and MAIN_PATH in _entry(r.json())
+    assert sorted(entry["data"]["scopes"]) == ["main", "team"] and env["main_v"] in _entry(r.json())
+    assert MAIN_PATH not in _entry(r.json())  # paths by keyed digest (docs/redaction.md)
     p = proof.parse(text)
     root = parse_body(note.parse(p.checkpoint).text)
     assert p.extra is not None
