@@ -95,7 +95,7 @@ def _race(store: Store, tmp_path: Path, proposed: str) -> None:
         )
         for script, pid in ((ACCEPT, pa.id), (ERASE, pb.id))
     ]
-    deadline = patience(60)
+    deadline = patience(30)  # a deadlock never ends; a slow run ends in seconds
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.05)
     hung = [p for p in procs if p.poll() is None]
