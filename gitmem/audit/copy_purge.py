@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gitmem.audit.purge_proof import prove_purged
-from gitmem.engine.denylist import leaked, read_denylist, read_scoped, readmitted
+from gitmem.engine.denylist import excused, read_denylist, read_scoped, readmitted
 from gitmem.errors import IntegrityError
 from gitmem.git.purge import existing_objects, purge
 from gitmem.git.repo import Repo, open_repository
@@ -25,13 +25,14 @@ def purge_and_prove(git_dir: Path) -> str:
     try:
         repo = Repo(open_repository(git_dir), git_dir)
         present = denied & existing_objects(repo)
-        # a redacted blob written again in a scope its redaction did not rewrite stays
+        # a redacted blob written again in a scope its redaction did not rewrite stays (that
+        # scope's content is never purged)
         scoped = read_scoped(git_dir)
         kept = readmitted(git_dir, scoped, present)
         if present - kept:
             purge(repo, sorted(present - kept))
-        # one a scope it was redacted from reaches again is no excused copy: the proof fails
-        proof = prove_purged(git_dir, object_ids=denied - (kept - leaked(git_dir, scoped, kept)))
+        # but one a scope it was redacted from reaches again is no excused copy: the proof fails
+        proof = prove_purged(git_dir, object_ids=denied - excused(git_dir, scoped, kept))
     except IntegrityError as exc:
         return exc.message
     return "" if proof.ok else proof.reason()

@@ -25,7 +25,7 @@ from gitmem.audit import transparency
 from gitmem.engine import ledger
 from gitmem.engine.core import StoreCore
 from gitmem.engine.denylist import MARK as _MARK
-from gitmem.engine.denylist import leaked, read_scoped, readmitted
+from gitmem.engine.denylist import excused, read_scoped
 from gitmem.errors import GitmemError, IntegrityError
 from gitmem.model.versions import parse_trailers, trailer_problems
 
@@ -195,7 +195,7 @@ def check_purged(store: StoreCore) -> list[str]:
     readable = set(denied) - missing_objects(store, denied)
     if readable:  # a redacted blob written again in a scope its redaction did not rewrite is no leftover
         # (unless a scope it was redacted from reaches it again)
-        readable -= readmitted(store.path, scoped, readable) - leaked(store.path, scoped, readable)
+        readable -= excused(store.path, scoped, readable)
     if readable:
         problems.append(f"{len(readable)} deny-listed (redacted or retired) objects are still in the store")
     return problems

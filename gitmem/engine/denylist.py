@@ -102,7 +102,8 @@ def readmitted(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterab
     """Of the deny-listed ids ``present`` in the repository at ``git_dir``, the scoped ones that a
     branch of a scope outside their redaction reaches: content written there again, which the
     redaction does not cover (no purge removes it). Whether a scope it covers reaches it too (then
-    the redaction's proof fails all the same) is :func:`leaked`'s."""
+    the redaction's proof fails all the same) is :func:`leaked`'s; a proof subtracts
+    :func:`excused`, never this alone."""
     return _reached_by(git_dir, scoped, present, inside=False)
 
 
@@ -111,6 +112,18 @@ def leaked(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[s
     redaction rewrote reaches again: redacted bytes back where they were redacted from (a plain
     ``git update-ref``, a hook bypassed), which no other scope's copy excuses."""
     return _reached_by(git_dir, scoped, present, inside=True)
+
+
+def excused(git_dir: Path, scoped: dict[str, frozenset[str]], present: Iterable[str]) -> set[str]:
+    """Of the deny-listed ids ``present`` in the repository at ``git_dir`` (the store, a copy or a
+    replica of it; ``scoped``: :func:`read_scoped` of the store whose deny-list it is), those that
+    repository may legitimately hold: a branch (or proposal) of a scope outside their redaction
+    reaches them (:func:`readmitted`: that scope's content) and, checked for each redaction's
+    scopes, none of those scopes' branches there does (:func:`leaked`). What every purge proof
+    subtracts from the deny-list (``gitmem verify``, a copy's purge, a replica's proof), so they
+    cannot disagree on what another scope's copy excuses (docs/redaction.md#by-scope)."""
+    held = readmitted(git_dir, scoped, present)
+    return held - leaked(git_dir, scoped, held)
 
 
 def _reached_by(

@@ -322,17 +322,20 @@ def push_replicas(git_dir: Path, names: list[str] | None = None) -> list[Replica
 def prove_replica(git_dir: Path, url: str) -> str:
     """After a purge push: a replica on this machine (a path) holds none of the primary's
     deny-listed ids (:func:`gitmem.audit.purge_proof.prove_purged`); the reason when it does
-    ("" when proved, or when the replica is remote and its own hook's report is all there is)."""
+    ("" when proved, or when the replica is remote and its own hook's report is all there is).
+    A redacted blob that a branch of another scope holds there is excused only while no branch of
+    a scope its redaction rewrote reaches it on the replica (:func:`gitmem.engine.denylist.excused`,
+    the same test ``gitmem verify`` and a copy's purge make)."""
     from gitmem.audit.purge_proof import prove_purged
-    from gitmem.engine.denylist import read_denylist, read_scoped, readmitted
+    from gitmem.engine.denylist import excused, read_denylist, read_scoped
     from gitmem.errors import IntegrityError
 
     path = Path(url[len("file://") :] if url.startswith("file://") else url)
     if "://" in url[:12] and not url.startswith("file://") or not path.is_absolute() or not path.is_dir():
         return ""
     try:
-        denied = read_denylist(git_dir)  # less a redacted blob a scope it did not rewrite holds again
-        proof = prove_purged(path, object_ids=denied - readmitted(path, read_scoped(git_dir), set(denied)))
+        denied = read_denylist(git_dir)  # less a redacted blob only scopes it did not rewrite reach
+        proof = prove_purged(path, object_ids=denied - excused(path, read_scoped(git_dir), denied))
     except IntegrityError as exc:
         return f"the purge of the replica is not proved: {exc.message}"
     return "" if proof.ok else f"the purge of the replica is not proved: {proof.reason()}"
