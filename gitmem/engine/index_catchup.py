@@ -160,9 +160,9 @@ class CatchUp(Records):
                 raise ConflictError(
                     f"the index of {self.store.path} is busy (another process is writing it); try again"
                 ) from None
-            # A corrupt index file: start again from git.
-            self.close()
-            self._remove_files()
+            # A corrupt index file: start again from git (removed only if no other opener has
+            # derived a new one meanwhile).
+            self._remove_own()
             self._known_tips.clear()
             self._catch_up(scope, tip)
         if self.marks_due:  # a new index (deleted, corrupt or of an older format): who redacted what

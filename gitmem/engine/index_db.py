@@ -34,6 +34,23 @@ INDEX_FILE = "index.sqlite"
 MARKS_DUE = "marks"  # meta key of a new index that has not had the ledger's redaction marks yet
 PURGE_PENDING = "index-purge-pending"
 BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
+# Held while an index file is judged stale (corrupt, or of another format) and removed: only the
+# file that was judged goes, never one another opener derived meanwhile (see IndexDb._remove_stale).
+REMOVE_LOCK = INDEX_FILE + ".lock"
+
+
+_OPEN_ATTEMPTS = 4  # a stale file removed, then a file replaced under the opener at most twice
+
+
+class _Conn(sqlite3.Connection):
+    """A connection to the index file, with the identity (device, inode) of the file it opened."""
+
+    identity: tuple[int, int] | None = None
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
+
 
 # ``versions``: each b-tree is a page a write dirties, writes to the WAL and flushes next
 # (docs/performance.md, "Issue 33, third pass"). ``seq`` is the rowid, without AUTOINCREMENT (no
@@ -179,9 +196,16 @@ class IndexDb:
     def _connect(self) -> sqlite3.Connection:
         if not self._location_writable():
             return self._memory_db()
-        for attempt in range(2):
+        for attempt in range(_OPEN_ATTEMPTS):
+            # The file this attempt judges, held open: if it is stale, only it is removed (an
+            # inode held open is not reused, so its identity names it and no other file).
+            held = self._hold()
             db = sqlite3.connect(
-                str(self.path), timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+                str(self.path),
+                timeout=BUSY_TIMEOUT,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=_Conn,
             )
             try:
                 db.execute("PRAGMA journal_mode=WAL")
@@ -199,20 +223,88 @@ class IndexDb:
                     raise sqlite3.DatabaseError("index schema changed")
                 if db.execute(f"SELECT 1 FROM meta WHERE key='{MARKS_DUE}'").fetchone() is not None:
                     self.marks_due = True
+                if held is None or self._path_identity() != _identity(os.fstat(held)):
+                    db.close()  # the file was replaced while this attempt opened it: open the new one
+                    continue
+                db.identity = _identity(os.fstat(held))
                 self._db = db
                 if self._purge_marker().exists():  # a purge blocked by a reader: finish it now
                     self.purge_search(wait=0.5)
                 return db
             except sqlite3.DatabaseError as exc:
                 db.close()
-                if attempt:
+                if attempt == _OPEN_ATTEMPTS - 1:
                     raise
                 if busy(exc):
                     raise ConflictError(
                         f"the index of {self.store.path} is busy (another process is writing it); try again"
                     ) from None
+                self._remove_stale(held)
+            finally:
+                if held is not None:
+                    os.close(held)
+        raise ConflictError(
+            f"the index of {self.store.path} kept being replaced while it was opened; try again"
+        )
+
+    def _hold(self) -> int | None:
+        """A descriptor of the index file there now, created (empty: SQLite takes an empty file
+        for a new database, with the mode it gives one) when there is none; None if it cannot be."""
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError:
+            return None
+
+    def _path_identity(self) -> tuple[int, int] | None:
+        try:
+            return _identity(os.stat(self.path))
+        except OSError:
+            return None
+
+    def _remove_stale(self, held: int | None) -> None:
+        """Remove the index file judged stale, ``held`` open, if it is still the one at the path.
+
+        Two openers of one stale file both judge it; the first removes it and derives a new one,
+        which the second must not remove in turn (its records would go to an unlinked file and be
+        lost for every later reader). So the judging and removing go under ``REMOVE_LOCK``, and a
+        file that is no longer the one judged is left: the next attempt opens it. A file that
+        appeared unheld (created since) is left too."""
+        if held is None or self.in_memory:
+            return
+        from gitmem.git.locks import file_lock
+
+        with file_lock(self.path.with_name(REMOVE_LOCK)):
+            if self._path_identity() == _identity(os.fstat(held)):
                 self._remove_files()
-        raise AssertionError("unreachable")
+
+    def _remove_own(self) -> None:
+        """Remove the index file this thread's connection has open, if it is still the one at the
+        path (a corrupt index found by a query; :meth:`_remove_stale`). Closes the handle."""
+        held = self._hold()
+        try:
+            conn = self._db
+            ours = getattr(conn, "identity", None)
+            self.close()
+            if held is not None and ours is not None and _identity(os.fstat(held)) != ours:
+                return  # another opener replaced it already
+            self._remove_stale(held)
+        finally:
+            if held is not None:
+                os.close(held)
+
+    def writable_db(self) -> sqlite3.Connection:
+        """This thread's connection for a write transaction: a connection to a file another
+        process has since removed (a rebuild, a stale or corrupt index it derived again) is
+        replaced first, so no write goes to an unlinked file and is lost with it."""
+        db = self.db
+        identity = getattr(db, "identity", None)
+        if identity is None or db.in_transaction or self._path_identity() == identity:
+            return db
+        self._heads.clear()
+        self._known_tips.clear()  # the new file is caught up from git where it lags
+        db.close()
+        self._local.db = None
+        return self.db
 
     def _location_writable(self) -> bool:
         """Whether this process may keep the index file (a reader without write access to the
@@ -275,7 +367,7 @@ class IndexDb:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        db = self.db
+        db = self.writable_db()
         with self._shared_lock if db is self._shared else contextlib.nullcontext():
             FORK_GATE.enter()
             try:

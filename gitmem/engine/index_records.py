@@ -283,7 +283,7 @@ class StagedRecord:
 
     def begin(self) -> None:
         index = self.index
-        db = index.db
+        db = index.writable_db()
         lock: contextlib.AbstractContextManager[object] = (
             index._shared_lock if db is index._shared else contextlib.nullcontext()
         )
