@@ -12,10 +12,12 @@ steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
 5. purge (:func:`gitmem.git.rewrite.purge`): reflogs expired, the loose copies of the retired objects
    deleted, each pack holding one copied without them, then plain git must not list any of them
    (``git cat-file --batch-all-objects``);
-6. the journal is removed.
+6. a redaction's scrub of the records kept beside history (proposals', dreams':
+   :func:`gitmem.audit.record_scrub.scrub_redaction`, idempotent), from what the journal carries;
+7. the journal is removed.
 
 A process killed anywhere leaves the store before (journal, branch not moved: rolled back) or after
-(branch moved: steps 4-6 are completed) the rewrite, by :func:`recover`, which ``verify`` and
+(branch moved: steps 4-7 are completed) the rewrite, by :func:`recover`, which ``verify`` and
 ``open_store`` run. Unreachable objects are deleted by id, never by ``git prune --expire=now``:
 that would also delete the fresh objects of a concurrent writer whose branch update is in flight.
 """
@@ -39,6 +41,7 @@ import pygit2
 
 from gitmem import config, events
 from gitmem.audit import purge_order
+from gitmem.audit.record_scrub import scrub_journaled
 from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore
 from gitmem.engine.opening import open_core
@@ -78,6 +81,10 @@ class Rewrite:
     baseline: list[str] = field(default_factory=list)
     # Paths changed too (a pattern redaction matched a path): the index re-derives the scopes.
     rederive: bool = False
+    # Step 6 (the records' scrub) needs a pattern redaction's regex: the erased text itself (the
+    # journal is 0600, removed at the end). ``scrub`` is False in an older gitmem's journal.
+    pattern: str | None = None
+    scrub: bool = False
 
     def scope_tips(self) -> dict[str, list[str]]:
         return dict(self.tips) if self.tips else {self.scope: [self.old_tip, self.new_tip]}
@@ -120,6 +127,7 @@ def _journal_path(store: StoreCore) -> Path:
 
 
 def _write_journal(store: StoreCore, rw: Rewrite) -> None:
+    """The plan, 0600 and durably (a redaction's holds its pattern: the erased text)."""
     write_atomic(_journal_path(store), json.dumps(vars(rw)).encode())
 
 
@@ -336,7 +344,7 @@ def _clear_stale_lock(store: StoreCore, scope: str) -> None:
 
 
 def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
-    """Steps 4-6; every one may run twice (recovery after a crash)."""
+    """Steps 4-7; every one may run twice (recovery after a crash)."""
     # A redaction's blobs are refused in the scopes it rewrote (docs/redaction.md): a scope that
     # never held them refuses them no more than any other content, so its writers learn nothing.
     # Writes of them elsewhere are ordered against this purge (gitmem.audit.purge_order).
@@ -373,6 +381,10 @@ def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
         purge(store, [o for o in rw.retired if o not in keep])
         private_files(store)
         fault("purged")
+    if rw.op == "redaction":  # step 6 (lock order: store, purge, proposals.lock), then the journal goes
+        known = rw.scrub or "target" in rw.ledger  # an older gitmem's journal of a version id's: as good
+        scrub_journaled(store, rw.id, moves, rw.versions, rw.pattern, pattern_known=known)
+        fault("scrubbed")
     _journal_path(store).unlink(missing_ok=True)
     if kept_refs:
         raise IntegrityError(

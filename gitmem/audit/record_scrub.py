@@ -12,11 +12,14 @@ scrubbed, keeping who did what and when.
   instructions, errors); the reasoning of a change whose version was redacted by id, or erased,
   becomes that mark (it may quote what no pattern names).
 
-Every step is idempotent, and rewrites a record only when something in it changes.
+Every step is idempotent, and rewrites a record only when something in it changes. A redaction
+runs it as a step of its rewrite's finish (gitmem.audit.journal, step 6), so the recovery of a
+redaction killed past its branch swap scrubs the records too, from what its journal carries.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -26,6 +29,8 @@ from gitmem.engine import dream_records
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
 from gitmem.git.locks import file_lock
+
+_log = logging.getLogger("gitmem.redact")
 
 
 def scrub_redaction(
@@ -44,6 +49,31 @@ def scrub_redaction(
     return n + dream_records.rewrite_records(
         store.path, store.settings.id, lambda d: scrub_dream(d, redacted, regex, mark, redaction_id)
     )
+
+
+def scrub_journaled(
+    store: StoreCore,
+    redaction_id: str,
+    scopes: Iterable[str],
+    versions: Iterable[str],
+    pattern: str | None,
+    *,
+    pattern_known: bool = True,
+) -> int:
+    """:func:`scrub_redaction` from a rewrite's journal (``pattern``: a pattern redaction's regex).
+
+    ``pattern_known`` off: the journal of a pattern redaction that an older gitmem wrote, which did
+    not carry its pattern. Its records are scrubbed by version only (a dream's change naming one of
+    its versions loses its path and reasoning); its matches elsewhere in dream and proposal records
+    are left, and a warning says so (docs/redaction.md, "What erasure reaches")."""
+    if not pattern_known:
+        _log.warning(
+            "redaction %s was recovered from a journal without its pattern (an older gitmem's): "
+            "dream and proposal records were scrubbed of its versions only, not of its matches",
+            redaction_id,
+        )
+    regex = re.compile(pattern) if pattern is not None else None
+    return scrub_redaction(store, redaction_id, scopes, versions, regex)
 
 
 def scrub_erasure(store: StoreCore, erasure_id: str, versions: Iterable[str]) -> int:

@@ -17,7 +17,6 @@ import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite_scopes
 from gitmem.audit.proposal_chains import chain_blobs, chain_paths, rewrite_chains
-from gitmem.audit.record_scrub import scrub_redaction
 from gitmem.audit.redaction_plan import (
     Redaction,
     active_paths,
@@ -158,6 +157,8 @@ def _redact(
             versions=sorted({r.id for r in rows}),
             tips=moves,
             rederive=paths,
+            pattern=pattern,  # the records' scrub (step 6) in a recovery too
+            scrub=True,
             ledger={
                 "id": rid,
                 "scope": primary,
@@ -178,9 +179,9 @@ def _redact(
         # Remembered before the rewrite: from the moment history no longer holds the content, no
         # write path can store a new match (a crash after this leaves only a stricter store).
         denylist.remember_pattern(store.path, rid, pattern)
+    # The records kept beside history (proposals' decisions, dreams' changes) quote it too: the
+    # rewrite's finish scrubs them (gitmem.audit.journal, step 6), in a recovery as well.
     rw = run_rewrite_scopes(store, scopes, build)
-    # The records kept beside history (proposals' decisions, dreams' changes) quote it too.
-    scrub_redaction(store, rid, rw.scope_tips(), rw.versions, regex)
     return Redaction(
         id=rid,
         scope=rw.scope,

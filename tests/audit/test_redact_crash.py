@@ -18,7 +18,7 @@ from tests.helpers import git
 
 SECRET = "crash-secret-42"
 BEFORE = ["objects", "journal"]
-AFTER = ["ref", "denylist", "ledger", "index", "purged"]
+AFTER = ["ref", "denylist", "ledger", "index", "purged", "scrubbed"]
 
 SCRIPT = """
 import sys, gitmem
