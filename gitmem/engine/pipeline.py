@@ -43,7 +43,7 @@ from gitmem.engine.writer import (
     store_bytes_lock,
 )
 from gitmem.errors import ConflictError
-from gitmem.git.fastimport import Pending, write_commits
+from gitmem.git.fastimport import NotWritten, Pending, write_commits
 from gitmem.git.locks import purge_lock
 from gitmem.ids import new_id
 from gitmem.model.versions import format_message
@@ -162,7 +162,11 @@ def commit(
                 return done
             now = int(time.time())
             planned = [(items[n], c) for n, c in done.changes]
-            head, rows, written = write_chain(store, scope, tip, planned, now, reviewed_by, purging)
+            try:
+                head, rows, written = write_chain(store, scope, tip, planned, now, reviewed_by, purging)
+            except NotWritten:  # fast-import: a lost race before any object (plan again, it sees why)
+                backoff(attempt)
+                continue
             contents = {r.blob: c.data for r, (_i, c) in zip(rows, planned, strict=True) if r.blob and c.data}
             # checked where a purge's barrier orders it (the one deny-list check after the objects)
             check = functools.partial(publishable, store, rows, purging)
@@ -263,9 +267,11 @@ def write_chain(
 ) -> tuple[pygit2.Oid, list[VersionRow], list[pygit2.Oid]]:
     """Write the commits of ``planned`` on top of ``tip`` (the ref is not moved): their head, their
     index rows and the objects written (for the flush); a staged pack only when
-    :func:`publishable` (``purging``: the purge lock is held shared)."""
+    :func:`publishable` (``purging``: the purge lock is held shared). A chain fast-import writes
+    raises :class:`NotWritten` instead, with nothing written, when its content is not publishable
+    or ``tip`` is gone (a history rewrite purged it): a lost race."""
     if len(planned) >= FAST_IMPORT_MIN:
-        head, imported = _write_fast_import(store, scope, tip, planned, now, reviewed_by)
+        head, imported = _write_fast_import(store, scope, tip, planned, now, reviewed_by, purging)
         return (
             head,
             imported,
@@ -299,6 +305,7 @@ def _write_fast_import(
     planned: Sequence[tuple[Item | None, Change]],
     now: int,
     reviewed_by: str | None = None,
+    purging: bool = False,
 ) -> tuple[pygit2.Oid, list[VersionRow]]:
     version_ids = [(item.version_id if item else None) or new_id("memver") for item, _c in planned]
     pending = []
@@ -313,10 +320,20 @@ def _write_fast_import(
             change.previous_path, change.reverts, flag=flag_trailer(change.flags), reviewed_by=reviewed_by,
         )  # fmt: skip
         pending.append(Pending(message, item.actor, now, files))
-    commits = write_commits(store, pending, tip)
+    blobs = [pygit2.hash(change.data) if change.data is not None else None for _i, change in planned]
+    # as a staged pack: checked just before the pack is written (gitmem.engine.pipeline.publishable)
+    check = functools.partial(_blobs_publishable, store, scope, {str(b) for b in blobs if b}, purging)
+    commits = write_commits(store, pending, tip, check)
     out = []
-    for (item, change), vid, c in zip(planned, version_ids, commits, strict=True):
+    for (item, change), vid, c, blob in zip(planned, version_ids, commits, blobs, strict=True):
         assert item is not None
-        blob = pygit2.hash(change.data) if change.data is not None else None
         out.append(make_row(scope, change, vid, item.actor, item.session, now, blob, c))
     return commits[-1], out
+
+
+def _blobs_publishable(store: StoreCore, scope: str, blobs: set[str], purging: bool) -> bool:
+    """:func:`publishable` for the blob ids of a chain of ``scope`` not written yet."""
+    denied = store.denied_ids()
+    if not denied:
+        return True
+    return not (blobs & (store.denied_in(scope) if purging else denied))

@@ -5,6 +5,11 @@ those files is most of the cost. ``git fast-import`` writes the same commits int
 commits are byte-identical to what pygit2 would write (same trees, idents, times and messages); the
 branch is not touched here: fast-import updates a private temporary ref, which is deleted, and the
 caller publishes the chain with its own compare-and-swap.
+
+The parent is looked for first: a history rewrite (a redaction) may have moved the branch off the
+tip the caller planned on and purged it, and fast-import then dies on it ("Not a valid commit").
+That is a lost race (:class:`NotWritten`), as the compare-and-swap of a chain written in-process
+from that tip would be: the caller plans again on the new tip.
 """
 
 from __future__ import annotations
@@ -13,16 +18,21 @@ import contextlib
 import os
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pygit2
 
-from gitmem.errors import GitmemError
+from gitmem.errors import ConflictError, GitmemError
 from gitmem.git.repo import COMMITTER, Repo
 from gitmem.ids import new_ulid
 
 TMP_REF_PREFIX = "refs/gitmem-tmp/"
+
+
+class NotWritten(ConflictError):
+    """Nothing was written: the chain's parent is no longer in the store (a history rewrite moved
+    the branch off it and purged it), or the caller's ``check`` said no. A lost race: plan again."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +71,25 @@ def _stream(commits: Sequence[Pending], ref: str, parent: pygit2.Oid | None) -> 
     return bytes(out)
 
 
-def write_commits(store: Repo, commits: Sequence[Pending], parent: pygit2.Oid | None) -> list[pygit2.Oid]:
-    """Write ``commits`` as a chain on ``parent``; returns their ids in order. No branch moves."""
-    ref = TMP_REF_PREFIX + new_ulid()
+def write_commits(
+    store: Repo,
+    commits: Sequence[Pending],
+    parent: pygit2.Oid | None,
+    check: Callable[[], bool] | None = None,
+) -> list[pygit2.Oid]:
+    """Write ``commits`` as a chain on ``parent``; returns their ids in order. No branch moves.
+    :class:`NotWritten` (nothing written) when ``check`` says no just before the pack is written,
+    or when ``parent`` is not in the store, before fast-import runs or found gone when it fails."""
+    if check is not None and not check():
+        raise NotWritten("the chain's content was deny-listed since it was planned: not written")
     git_dir = os.path.abspath(store.repo.path)
+    if parent is not None and not _present(git_dir, parent):
+        raise NotWritten(f"the chain's parent {parent} is gone (a history rewrite purged it)")
+    ref = TMP_REF_PREFIX + new_ulid()
     with tempfile.NamedTemporaryFile(prefix="gitmem-marks-", delete=False) as marks:
         marks_path = marks.name
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [
                 "git",
                 f"--git-dir={git_dir}",
@@ -78,14 +99,19 @@ def write_commits(store: Repo, commits: Sequence[Pending], parent: pygit2.Oid | 
                 "--date-format=raw",
                 f"--export-marks={marks_path}",
             ],
-            input=_stream(commits, ref, parent),
-            capture_output=True,
-            check=False,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
+        _out, err = proc.communicate(_stream(commits, ref, parent))
         if proc.returncode != 0:
-            raise GitmemError(
-                "git fast-import failed: " + proc.stderr.decode("utf-8", "replace").strip()[:500]
-            )
+            if parent is not None and not _present(git_dir, parent):
+                # purged between the look above and fast-import's: the same lost race; the crash
+                # report it dumped (it dies on its first commit's "from", before any object) goes
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(git_dir, f"fast_import_crash_{proc.pid}"))
+                raise NotWritten(f"the chain's parent {parent} is gone (a history rewrite purged it)")
+            raise GitmemError("git fast-import failed: " + err.decode("utf-8", "replace").strip()[:500])
         marks_map: dict[int, str] = {}
         with open(marks_path, encoding="ascii") as fh:
             for line in fh:
@@ -96,3 +122,15 @@ def write_commits(store: Repo, commits: Sequence[Pending], parent: pygit2.Oid | 
         with contextlib.suppress(KeyError, pygit2.GitError):
             store.repo.references.delete(ref)
     return [pygit2.Oid(hex=marks_map[n]) for n in range(1, len(commits) + 1)]
+
+
+def _present(git_dir: str, commit: pygit2.Oid) -> bool:
+    """Whether ``commit`` and its tree (what fast-import loads for a "from") are in the store, looked
+    up through a repository opened for it: one open before the purge may answer from its object
+    database's view of the packs then (a purge replaces packs)."""
+    fresh = pygit2.Repository(git_dir)
+    try:
+        obj = fresh.get(commit)
+        return isinstance(obj, pygit2.Commit) and obj.tree_id in fresh
+    finally:
+        fresh.free()
