@@ -29,6 +29,7 @@ from gitmem.facade.hooks_ops import (
 )
 from gitmem.facade.house_ops import (
     dream_records_lock,
+    dream_seen_by,
     file_lock,
     read_dream_record,
     start_witness_worker,
@@ -233,6 +234,7 @@ __all__ = [
     "fence_epoch",
     "fetch_clone",
     "dream_records_lock",
+    "dream_seen_by",
     "file_lock",
     "handle_path",
     "init_replica",

@@ -51,10 +51,17 @@ def _jobs(home: Path) -> Any:
     return DreamJobs(home)
 
 
-def _show(d: Any) -> None:
+def _json(d: Any) -> Any:
+    """The record on the wire, as the local full-trust caller sees it (the library's rule, with no
+    caller: everything; docs/dreams.md, "Who sees a dream's changes")."""
+    from gitmem.server import dream_runs
     from gitmem.server.dreams_api import dream_json
 
-    out = dream_json(d)
+    return dream_json(dream_runs.seen(d, None))
+
+
+def _show(d: Any) -> None:
+    out = _json(d)
     ext = out["gitmem"]
     typer.echo(f"{d.id}: {d.status} ({d.behavior}, store {d.store}, scope {d.scope}, model {d.model})")
     if d.error:
@@ -65,10 +72,10 @@ def _show(d: Any) -> None:
         typer.echo(f"  proposal: {ext['proposal_id']} (gitmem review show {d.store} {ext['proposal_id']})")
     u = d.usage
     typer.echo(f"  usage: {u['input_tokens']} input, {u['output_tokens']} output tokens, {d.turns} turns")
-    for c in d.changes:
+    for c in ext["changes"]:
         where = "landed" if c["landed"] else "proposed"
         typer.echo(f"  {where} {c['operation']} {c['path']}: {c['reasoning']}")
-    for r in d.refused:
+    for r in ext["refused"]:
         typer.echo(f"  refused {r['command']} {r['path']}: {r['message']}")
 
 
@@ -140,9 +147,7 @@ def run(
             _show(d)
 
     if common.want_json(json):
-        from gitmem.server.dreams_api import dream_json
-
-        out = common.run(True, lambda: (lambda d: dream_json(d) if d is not None else None)(call()))
+        out = common.run(True, lambda: (lambda d: _json(d) if d is not None else None)(call()))
         failed = out is not None and out["status"] == "failed"
     else:
         d = common.run(False, call, render)
@@ -204,12 +209,11 @@ def list_(
 
     def call() -> Any:
         from gitmem.server import dream_runs
-        from gitmem.server.dreams_api import dream_json
 
         h = _home(home)
         handle = dream_runs.handle_of(store, h) if store is not None else None
         return [
-            dream_json(d)
+            _json(d)
             for d in _jobs(h).all()
             if (handle is None or d.store == handle) and (status is None or d.status == status)
         ]
@@ -242,9 +246,7 @@ def show(dream: IdArg, home: common.HomeOpt = None, json: common.JsonOpt = False
         return _jobs(_home(home)).get(dream)
 
     if common.want_json(json):
-        from gitmem.server.dreams_api import dream_json
-
-        common.run(True, lambda: dream_json(call()))
+        common.run(True, lambda: _json(call()))
     else:
         common.run(False, call, _show)
 
@@ -257,8 +259,6 @@ def cancel(dream: IdArg, home: common.HomeOpt = None, json: common.JsonOpt = Fal
         return _jobs(_home(home)).cancel(dream)
 
     if common.want_json(json):
-        from gitmem.server.dreams_api import dream_json
-
-        common.run(True, lambda: dream_json(call()))
+        common.run(True, lambda: _json(call()))
     else:
         common.run(False, call, _show)

@@ -5,13 +5,15 @@ face: may it read or write this store and scope (read-only tokens, scope confine
 and session the versions carry (a token's own, never one the request claims), whether its writes
 go to review (the caller's mode, or the store's ``acl.review``), and whether it holds the right an
 operation needs (``redact``, ``review``, ``erase``, ``compact``, ``settings``, ``manage``);
-who may read a proposal (its proposer and reviewers), what a dream's requester may have the
-dreamer publish, and who may have a redaction's receipt (the whole entry, or nothing).
+who may read a proposal (its proposer and reviewers) and so what a dream sent to review, what a
+dream's requester may have the dreamer publish, and who may have a redaction's receipt (the whole
+entry, or nothing).
 A caller of None is the local full-trust caller of before (the library's defaults).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +96,32 @@ def admit_proposal(store: StoreCore, caller: Caller | None, p: Proposal) -> Prop
     if not may_see_proposal(store, caller, p):
         raise NotFoundError(f"proposal {p.id} does not exist in store {store.name!r}")
     return p
+
+
+def may_see_dream_review(
+    store: StoreCore | None, caller: Caller | None, record: Mapping[str, Any], p: Proposal | None
+) -> bool:
+    """Whether ``caller`` may see what a dream sent to review and is not published (its changes
+    waiting in its proposal, rejected or erased there; its refused writes): exactly who may read
+    that proposal (:func:`may_see_proposal`), ``p``, kept in ``store``, the store the dream wrote.
+    Without the proposal's record (none was made yet, it was dropped after ``retention.min_days``,
+    or the store is not at hand) only a reviewer of that store, in the dream's scope
+    (docs/dreams.md, "Who sees a dream's changes")."""
+    if caller is None:
+        return True
+    if store is not None and p is not None:
+        return may_see_proposal(store, caller, p)
+    wrote = str(record.get("output_id") or record.get("store_id") or "")
+    return caller.may_read(wrote, record.get("scope")) and caller.reviews(wrote)
+
+
+def may_see_dream_output(caller: Caller | None, record: Mapping[str, Any]) -> bool:
+    """Whether ``caller`` may see what a dream published: a reader of the store it wrote (the
+    input for ``update_existing``, its copy for ``create_new``) in the dream's scope."""
+    if caller is None:
+        return True
+    wrote = str(record.get("output_id") or record.get("store_id") or "")
+    return caller.may_read(wrote, record.get("scope"))
 
 
 def dream_review(acl: dict[str, Any], scope: str, requester: str, review: bool) -> bool:

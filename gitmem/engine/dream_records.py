@@ -9,7 +9,9 @@ carries to the replicas.
 The faces (the dreamer, the Dreams API, the console, the cluster) keep what a record means
 (gitmem/server/dream_jobs.py); this library module owns the files, so that the audit layer can
 reach every copy of a record: a redaction, or the erasure of a proposal, scrubs what they quote
-(gitmem.audit.record_scrub), and the purge proof reads them (gitmem.audit.purge_proof).
+(gitmem.audit.record_scrub), and the purge proof reads them (gitmem.audit.purge_proof). What of a
+record a caller may see is decided here too, once for every face (:func:`seen_by`): a dream's
+changes that wait for review are its proposal's, and read only as the proposal is.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gitmem.git.locks import file_lock
 from gitmem.git.repoinit import write_atomic
+from gitmem.model.caller import Caller
+
+if TYPE_CHECKING:
+    from gitmem.engine.core import StoreCore
 
 DIR = "dreams"  # in the workspace: <home>/dreams/
 COPY_DIR = "gitmem/dreams"  # in a store's repository: $GIT_DIR/gitmem/dreams/
@@ -111,3 +117,57 @@ def rewrite_records(git_dir: Path, store_id: str, change: Callable[[Record], boo
                     write_record(path, data)
                     changed += 1
     return changed
+
+
+def seen_by(store: StoreCore | None, caller: Caller | None, data: Record) -> Record:
+    """The record ``data`` as ``caller`` may see it (docs/dreams.md, "Who sees a dream's changes"):
+    a copy without the changes and refused writes it may not see. ``store`` is the store the dream
+    wrote (the input for ``update_existing``, its copy for ``create_new``), where its proposal is;
+    None when it is not at hand. A change that was published is seen by a reader of that store
+    (:func:`gitmem.engine.access.may_see_dream_output`). A change in the dream's proposal is seen
+    by whoever may read the proposal (:func:`gitmem.engine.access.may_see_dream_review`: its
+    proposer and the store's reviewers) and, once a reviewer accepted every path it touched, by a
+    reader of the scope too: it is an ordinary version then. Rejected, erased, or of a proposal
+    whose record is gone, it stays the proposal's readers'. The refused writes of a dream whose
+    writes went to review are the proposal's readers' too. The local caller (None) sees it all."""
+    from gitmem.engine import access, proposals
+    from gitmem.errors import GitmemError
+
+    if caller is None:
+        return data
+    wrote = data.get("output_id") or data.get("store_id")
+    if store is not None and store.settings.id != wrote:
+        store = None  # not the store the dream wrote: its proposal is not there
+    p = None
+    pid = data.get("proposal_id")
+    if store is not None and isinstance(pid, str):
+        try:
+            p = proposals.get(store, pid)
+        except GitmemError:  # dropped after retention.min_days, or never saved
+            p = None
+    sees_review = access.may_see_dream_review(store, caller, data, p)
+    sees_output = access.may_see_dream_output(caller, data)
+    accepted = {path for d in p.decisions if d.action == "accepted" for path in d.paths} if p else set()
+
+    def sees(change: Any) -> bool:
+        if not isinstance(change, dict):
+            return False
+        if change.get("landed"):
+            return sees_output
+        if sees_review:
+            return True
+        touched = {change.get("path"), change.get("previous_path")} - {None}
+        return sees_output and bool(touched) and touched <= accepted  # a path scrubbed: not shown
+
+    changes = [c for c in data.get("changes") or [] if isinstance(c, dict)]
+    reviewed = (
+        bool(pid)
+        or any(not c.get("landed") for c in changes)
+        or (data.get("behavior") == "update_existing" and bool(data.get("review")))
+    )
+    refused = data.get("refused") or []
+    return {
+        **data,
+        "changes": [c for c in changes if sees(c)],
+        "refused": list(refused) if (sees_review if reviewed else sees_output) else [],
+    }

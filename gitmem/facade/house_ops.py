@@ -1,7 +1,8 @@
 """What the server's house-keeping faces need of the library: the review routing a dream reads
-(:class:`HouseOps`, mixed into :class:`gitmem.Store`), the background witness loop of
-``gitmem serve``, the tlog-witness's wire values, and the file lock and durable replace faces keep
-their own records with (module functions, exported from :mod:`gitmem.store`).
+(:class:`HouseOps`, mixed into :class:`gitmem.Store`), what of a dream record a caller may see,
+the background witness loop of ``gitmem serve``, the tlog-witness's wire values, and the file lock
+and durable replace faces keep their own records with (module functions, exported from
+:mod:`gitmem.store`).
 
 Each delegates to one verb of the engine or the audit layer; nothing here decides anything.
 """
@@ -112,6 +113,18 @@ def read_dream_record(path: str | Path) -> dict[str, Any]:
     from gitmem.engine import dream_records
 
     return dream_records.read_record(Path(path))
+
+
+def dream_seen_by(
+    record: dict[str, Any], caller: Caller | None, store: HouseOps | None = None
+) -> dict[str, Any]:
+    """The dream record as ``caller`` may see it: its changes waiting for review only to who may
+    read its proposal (gitmem.engine.dream_records.seen_by, the one rule of every face).
+    ``store``: the store the dream wrote (a :class:`gitmem.Store`), where its proposal is (None:
+    not at hand)."""
+    from gitmem.engine import dream_records
+
+    return dream_records.seen_by(store._core if store is not None else None, caller, record)
 
 
 def write_dream_record(path: str | Path, data: dict[str, Any]) -> None:

@@ -1,22 +1,42 @@
 """Asking for a dream: the checks every face shares (the Dreams API, ``gitmem dream``, memory
-pipelines), and the pipelines' "sessions since the last run" (docs/dreams.md).
+pipelines), the pipelines' "sessions since the last run", and what of a dream a caller may see
+(:func:`seen`, every face's way to a record: docs/dreams.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gitmem import config
-from gitmem.errors import InvalidInputError, NotFoundError
+from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
+from gitmem.model.caller import Caller
 from gitmem.model.paths import validate_scope
 from gitmem.model.versions import validate_session
 from gitmem.server.dream_jobs import ACTOR, Dream, DreamJobs, Pipeline
-from gitmem.store import dream_review, open_store, resolve_store
+from gitmem.store import dream_review, dream_seen_by, open_store, resolve_store
+
+if TYPE_CHECKING:
+    from gitmem.server.pool import StorePool
 
 MAX_INSTRUCTIONS = 4096
 MAX_SESSIONS = 100
 BEHAVIORS = ("create_new", "update_existing")
+
+
+def seen(d: Dream, caller: Caller | None, pool: StorePool | None = None) -> Dream:
+    """The dream as ``caller`` may see it (the library's ``dream_seen_by``: its changes waiting
+    for review only to who may read its proposal). The store it wrote is lent by ``pool``, where
+    its proposal is; one that cannot be opened is not at hand (then only its reviewers see them).
+    The local caller (None, the CLI) sees it all."""
+    if caller is None or pool is None:
+        return Dream.from_dict(dream_seen_by(d.to_dict(), caller))
+    try:
+        with pool.store(d.output or d.store) as s:
+            return Dream.from_dict(dream_seen_by(d.to_dict(), caller, s))
+    except GitmemError:  # gone (a deleted output store), or unreadable: nothing of its proposal
+        return Dream.from_dict(dream_seen_by(d.to_dict(), caller))
 
 
 def check_instructions(value: object) -> str | None:

@@ -13,9 +13,11 @@ and gitmem's memory pipelines of a store:
     POST /v1/gitmem/stores/{name}/dream_pipeline/run    (a dream over the sessions since the last run)
 
 Same tokens, errors and threading as the memory stores API (its ``endpoint`` plumbing). A dream is
-visible to a token that may read its input store. ``update_existing`` needs write access to the
-input store (403), ``create_new`` an admin token (it creates a store). Each dream is run by the
-server's :class:`gitmem.server.dreamer.DreamRunner`.
+visible to a token that may read its input store; its changes that wait for review only to a token
+that may read its proposal (its proposer, the store's reviewers: ``dream_runs.seen``, the library's
+rule). ``update_existing`` needs write access to the input store (403), ``create_new`` an admin
+token (it creates a store). Each dream is run by the server's
+:class:`gitmem.server.dreamer.DreamRunner`.
 """
 
 from __future__ import annotations
@@ -137,6 +139,11 @@ class DreamsApi:
             raise ForbiddenError(f"token {call.token.id} may not change dream {d.id}")
         return d
 
+    def _json(self, call: Call, d: Dream) -> Json:
+        """The dream as the caller may see it (its changes waiting for review: only to who may read
+        its proposal, decided by the library: dream_runs.seen), on the wire."""
+        return dream_json(dream_runs.seen(d, call.caller, self.api.pool))
+
     # ------------------------------------------------------------------ the Dreams API
     def create(self, call: Call) -> Json:
         data = wire.body(call.raw, CREATE_FIELDS, required=("inputs", "model"))
@@ -180,7 +187,7 @@ class DreamsApi:
             requested_by=call.token.actor,
         )
         self.runner.submit(d.id)
-        return dream_json(d)
+        return self._json(call, d)
 
     def list_dreams(self, call: Call) -> Json:
         q = call.query
@@ -214,20 +221,20 @@ class DreamsApi:
         chosen = found[:limit]
         more = len(found) > limit
         next_page = wire.encode_cursor([chosen[-1].created_ts, chosen[-1].id], what) if more else None
-        return wire.page([dream_json(d) for d in chosen], next_page)
+        return wire.page([self._json(call, d) for d in chosen], next_page)
 
     def retrieve(self, call: Call) -> Json:
-        return dream_json(self._dream(call))
+        return self._json(call, self._dream(call))
 
     def cancel(self, call: Call) -> Json:
         wire.body(call.raw, ())
         d = self._dream(call, write=True)
-        return dream_json(self.jobs.cancel(d.id))
+        return self._json(call, self.jobs.cancel(d.id))
 
     def archive(self, call: Call) -> Json:
         wire.body(call.raw, ())
         d = self._dream(call, write=True)
-        return dream_json(self.jobs.archive(d.id))
+        return self._json(call, self.jobs.archive(d.id))
 
     # ------------------------------------------------------------------ memory pipelines
     def _store(self, call: Call, *, write: bool = False) -> str:
@@ -301,7 +308,7 @@ class DreamsApi:
                 "message": "no session wrote anything since the last run",
             }
         self.runner.submit(d.id)
-        return {"type": "dream_pipeline_run", "dream": dream_json(d)}
+        return {"type": "dream_pipeline_run", "dream": self._json(call, d)}
 
 
 def _inputs(value: Any) -> tuple[str, list[str]]:

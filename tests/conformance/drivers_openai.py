@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import time
 from typing import Any
 
@@ -97,7 +98,8 @@ def responses(w: World, cell: Cell) -> Got:
 
 def dreams(w: World, cell: Cell) -> Got:
     """Starting a dream over the store (its changes land later as a proposal: tests/server's
-    dream tests drive the run), and listing the dreams a token may see."""
+    dream tests drive the run), listing the dreams a token may see, and (case=pending) what of a
+    reviewed dream's pending change a token is served: its proposal's readers only."""
     h = {} if cell.caller == "none" else {"authorization": f"Bearer {w.secrets[cell.caller]}"}
     h["anthropic-beta"] = "dreams-2026-04-21"
     sid = {"unknown-store": "memstore_01" + "0" * 24, "acl-write": w.extra.get("shut", "")}.get(
@@ -108,6 +110,13 @@ def dreams(w: World, cell: Cell) -> Got:
         if r.status_code != 200:
             return Got("refused", r.status_code, r.text)
         return Got("proposed" if r.json()["gitmem"]["review"] else "allowed", detail=r.text)
+    if cell.op == "list" and cell.case == "pending":
+        dream_id = pending_dream(w)
+        listed = httpx.get(f"{w.url}/v1/dreams", headers=h, timeout=30)
+        one = httpx.get(f"{w.url}/v1/dreams/{dream_id}", headers=h, timeout=30)
+        if listed.status_code != 200 or one.status_code != 200:
+            return Got("refused", listed.status_code, f"{listed.text[:300]} {one.text[:300]}")
+        return judge_pending(dream_id, listed.text, [listed.text, one.text])
     if cell.op == "list":
         _start_dream(w, {**h, "authorization": f"Bearer {w.secrets['rw']}"}, w.sid)  # one to list
         r = httpx.get(f"{w.url}/v1/dreams", headers=h, timeout=30)
@@ -118,7 +127,65 @@ def dreams(w: World, cell: Cell) -> Got:
     raise AssertionError(f"no dreams driver for {cell.op}")
 
 
-def _start_dream(w: World, h: dict[str, str], sid: str) -> httpx.Response:
+# case=pending: a reviewed dream whose one change waits in its proposal (the scripted model makes
+# it when the instructions carry the mark), read by callers that may or may not read the proposal.
+PENDING_MARK = "conformance-pending-dream"
+PENDING_PATH = "/l/dream-pending/m.md"
+PENDING_REASON = "zqpendingreason: only the proposal's readers see this"
+
+
+def pending_reply() -> dict[str, Any]:
+    """The scripted model's answer to such a dream's first turn: one memory tool call."""
+    args = {"command": "create", "path": "/memories" + PENDING_PATH, "file_text": "pending\n"}
+    call = {"id": "call_1", "type": "function", "function": {"name": "memory", "arguments": json.dumps(args)}}
+    return {
+        "id": "chatcmpl-pending",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": PENDING_REASON, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def pending_dream(w: World) -> str:
+    """The module's reviewed dream with a pending change, asked for once by the read-write token."""
+    if "pending_dream" not in w.extra:
+        h = {"authorization": f"Bearer {w.secrets['rw']}", "anthropic-beta": "dreams-2026-04-21"}
+        r = _start_dream(w, h, w.sid, review=True, instructions=PENDING_MARK)
+        assert r.status_code == 200, r.text
+        d = httpx.get(f"{w.url}/v1/dreams/{r.json()['id']}", headers=h, timeout=30).json()
+        ext = d["gitmem"]
+        assert d["status"] == "completed" and ext["proposal_id"], d
+        assert [(c["path"], c["reasoning"], c["landed"]) for c in ext["changes"]] == [
+            (PENDING_PATH, PENDING_REASON, False)
+        ], d
+        w.extra["pending_dream"] = d["id"]
+    return str(w.extra["pending_dream"])
+
+
+def judge_pending(dream_id: str, listed: str, records: list[str]) -> Got:
+    """``allowed``: every record shown says the pending change's path and reasoning; ``hidden``:
+    the dream is listed, and nothing served names either (docs/dreams.md, "Who sees a dream's
+    changes"); else ``leaked`` (or ``nothing`` when the dream itself is not listed)."""
+    if dream_id not in listed:
+        return Got("nothing", detail=f"{dream_id} not listed: {listed[:300]}")
+    if all(PENDING_PATH in t and PENDING_REASON in t for t in records):
+        return Got("allowed")
+    if not any(PENDING_PATH in t or PENDING_REASON in t for t in records):
+        return Got("hidden")
+    return Got("leaked", detail=" | ".join(t[:300] for t in records))
+
+
+def _start_dream(
+    w: World, h: dict[str, str], sid: str, *, review: bool = False, instructions: str | None = None
+) -> httpx.Response:
     """A dream over the store, waited for: one update_existing dream per store runs at a time."""
     body: dict[str, Any] = {
         "inputs": [
@@ -127,8 +194,10 @@ def _start_dream(w: World, h: dict[str, str], sid: str) -> httpx.Response:
         ],
         "model": "scripted",
         "output_behavior": {"type": "update_existing", "memory_store_id": sid},
-        "gitmem": {"review": False},
+        "gitmem": {"review": review},
     }
+    if instructions is not None:
+        body["instructions"] = instructions
     r = httpx.post(f"{w.url}/v1/dreams", headers=h, json=body, timeout=30)
     if r.status_code == 200:
         d = r.json()

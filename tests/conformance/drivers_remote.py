@@ -5,6 +5,7 @@ client), and git over file://, HTTP and ssh through gitolite (real ``git``)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ from typing import Any
 import anthropic
 import httpx2 as httpx
 from consolekit import csrf_of, sign_in
+from drivers_openai import judge_pending, pending_dream
 from kit import (
     DBX,
     NAME,
@@ -378,6 +380,12 @@ def console(w: World, cell: Cell) -> Got:
     with sign_in(w.url, w.secrets[cell.caller]) as c:
         if cell.op == "list" and cell.case == "proposals":
             return read_proposal(w, cell, c.get, base)
+        if cell.op == "list" and cell.case == "pending":  # a reviewed dream's pending change
+            dream_id = pending_dream(w)
+            listed, page = c.get(f"{base}/dreams"), c.get(f"{base}/dreams/{dream_id}")
+            if listed.status_code != 200 or page.status_code != 200:
+                return Got("refused", page.status_code, page.text[:300])
+            return judge_pending(dream_id, listed.text, [html.unescape(page.text)])
         if cell.op == "list":
             r = c.get(base)
             return Got("refused", r.status_code) if r.status_code != 200 else Got("allowed")

@@ -8,7 +8,8 @@ proposal, the scope unchanged), ``refused`` with ``code`` (HTTP status, exit cod
 push git reports as rejected), ``guard`` (refused by the store's guard), ``flagged`` (stored with
 the secret masked and reported), ``hidden`` (a clone without the store's proposals; for
 ``case=proposals``, another caller's proposal neither listed nor shown: its page answers as an
-unknown id's), ``n/a`` (the
+unknown id's; for ``case=pending``, a reviewed dream listed and shown without its pending change's
+path or reasoning), ``n/a`` (the
 cell cannot apply: ``reason`` says why).
 """
 
@@ -167,6 +168,9 @@ list             console        other     refused    404
 list             console        rw        allowed    case=proposals        # the review pages: a reviewer
 list             console        ro        hidden     case=proposals        # not counted, listed or shown (404)
 list             console        review    hidden     case=proposals
+list             console        rw        allowed    case=pending          # a dream's page: its pending changes
+list             console        ro        hidden     case=pending          # to its proposal's readers only
+list             console        review    hidden     case=pending
 clone            console        ro        refused    403   case=verify     # bullet 7: verify for admins only
 clone            console        admin     allowed    case=verify
 
@@ -294,6 +298,10 @@ create           dreams         none      refused    401
 create           dreams         admin     refused    403   case=acl-write  # acl.write shuts the requester out: no dream publishes for it
 list             dreams         rw        allowed
 list             dreams         other     hidden
+list             dreams         rw        allowed    case=pending          # a reviewed dream's pending change: a reviewer reads it
+list             dreams         admin     allowed    case=pending
+list             dreams         ro        hidden     case=pending          # only its proposal's readers (docs/dreams.md)
+list             dreams         review    hidden     case=pending          # a --review token is no reviewer
 
 webhooks         anthropic      admin     allowed                          # the admin API beside it: list, create, test, enable, delete
 webhooks         anthropic      admin     refused    403   case=private    # allow_private needs GITMEM_WEBHOOK_ALLOW_PRIVATE=1; 127.0.0.1 is SSRF

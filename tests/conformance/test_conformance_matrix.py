@@ -34,10 +34,16 @@ from gitmem.server.tokens import TokenStore
 
 
 class _Model(BaseHTTPRequestHandler):
-    """A scripted OpenAI chat-completions endpoint: it answers every turn with one sentence."""
+    """A scripted OpenAI chat-completions endpoint: it answers every turn with one sentence (a
+    dream's first turn that carries :data:`drivers_openai.PENDING_MARK` with one change)."""
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server API
-        self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        messages = body.get("messages") or []
+        if openai_faces.PENDING_MARK in json.dumps(messages) and not any(
+            m.get("role") == "assistant" for m in messages
+        ):  # a dream asked for a change (case=pending): one memory tool call, its reasoning beside it
+            return self._send(openai_faces.pending_reply())
         if self.path.endswith("/responses"):  # the Responses API (behind gitmem's proxy)
             return self._send(
                 {

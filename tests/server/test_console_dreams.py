@@ -1,6 +1,7 @@
 """The console's dream pages (docs/dreams.md): a dream's status, each change with the model's
-reasoning, the changes as a diff, and accept/reject of its proposal; who sees the forms, and a
-dream of a store the token may not read is a 404."""
+reasoning, the changes as a diff, and accept/reject of its proposal; who sees the forms and the
+changes that wait for review (its proposal's readers only), and a dream of a store the token may
+not read is a 404."""
 
 from __future__ import annotations
 
@@ -48,8 +49,18 @@ def test_a_reviewer_sees_the_reasoning_and_the_diff_and_accepts_one_change(
 ) -> None:
     reviewer = token(workspace, actor="user:rev", stores={"notes": "rw"})
     reader = token(workspace, actor="user:ro", stores={"notes": "ro"})
+    agent = token(workspace, actor="user:agent", stores={"notes": "rw"}, review=True)
     outsider = token(workspace, actor="user:out", stores={"other": "rw"})
     with running(workspace) as url:
+        for who in (reader, agent):  # no reader of the proposal: the dream, none of its pending changes
+            with sign_in(url, who) as c:
+                listing = c.get("/console/stores/notes/dreams")
+                assert listing.status_code == 200 and dreamt in listing.text
+                page = c.get(f"/console/stores/notes/dreams/{dreamt}")
+                text = html.unescape(page.text)
+                assert page.status_code == 200 and 'id="withheld"' in page.text
+                for hidden in (MERGE_REASON, STALE_REASON, "/facts/office.md", "/prefs/coffee-again.md"):
+                    assert hidden not in text, hidden
         with sign_in(url, reviewer) as c:
             listing = c.get("/console/stores/notes/dreams")
             assert listing.status_code == 200 and dreamt in listing.text
@@ -69,9 +80,11 @@ def test_a_reviewer_sees_the_reasoning_and_the_diff_and_accepts_one_change(
         with gitmem.open_store("notes", workspace) as s:
             assert s.read("/facts/office.md").content == "The office is in Lisbon.\n"
             assert s.read("/prefs/coffee-again.md").content == STORE["/prefs/coffee-again.md"]
-        with sign_in(url, reader) as c:
+        with sign_in(url, reader) as c:  # the accepted change is an ordinary version: a reader's
             page = c.get(f"/console/stores/notes/dreams/{dreamt}")
             assert page.status_code == 200 and 'id="accept-form"' not in page.text
+            text = html.unescape(page.text)
+            assert STALE_REASON in text and MERGE_REASON not in text and "/prefs/coffee-again.md" not in text
         with sign_in(url, outsider) as c:
             assert c.get(f"/console/stores/notes/dreams/{dreamt}").status_code == 404
             assert c.get(f"/console/stores/other/dreams/{dreamt}").status_code == 404

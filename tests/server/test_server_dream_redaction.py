@@ -1,6 +1,7 @@
 """A dream's record against a redaction and a proposal's erasure. A dream keeps, in
 ``<home>/dreams/<id>.json``, each change's path and the model's reasoning (docs/dreams.md), and
-serves them through the Dreams API to every token that may read the store. docs/redaction.md:
+serves them through the Dreams API to every token that may read the store (those still in review
+only to the proposal's readers, its reviewers). docs/redaction.md:
 redacted content or paths leave every place gitmem keeps them; the redaction's records step
 (gitmem.audit.record_scrub) nulls a redacted version's path there (as webhook events do) and
 replaces a pattern's matches, and the purge proof reads those records too."""
@@ -93,7 +94,10 @@ def test_an_erased_proposal_is_not_served_from_a_dreams_record(env: dict[str, An
     assert pid
     with gitmem.open_store("notes", home) as s:
         erased = s.erase_proposal(pid, reviewer="user:lead", reason="the client's address")
-    shown = env["reader"].beta.dreams.retrieve(d.id).model_dump_json()
+    shown = env["writer"].beta.dreams.retrieve(d.id).model_dump_json()  # a reviewer of the store
     assert EMAIL not in shown, "the erased proposal's path and text are still served by the dream's record"
     change = json.loads(shown)["gitmem"]["changes"][0]
     assert change["path"] is None and change["reasoning"] == f"[redacted: {erased.id}]"
+    # a reader never read the proposal: nothing of an erased one either (docs/dreams.md)
+    shown = env["reader"].beta.dreams.retrieve(d.id).model_dump_json()
+    assert EMAIL not in shown and json.loads(shown)["gitmem"]["changes"] == []

@@ -2,7 +2,9 @@
 each change with the model's reasoning, the changes as a diff, and accept/reject of its proposal
 (the forms post to the review pages' own decisions, under the same rule for who may decide).
 
-Everything a dream holds was written by a model: it is rendered as text only.
+Everything a dream holds was written by a model: it is rendered as text only. A dream's changes
+that wait for review are shown only to who may read its proposal (``dream_runs.seen``, the
+library's rule), as the proposal itself is.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ def _jobs(ctx: Ctx) -> DreamJobs:
 
 def dreams_page(ctx: Ctx) -> Page:
     name = ctx.readable(ctx.params["store"])
-    rows = [d for d in _jobs(ctx).all() if d.store == name and ctx.token.may_read(name, d.scope)]
+    rows = [
+        dream_runs.seen(d, ctx.caller, ctx.pool)  # its changes in review: to its proposal's readers
+        for d in _jobs(ctx).all()
+        if d.store == name and ctx.token.may_read(name, d.scope)
+    ]
     pipeline = _jobs(ctx).pipeline(name)
     values: dict[str, Any] = {
         "title": f"Dreams: {name}",
@@ -48,7 +54,7 @@ def _dream(ctx: Ctx, name: str) -> Dream:
     d = _jobs(ctx).get(ctx.params["dream"])
     if d.store != name or not ctx.token.may_read(name, d.scope):
         raise NotFoundError(f"dream {d.id} does not exist in store {name!r}")
-    return d
+    return dream_runs.seen(d, ctx.caller, ctx.pool)  # its changes in review: to its proposal's readers
 
 
 def dream_page(ctx: Ctx) -> Page:
