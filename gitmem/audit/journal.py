@@ -46,7 +46,7 @@ from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore
 from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
-from gitmem.git.locks import close_lock_fd, open_lock_fd
+from gitmem.git.locks import check_order, close_lock_fd, open_lock_fd, ordered
 from gitmem.git.purge import purge, reachable_retired
 from gitmem.git.reflocks import break_if_stale, hold, rewriting
 from gitmem.git.repoinit import write_atomic
@@ -98,7 +98,10 @@ class Rewrite:
 # ---------------------------------------------------------------------- lock, journal, faults
 @contextmanager
 def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
-    """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy."""
+    """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy.
+    In the engine's lock order (gitmem.git.locks.LOCK_ORDER) when it is waited for."""
+    if blocking:
+        check_order("store")
     store.gitmem_dir.mkdir(parents=True, exist_ok=True)
     fd = open_lock_fd(store.gitmem_dir / LOCK_FILE)  # a child forked meanwhile does not keep it
     try:
@@ -110,7 +113,8 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
                 return
             _log.info("waiting for the store lock %s", store.gitmem_dir / LOCK_FILE)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        with rewriting(store.git_dir):  # no other thread breaks this rewrite's ref locks
+        # rewriting: no other thread breaks this rewrite's ref locks
+        with ordered("store", wait=False), rewriting(store.git_dir):
             yield True
     finally:
         close_lock_fd(fd)

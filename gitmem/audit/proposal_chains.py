@@ -11,7 +11,7 @@ import pygit2
 
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
-from gitmem.git.locks import file_lock
+from gitmem.git.locks import proposals_lock
 
 
 def _chain_deltas(store: StoreCore, scope: str | None) -> Iterator[tuple[str, Any]]:
@@ -86,7 +86,7 @@ def rewrite_chains(store: StoreCore, scope: str, rewriter: Any, first: str) -> C
         # Under the lock decisions and proposal writes take, so that none of them is saved over.
         # Lock order: the store lock (held by the rewrite), then this one; nothing that holds
         # this lock waits for the store lock (a write's repack only tries it).
-        with file_lock(store.gitmem_dir / "proposals.lock"):
+        with proposals_lock(store.path):
             by_id = {p.id: p for p in P.proposals(store, scope=scope)}
             for name, old, new in moves:
                 store.cas(name, old, new, "gitmem redaction")
@@ -149,7 +149,7 @@ def move_chains(
             moves.append((name, old, new))
 
     def publish() -> None:
-        with file_lock(store.gitmem_dir / "proposals.lock"):
+        with proposals_lock(store.path):
             by_id = {p.id: p for p in P.proposals(store, scope=scope)}
             for name, old, new in moves:
                 store.cas(name, old, new, "gitmem compaction")

@@ -29,7 +29,7 @@ import pygit2
 from gitmem.engine.core import StoreCore
 from gitmem.engine.denylist import read_scoped, readmitted
 from gitmem.git import intent
-from gitmem.git.locks import file_lock, purge_lock
+from gitmem.git.locks import proposals_lock, purge_lock
 from gitmem.git.treediff import tree_deltas
 
 # Commits of concurrent writers carry the time they were made; allow this much clock skew.
@@ -48,10 +48,10 @@ def purging(store: StoreCore) -> Iterator[None]:
 def erasing(
     store: StoreCore, store_lock: Callable[[StoreCore], AbstractContextManager[object]]
 ) -> Iterator[None]:
-    """The locks a proposal's erasure holds: the store lock (``store_lock``, gitmem.audit.journal's),
-    the purge lock, then ``proposals.lock`` (the order a proposal write holding deny-listed content
-    takes the last two in)."""
-    with store_lock(store), purging(store), file_lock(store.gitmem_dir / "proposals.lock"):
+    """The locks a proposal's erasure holds, in the engine's lock order (docs/durability.md#lock-order):
+    the store lock (``store_lock``, gitmem.audit.journal's), the purge lock, then ``proposals.lock``
+    (as a proposal write holding deny-listed content and an acceptance take the last two)."""
+    with store_lock(store), purging(store), proposals_lock(store.path):
         yield
 
 

@@ -28,7 +28,7 @@ from gitmem.audit.redaction_plan import placeholder, redact_path
 from gitmem.engine import dream_records
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
-from gitmem.git.locks import file_lock
+from gitmem.git.locks import proposals_lock
 
 _log = logging.getLogger("gitmem.redact")
 
@@ -89,7 +89,7 @@ def scrub_erasure(store: StoreCore, erasure_id: str, versions: Iterable[str]) ->
 
 def _proposals(store: StoreCore, scopes: set[str], rid: str, regex: re.Pattern[str], mark: str) -> int:
     changed = 0
-    with file_lock(store.gitmem_dir / "proposals.lock"):  # decisions and chain moves take it too
+    with proposals_lock(store.path):  # decisions and chain moves take it too
         for p in (p for p in P.proposals(store) if p.scope in scopes):
             before = p.to_dict()
             for d in p.decisions:

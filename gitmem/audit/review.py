@@ -21,7 +21,7 @@ from gitmem.engine import access, ledger_text
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError, InvalidInputError
-from gitmem.git.locks import file_lock
+from gitmem.git.locks import proposals_lock, purge_lock
 from gitmem.git.reflocks import delete_ref
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
@@ -166,7 +166,8 @@ def accept(
     (ForbiddenError) for the proposer itself and for a reviewer in review mode."""
 
     reviewer = resolve_actor(reviewer, None)
-    with file_lock(store.gitmem_dir / "proposals.lock"):  # one decision at a time
+    # one decision at a time; first the purge lock its commits may need (docs/durability.md#lock-order)
+    with purge_lock(store.path, shared=True), proposals_lock(store.path):
         p = _decidable(store, proposal_id, reviewer, "accepted", session, caller)
         return _accept(store, p, reviewer, paths, reason)
 
@@ -265,7 +266,7 @@ def reject(
     """Record that the proposal (or its ``paths``) is not published; the chain is kept for
     ``retention.min_days`` (:func:`drop_expired`)."""
     reviewer = resolve_actor(reviewer, None)
-    with file_lock(store.gitmem_dir / "proposals.lock"):
+    with proposals_lock(store.path):
         p = _decidable(store, proposal_id, reviewer, "rejected", session, caller)
         return _reject(store, p, reviewer, reason, paths)
 

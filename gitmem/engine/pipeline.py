@@ -44,7 +44,7 @@ from gitmem.engine.writer import (
 )
 from gitmem.errors import ConflictError
 from gitmem.git.fastimport import NotWritten, Pending, write_commits
-from gitmem.git.locks import purge_lock
+from gitmem.git.locks import held_locks, purge_lock
 from gitmem.ids import new_id
 from gitmem.model.versions import format_message
 
@@ -134,7 +134,8 @@ def commit(
     sink = sink or Sink(store, scope)
     with contextlib.ExitStack() as own:
         held = held if held is not None else own
-        locked = purging = False
+        locked = False
+        purging = "purge" in held_locks()  # the caller's (an acceptance takes it before proposals.lock)
         for attempt in range(MAX_ATTEMPTS):
             tip = sink.tip()
             state = sink.state(tip)
@@ -146,6 +147,9 @@ def commit(
                     # Growth by more than one memory's worth races like several writers.
                     state.needs_store_lock = True
                 if state.needs_store_lock and not locked:
+                    if not purging:  # the purge lock comes first (docs/durability.md#lock-order)
+                        held.enter_context(purge_lock(store.path, shared=True))
+                        purging = True
                     held.enter_context(store_bytes_lock(store))
                     locked = True
                     # Only the store's total can have changed under us (this ref's tip is checked

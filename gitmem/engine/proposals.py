@@ -33,7 +33,7 @@ from gitmem.engine.rows import Memory, VersionRow
 from gitmem.engine.writer import sha256_hex, version_from_row
 from gitmem.errors import GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.fence import check_fence
-from gitmem.git.locks import file_lock
+from gitmem.git.locks import proposals_lock
 from gitmem.git.reflocks import delete_ref
 from gitmem.git.treediff import tree_deltas
 from gitmem.ids import is_id, new_id
@@ -176,7 +176,7 @@ def _open_or_start(
     into: list[Proposal] | None = None,
 ) -> Proposal:
     into = [] if into is None else into  # the open proposals read under the lock (for the limits)
-    with file_lock(store.gitmem_dir / "proposals.lock"):
+    with proposals_lock(store.path):
         into[:] = proposals(store, status="open")  # read once: the write's limits count them too
         found = next((p for p in into if p.scope == scope and p.owner == owner), None)
         if found is not None:
@@ -206,7 +206,7 @@ def rebase(store: StoreCore, p: Proposal) -> Proposal:
     base = pygit2.Oid(hex=p.base) if p.base else None
     if p.status != "open" or onto is None or stands_on(store, base) == onto:
         return p
-    with file_lock(store.gitmem_dir / "proposals.lock"):  # as decisions and proposal writes
+    with proposals_lock(store.path):  # as decisions and proposal writes
         p, onto = get(store, p.id), store.tip(p.scope) or onto
         base, old = (pygit2.Oid(hex=p.base) if p.base else None), tip_of(store, p)
         moved = p.status == "open" and stands_on(store, base) != onto  # else: done meanwhile
@@ -329,7 +329,7 @@ class ProposalSink(pipeline.Sink):
         check: Callable[[], bool] | None = None,
     ) -> bool | None:
         store, p = self.store, self.proposal
-        with file_lock(store.gitmem_dir / "proposals.lock"):
+        with proposals_lock(store.path):
             try:
                 current = get(store, p.id)
             except NotFoundError:  # decided and dropped by retention meanwhile

@@ -29,7 +29,7 @@ from gitmem.engine.guard import flag_trailer, screen
 from gitmem.engine.rows import HeadRow, VersionRow
 from gitmem.errors import ForbiddenError, GitmemError, InvalidInputError, NotFoundError
 from gitmem.git.blobs import StoredBlob
-from gitmem.git.locks import file_lock
+from gitmem.git.locks import ordered_lock
 from gitmem.git.repo import lookup
 from gitmem.ids import new_id
 from gitmem.model import policy
@@ -270,7 +270,7 @@ def authorize(
 
 def scope_lock(store: StoreCore, scope: str) -> contextlib.AbstractContextManager[None]:
     """The lock under which one process at a time group-commits to ``scope``."""
-    return file_lock(scope_lock_path(store, scope))
+    return ordered_lock("scope", scope_lock_path(store, scope))
 
 
 def scope_lock_path(store: StoreCore, scope: str) -> Path:
@@ -279,7 +279,7 @@ def scope_lock_path(store: StoreCore, scope: str) -> Path:
 
 def store_bytes_lock(store: StoreCore) -> contextlib.AbstractContextManager[None]:
     """The store-wide lock under which writes near ``max_store_bytes`` check and publish."""
-    return file_lock(store.gitmem_dir / STORE_BYTES_LOCK)
+    return ordered_lock("store-bytes", store.gitmem_dir / STORE_BYTES_LOCK)
 
 
 def backoff(attempt: int) -> None:

@@ -48,7 +48,7 @@ from gitmem.engine.queuefiles import (
 from gitmem.engine.rows import VersionRow
 from gitmem.engine.writer import Change, ScopeState, authorize, scope_lock, scope_lock_path, version_from_row
 from gitmem.errors import ConflictError, ForbiddenError, GitmemError, InvalidInputError
-from gitmem.git.locks import close_lock_fd, lock, lock_file, open_lock_fd, try_lock, wait_for_holder
+from gitmem.git.locks import close_lock_fd, lock, lock_file, open_lock_fd, ordered, try_lock, wait_for_holder
 from gitmem.ids import ULID_RE, is_id, new_id, new_ulid
 from gitmem.model.versions import Version
 
@@ -108,6 +108,7 @@ def take_turn(
     if not (requests and all(r.spec is not None for r in requests)):
         held.enter_context(scope_lock(store, scope))
     else:
+        held.enter_context(ordered("scope"))  # as scope_lock does (gitmem.git.locks.LOCK_ORDER)
         fd = held.enter_context(lock_file(scope_lock_path(store, scope)))
         if not try_lock(fd) and turn.wait_queued(requests, fd):
             return turn

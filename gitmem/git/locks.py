@@ -84,16 +84,87 @@ def file_lock(path: Path, *, shared: bool = False) -> Iterator[None]:
         close_lock_fd(fd)  # closing releases the lock
 
 
+# ---------------------------------------------------------------------- lock order
+#: The order in which a thread takes the engine's locks (docs/durability.md#lock-order): holding
+#: one, it never waits for one listed before it. A scope's group-commit lock
+#: (gitmem.engine.writer.scope_lock), the store lock ``gitmem/lock`` (gitmem.audit.journal.store_lock),
+#: the purge lock (:func:`purge_lock`), ``proposals.lock`` (:func:`proposals_lock`), the store-bytes
+#: lock (gitmem.engine.writer.store_bytes_lock), the intent log (gitmem.git.intent, innermost).
+LOCK_ORDER = ("scope", "store", "purge", "proposals", "store-bytes", "intent")
+
+_HELD = threading.local()  # .names: the ordered locks this thread holds, in the order it took them
+
+
+class LockOrderError(RuntimeError):
+    """A thread asked for a lock while it holds one that comes later in :data:`LOCK_ORDER`: a bug in
+    gitmem (two processes taking two locks in opposite orders wait for each other forever), raised
+    before it waits."""
+
+
+def held_locks() -> tuple[str, ...]:
+    """The locks of :data:`LOCK_ORDER` this thread holds, in the order it took them."""
+    return tuple(_names())
+
+
+def _names() -> list[str]:
+    names: list[str] | None = getattr(_HELD, "names", None)
+    if names is None:
+        names = _HELD.names = []
+    return names
+
+
+def check_order(name: str) -> None:
+    """Raise :class:`LockOrderError` when this thread holds a lock that comes after ``name``."""
+    rank = LOCK_ORDER.index(name)
+    later = [n for n in _names() if LOCK_ORDER.index(n) > rank]
+    if later:
+        raise LockOrderError(
+            f"lock order violated: the {name} lock was asked for while this thread holds "
+            f"{', '.join(f'the {n} lock' for n in later)}; the order is {' -> '.join(LOCK_ORDER)} "
+            "(docs/durability.md#lock-order)"
+        )
+
+
+@contextmanager
+def ordered(name: str, *, wait: bool = True) -> Iterator[None]:
+    """Count ``name`` (of :data:`LOCK_ORDER`) as held by this thread for the ``with`` block; first,
+    when the lock may be waited for (``wait``), :func:`check_order`."""
+    if wait:
+        check_order(name)
+    names = _names()
+    names.append(name)
+    try:
+        yield
+    finally:
+        del names[len(names) - 1 - names[::-1].index(name)]
+
+
+@contextmanager
+def ordered_lock(name: str, path: Path, *, shared: bool = False) -> Iterator[None]:
+    """:func:`file_lock` of ``path``, one of the engine's ordered locks (``name``, :func:`ordered`)."""
+    with ordered(name), file_lock(path, shared=shared):
+        yield
+
+
 #: ``$GIT_DIR/gitmem/purge.lock``: a purge of deny-listed objects (a redaction's, an erased
 #: proposal's) holds it exclusively from the deny-list entry to its proof; a write that holds
 #: content some deny-list names takes it shared from its objects to its ref move
-#: (docs/redaction.md#by-scope).
+#: (docs/redaction.md#by-scope), as does a proposal's acceptance from before ``proposals.lock``.
 PURGE_LOCK = "purge.lock"
+
+#: ``$GIT_DIR/gitmem/proposals.lock``: one proposal decision, proposal write, chain move or scrub
+#: of the proposal records at a time (gitmem.engine.proposals, gitmem.audit.review).
+PROPOSALS_LOCK = "proposals.lock"
 
 
 def purge_lock(git_dir: Path | str, *, shared: bool = False) -> AbstractContextManager[None]:
-    """The purge lock of the store at ``git_dir`` (:data:`PURGE_LOCK`)."""
-    return file_lock(Path(git_dir) / "gitmem" / PURGE_LOCK, shared=shared)
+    """The purge lock of the store at ``git_dir`` (:data:`PURGE_LOCK`), in the lock order."""
+    return ordered_lock("purge", Path(git_dir) / "gitmem" / PURGE_LOCK, shared=shared)
+
+
+def proposals_lock(git_dir: Path | str) -> AbstractContextManager[None]:
+    """The proposals lock of the store at ``git_dir`` (:data:`PROPOSALS_LOCK`), in the lock order."""
+    return ordered_lock("proposals", Path(git_dir) / "gitmem" / PROPOSALS_LOCK)
 
 
 @contextmanager
