@@ -146,3 +146,23 @@ def test_a_deleted_scope_hands_its_ids_back(store: Store) -> None:
     assert _ids(store) == before
     store.core.index.rebuild()
     assert _ids(store) == before
+
+
+@pytest.mark.parametrize("scope", ["aaa", "zzz"])
+def test_a_scope_moved_from_a_back_dated_copy_onto_the_original_gives_the_id_back(
+    store: Store, scope: str
+) -> None:
+    """main's second commit claims V; a copy of it on ``scope``, dated earlier, owns V (main's
+    commit is then a copy with a plain id). ``scope`` is then moved (plain git) onto main's commit
+    itself: the copy is gone, that commit is the only claimant, on both scopes, and holds V on
+    both (the scope still claims V, with another commit: main must be re-derived too)."""
+    repo, _first, second = _two(store)
+    vid = parse_trailers(second.message)["Gitmem-Version"]
+    _copy(repo, second, scope, -5, 1)
+    assert {s for v, s, _c in _ids(store) if v == vid} == {scope}
+    repo.references[f"refs/heads/{scope}"].set_target(second.id)
+    incremental = _ids(store)
+    store.core.index.rebuild()
+    rebuilt = _ids(store)
+    assert {(s, c) for v, s, c in rebuilt if v == vid} == {("main", str(second.id)), (scope, str(second.id))}
+    assert incremental == rebuilt
