@@ -145,7 +145,7 @@ class CatchUp(Records):
             if checks_tip:
                 return
             try:
-                if self.indexed_tip(scope) == tip_hex:
+                if self.indexed_at(scope, tip_hex):
                     return
             except sqlite3.DatabaseError:
                 pass  # (a corrupt index: the catch-up below starts again from git)
@@ -253,7 +253,7 @@ class CatchUp(Records):
         with unverified_reads(), self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
-            if row is not None and indexed == tip_hex:
+            if row is not None and indexed is not None and indexed == tip_hex:  # (no tip: marked)
                 self._known_tips[scope] = tip_hex
                 return True
             if not self._in_history(tip, self.store.tip(scope)):

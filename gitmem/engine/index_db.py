@@ -111,10 +111,11 @@ class IndexDb:
         # catch-up (meta 'marks' = 'due' until then, so a process that dies first leaves it due).
         self.marks_due = False
 
-    def indexed_tip(self, scope: str) -> str | None:
-        """The tip the index records for ``scope`` (None: none, or an empty scope)."""
+    def indexed_at(self, scope: str, tip_hex: str | None) -> bool:
+        """Whether the index holds ``scope`` at ``tip_hex`` (None: an empty or deleted scope, which
+        has no row). A row without a tip is a scope marked for re-deriving, current at no tip."""
         row = self.db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
-        return row[0] if row else None
+        return tip_hex is None if row is None else row[0] is not None and row[0] == tip_hex
 
     # ------------------------------------------------------------------ connection
     @property
