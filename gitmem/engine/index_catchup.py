@@ -145,7 +145,7 @@ class CatchUp(Records):
             if checks_tip:
                 return
             try:
-                if self.indexed_tip(scope) == tip_hex:
+                if self.indexed_at(scope, tip_hex):
                     return
             except sqlite3.DatabaseError:
                 pass  # (a corrupt index: the catch-up below starts again from git)
@@ -226,24 +226,34 @@ class CatchUp(Records):
             return True
         return tip is not None and current is not None and self.store.is_ancestor(tip, current)
 
-    def _mark_lost(self, db: sqlite3.Connection, scope: str, lost: list[tuple[str, str]]) -> None:
-        """Mark for re-deriving each other scope with a claim not held on a version id that
-        ``scope`` (re-derived or dropped) no longer claims: its commit may own the id now."""
-        for other, vid in lost:
-            q = "SELECT 1 FROM versions WHERE id=? AND scope=? UNION ALL SELECT 1 FROM claims WHERE version_id=? AND scope=?"
-            if db.execute(q, (vid, scope, vid, scope)).fetchone() is None:
-                db.execute("UPDATE scopes SET tip=NULL WHERE scope=?", (other,))
+    def _mark_lost(self, db: sqlite3.Connection, scope: str, lost: list[tuple[str, str, str]]) -> None:
+        """Mark for re-deriving each other scope with a claim not held on a version id a commit of
+        ``scope`` (re-derived or dropped) claimed and no longer claims there: that claimant is
+        gone, so the other scope's commit may own the id now. Whether ``scope`` still claims the
+        id with another commit does not matter (it may be the very commit the other scope holds
+        back, which then holds it in both): only the claimants decide (docs/identity.md "Who
+        owns a copied id across scopes"), and one of them left."""
+        q = (
+            "SELECT 1 FROM versions WHERE id=? AND scope=? AND commit_id=? "
+            "UNION ALL SELECT 1 FROM claims WHERE scope=? AND commit_id=? AND version_id=?"
+        )
+        marked: set[str] = set()
+        for other, vid, commit in lost:
+            if other in marked or db.execute(q, (vid, scope, commit, scope, commit, vid)).fetchone():
+                continue
+            db.execute("UPDATE scopes SET tip=NULL WHERE scope=?", (other,))
+            marked.add(other)
 
     def _catch_up(self, scope: str, tip: pygit2.Oid | None) -> bool:
         """Bring ``scope`` to ``tip``; False (nothing indexed) when the branch no longer holds
         ``tip``, or does and has moved on while the index is ahead of ``tip``."""
         tip_hex = str(tip) if tip is not None else None
         rewritten = walked = False
-        lost: list[tuple[str, str]] = []  # other scopes' copies of ids this scope held (_drop_scope)
+        lost: list[tuple[str, str, str]] = []  # other scopes' claims on ids this scope claimed (_drop_scope)
         with unverified_reads(), self._write() as db:
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             indexed = row[0] if row else None
-            if row is not None and indexed == tip_hex:
+            if row is not None and indexed is not None and indexed == tip_hex:  # (no tip: marked)
                 self._known_tips[scope] = tip_hex
                 return True
             if not self._in_history(tip, self.store.tip(scope)):

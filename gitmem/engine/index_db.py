@@ -128,10 +128,11 @@ class IndexDb:
         # catch-up (meta 'marks' = 'due' until then, so a process that dies first leaves it due).
         self.marks_due = False
 
-    def indexed_tip(self, scope: str) -> str | None:
-        """The tip the index records for ``scope`` (None: none, or an empty scope)."""
+    def indexed_at(self, scope: str, tip_hex: str | None) -> bool:
+        """Whether the index holds ``scope`` at ``tip_hex`` (None: an empty or deleted scope, which
+        has no row). A row without a tip is a scope marked for re-deriving, current at no tip."""
         row = self.db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
-        return row[0] if row else None
+        return tip_hex is None if row is None else row[0] is not None and row[0] == tip_hex
 
     # ------------------------------------------------------------------ connection
     @property
@@ -381,23 +382,25 @@ class IndexDb:
             finally:
                 FORK_GATE.leave()
 
-    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> list[tuple[str, str]]:
-        """Drop ``scope``'s rows; returns the (scope, version id) of other scopes' claims not held
-        for an id a commit of ``scope`` claims too (they may hold it once ``scope`` no longer
-        does: :meth:`gitmem.engine.index_catchup.CatchUp._mark_lost` checks)."""
+    def _drop_scope(self, db: sqlite3.Connection, scope: str) -> list[tuple[str, str, str]]:
+        """Drop ``scope``'s rows; returns (other scope, version id, commit) for each claim not held
+        in another scope on an id that a commit of ``scope`` claims (held or not): that claim may
+        hold the id once the commit no longer claims it in ``scope`` (re-derived onto another
+        history, or dropped): :meth:`gitmem.engine.index_catchup.CatchUp._mark_lost` checks."""
         self._heads.clear()
         lost = db.execute(
-            "SELECT DISTINCT c.scope, c.version_id FROM claims AS c WHERE c.scope != ? AND ("
-            "EXISTS(SELECT 1 FROM versions AS v WHERE v.id = c.version_id AND v.scope = ?) OR "
-            "EXISTS(SELECT 1 FROM claims AS d WHERE d.version_id = c.version_id AND d.scope = ?))",
-            (scope, scope, scope),
+            "SELECT c.scope, c.version_id, v.commit_id FROM claims AS c "
+            "JOIN versions AS v ON v.id = c.version_id AND v.scope = ? WHERE c.scope != ? UNION "
+            "SELECT c.scope, c.version_id, d.commit_id FROM claims AS c "
+            "JOIN claims AS d ON d.version_id = c.version_id AND d.scope = ? WHERE c.scope != ?",
+            (scope, scope, scope, scope),
         ).fetchall()
         db.execute("DELETE FROM claims WHERE scope=?", (scope,))
         db.execute("DELETE FROM versions WHERE scope=?", (scope,))
         db.execute("DELETE FROM heads WHERE scope=?", (scope,))
         search.drop_scope_text(db, scope)
         db.execute("DELETE FROM scopes WHERE scope=?", (scope,))
-        return [(r[0], r[1]) for r in lost]
+        return [(r[0], r[1], r[2]) for r in lost]
 
     def purge_search(self, *, wait: float = 2.0) -> bool:
         """Make text no longer at any head leave the database file: merge the FTS5 segments

@@ -100,8 +100,10 @@ class Records(IndexDb):
             row = db.execute("SELECT tip FROM scopes WHERE scope=?", (scope,)).fetchone()
             if parent_hex is None and row is None:
                 db.execute("INSERT INTO scopes(scope, tip) VALUES(?, NULL)", (scope,))
-            elif row is None or row[0] != parent_hex:
-                staged.rollback()  # not current at the parent: catch-up records it in order
+            elif row is None or row[0] is None or row[0] != parent_hex:
+                # not current at the parent (or marked for re-deriving, its rows those of another
+                # history, maybe of a branch deleted since): catch-up records it in order
+                staged.rollback()
                 return staged
             self._apply(db, scope, rows, tip=str(commit))
         except sqlite3.DatabaseError:

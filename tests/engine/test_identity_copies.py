@@ -7,10 +7,12 @@ belongs to one commit, or to twins of one (gitmem/engine/derive.py ``claim_rank`
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pygit2
 import pytest
 
+from gitmem.engine.index import Index
 from gitmem.model.versions import parse_trailers
 from gitmem.store import Store
 
@@ -146,3 +148,120 @@ def test_a_deleted_scope_hands_its_ids_back(store: Store) -> None:
     assert _ids(store) == before
     store.core.index.rebuild()
     assert _ids(store) == before
+
+
+@pytest.mark.parametrize("scope", ["aaa", "zzz"])
+def test_a_scope_moved_from_a_back_dated_copy_onto_the_original_gives_the_id_back(
+    store: Store, scope: str
+) -> None:
+    """main's second commit claims V; a copy of it on ``scope``, dated earlier, owns V (main's
+    commit is then a copy with a plain id). ``scope`` is then moved (plain git) onto main's commit
+    itself: the copy is gone, that commit is the only claimant, on both scopes, and holds V on
+    both (the scope still claims V, with another commit: main must be re-derived too)."""
+    repo, _first, second = _two(store)
+    vid = parse_trailers(second.message)["Gitmem-Version"]
+    _copy(repo, second, scope, -5, 1)
+    assert {s for v, s, _c in _ids(store) if v == vid} == {scope}
+    repo.references[f"refs/heads/{scope}"].set_target(second.id)
+    incremental = _ids(store)
+    store.core.index.rebuild()
+    rebuilt = _ids(store)
+    assert {(s, c) for v, s, c in rebuilt if v == vid} == {("main", str(second.id)), (scope, str(second.id))}
+    assert incremental == rebuilt
+
+
+def test_a_scope_marked_for_re_deriving_and_then_deleted_is_dropped(store: Store) -> None:
+    """fork's commit holds V; a copy on main dated earlier takes it when main is derived, which
+    marks fork for re-deriving (no indexed tip): fork was deleted with plain git meanwhile. A
+    marked scope is current at no tip, not even a deleted branch's: its rows (another history's)
+    go, and a write that starts fork again is recorded on nothing, as a rebuild gives."""
+    v = store.write("/a.md", "one\n", scope="fork")
+    repo = pygit2.Repository(str(store.path))
+    original = repo[pygit2.Oid(hex=v.commit)]  # type: ignore[union-attr]
+    assert isinstance(original, pygit2.Commit)
+    store.core.index.ensure("fork")
+    back = _copy(repo, original, "main", -5, 1)
+    repo.references.delete("refs/heads/fork")
+    store.core.index.ensure("main")  # marks fork, then settles it: its branch is gone
+    store.write("/b.md", "two\n", scope="fork")
+    incremental = _ids(store)
+    assert {(s, c) for vid, s, c in incremental if vid == v.id} == {("main", str(back))}  # type: ignore[union-attr]
+    assert str(original.id) not in {c for _v, _s, c in incremental}
+    store.core.index.rebuild()
+    assert _ids(store) == incremental
+
+
+_FUZZ_SEEDS = 200
+_FUZZ_STEPS = 3  # each of up to _FUZZ_CHANGES changes, then compared with a rebuild
+_FUZZ_CHANGES = 4
+_ALL = (*_SCOPES, "main")
+
+
+def _move(store: Store, repo: pygit2.Repository, rng: random.Random, made: list[pygit2.Oid], n: int) -> None:
+    """One random change: a gitmem write; a copy of a commit made so far (back-dated, forward-dated
+    or in the same second); a branch set with plain git onto one of them, or onto a scope's tip or
+    its parent (a fork, a reset); a branch deleted."""
+    scopes = store.core.scopes()
+    kind = rng.random()
+    if kind < 0.25 or not made:
+        scope = rng.choice(scopes) if scopes and rng.random() < 0.7 else rng.choice(_ALL)
+        v = store.write("/" + rng.choice(_PATHS), f"{n}\n", scope=scope)
+        made.append(pygit2.Oid(hex=v.commit))  # type: ignore[union-attr]
+    elif kind < 0.55:
+        of = repo[rng.choice(made)]
+        assert isinstance(of, pygit2.Commit)
+        made.append(_copy(repo, of, rng.choice(_ALL), rng.choice((-5, 0, 5)), 2 * n + rng.randint(0, 1)))
+    elif kind < 0.75:
+        repo.references.create(f"refs/heads/{rng.choice(_ALL)}", rng.choice(made), force=True)
+    elif kind < 0.85 and scopes:
+        tip = repo.references[f"refs/heads/{rng.choice(scopes)}"].peel(pygit2.Commit)
+        onto = tip.parents[0] if tip.parents and rng.random() < 0.5 else tip
+        repo.references.create(f"refs/heads/{rng.choice(_ALL)}", onto.id, force=True)
+    elif scopes:
+        repo.references.delete(f"refs/heads/{rng.choice(scopes)}")
+
+
+def _moves(store: Store, rebuilt: Index, seed: int) -> int | None:
+    """Random steps of a few changes each (:func:`_move`), some scope caught up at random after
+    each change, then every scope. Returns the first step after which the incremental index's
+    ids differ from a rebuild's (``rebuilt``, an index of its own), or None. Every branch is
+    deleted at the end: the next seed starts from an empty store."""
+    rng = random.Random(seed)
+    repo = pygit2.Repository(str(store.path))
+    index = store.core.index
+    made: list[pygit2.Oid] = []
+    step: int | None = None
+    try:
+        for step in range(_FUZZ_STEPS):
+            for change in range(rng.randint(1, _FUZZ_CHANGES)):
+                _move(store, repo, rng, made, seed * 100 + step * 10 + change)
+                if rng.random() < 0.5 and store.core.scopes():
+                    index.ensure(rng.choice(store.core.scopes()))
+            incremental = _ids(store)
+            rebuilt.rebuild()
+            if sorted((r.id, r.scope, r.commit_id) for r in rebuilt.version_rows()) != incremental:
+                return step
+        step = None
+        return None
+    finally:
+        for scope in store.core.scopes():
+            repo.references.delete(f"refs/heads/{scope}")
+        if step is not None:  # a difference (or an error): the next seed starts from a right index
+            index.rebuild()
+        assert _ids(store) == []
+
+
+def test_moved_scopes_give_the_ids_a_rebuild_gives(store: Store, tmp_path: Path) -> None:
+    """Over random histories of writes, copies and plain-git branch moves and deletes, the
+    incremental index gives after every step the ids a rebuild gives (docs/identity.md "Who owns a
+    copied id across scopes": whenever the claimants of an id change, every scope whose answer
+    may change is derived again)."""
+    rebuilt = Index(store.core)
+    rebuilt.path = tmp_path / "rebuilt.sqlite"
+    try:
+        failed = [
+            (seed, step) for seed in range(_FUZZ_SEEDS) if (step := _moves(store, rebuilt, seed)) is not None
+        ]
+    finally:
+        rebuilt.close()
+    assert failed == []
