@@ -25,7 +25,7 @@ from gitmem.git.locks import file_lock
 from gitmem.git.reflocks import delete_ref
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
-from gitmem.model.versions import Version, parse_trailers, resolve_actor
+from gitmem.model.versions import Version, parse_trailers
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def accept(
     on the scope since the proposal's base: ``diff`` shows the three-way diff. Refused
     (ForbiddenError) for the proposer itself and for a reviewer in review mode."""
 
-    reviewer = resolve_actor(reviewer, None)
+    reviewer = ledger_text.recorded_actor(store, reviewer)
     with file_lock(store.gitmem_dir / "proposals.lock"):  # one decision at a time
         p = _decidable(store, proposal_id, reviewer, "accepted", session, caller)
         return _accept(store, p, reviewer, paths, reason)
@@ -264,7 +264,7 @@ def reject(
 ) -> P.Proposal:
     """Record that the proposal (or its ``paths``) is not published; the chain is kept for
     ``retention.min_days`` (:func:`drop_expired`)."""
-    reviewer = resolve_actor(reviewer, None)
+    reviewer = ledger_text.recorded_actor(store, reviewer)
     with file_lock(store.gitmem_dir / "proposals.lock"):
         p = _decidable(store, proposal_id, reviewer, "rejected", session, caller)
         return _reject(store, p, reviewer, reason, paths)
@@ -373,7 +373,7 @@ def erase(
     from gitmem.engine import ledger
     from gitmem.git.purge import purge, reachable_retired
 
-    reviewer = resolve_actor(reviewer, None)
+    reviewer = ledger_text.recorded_actor(store, reviewer)
     if not reason.strip():
         raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
     ledger_text.screen_ledger_text(store, "reason", reason)
