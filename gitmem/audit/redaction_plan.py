@@ -18,7 +18,6 @@ from gitmem.engine import ledger_text
 from gitmem.engine.core import StoreCore
 from gitmem.engine.rows import VersionRow
 from gitmem.errors import ForbiddenError, InvalidInputError
-from gitmem.model.versions import resolve_actor
 
 
 def placeholder(redaction_id: str) -> bytes:
@@ -205,4 +204,4 @@ def prepare(store: StoreCore, reason: str, actor: str | None) -> str:
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 1024:
         raise InvalidInputError("a redaction needs a reason of 1-1024 characters")
     ledger_text.screen_ledger_text(store, "reason", reason)  # kept in the ledger and on each version
-    return resolve_actor(actor, None)
+    return ledger_text.recorded_actor(store, actor)

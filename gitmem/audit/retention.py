@@ -26,13 +26,13 @@ import pygit2
 
 from gitmem.audit.journal import Rewrite, run_rewrite
 from gitmem.audit.proposal_chains import OnDroppedHistory, move_chains
-from gitmem.engine import ledger
+from gitmem.engine import ledger, ledger_text
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
 from gitmem.engine.proposal_rebase import origin_blobs
 from gitmem.engine.rows import VersionRow
 from gitmem.git.rewrite import Rewriter
-from gitmem.model.versions import COMPACTION, SNAPSHOT, resolve_actor
+from gitmem.model.versions import COMPACTION, SNAPSHOT
 
 DAY = 86400
 
@@ -87,7 +87,7 @@ def prune(
     """Compact every scope per the store's retention settings; nothing to do without ``max_days``.
     With ``dry_run``: what would be dropped, per scope, and nothing is written."""
     store.check_writable()
-    actor = resolve_actor(actor, None)
+    actor = ledger_text.recorded_actor(store, actor)
     retention = store.settings.retention
     from gitmem.engine.proposals import drop_expired
 

@@ -25,7 +25,7 @@ from gitmem.git.locks import proposals_lock, purge_lock
 from gitmem.git.reflocks import delete_ref
 from gitmem.ids import new_id
 from gitmem.model.caller import Caller
-from gitmem.model.versions import Version, parse_trailers, resolve_actor
+from gitmem.model.versions import Version, parse_trailers
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def accept(
     on the scope since the proposal's base: ``diff`` shows the three-way diff. Refused
     (ForbiddenError) for the proposer itself and for a reviewer in review mode."""
 
-    reviewer = resolve_actor(reviewer, None)
+    reviewer = ledger_text.recorded_actor(store, reviewer)
     # one decision at a time; first the purge lock its commits may need (docs/durability.md#lock-order)
     with purge_lock(store.path, shared=True), proposals_lock(store.path):
         p = _decidable(store, proposal_id, reviewer, "accepted", session, caller)
@@ -265,7 +265,7 @@ def reject(
 ) -> P.Proposal:
     """Record that the proposal (or its ``paths``) is not published; the chain is kept for
     ``retention.min_days`` (:func:`drop_expired`)."""
-    reviewer = resolve_actor(reviewer, None)
+    reviewer = ledger_text.recorded_actor(store, reviewer)
     with proposals_lock(store.path):
         p = _decidable(store, proposal_id, reviewer, "rejected", session, caller)
         return _reject(store, p, reviewer, reason, paths)
@@ -374,7 +374,7 @@ def erase(
     from gitmem.engine import ledger
     from gitmem.git.purge import purge, reachable_retired
 
-    reviewer = resolve_actor(reviewer, None)
+    reviewer = ledger_text.recorded_actor(store, reviewer)
     if not reason.strip():
         raise InvalidInputError("an erasure needs a reason (it is kept in the ledger)")
     ledger_text.screen_ledger_text(store, "reason", reason)

@@ -292,8 +292,7 @@ def append(store: StoreCore, kind: str, data: Mapping[str, Any], actor: str | No
     """Append one entry (serialised by ``$GIT_DIR/gitmem/ledger.lock``, the ref moved by CAS)."""
     if kind not in KINDS:
         raise ValueError(f"unknown ledger entry kind {kind!r}")
-    for key in ledger_text.LEDGER_TEXT.get(kind, ()):  # the last line: screened by the caller already
-        ledger_text.screen_ledger_text(store, f"the {kind} entry's {key}", data.get(key))
+    ledger_text.screen_entry(store, kind, data, actor)  # the last line: screened by the caller already
     repo = store.repo
     with file_lock(_dir(store) / "ledger.lock"):
         for _attempt in range(20):

@@ -24,7 +24,7 @@ from typing import Any
 import pygit2
 
 from gitmem import config
-from gitmem.engine import pipeline
+from gitmem.engine import ledger_text, pipeline
 from gitmem.engine import proposal_usage as usage
 from gitmem.engine.core import StoreCore
 from gitmem.engine.overlay import BatchState
@@ -369,7 +369,7 @@ def propose(
     limits, the deny-list and the guard apply as for a published write; nothing reaches the scope."""
     validate_scope(scope)
     session = validate_session(session)
-    who = resolve_actor(actor, session)
+    who = ledger_text.recorded_actor(store, actor, session, scope)
     store.check_writable()
     limits = store.settings.limits
     seen: list[Proposal] = []

@@ -25,7 +25,9 @@ def update_settings(store: StoreCore, *, actor: str | None = None, **changes: An
     """Change settings (description, metadata, limits, retention, acl, ...) and save them atomically;
     every change is a ledger entry."""
     store.check_writable()
-    ledger_text.screen_settings(_policies(store, changes), changes)  # each value lands in the ledger
+    policies = _policies(store, changes)
+    ledger_text.screen_settings(policies, changes)  # each value lands in the ledger, with the actor
+    ledger_text.screen_who(store, actor, policies=policies)
     ledger.check_hand_edit(store)
     old = store.settings.to_dict()
     new = replace(store.settings, updated_at=config.now_rfc3339(), **changes)

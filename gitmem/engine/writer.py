@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from gitmem.config import Limits
+from gitmem.engine import ledger_text
 from gitmem.engine.change import Change as Change
 from gitmem.engine.core import StagedIndexRecord, StoreCore
 from gitmem.engine.denylist import denied_reason, forged_mark, read_patterns
@@ -39,7 +40,6 @@ from gitmem.model.versions import (
     RedactionInfo,
     Version,
     format_message,
-    resolve_actor,
     timestamp,
     validate_session,
 )
@@ -260,7 +260,7 @@ def authorize(
     Returns the actor, the session and the store's limits."""
     validate_scope(scope)
     session = validate_session(session)
-    actor = resolve_actor(actor, session)
+    actor = ledger_text.recorded_actor(store, actor, session, scope)  # kept in the ledger too
     if not (erasing and not store.is_clone):
         store.check_writable()
     settings = store.settings

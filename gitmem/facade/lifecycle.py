@@ -30,6 +30,7 @@ from gitmem.model.paths import validate_display_name
 
 if TYPE_CHECKING:
     from gitmem.audit.restore import Restored
+    from gitmem.engine.core import StoreCore
 
 
 def create_store(
@@ -52,7 +53,7 @@ def create_store(
     validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
-    _screen(name, description, meta)
+    _screen(name, description, meta, actor)
     if full_name is not None:
         with full_name_lock(home):  # the check and the store's arrival, as one step
             check_full_name_free(full_name, home)
@@ -134,7 +135,7 @@ def copy_store(
     validate_display_name(name)
     config.validate_description(description)
     meta = config.validate_metadata(metadata or {})
-    _screen(name, description, meta)
+    _screen(name, description, meta, actor, source.core)
     if not source.scopes():  # nothing to bundle: an empty store like it
         with create_store(name, description=description, metadata=meta, limits=source.settings.limits,
                           retention=source.settings.retention, home=home, actor=actor) as empty:  # fmt: skip
@@ -155,14 +156,23 @@ def copy_store(
     return copy
 
 
-def _screen(name: str, description: str | None, meta: dict[str, str]) -> None:
-    """A new store's name, description and metadata go into its ledger: screened by the guard of
-    new stores first (docs/guard.md#text-in-the-audit-ledger)."""
+def _screen(
+    name: str,
+    description: str | None,
+    meta: dict[str, str],
+    actor: str | None,
+    source: StoreCore | None = None,
+) -> None:
+    """A new store's name, description and metadata, and the actor who makes it, go into its
+    ledger: screened by the guard of new stores first (the actor also by the source's guard, which
+    a copy takes; docs/guard.md#text-in-the-audit-ledger)."""
     from gitmem.engine import ledger_text
-    from gitmem.engine.guard_policy import policy_of
+    from gitmem.engine.guard_policy import policy_for, policy_of
 
+    new = policy_of(config.DEFAULT_GUARD)
     fields = {"name": name, "description": description or "", "metadata": meta}
-    ledger_text.screen_settings([policy_of(config.DEFAULT_GUARD)], fields)
+    ledger_text.screen_settings([new], fields)
+    ledger_text.screen_who(None, actor, policies=[new, *([policy_for(source)] if source else [])])
 
 
 def _configure(git_dir: Path, repo: Repository, settings: StoreSettings) -> None:
@@ -211,7 +221,7 @@ def restore_store(
     validate_display_name(name)
     if description is not None:
         config.validate_description(description)
-    _screen(name, description, {})
+    _screen(name, description, {}, actor)
     bundle_path = Path(bundle)
     refs = restore.bundle_refs(bundle_path)
     files, saved = restore.read_private(Path(backup) if backup is not None else None)

@@ -275,13 +275,14 @@ def _decodes_to_text(value: bytes) -> bool:
     return printable >= 0.9 * len(raw)
 
 
-# gitmem's own public ids (a version, a memory, a redaction, a session, a token's public id): agents
-# note them in memories ("see memver_..."), and redaction marks carry them. A token's secret
+# gitmem's own public ids (a version, a memory, a redaction, a session, a token's public id, the
+# session of a token's MCP writes, ``sesn_mcp_<its ULID>``): agents note them in memories ("see
+# memver_..."), redaction marks carry them, and the ledger records sessions. A token's secret
 # (gitmem_<ULID>_<random>) is not one of these. Only what gitmem could have minted passes: a ULID
 # whose first 10 characters are a time between 2015 and 2100, which a random draw of 26 Crockford
 # characters hits about once in 400 (docs/guard.md#rules).
 _GITMEM_ID = re.compile(
-    rb"(?:mem|memver|memstore|redact|sesn|prop|compact|req|apikey|drm)_([0-9A-HJKMNP-TV-Z]{26})\Z"
+    rb"(?:mem|memver|memstore|redact|sesn|sesn_mcp|prop|compact|req|apikey|drm)_([0-9A-HJKMNP-TV-Z]{26})\Z"
 )
 _CROCKFORD = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _ULID_TIMES = (1_420_070_400_000, 4_102_444_800_000)  # 2015-01-01 .. 2100-01-01, in ms

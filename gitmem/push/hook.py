@@ -104,13 +104,17 @@ def pre_receive(
         stats, store_bytes = scope_stats(repo, git_dir, scopes)
     commits: dict[str, str] = {}
     violations = pushcheck.check_push(repo, updates, ctx, stats, store_bytes, commits=commits)
+    arrived = pushcheck.arrivals(repo, updates)
+    from gitmem.push.ledgercheck import check_ledger_text
+
+    violations += check_ledger_text(repo, updates, ctx, options, arrived)  # the ledger keeps them
     lines = [pushcheck.format_violation(v) for v in violations[:MAX_LINES]]
     if len(violations) > MAX_LINES:
         lines.append(f"gitmem: ... and {len(violations) - MAX_LINES} more")
     if lines:
         lines.append(f"gitmem: push rejected ({len(violations)} problem(s)); nothing was changed")
         try:
-            record_rejection(git_dir, updates, violations, actor, env, received_at)
+            record_rejection(git_dir, updates, violations, actor, env, received_at, settings)
         except Exception as exc:  # the push is refused all the same
             lines.append(f"gitmem: warning: could not record the rejected push: {type(exc).__name__}")
         return lines
@@ -133,7 +137,7 @@ def pre_receive(
                 pid,
                 copy=c not in commits,
             )
-            for c, scope in pushcheck.arrivals(repo, updates)
+            for c, scope in arrived
         ],
     )
     return lines
@@ -163,24 +167,30 @@ def record_rejection(
     actor: str | None,
     env: Mapping[str, str],
     at: int,
+    settings: config.StoreSettings | None = None,
 ) -> None:
     """One line in ``$GIT_DIR/gitmem/rejected.jsonl`` (server-side; ``gitmem audit`` shows it):
     who, when, which refs, which rules and how often. No content and no commit ids (a stale clone
-    pushing redacted history back would otherwise leave retired ids behind), and no ref or object
-    changes: a rejected push leaves the repository as it was."""
+    pushing redacted history back would otherwise leave retired ids behind), no pusher or ref name
+    the store's guard finds anything in (``settings``: withheld), and no ref or object changes: a
+    rejected push leaves the repository as it was."""
     import json
     import os
 
     from gitmem.engine.ledger import REJECTED_LOG
+    from gitmem.push.ledgercheck import withheld
 
     rules: dict[str, int] = {}
     for v in violations:
         rule = str(getattr(v, "rule", "?"))
         rules[rule] = rules.get(rule, 0) + 1
+    refs = sorted({u.ref for u in updates})
+    if settings is not None:
+        actor, refs = withheld(settings, actor, refs)
     rec = {
         "actor": actor or UNKNOWN,
         "identity": identity_source(env),
-        "refs": sorted({u.ref for u in updates}),
+        "refs": refs,
         "rules": rules,
         "problems": len(violations),
         "at": at,

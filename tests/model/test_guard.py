@@ -299,3 +299,7 @@ def test_every_id_prefix_gitmem_mints_passes_the_guard() -> None:
     for prefix in sorted(minted):
         text = f"dream {ids.new_id(prefix)} of {ids.new_id('memstore')}"
         assert scan(text, GuardPolicy()) == [], prefix
+    # the session of a token's MCP writes (gitmem.server.door.MCP_SESSION_PREFIX + the token's
+    # ULID), which the ledger records
+    mcp = "sesn_mcp_" + ids.new_id("apikey").removeprefix("apikey_")
+    assert scan(f"session:{mcp} wrote {mcp}.review", GuardPolicy()) == []
