@@ -45,7 +45,8 @@ def _record(store: gitmem.Store) -> tuple[dict[str, Any], Any]:
     store.accept(p.id, reviewer="user:rev", paths=["/a.md"])
     later = store.write("/a.md", f"{LATER}\n", caller=dreamer)
     assert later is not None
-    assert store.open_proposal("main", DREAM_SESSION).id == p.id  # the same proposal, still open
+    still = store.open_proposal("main", DREAM_SESSION)
+    assert still is not None and still.id == p.id  # the same proposal, still open
     record = {
         "id": "drm_01" + "0" * 24,
         "store": store.id,
@@ -67,7 +68,9 @@ def _seen(store: gitmem.Store, record: dict[str, Any]) -> list[str]:
     return [c["reasoning"] for c in dream_seen_by(copy.deepcopy(record), reader, store)["changes"]]
 
 
-def test_control_the_accepted_change_is_the_readers_and_the_later_one_unpublished(store: gitmem.Store) -> None:
+def test_control_the_accepted_change_is_the_readers_and_the_later_one_unpublished(
+    store: gitmem.Store,
+) -> None:
     record, _later = _record(store)
     assert "why a" in _seen(store, record) and "why b" not in _seen(store, record)
     assert store.read("/a.md").content == "a\n"  # the later change was not published

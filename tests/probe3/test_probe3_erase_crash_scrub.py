@@ -40,7 +40,9 @@ s.erase_proposal(sys.argv[2], reviewer="user:lead", reason="leaked")
 def _setup(workspace: Path) -> tuple[Path, str, Path]:
     with gitmem.create_store("erasecrash", home=workspace) as store:
         store.write("/keep.md", "kept\n", actor="user:alice")
-        dreamer = Caller(actor="service:dreamer", session="sesn_dream1", review=True, rights=frozenset({"write"}))
+        dreamer = Caller(
+            actor="service:dreamer", session="sesn_dream1", review=True, rights=frozenset({"write"})
+        )
         v = store.write("/d.md", f"{SECRET}\n", caller=dreamer)
         (p,) = [p for p in store.proposals() if p.status == "open"]
         assert v is not None

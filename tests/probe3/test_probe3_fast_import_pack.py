@@ -46,7 +46,9 @@ def _race(store: Store, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 20)
     ran: list[bool] = []
     if where == "before the check":  # what the fix covers: the erasure before write_commits
-        monkeypatch.setattr(pipeline, "write_commits", _erase_once(store, p.id, ran, pipeline.write_commits))
+        monkeypatch.setattr(
+            pipeline, "write_commits", _erase_once(store, p.id, ran, fastimport.write_commits)
+        )
     else:  # after the check, while fast-import runs (its stream is made after it started)
         monkeypatch.setattr(fastimport, "_stream", _erase_once(store, p.id, ran, fastimport._stream))
     ops = [BatchOp("write", f"/f{i}.md", content=f"n {i}\n") for i in range(30)]
@@ -70,5 +72,7 @@ def test_control_an_erasure_before_the_batch_check_leaves_no_copy(
     reason="the deny-list check of a fast-import chain runs before fast-import, which writes its "
     "pack after a purge that ran meanwhile: the erased bytes stay in that pack",
 )
-def test_an_erasure_while_fast_import_runs_leaves_no_copy(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_erasure_while_fast_import_runs_leaves_no_copy(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _race(store, monkeypatch, "while fast-import runs")

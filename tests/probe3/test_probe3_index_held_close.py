@@ -36,7 +36,9 @@ def _inodes(store: gitmem.Store, on_new_thread: bool) -> set[int]:
     index = store.core.gitmem_dir / INDEX_FILE
     seen = {os.stat(index).st_ino}
     for i in range(4):
-        subprocess.run([sys.executable, "-c", WRITER, str(store.path), f"/c{i}"], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-c", WRITER, str(store.path), f"/c{i}"], check=True, capture_output=True
+        )
         store.write(f"/a{i}", "from this process\n")
         if on_new_thread:
             t = threading.Thread(target=store.list)
