@@ -1,0 +1,101 @@
+"""Probe: an opener that judges the index file stale (an older format, a corrupt file) removes it
+under index.sqlite.lock while the path still names the file judged (IndexDb._remove_stale), but
+``_remove_files`` unlinks ``index.sqlite`` first and ``-wal`` and ``-shm`` after it, by name. In
+between, another process opens the index (opening takes no lock): it creates the new file, SQLite
+gives it a new ``-wal`` and ``-shm``, and the remover then unlinks those. That process goes on
+committing to a WAL and a WAL index no later opener finds (they make their own: two WAL indexes for
+one database file, which SQLite's locking cannot order). Linux only (/proc/self/fd shows it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import gitmem
+from gitmem.engine.index import INDEX_FILE
+from tests.engine.test_index_format import _history, _to_format_3
+from tests.helpers import patience
+
+# The remover opens the stale index; with "pause" it waits after unlinking index.sqlite (before
+# -wal and -shm) until the test says the other opener has opened the new file.
+REMOVER = """
+import sys, time, pathlib, gitmem
+flags, pause = pathlib.Path(sys.argv[2]), sys.argv[3] == "pause"
+real = pathlib.Path.unlink
+def unlink(self, *a, **k):
+    real(self, *a, **k)
+    if pause and self.name == "index.sqlite":
+        (flags / "removed").touch()
+        while not (flags / "opened").exists():
+            time.sleep(0.01)
+pathlib.Path.unlink = unlink
+s = gitmem.open_store(sys.argv[1])
+s.versions(scope="main")
+(flags / "done").touch()
+s.close()
+"""
+
+
+def _wait(flag: Path) -> None:
+    deadline = patience(60)
+    while not flag.exists():
+        assert time.monotonic() < deadline, f"{flag.name} never came"
+        time.sleep(0.01)
+
+
+def _unlinked_index_files() -> list[str]:
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if INDEX_FILE in target and target.endswith("(deleted)"):
+            out.append(target)
+    return out
+
+
+def _run(store: gitmem.Store, tmp_path: Path, pause: bool) -> list[str]:
+    _history(store)
+    path = store.path
+    store.close()
+    _to_format_3(path / "gitmem" / INDEX_FILE)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    how = "pause" if pause else "run"
+    remover = subprocess.Popen([sys.executable, "-c", REMOVER, str(path), str(flags), how])
+    try:
+        _wait(flags / ("removed" if pause else "done"))
+        a = gitmem.open_store(str(path))
+        a.versions(scope="main")  # opens (creates) the new index file and its WAL
+        (flags / "opened").touch()
+        _wait(flags / "done")
+        assert remover.wait() == 0
+        a.write("/after", "a record after the race\n")
+        unlinked = _unlinked_index_files()
+        a.close()
+        return unlinked
+    finally:
+        if remover.poll() is None:
+            remover.kill()
+            remover.wait()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_control_an_opener_after_the_removal_keeps_its_wal(store: gitmem.Store, tmp_path: Path) -> None:
+    assert _run(store, tmp_path, pause=False) == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.xfail(
+    strict=True,
+    reason="_remove_files unlinks index.sqlite, then -wal and -shm by name: those of a process that "
+    "opened the new file in between, which then writes to a WAL no other opener sees",
+)
+def test_an_opener_between_the_unlinks_keeps_its_wal(store: gitmem.Store, tmp_path: Path) -> None:
+    assert _run(store, tmp_path, pause=True) == []
