@@ -18,6 +18,30 @@ from gitmem.store import Store
 # dreamkit.model, the scripted model of the dream tests.
 pytest_plugins = ["dreamkit"]
 
+# ---------------------------------------------------------------------- HTTP clients' patience
+# httpx's default timeout (5 s to connect, to read) is a wall-clock limit a loaded CI machine
+# reaches: a first request to a server just started, at load 13 on the 2 cores, timed out. The
+# tests' httpx calls and clients that name no timeout of their own get HTTP_TIMEOUT seconds instead
+# (a hang still fails). The SDKs name their own.
+HTTP_TIMEOUT = 120.0
+
+
+def _patient_http_clients() -> None:
+    import httpx2
+
+    patient = httpx2.Timeout(HTTP_TIMEOUT)
+    for fn in (
+        httpx2.request, httpx2.get, httpx2.post, httpx2.put, httpx2.patch, httpx2.delete,
+        httpx2.head, httpx2.options, httpx2.stream, httpx2.Client.__init__, httpx2.AsyncClient.__init__,
+    ):  # fmt: skip
+        defaults = fn.__kwdefaults__
+        if defaults is not None and isinstance(defaults.get("timeout"), httpx2.Timeout):
+            defaults["timeout"] = patient
+
+
+_patient_http_clients()
+
+
 # ---------------------------------------------------------------------- nothing left in the temp dir
 # The run gets its own temporary directory (TMPDIR, inherited by xdist workers and every subprocess);
 # pytest's own tmp_path roots stay where they were. Whatever is left in it at the end fails the run.
