@@ -25,6 +25,7 @@ that would also delete the fresh objects of a concurrent writer whose branch upd
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import json
 import logging
@@ -359,11 +360,15 @@ def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
         fault("denylist")
         purge_order.settle(store)
         # Only a recovery can find its entry already there (reading the whole ledger costs O(entries)).
-        if not recovering or ledger.find(store, rw.op, "id", rw.id) is None:
-            ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
+        entry = ledger.find(store, rw.op, "id", rw.id) if recovering else None
+        if entry is None:
+            entry = ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
         fault("ledger")
         if rw.op == "redaction":
-            store.index.mark_redacted((rw.id, rw.actor, rw.at, rw.reason), rw.versions)
+            # marked as of the ledger entry's time, as an index derived again marks it
+            # (Index.restore_ledger_marks), not the plan's: the two may be a second apart
+            at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
+            store.index.mark_redacted((rw.id, rw.actor, at, rw.reason), rw.versions)
             for scope, (old, new) in moves.items():
                 if rw.rederive:
                     store.index.apply_rewrite(scope, "", new, {}, {})

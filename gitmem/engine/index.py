@@ -14,7 +14,8 @@ history rewrites (:mod:`gitmem.engine.index_rewrites`) and queries
 
 from __future__ import annotations
 
-from gitmem.engine.index_db import BUSY_TIMEOUT, FORK_WAIT, INDEX_FILE, PURGE_PENDING, SCHEMA_VERSION
+from gitmem.engine.forkgate import FORK_WAIT
+from gitmem.engine.index_db import BUSY_TIMEOUT, INDEX_FILE, PURGE_PENDING, SCHEMA_VERSION
 from gitmem.engine.index_queries import Queries
 from gitmem.engine.index_records import StagedRecord
 from gitmem.engine.index_rewrites import Rewrites

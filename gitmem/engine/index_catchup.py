@@ -121,8 +121,7 @@ class CatchUp(Records):
 
     def rebuild(self) -> int:
         """Drop the index and rebuild it from git; returns the number of versions indexed."""
-        self.close()
-        self._remove_files()
+        self.remove_all()
         self._known_tips.clear()
         for scope in self.store.scopes():
             self.ensure(scope)

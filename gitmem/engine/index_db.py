@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmem.engine import search, vectors
+from gitmem.engine.forkgate import FORK_GATE
 from gitmem.engine.rows import HeadRow
 from gitmem.errors import ConflictError
 
@@ -39,7 +40,7 @@ BUSY_TIMEOUT = 30.0  # seconds a write waits for another writer of the index
 REMOVE_LOCK = INDEX_FILE + ".lock"
 
 
-_OPEN_ATTEMPTS = 4  # a stale file removed, then a file replaced under the opener at most twice
+_OPEN_ATTEMPTS = 3  # a stale file removed (by this opener or another), then opened again
 
 
 class _Conn(sqlite3.Connection):
@@ -197,64 +198,57 @@ class IndexDb:
     def _connect(self) -> sqlite3.Connection:
         if not self._location_writable():
             return self._memory_db()
-        for attempt in range(_OPEN_ATTEMPTS):
-            # The file this attempt judges, held open: if it is stale, only it is removed (an
-            # inode held open is not reused, so its identity names it and no other file).
-            held = self._hold()
-            db = sqlite3.connect(
-                str(self.path),
-                timeout=BUSY_TIMEOUT,
-                isolation_level=None,
-                check_same_thread=False,
-                factory=_Conn,
-            )
-            try:
-                db.execute("PRAGMA journal_mode=WAL")
-                # Derived data: losing the last transactions on power loss only means a catch-up.
-                db.execute("PRAGMA synchronous=OFF")
-                # Deleted rows are overwritten with zeros: no old head content lingers in free space.
-                db.execute("PRAGMA secure_delete=ON")
-                db.executescript(_SCHEMA + search.SCHEMA)
-                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-                if row is None:
-                    db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
-                    db.execute(f"INSERT OR IGNORE INTO meta VALUES('{MARKS_DUE}', 'due')")
-                    search.configure(db)
-                elif row[0] != SCHEMA_VERSION:
-                    raise sqlite3.DatabaseError("index schema changed")
-                if db.execute(f"SELECT 1 FROM meta WHERE key='{MARKS_DUE}'").fetchone() is not None:
-                    self.marks_due = True
-                if held is None or self._path_identity() != _identity(os.fstat(held)):
-                    db.close()  # the file was replaced while this attempt opened it: open the new one
-                    continue
-                db.identity = _identity(os.fstat(held))
-                self._db = db
-                if self._purge_marker().exists():  # a purge blocked by a reader: finish it now
-                    self.purge_search(wait=0.5)
-                return db
-            except sqlite3.DatabaseError as exc:
-                db.close()
-                if attempt == _OPEN_ATTEMPTS - 1:
-                    raise
-                if busy(exc):
-                    raise ConflictError(
-                        f"the index of {self.store.path} is busy (another process is writing it); try again"
-                    ) from None
-                self._remove_stale(held)
-            finally:
-                if held is not None:
-                    os.close(held)
-        raise ConflictError(
-            f"the index of {self.store.path} kept being replaced while it was opened; try again"
-        )
+        from gitmem.git.locks import file_lock
 
-    def _hold(self) -> int | None:
-        """A descriptor of the index file there now, created (empty: SQLite takes an empty file
-        for a new database, with the mode it gives one) when there is none; None if it cannot be."""
-        try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError:
-            return None
+        for attempt in range(_OPEN_ATTEMPTS):
+            # Opened and judged under REMOVE_LOCK shared: no other opener removes the file (nor its
+            # -wal and -shm, which SQLite makes as this opens it) meanwhile (see _remove_stale).
+            # No descriptor of the file is opened beside SQLite's: closing one would drop the
+            # POSIX locks this process's other SQLite connections hold on it.
+            opened: _Conn | None = None
+            with file_lock(self.path.with_name(REMOVE_LOCK), shared=True):
+                db = sqlite3.connect(
+                    str(self.path),
+                    timeout=BUSY_TIMEOUT,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    factory=_Conn,
+                )
+                try:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    # Derived data: losing the last transactions on power loss only means a catch-up.
+                    db.execute("PRAGMA synchronous=OFF")
+                    # Deleted rows are overwritten with zeros: no old head content lingers in free space.
+                    db.execute("PRAGMA secure_delete=ON")
+                    db.executescript(_SCHEMA + search.SCHEMA)
+                    row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                    if row is None:
+                        db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                        db.execute(f"INSERT OR IGNORE INTO meta VALUES('{MARKS_DUE}', 'due')")
+                        search.configure(db)
+                    elif row[0] != SCHEMA_VERSION:
+                        raise sqlite3.DatabaseError("index schema changed")
+                    if db.execute(f"SELECT 1 FROM meta WHERE key='{MARKS_DUE}'").fetchone() is not None:
+                        self.marks_due = True
+                    # The file SQLite opened (no gitmem process removes it while the lock is held).
+                    db.identity = self._path_identity()
+                    opened = db
+                except sqlite3.DatabaseError as exc:
+                    db.close()
+                    if attempt == _OPEN_ATTEMPTS - 1:
+                        raise
+                    if busy(exc):
+                        raise ConflictError(
+                            f"the index of {self.store.path} is busy (another process is writing it); try again"
+                        ) from None
+            if opened is None:
+                self._remove_stale()
+                continue
+            self._db = opened
+            if self._purge_marker().exists():  # a purge blocked by a reader: finish it now
+                self.purge_search(wait=0.5)
+            return opened
+        raise AssertionError("unreachable")
 
     def _path_identity(self) -> tuple[int, int] | None:
         try:
@@ -262,36 +256,68 @@ class IndexDb:
         except OSError:
             return None
 
-    def _remove_stale(self, held: int | None) -> None:
-        """Remove the index file judged stale, ``held`` open, if it is still the one at the path.
+    def _stale(self) -> bool:
+        """Whether the index file at the path is stale: corrupt, or of another format (a file
+        without ``meta`` yet is a new one, not stale). Judged by a connection of its own, so that
+        of two openers of one stale file, the second finds the file the first derived good."""
+        try:
+            db = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, timeout=BUSY_TIMEOUT)
+        except sqlite3.OperationalError:
+            return False  # no file there (removed already)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if busy(exc):
+                raise ConflictError(
+                    f"the index of {self.store.path} is busy (another process is writing it); try again"
+                ) from None
+            return "no such table" not in str(exc)
+        finally:
+            db.close()
+        return row is not None and row[0] != SCHEMA_VERSION
+
+    def _remove_stale(self) -> None:
+        """Remove the index file if it is stale (an opener judged it so), under ``REMOVE_LOCK``.
 
         Two openers of one stale file both judge it; the first removes it and derives a new one,
         which the second must not remove in turn (its records would go to an unlinked file and be
-        lost for every later reader). So the judging and removing go under ``REMOVE_LOCK``, and a
-        file that is no longer the one judged is left: the next attempt opens it. A file that
-        appeared unheld (created since) is left too."""
-        if held is None or self.in_memory:
+        lost for every later reader): the file is judged again under the lock, which every opener
+        holds shared while it opens and judges, so none opens (and has SQLite make a ``-wal`` and
+        ``-shm`` for) a new file between the unlinks of the old one's three files."""
+        if self.in_memory:
             return
         from gitmem.git.locks import file_lock
 
         with file_lock(self.path.with_name(REMOVE_LOCK)):
-            if self._path_identity() == _identity(os.fstat(held)):
+            if self._stale():
                 self._remove_files()
 
     def _remove_own(self) -> None:
-        """Remove the index file this thread's connection has open, if it is still the one at the
-        path (a corrupt index found by a query; :meth:`_remove_stale`). Closes the handle."""
-        held = self._hold()
-        try:
-            conn = self._db
-            ours = getattr(conn, "identity", None)
+        """Remove the index file this thread's connection has open (a corrupt index found by a
+        query), if it is still the one at the path; closes the handle. Under ``REMOVE_LOCK``, with
+        the connection still open (so the file's inode is not reused): a file another opener has
+        derived meanwhile is left."""
+        from gitmem.git.locks import file_lock
+
+        if self.in_memory:
             self.close()
-            if held is not None and ours is not None and _identity(os.fstat(held)) != ours:
-                return  # another opener replaced it already
-            self._remove_stale(held)
-        finally:
-            if held is not None:
-                os.close(held)
+            return
+        with file_lock(self.path.with_name(REMOVE_LOCK)):
+            ours = getattr(self._db, "identity", None)
+            same = self._path_identity() == ours if ours is not None else self._stale()
+            self.close()
+            if same:
+                self._remove_files()
+
+    def remove_all(self) -> None:
+        """Close the handle and remove the index file (a rebuild), under ``REMOVE_LOCK``."""
+        from gitmem.git.locks import file_lock
+
+        self.close()
+        if self.in_memory:
+            return
+        with file_lock(self.path.with_name(REMOVE_LOCK)):
+            self._remove_files()
 
     def writable_db(self) -> sqlite3.Connection:
         """This thread's connection for a write transaction: a connection to a file another
@@ -432,57 +458,3 @@ class IndexDb:
     def purge_pending(self) -> bool:
         """Whether a purge of the index's WAL could not finish yet (see :meth:`purge_search`)."""
         return not self.in_memory and self._purge_marker().exists()
-
-
-class ForkGate:
-    """The index write transactions open in this process, and a fork waiting for them.
-
-    SQLite keeps its file-lock state per process; a child forked while another thread of its
-    parent has a write transaction open inherits that state and finds the index busy for good
-    (every write in the child fails after the busy timeout). So a fork waits (up to
-    ``FORK_WAIT`` seconds) until no transaction is open, and no new one starts until it is done.
-    A transaction never waits for anything a forking thread holds (a staged record waits only for
-    its flush), so the wait ends."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """No transaction open, no fork waiting (a forked child has none of its parent's, nor its
-        threads: it starts with a new condition)."""
-        self.cond = threading.Condition(threading.Lock())
-        self.open = 0
-        self.forking = False
-
-    def enter(self) -> None:
-        with self.cond:
-            while self.forking:
-                self.cond.wait()
-            self.open += 1
-
-    def leave(self) -> None:
-        with self.cond:
-            self.open -= 1
-            if self.open <= 0:
-                self.cond.notify_all()
-
-    def before_fork(self) -> None:
-        with self.cond:
-            self.forking = True
-            self.cond.wait_for(lambda: self.open <= 0, FORK_WAIT)
-
-    def after_fork_in_parent(self) -> None:
-        with self.cond:
-            self.forking = False
-            self.cond.notify_all()
-
-
-FORK_WAIT = 10.0
-FORK_GATE = ForkGate()  # reset in place in a child: every module holding it sees the new state
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(
-        before=lambda: FORK_GATE.before_fork(),
-        after_in_parent=lambda: FORK_GATE.after_fork_in_parent(),
-        after_in_child=lambda: FORK_GATE.reset(),
-    )

@@ -15,7 +15,8 @@ from typing import Any
 import pygit2
 
 from gitmem.engine import ledger, receipts, search
-from gitmem.engine.index_db import FORK_GATE, MARKS_DUE, IndexDb
+from gitmem.engine.forkgate import FORK_GATE
+from gitmem.engine.index_db import MARKS_DUE, IndexDb
 from gitmem.engine.rows import VERSION_COLUMNS, VersionRow
 from gitmem.git.treediff import TreeDiffer
 

@@ -1,16 +1,17 @@
-"""Probe: an opener that judges the index file stale (an older format, a corrupt file) removes it
-under index.sqlite.lock while the path still names the file judged (IndexDb._remove_stale), but
-``_remove_files`` unlinks ``index.sqlite`` first and ``-wal`` and ``-shm`` after it, by name. In
-between, another process opens the index (opening takes no lock): it creates the new file, SQLite
-gives it a new ``-wal`` and ``-shm``, and the remover then unlinks those. That process goes on
-committing to a WAL and a WAL index no later opener finds (they make their own: two WAL indexes for
-one database file, which SQLite's locking cannot order). Linux only (/proc/self/fd shows it)."""
+"""An opener that judges the index file stale (an older format, a corrupt file) removes
+``index.sqlite``, then its ``-wal`` and ``-shm``, by name (IndexDb._remove_files), under
+index.sqlite.lock held exclusive; every opener holds it shared while it opens and judges the file
+(IndexDb._connect). Without that, a process opening the index between the unlinks creates the new
+file and SQLite gives it a new ``-wal`` and ``-shm``, which the remover then unlinks: that process
+goes on committing to a WAL no later opener finds. Linux only (/proc/self/fd shows it)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -71,10 +72,22 @@ def _run(store: gitmem.Store, tmp_path: Path, pause: bool) -> list[str]:
     remover = subprocess.Popen([sys.executable, "-c", REMOVER, str(path), str(flags), how])
     try:
         _wait(flags / ("removed" if pause else "done"))
+        if pause:  # the remover is between its unlinks: it holds the lock no opener gets meanwhile
+            fd = os.open(path / "gitmem" / (INDEX_FILE + ".lock"), os.O_RDWR)
+            try:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            finally:
+                os.close(fd)
         a = gitmem.open_store(str(path))
-        a.versions(scope="main")  # opens (creates) the new index file and its WAL
+        opener = threading.Thread(target=a.versions, kwargs={"scope": "main"})
+        opener.start()  # opens (creates) the new index file and its WAL, once it may
+        deadline = patience(2)  # it waits for the remover (fixed), or opens in between (the defect)
+        while opener.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
         (flags / "opened").touch()
         _wait(flags / "done")
+        opener.join()
         assert remover.wait() == 0
         a.write("/after", "a record after the race\n")
         unlinked = _unlinked_index_files()
@@ -92,10 +105,5 @@ def test_control_an_opener_after_the_removal_keeps_its_wal(store: gitmem.Store, 
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
-@pytest.mark.xfail(
-    strict=True,
-    reason="_remove_files unlinks index.sqlite, then -wal and -shm by name: those of a process that "
-    "opened the new file in between, which then writes to a WAL no other opener sees",
-)
 def test_an_opener_between_the_unlinks_keeps_its_wal(store: gitmem.Store, tmp_path: Path) -> None:
     assert _run(store, tmp_path, pause=True) == []
