@@ -47,7 +47,7 @@ from gitmem.engine import ledger, receipts
 from gitmem.engine.core import StoreCore
 from gitmem.engine.opening import open_core
 from gitmem.errors import ConflictError, ForbiddenError, IntegrityError
-from gitmem.git.locks import check_order, close_lock_fd, open_lock_fd, ordered
+from gitmem.git.locks import check_order, close_lock_fd, open_lock_fd, ordered, owning, owns
 from gitmem.git.purge import purge, reachable_retired
 from gitmem.git.reflocks import break_if_stale, hold, rewriting
 from gitmem.git.repoinit import write_atomic
@@ -100,11 +100,16 @@ class Rewrite:
 @contextmanager
 def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
     """The exclusive store lock; yields False (not held) when ``blocking`` is off and it is busy.
-    In the engine's lock order (gitmem.git.locks.LOCK_ORDER) when it is waited for."""
+    In the engine's lock order (gitmem.git.locks.LOCK_ORDER) when it is waited for; a thread that
+    holds it already holds it on (a second flock, of a second descriptor, would wait for itself)."""
+    path = store.gitmem_dir / LOCK_FILE
+    if owns(path):
+        yield True
+        return
     if blocking:
         check_order("store")
     store.gitmem_dir.mkdir(parents=True, exist_ok=True)
-    fd = open_lock_fd(store.gitmem_dir / LOCK_FILE)  # a child forked meanwhile does not keep it
+    fd = open_lock_fd(path)  # a child forked meanwhile does not keep it
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -115,7 +120,7 @@ def store_lock(store: StoreCore, *, blocking: bool = True) -> Iterator[bool]:
             _log.info("waiting for the store lock %s", store.gitmem_dir / LOCK_FILE)
             fcntl.flock(fd, fcntl.LOCK_EX)
         # rewriting: no other thread breaks this rewrite's ref locks
-        with ordered("store", wait=False), rewriting(store.git_dir):
+        with ordered("store", wait=False), owning(path), rewriting(store.git_dir):
             yield True
     finally:
         close_lock_fd(fd)
@@ -157,43 +162,44 @@ def recover(store: StoreCore, *, blocking: bool = False) -> str | None:
     if store.is_clone or not _journal_path(store).exists():
         return None
     with store_lock(store, blocking=blocking) as held:
-        if not held:
-            return None  # a live process is rewriting right now
-        rw = _read_journal(store)
-        if rw is None:
-            return None
-        moved, unmoved = [], []
-        for scope, (old, new) in rw.scope_tips().items():
-            _clear_stale_lock(store, scope)
-            tip = store.tip(scope)
-            if old == new:
-                continue
-            if tip is not None and store.is_ancestor(pygit2.Oid(hex=new), tip):
-                moved.append(scope)
-            else:
-                unmoved.append((scope, old, new))
-        if not moved and unmoved:
-            _journal_path(store).unlink()
-            return "rolled back"
-        for scope, old, new in unmoved:
-            tip = store.tip(scope)
-            if tip is not None and str(tip) == old:
-                store.cas_ref(scope, tip, pygit2.Oid(hex=new), f"gitmem {rw.op} {rw.id} (recovered)")
-                store.sync_ref(scope)
-        if not rw.baseline:
-            rw.baseline = _ref_targets(store)
-        finish(store, rw, recovering=True)
-    after_rewrite(store)
+        done = recover_held(store) if held else None  # not held: a live process is rewriting now
+    if done == "completed":
+        after_rewrite(store)
+    return done
+
+
+def recover_held(store: StoreCore) -> str | None:
+    """:func:`recover` by a caller holding the store lock (a rewrite), who runs after_rewrite."""
+    rw = _read_journal(store)
+    if rw is None:
+        return None
+    moved, unmoved = [], []
+    for scope, (old, new) in rw.scope_tips().items():
+        _clear_stale_lock(store, scope)
+        tip = store.tip(scope)
+        if old == new:
+            continue
+        if tip is not None and store.is_ancestor(pygit2.Oid(hex=new), tip):
+            moved.append(scope)
+        else:
+            unmoved.append((scope, old, new))
+    if not moved and unmoved:
+        _journal_path(store).unlink()
+        return "rolled back"
+    for scope, old, new in unmoved:
+        tip = store.tip(scope)
+        if tip is not None and str(tip) == old:
+            store.cas_ref(scope, tip, pygit2.Oid(hex=new), f"gitmem {rw.op} {rw.id} (recovered)")
+            store.sync_ref(scope)
+    if not rw.baseline:
+        rw.baseline = _ref_targets(store)
+    finish(store, rw, recovering=True)
     return "completed"
 
 
 def _ref_targets(store: StoreCore) -> list[str]:
-    out = set()
-    for name in list(store.repo.references):
-        target = store.ref_target(name)
-        if target is not None:
-            out.add(str(target))
-    return sorted(out)
+    targets = (store.ref_target(name) for name in list(store.repo.references))
+    return sorted({str(t) for t in targets if t is not None})
 
 
 def run_rewrite(store: StoreCore, scope: str, build: Callable[[pygit2.Oid], Rewrite]) -> Rewrite:
@@ -215,7 +221,7 @@ def run_rewrite_scopes(
     a push is checked against the deny-list the rewrite leaves."""
     order = sorted(set(scopes))
     with store_lock(store):
-        recover(store, blocking=True)
+        recover_held(store)  # another rewrite killed past its journal (the lock is ours already)
         tips = {s: store.require_scope(s) for s in order}
         rw = build(tips)
         refuse_other_refs(store, rw)

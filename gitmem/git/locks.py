@@ -139,6 +139,27 @@ def ordered(name: str, *, wait: bool = True) -> Iterator[None]:
         del names[len(names) - 1 - names[::-1].index(name)]
 
 
+_OWN = threading.local()  # .paths: the lock files this thread holds inside :func:`owning`
+
+
+def owns(path: Path | str) -> bool:
+    """Whether this thread holds the lock file ``path`` (taken inside :func:`owning`): a flock
+    taken again through a second descriptor of one process would wait for itself forever."""
+    return os.path.realpath(path) in getattr(_OWN, "paths", ())
+
+
+@contextmanager
+def owning(path: Path | str) -> Iterator[None]:
+    """Count the lock file ``path`` as held by this thread for the ``with`` block (:func:`owns`)."""
+    paths: set[str] = _OWN.__dict__.setdefault("paths", set())
+    key = os.path.realpath(path)
+    paths.add(key)
+    try:
+        yield
+    finally:
+        paths.discard(key)
+
+
 @contextmanager
 def ordered_lock(name: str, path: Path, *, shared: bool = False) -> Iterator[None]:
     """:func:`file_lock` of ``path``, one of the engine's ordered locks (``name``, :func:`ordered`)."""

@@ -1,9 +1,8 @@
-"""Probe: a handle opened before another process's redaction was killed past its journal
-(a long-lived ``gitmem serve``, a notebook) runs the next rewrite. run_rewrite_scopes takes the
-store lock, then calls ``recover(store, blocking=True)``, which opens the lock file again and
-flocks it: a second open file description of one process conflicts with the first, so the
-rewrite waits for itself forever (holding the store lock: pushes are refused, every rewrite
-waits)."""
+"""A handle opened before another process's redaction was killed past its journal (a long-lived
+``gitmem serve``, a notebook) runs the next rewrite. run_rewrite_scopes holds the store lock and
+finishes that journal first: it must not flock the lock file again through a second descriptor
+(a second open file description of one process conflicts with the first, so the rewrite would wait
+for itself forever, holding the store lock: pushes refused, every rewrite waiting)."""
 
 from __future__ import annotations
 
@@ -11,12 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-import pytest
-
 import gitmem
+from gitmem.audit.journal import store_lock
 from tests.helpers import patience
 
 KILLED = """
@@ -42,6 +41,9 @@ else:
     crash()
     s = gitmem.open_store(path)
 s.redact(vid, reason="next", actor="user:admin")
+assert not os.path.exists(os.path.join(path, "gitmem", "journal.json"))
+from gitmem.engine import ledger
+assert [e.data.get("reason") for e in ledger.entries(s.core, kind="redaction")] == ["killed", "next"]
 print("redacted")
 """
 
@@ -81,11 +83,25 @@ def test_control_a_handle_opened_after_the_crash_redacts(workspace: Path) -> Non
     assert ok, why
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_rewrite_scopes holds the store lock and recover(blocking=True) flocks the lock file "
-    "again through a second descriptor: the process waits for itself forever",
-)
 def test_a_handle_opened_before_the_crash_redacts(workspace: Path) -> None:
     ok, why = _run(workspace, "early")
     assert ok, why
+
+
+def test_the_store_lock_is_held_on_by_its_own_thread_and_excludes_others(workspace: Path) -> None:
+    with gitmem.create_store("relock", home=workspace) as store:
+        got: list[bool] = []
+
+        def other() -> None:
+            with store_lock(store.core, blocking=False) as held:
+                got.append(held)
+
+        with store_lock(store.core) as outer:
+            with store_lock(store.core, blocking=False) as inner:  # no second flock of its own
+                assert outer and inner
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+        assert got == [False]  # the inner block let nothing go
+        with store_lock(store.core, blocking=False) as free:
+            assert free
