@@ -5,9 +5,8 @@ steps, under the exclusive store lock ``$GIT_DIR/gitmem/lock`` (fcntl):
 
 1. plan: the new commits and trees are written into a new pack (nothing refers to them yet);
 2. journal: ``$GIT_DIR/gitmem/journal.json`` records the plan (raw ids: it is server-side only);
-3. swap: holding the branch's lock file ``refs/heads/<scope>.lock`` (git's protocol), commits a
-   writer added since the plan are rewritten too, then the lock file is renamed over the ref;
-   writers' compare-and-swap fails meanwhile and they retry on the new history;
+3. swap: holding ``refs/heads/<scope>.lock``, commits a writer added since the plan are rewritten
+   too, the lock file is renamed over the ref; writers' compare-and-swap fails and they retry;
 4. deny-list, ledger entry, derived index (each idempotent);
 5. purge (:func:`gitmem.git.rewrite.purge`): reflogs expired, the loose copies of the retired objects
    deleted, each pack holding one copied without them, then plain git must not list any of them
@@ -371,8 +370,7 @@ def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
             entry = ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
         fault("ledger")
         if rw.op == "redaction":
-            # marked as of the ledger entry's time, as an index derived again marks it
-            # (Index.restore_ledger_marks), not the plan's: the two may be a second apart
+            # as of the ledger entry's time, as an index derived again marks it (restore_ledger_marks)
             at = int(dt.datetime.fromisoformat(entry.at.replace("Z", "+00:00")).timestamp())
             store.index.mark_redacted((rw.id, rw.actor, at, rw.reason), rw.versions)
             for scope, (old, new) in moves.items():
