@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -214,20 +215,19 @@ def _accept(
             f"proposal {p.id} conflicts with scope {p.scope!r} at {', '.join(conflicts)}: the scope changed "
             "there since the proposal was made; see `gitmem review diff` (nothing was written)"
         )
-    ops = _plan_ops(store, p, chosen)
+    covered = sorted(v.id for v in P.versions(store, p.id) if {v.path, v.previous_path} & chosen)  # by id
     published: list[Version] = []
-    groups: list[tuple[tuple[str, str | None], list[Any]]] = []
-    for who, op in ops:
-        if groups and groups[-1][0] == who:
-            groups[-1][1].append(op)
-        else:
-            groups.append((who, [op]))
+    # the plan's runs of one author (actor, session) each, in order: one batch each
+    groups = [
+        (who, [op for _, op in run]) for who, run in groupby(_plan_ops(store, p, chosen), key=lambda o: o[0])
+    ]
     for (actor, session), batch_ops in groups:
         result = apply_batch(
             store, batch_ops, scope=p.scope, actor=actor, session=session, reviewed_by=reviewer
         )
         published.extend(result.versions)
-    p.decisions.append(P.Decision("accepted", reviewer, config.now_rfc3339(), sorted(chosen), reason))
+    done = P.Decision("accepted", reviewer, config.now_rfc3339(), sorted(chosen), reason, covered)
+    p.decisions.append(done)
     _settle(store, p)
     ledger.append(
         store,

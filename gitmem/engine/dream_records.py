@@ -127,9 +127,12 @@ def seen_by(store: StoreCore | None, caller: Caller | None, data: Record) -> Rec
     (:func:`gitmem.engine.access.may_see_dream_output`). A change in the dream's proposal is seen
     by whoever may read the proposal (:func:`gitmem.engine.access.may_see_dream_review`: its
     proposer and the store's reviewers) and, once a reviewer accepted every path it touched, by a
-    reader of the scope too: it is an ordinary version then. Rejected, erased, or of a proposal
-    whose record is gone, it stays the proposal's readers'. The refused writes of a dream whose
-    writes went to review are the proposal's readers' too. The local caller (None) sees it all."""
+    reader of the scope too: it is an ordinary version then. Accepted is said of the change itself
+    (its version, named by the acceptance), never of its path: a change the dream made to an
+    accepted path afterwards, or an earlier proposal's change to a path a later one accepted, stays
+    the proposal's. Rejected, erased, or of a proposal whose record is gone, it stays the
+    proposal's readers'. The refused writes of a dream whose writes went to review are the
+    proposal's readers' too. The local caller (None) sees it all."""
     from gitmem.engine import access, proposals
     from gitmem.errors import GitmemError
 
@@ -138,16 +141,35 @@ def seen_by(store: StoreCore | None, caller: Caller | None, data: Record) -> Rec
     wrote = data.get("output_id") or data.get("store_id")
     if store is not None and store.settings.id != wrote:
         store = None  # not the store the dream wrote: its proposal is not there
-    p = None
+    found: dict[str, proposals.Proposal | None] = {}
+
+    def proposal(pid: Any) -> proposals.Proposal | None:
+        if store is None or not isinstance(pid, str) or not pid:
+            return None
+        if pid not in found:
+            try:
+                found[pid] = proposals.get(store, pid)
+            except GitmemError:  # dropped after retention.min_days, or never saved
+                found[pid] = None
+        return found[pid]
+
     pid = data.get("proposal_id")
-    if store is not None and isinstance(pid, str):
-        try:
-            p = proposals.get(store, pid)
-        except GitmemError:  # dropped after retention.min_days, or never saved
-            p = None
+    p = proposal(pid)
     sees_review = access.may_see_dream_review(store, caller, data, p)
     sees_output = access.may_see_dream_output(caller, data)
-    accepted = {path for d in p.decisions if d.action == "accepted" for path in d.paths} if p else set()
+
+    def accepted(change: dict[str, Any], touched: set[Any]) -> bool:
+        """Whether a reviewer accepted this very change (its version, by id, in the proposal it was
+        written into; a record from before changes named theirs: the record's) and every path it
+        touched. A later change to an accepted path, or one of an earlier proposal whose path a
+        later one accepted, was not: an acceptance names the versions it covered. A decision
+        recorded before decisions named their versions covers none (the proposal's readers')."""
+        q = proposal(change.get("proposal_id") or pid)
+        vid = change.get("version_id")
+        if q is None or not isinstance(vid, str) or not vid or not touched:
+            return False
+        mine = [d for d in q.decisions if d.action == "accepted" and vid in d.versions]
+        return touched <= {path for d in mine for path in d.paths}  # a path scrubbed: not shown
 
     def sees(change: Any) -> bool:
         if not isinstance(change, dict):
@@ -156,8 +178,7 @@ def seen_by(store: StoreCore | None, caller: Caller | None, data: Record) -> Rec
             return sees_output
         if sees_review:
             return True
-        touched = {change.get("path"), change.get("previous_path")} - {None}
-        return sees_output and bool(touched) and touched <= accepted  # a path scrubbed: not shown
+        return sees_output and accepted(change, {change.get("path"), change.get("previous_path")} - {None})
 
     changes = [c for c in data.get("changes") or [] if isinstance(c, dict)]
     reviewed = (

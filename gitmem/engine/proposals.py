@@ -87,6 +87,7 @@ class Decision:
     at: str
     paths: list[str]
     reason: str = ""
+    versions: list[str] = field(default_factory=list)  # accepted: the proposal's versions it covered
 
 
 @dataclass

@@ -251,6 +251,7 @@ class Dreamer:
             assert caller is not None
             owner = store.review_owner(backend.scope, caller.actor, caller.session, review=caller.review)
             landed = owner is None
+            proposal = store.open_proposal(backend.scope, owner, caller=caller) if owner else None
             entries = [
                 {
                     "version_id": v.id,
@@ -261,10 +262,11 @@ class Dreamer:
                     "command": command,
                     "reasoning": reasoning,
                     "landed": landed,
+                    # the proposal it was written into: another's acceptance never publishes it
+                    "proposal_id": proposal.id if proposal is not None else None,
                 }
                 for v in new
             ]
-            proposal = store.open_proposal(backend.scope, owner, caller=caller) if owner else None
 
             def change(x: Dream) -> None:
                 x.changes.extend(entries)

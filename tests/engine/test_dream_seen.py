@@ -113,3 +113,106 @@ def test_a_rejected_change_stays_the_reviewers_and_a_published_one_its_output_re
     both = Caller(actor="user:ro2", stores={sid: "ro", out: "ro"}, rights=frozenset())
     seen = dream_seen_by(published, both, None)
     assert [c["path"] for c in seen["changes"]] == ["/a.md", "/c.md"] and len(seen["refused"]) == 1
+
+
+LATER = "second thoughts: the client's pager code is 4471"
+
+
+def _change(v: Any, why: str, **more: Any) -> dict[str, Any]:
+    return {
+        "version_id": v.id,
+        "memory_id": v.memory_id,
+        "path": v.path,
+        "previous_path": v.previous_path,
+        "operation": v.operation,
+        "command": "create",
+        "reasoning": why,
+        "landed": False,
+        **more,
+    }
+
+
+def _record(store: gitmem.Store, proposal_id: str, changes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": "drm_01" + "0" * 24,
+        "store": store.id,
+        "store_id": store.id,
+        "output": store.id,
+        "output_id": store.id,
+        "scope": "main",
+        "behavior": "update_existing",
+        "review": True,
+        "proposal_id": proposal_id,
+        "changes": changes,
+        "refused": [],
+    }
+
+
+def _after_accept(store: gitmem.Store) -> dict[str, Any]:
+    """A reviewed dream: /a.md and /b.md in its proposal; a reviewer accepts /a.md (the proposal
+    stays open for /b.md); then the dream writes /a.md again, into the same proposal."""
+    dreamer = Caller(actor="service:dreamer", session=DREAM_SESSION, review=True, rights=frozenset({"write"}))
+    a = store.write("/a.md", "a\n", caller=dreamer)
+    b = store.write("/b.md", "b\n", caller=dreamer)
+    p = store.open_proposal("main", DREAM_SESSION)
+    assert a is not None and b is not None and p is not None
+    store.accept(p.id, reviewer="user:rev", paths=["/a.md"])
+    later = store.write("/a.md", f"{LATER}\n", caller=dreamer)
+    assert later is not None
+    still = store.open_proposal("main", DREAM_SESSION)
+    assert still is not None and still.id == p.id  # the same proposal, still open
+    return _record(store, p.id, [_change(a, "why a"), _change(b, "why b"), _change(later, LATER)])
+
+
+def _seen(store: gitmem.Store, record: dict[str, Any]) -> list[str]:
+    reader = Caller(actor="user:ro", stores={store.id: "ro"}, rights=frozenset())
+    return [c["reasoning"] for c in dream_seen_by(copy.deepcopy(record), reader, store)["changes"]]
+
+
+def test_control_the_accepted_change_is_the_readers_and_the_later_one_unpublished(
+    store: gitmem.Store,
+) -> None:
+    record = _after_accept(store)
+    assert "why a" in _seen(store, record) and "why b" not in _seen(store, record)
+    assert store.read("/a.md").content == "a\n"  # the later change was not published
+
+
+def test_a_change_made_after_its_path_was_accepted_stays_the_proposals(store: gitmem.Store) -> None:
+    record = _after_accept(store)
+    assert LATER not in _seen(store, record)
+    reviewer = Caller(actor="user:rev", stores={store.id: "rw"}, rights=REVIEW)
+    shown = [c["reasoning"] for c in dream_seen_by(copy.deepcopy(record), reviewer, store)["changes"]]
+    assert shown == ["why a", "why b", LATER]  # the proposal's readers still see all of it
+
+
+def test_a_rejected_change_of_an_earlier_proposal_stays_hidden_when_a_later_one_accepts_its_path(
+    store: gitmem.Store,
+) -> None:
+    """The dream's first proposal is rejected, so its next write starts a second one (the record's
+    proposal_id replaced); the reviewer accepts the same path there: only the second change is
+    published, the first stays the first proposal's, whether or not the change names its proposal."""
+    dreamer = Caller(actor="service:dreamer", session=DREAM_SESSION, review=True, rights=frozenset({"write"}))
+    first = store.write("/a.md", f"{LATER}\n", caller=dreamer)
+    p1 = store.open_proposal("main", DREAM_SESSION)
+    assert first is not None and p1 is not None
+    store.reject(p1.id, reviewer="user:rev", reason="no")
+    second = store.write("/a.md", "a\n", caller=dreamer)
+    p2 = store.open_proposal("main", DREAM_SESSION)
+    assert second is not None and p2 is not None and p2.id != p1.id
+    store.accept(p2.id, reviewer="user:rev", paths=["/a.md"])
+    named = _record(
+        store, p2.id, [_change(first, LATER, proposal_id=p1.id), _change(second, "why a", proposal_id=p2.id)]
+    )
+    unnamed = _record(store, p2.id, [_change(first, LATER), _change(second, "why a")])  # an older record
+    for record in (named, unnamed):
+        assert _seen(store, record) == ["why a"]
+    # a change accepted in the first proposal stays the readers' once the record names a second one
+    third = store.write("/c.md", "c\n", caller=dreamer)
+    p3 = store.open_proposal("main", DREAM_SESSION)
+    assert third is not None and p3 is not None and p3.id not in (p1.id, p2.id)
+    moved = _record(
+        store,
+        p3.id,
+        [_change(second, "why a", proposal_id=p2.id), _change(third, "why c", proposal_id=p3.id)],
+    )
+    assert _seen(store, moved) == ["why a"]
