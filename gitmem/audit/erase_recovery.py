@@ -21,6 +21,8 @@ The locks are taken in the engine's order (docs/durability.md#lock-order): the s
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from gitmem.engine import proposals as P
@@ -29,6 +31,10 @@ from gitmem.errors import GitmemError
 from gitmem.git.locks import proposals_lock
 
 ERASE_FILE = "erasing.json"  # $GIT_DIR/gitmem/: an erase between its plan and its records' scrub
+
+# gitmem.audit.journal.store_lock (passed in, as to gitmem.audit.purge_order.erasing: the journal
+# opens stores through this module's finish)
+StoreLock = Callable[..., AbstractContextManager[bool]]
 
 
 def pending(store: StoreCore) -> dict[str, Any] | None:
@@ -46,22 +52,19 @@ def close(store: StoreCore, record: dict[str, Any]) -> None:
     """The erasure's last step, once its proposal is saved as erased (the caller holds the store
     lock and ``proposals.lock``): the dream records quoting its versions are scrubbed, then the
     pending-erase record is removed."""
-    from gitmem.audit import journal, record_scrub
+    from gitmem.audit import record_scrub
 
     record_scrub.scrub_erasure(store, str(record["id"]), [str(v) for v in record.get("versions") or []])
-    journal.private_files(store)
     (store.gitmem_dir / ERASE_FILE).unlink(missing_ok=True)
 
 
-def finish(store: StoreCore, *, blocking: bool = False) -> str | None:
+def finish(store: StoreCore, store_lock: StoreLock, *, blocking: bool = False) -> str | None:
     """Finish an erase killed after its proposal was saved as erased (the records' scrub); returns
     "completed", "pending" (killed earlier: the next ``review erase`` of it finishes it) or None
     (nothing pending, a clone, or, when not ``blocking``, a live process holds the store lock)."""
-    from gitmem.audit import journal
-
     if store.is_clone or not (store.gitmem_dir / ERASE_FILE).exists():
         return None
-    with journal.store_lock(store, blocking=blocking) as held:
+    with store_lock(store, blocking=blocking) as held:
         if not held:
             return None  # a live erase (or rewrite) holds it: that one finishes its own
         with proposals_lock(store.path):
@@ -74,9 +77,9 @@ def finish(store: StoreCore, *, blocking: bool = False) -> str | None:
     return "completed"
 
 
-def check_pending(store: StoreCore) -> list[str]:
+def check_pending(store: StoreCore, store_lock: StoreLock) -> list[str]:
     """For ``gitmem verify``: an erase left unfinished, once :func:`finish` ran (empty: none)."""
-    state = finish(store, blocking=True)
+    state = finish(store, store_lock, blocking=True)
     if state != "pending":
         return []
     record = pending(store) or {}

@@ -429,7 +429,7 @@ def open_recovered(
     core = open_core(name_or_path, home)
     if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
         recover(core)
-    erase_recovery.finish(core)  # an erase killed past its proposal's save: its records' scrub
+    erase_recovery.finish(core, store_lock)  # an erase killed past its proposal's save: its records' scrub
     return core
 
 

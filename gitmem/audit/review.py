@@ -433,6 +433,7 @@ def erase(
             p.status = "rejected"
         p.erased = pending["id"]
         P.save(store, p)
+        journal.private_files(store)
         erase_recovery.close(store, pending)  # the dreams quoting it; then the pending record goes
         if kept:
             raise IntegrityError(

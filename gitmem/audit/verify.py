@@ -158,10 +158,11 @@ def check_erasures(store: StoreCore) -> list[str]:
     """A proposal's erase killed half-way: finished here when only its records' scrub was left,
     reported otherwise (gitmem.audit.erase_recovery)."""
     from gitmem.audit.erase_recovery import check_pending
+    from gitmem.audit.journal import store_lock
 
     if store.is_clone:
         raise _Skipped("skipped: a clone erases no proposals")
-    return check_pending(store)
+    return check_pending(store, store_lock)
 
 
 def check_purged(store: StoreCore) -> list[str]:
