@@ -431,10 +431,14 @@ def private_files(store: StoreCore) -> None:
 def open_recovered(
     name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None
 ) -> StoreCore:
-    """Open a store; a history rewrite (redaction, compaction) killed half-way is finished or rolled back."""
+    """Open a store; a history rewrite (redaction, compaction) killed half-way is finished or rolled
+    back, and so is an erase killed after its proposal's save (gitmem.audit.erase_recovery)."""
+    from gitmem.audit import erase_recovery
+
     core = open_core(name_or_path, home)
     if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
         recover(core)
+    erase_recovery.finish(core, store_lock)  # an erase killed past its proposal's save: its records' scrub
     return core
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pygit2
 
 from gitmem import config
+from gitmem.audit import erase_recovery
 from gitmem.engine import access, ledger_text
 from gitmem.engine import proposals as P
 from gitmem.engine.core import StoreCore
@@ -340,7 +341,7 @@ def summary(store: StoreCore, p: P.Proposal) -> Summary:
 
 
 # ---------------------------------------------------------------------- erasing a proposal
-ERASE_FILE = "erasing.json"  # $GIT_DIR/gitmem/: an erase between its deny-list and its purge
+ERASE_FILE = erase_recovery.ERASE_FILE  # the pending-erase record (gitmem.audit.erase_recovery)
 
 
 @dataclass(frozen=True)
@@ -369,8 +370,9 @@ def erase(
     must not stay (a secret the guard missed, poisoned text): a rejected proposal's chain is kept
     otherwise for ``retention.min_days``. Objects a scope or another ref reaches are kept (the
     scope's own history is what ``gitmem redact`` is for). Runs under the store lock, so pushes and
-    rewrites wait; an erase killed half-way is finished by the next erase of that proposal."""
-    from gitmem.audit import journal, purge_order, record_scrub
+    rewrites wait; an erase killed half-way is finished by the next erase of that proposal, or,
+    killed past the proposal's save, by the next open of the store (gitmem.audit.erase_recovery)."""
+    from gitmem.audit import journal, purge_order
     from gitmem.engine import ledger
     from gitmem.git.purge import purge, reachable_retired
 
@@ -381,7 +383,7 @@ def erase(
     access.admit_decision(store, caller, P.get(store, proposal_id).scope, "erase") if caller else None
     with purge_order.erasing(store, journal.store_lock):
         p = P.get(store, proposal_id)
-        pending = _pending_erase(store)
+        pending = erase_recovery.pending(store)
         if pending is not None and pending["proposal"] != p.id:
             raise ConflictError(
                 f"the erasure of proposal {pending['proposal']} was interrupted: erase it again first"
@@ -431,23 +433,14 @@ def erase(
             p.status = "rejected"
         p.erased = pending["id"]
         P.save(store, p)
-        record_scrub.scrub_erasure(store, pending["id"], pending["versions"])  # dreams quoting it
         journal.private_files(store)
-        (store.gitmem_dir / ERASE_FILE).unlink(missing_ok=True)
+        erase_recovery.close(store, pending)  # the dreams quoting it; then the pending record goes
         if kept:
             raise IntegrityError(
                 f"erasure {pending['id']}: {', '.join(sorted(reached))} came to reach {len(kept)} of the "
                 "proposal's objects while it ran; those were kept, the rest purged (redact them there)"
             )
         return Erased(p, pending["id"], pending["versions"], len(candidates), 0)
-
-
-def _pending_erase(store: StoreCore) -> dict[str, Any] | None:
-    try:
-        data = json.loads((store.gitmem_dir / ERASE_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _plan_erase(store: StoreCore, p: P.Proposal, reviewer: str, reason: str) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Checks, in order: an interrupted history rewrite is finished or rolled back first; ``git fsck``; the
 ledger chain (and, against the anchors, that it was not rewritten); every ledger redaction and
-compaction really purged (its digests match deny-listed ids, and git cannot read any of those);
+compaction really purged (its digests match deny-listed ids, and git cannot read any of those); no
+proposal's erase left unfinished (one killed past its proposal's save is finished first);
 every ``[redacted: <id>]`` mark recorded by the ledger; every commit's gitmem trailers well-formed;
 the derived index consistent with git. Any failure raises IntegrityError (exit 7) naming each failed
 check. On a clone, what cannot be checked there (the deny-list, a missing ledger) is reported as
@@ -64,6 +65,7 @@ def verify(store: StoreCore, *, raise_on_failure: bool = True) -> VerifyReport:
         _run("fsck", lambda: check_fsck(store)),
         _run("ledger", lambda: check_ledger(store)),
         _run("redactions purged", lambda: check_purged(store)),
+        _run("erasures", lambda: check_erasures(store)),
         _run("redaction marks", lambda: check_marks(store)),
         _run("trailers", lambda: check_trailers(store)),
         _run("receipts", lambda: check_receipts(store)),
@@ -150,6 +152,17 @@ def check_ledger(store: StoreCore) -> list[str]:
             "has a ledger: the audit trail may have been rewritten"
         )
     return problems
+
+
+def check_erasures(store: StoreCore) -> list[str]:
+    """A proposal's erase killed half-way: finished here when only its records' scrub was left,
+    reported otherwise (gitmem.audit.erase_recovery)."""
+    from gitmem.audit.erase_recovery import check_pending
+    from gitmem.audit.journal import store_lock
+
+    if store.is_clone:
+        raise _Skipped("skipped: a clone erases no proposals")
+    return check_pending(store, store_lock)
 
 
 def check_purged(store: StoreCore) -> list[str]:

@@ -31,6 +31,7 @@ def test_verify_passes_on_a_fresh_store(store: Store) -> None:
         "fsck",
         "ledger",
         "redactions purged",
+        "erasures",
         "redaction marks",
         "trailers",
         "receipts",
