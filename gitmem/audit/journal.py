@@ -355,17 +355,15 @@ def _clear_stale_lock(store: StoreCore, scope: str) -> None:
 
 def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
     """Steps 4-7; every one may run twice (recovery after a crash)."""
-    # A redaction's blobs are refused in the scopes it rewrote (docs/redaction.md): a scope that
-    # never held them refuses them no more than any other content, so its writers learn nothing.
-    # Writes of them elsewhere are ordered against this purge (gitmem.audit.purge_order).
+    # A redaction's blobs are refused in the scopes it rewrote (docs/redaction.md), not elsewhere
+    # (its writers learn nothing); writes of them there are ordered against this purge (purge_order).
     blobs = list(rw.blob_map) if rw.op == "redaction" else []
     moves = rw.scope_tips()
     with purge_order.purging(store):
         ledger.deny(store, list(rw.commit_map), f"{rw.op} {rw.id}", scoped=blobs, scopes=moves)
         fault("denylist")
         purge_order.settle(store)
-        # Only a recovery can find its entry already there (reading the whole ledger costs O(entries)).
-        entry = ledger.find(store, rw.op, "id", rw.id) if recovering else None
+        entry = ledger.find(store, rw.op, "id", rw.id) if recovering else None  # there already?
         if entry is None:
             entry = ledger.append(store, rw.op, rw.ledger, actor=rw.actor)
         fault("ledger")
@@ -382,10 +380,8 @@ def finish(store: StoreCore, rw: Rewrite, *, recovering: bool = False) -> None:
             store.index.apply_rewrite(rw.scope, "", rw.new_tip, {}, {})
         fault("index")
         retired = set(rw.retired)
-        # What a ref reaches again (a racing writer committed the content again; a push forked old
-        # history while the rewrite ran) is kept: deleting it would break that ref. Checked under
-        # the store lock right before deleting. A scope outside the rewrite that holds its blobs
-        # wrote them there: kept too, and no race to report.
+        # What a ref reaches again (a racing writer's commit, a push forking old history) is kept,
+        # checked under the store lock right before deleting; what a scope outside holds too.
         elsewhere = purge_order.held_elsewhere(store, blobs)
         reached = reachable_retired(store, retired, rw.baseline or [new for _old, new in moves.values()])
         keep, kept_refs, back = purge_order.kept_for_writes(
@@ -431,14 +427,14 @@ def private_files(store: StoreCore) -> None:
 def open_recovered(
     name_or_path: str | os.PathLike[str], home: str | os.PathLike[str] | None = None
 ) -> StoreCore:
-    """Open a store; a history rewrite (redaction, compaction) killed half-way is finished or rolled
-    back, and so is an erase killed after its proposal's save (gitmem.audit.erase_recovery)."""
+    """Open a store; a rewrite killed half-way is finished or rolled back, an erase killed past its
+    proposal's save is finished (gitmem.audit.erase_recovery)."""
     from gitmem.audit import erase_recovery
 
     core = open_core(name_or_path, home)
     if not core.is_clone and (core.gitmem_dir / "journal.json").exists():
         recover(core)
-    erase_recovery.finish(core, store_lock)  # an erase killed past its proposal's save: its records' scrub
+    erase_recovery.finish(core, store_lock)
     return core
 
 
