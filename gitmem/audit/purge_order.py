@@ -13,8 +13,8 @@ The order, in three parts:
   reads the refs, and every later one sees the entry;
 - a write whose content some deny-list names (any scope's) holds the purge lock shared from its
   objects to its ref move (gitmem.engine.pipeline.commit): after any purge of them that runs, and
-  before any that starts. So does a chain written as one pack (two versions or more; by git
-  fast-import over seconds): its pack goes in after its deny-list check, so a purge waits for it.
+  before any that starts. So does a chain git fast-import writes (its pack is written over seconds
+  after its deny-list check): a purge waits for it.
 
 What a scope outside the redaction reaches then (:func:`kept_for_writes`) is kept, silently: it is
 that scope's content, and the redaction's proof and ``gitmem verify`` excuse it there.

@@ -156,14 +156,12 @@ def commit(
                     # by the compare-and-swap): re-plan only when it now leaves no room.
                     if limits is None or not _fits_now(sink, tip, state, limits):
                         continue
-            if (state.needs_purge_lock or len(done.changes) >= PACK_MIN) and not purging:
+            if (state.needs_purge_lock or len(done.changes) >= FAST_IMPORT_MIN) and not purging:
                 # content another scope's redaction deny-listed: written and published after any
                 # purge of it that runs, and before any that starts (docs/redaction.md#by-scope).
-                # A chain written as one pack too (staged in memory, or by git fast-import over
-                # seconds): its pack goes in after its deny-list check, and a purge landing in
-                # between would find its bytes back on disk; it waits for the chain instead
-                # (docs/durability.md, step 1). A single version is a loose object, written
-                # before the check: a purge in between removes it and the check refuses it.
+                # A fast-import chain too: git fast-import writes its pack over seconds after its
+                # deny-list check, and a purge landing in between would find its bytes back on
+                # disk; it waits for the chain instead (docs/durability.md, step 1)
                 held.enter_context(purge_lock(store.path, shared=True))
                 purging = True
             done.tip = tip

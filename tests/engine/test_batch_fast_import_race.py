@@ -21,7 +21,7 @@ from gitmem.audit.verify import verify
 from gitmem.engine import pipeline
 from gitmem.engine.batch import BatchOp, apply_batch
 from gitmem.errors import ForbiddenError
-from gitmem.git import fastimport, packwriter
+from gitmem.git import fastimport
 from gitmem.git.locks import held_locks
 from gitmem.model.caller import Caller
 from gitmem.store import Store
@@ -222,8 +222,7 @@ def _erase_race(store: Store, monkeypatch: pytest.MonkeyPatch, where: str) -> No
     agent = Caller(actor="user:agent", session="sesn_agent1", review=True, rights=frozenset({"write"}))
     store.write("/p.md", ERASED, caller=agent)
     (p,) = [p for p in store.proposals() if p.status == "open"]
-    if where != "while its pack is staged":  # else a pack staged in memory, written in-process
-        monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 20)
+    monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 20)
     asked = threading.Event()
     real_purging = purge_order.purging
 
@@ -236,12 +235,6 @@ def _erase_race(store: Store, monkeypatch: pytest.MonkeyPatch, where: str) -> No
     if where == "after the plan":  # before the chain takes the purge lock: its check refuses
         monkeypatch.setattr(
             pipeline, "_plan", _then(pipeline._plan, _erase_once(store, p.id, erasing, asked, lambda: None))
-        )
-    elif where == "while its pack is staged":  # after its deny-list check, before its pack goes in
-        monkeypatch.setattr(
-            packwriter.Staging,
-            "write",
-            _erase_once(store, p.id, erasing, asked, packwriter.Staging.write),
         )
     else:  # while fast-import runs (its stream is made after it started)
         monkeypatch.setattr(
@@ -274,11 +267,3 @@ def test_an_erasure_while_fast_import_runs_waits_for_the_chain(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _erase_race(store, monkeypatch, "while fast-import runs")
-
-
-def test_an_erasure_while_a_staged_pack_goes_in_waits_for_the_chain(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # a chain of two versions or more is one pack, written after its deny-list check: a purge
-    # proved in between would find the erased bytes back in it (the same window as fast-import's)
-    _erase_race(store, monkeypatch, "while its pack is staged")
