@@ -21,6 +21,7 @@ from gitmem.engine import search, vectors
 from gitmem.engine.forkgate import FORK_GATE
 from gitmem.engine.rows import HeadRow
 from gitmem.errors import ConflictError
+from gitmem.git.locks import file_lock
 
 if TYPE_CHECKING:
     from gitmem.engine.core import StoreCore
@@ -198,8 +199,6 @@ class IndexDb:
     def _connect(self) -> sqlite3.Connection:
         if not self._location_writable():
             return self._memory_db()
-        from gitmem.git.locks import file_lock
-
         for attempt in range(_OPEN_ATTEMPTS):
             # Opened and judged under REMOVE_LOCK shared: no other opener removes the file (nor its
             # -wal and -shm, which SQLite makes as this opens it) meanwhile (see _remove_stale).
@@ -286,8 +285,6 @@ class IndexDb:
         ``-shm`` for) a new file between the unlinks of the old one's three files."""
         if self.in_memory:
             return
-        from gitmem.git.locks import file_lock
-
         with file_lock(self.path.with_name(REMOVE_LOCK)):
             if self._stale():
                 self._remove_files()
@@ -297,8 +294,6 @@ class IndexDb:
         query), if it is still the one at the path; closes the handle. Under ``REMOVE_LOCK``, with
         the connection still open (so the file's inode is not reused): a file another opener has
         derived meanwhile is left."""
-        from gitmem.git.locks import file_lock
-
         if self.in_memory:
             self.close()
             return
@@ -311,8 +306,6 @@ class IndexDb:
 
     def remove_all(self) -> None:
         """Close the handle and remove the index file (a rebuild), under ``REMOVE_LOCK``."""
-        from gitmem.git.locks import file_lock
-
         self.close()
         if self.in_memory:
             return

@@ -217,12 +217,17 @@ def publishable(store: StoreCore, rows: list[VersionRow], purging: bool) -> bool
     again under the purge lock), instead of writing its pack or moving the ref over a purged
     object; the object writers store a copy of content the store already has, so the pack would
     also put the purged content back on disk."""
+    if not rows:
+        return True
+    return blobs_publishable(store, rows[0].scope, {r.blob for r in rows if r.blob}, purging)
+
+
+def blobs_publishable(store: StoreCore, scope: str, blobs: set[str], purging: bool) -> bool:
+    """:func:`publishable` for the blob ids of a chain of ``scope`` (written or not yet)."""
     denied = store.denied_ids()
     if not denied:
         return True
-    if purging:
-        return not refused_here(store, rows)
-    return not any(r.blob and r.blob in denied for r in rows)
+    return not (blobs & (store.denied_in(scope) if purging else denied))
 
 
 def _plan(
@@ -329,18 +334,10 @@ def _write_fast_import(
         pending.append(Pending(message, item.actor, now, files))
     blobs = [pygit2.hash(change.data) if change.data is not None else None for _i, change in planned]
     # as a staged pack: checked just before the pack is written (gitmem.engine.pipeline.publishable)
-    check = functools.partial(_blobs_publishable, store, scope, {str(b) for b in blobs if b}, purging)
+    check = functools.partial(blobs_publishable, store, scope, {str(b) for b in blobs if b}, purging)
     commits = write_commits(store, pending, tip, check)
     out = []
     for (item, change), vid, c, blob in zip(planned, version_ids, commits, blobs, strict=True):
         assert item is not None
         out.append(make_row(scope, change, vid, item.actor, item.session, now, blob, c))
     return commits[-1], out
-
-
-def _blobs_publishable(store: StoreCore, scope: str, blobs: set[str], purging: bool) -> bool:
-    """:func:`publishable` for the blob ids of a chain of ``scope`` not written yet."""
-    denied = store.denied_ids()
-    if not denied:
-        return True
-    return not (blobs & (store.denied_in(scope) if purging else denied))
