@@ -19,7 +19,7 @@ import gitmem
 from gitmem.audit import purge_order, redact
 from gitmem.audit.verify import verify
 from gitmem.engine import pipeline
-from gitmem.engine.batch import BatchOp, apply_batch
+from gitmem.engine.batch import BatchOp, BatchResult, apply_batch
 from gitmem.errors import ForbiddenError
 from gitmem.git import fastimport
 from gitmem.git.locks import held_locks
@@ -135,6 +135,24 @@ def test_a_parent_purged_between_the_look_and_fast_import_is_a_lost_race(
     _settled(store)
 
 
+def _batch_redacted_after_its_plan(
+    store: Store, monkeypatch: pytest.MonkeyPatch, version_id: str, path: str, **kw: Any
+) -> tuple[list[int], BatchResult]:
+    """A fast-import batch of 30 writes and one of SECRET at ``path`` to main, with the redaction
+    of ``version_id`` (another handle) run once its plan is made; its fast-import runs, its result."""
+    monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 20)
+    ran: list[bool] = []
+    monkeypatch.setattr(
+        pipeline, "_plan", _then(pipeline._plan, _redact_first(store, version_id, ran, lambda: None))
+    )
+    runs = _count_fast_imports(monkeypatch)
+    ops = [BatchOp("write", f"/f{i}.md", content=f"n {i}\n") for i in range(30)]
+    ops.append(BatchOp("write", path, content=SECRET))
+    result = apply_batch(store.core, ops, scope="main", actor="user:alice", **kw)
+    assert ran
+    return runs, result
+
+
 def test_a_re_planned_fast_import_batch_refuses_the_content_redacted_from_its_scope(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,16 +161,8 @@ def test_a_re_planned_fast_import_batch_refuses_the_content_redacted_from_its_sc
     v = store.write("/pw.md", SECRET, actor="user:alice")
     store.write("/pw.md", "rotated\n", actor="user:alice")
     assert v is not None
-    monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 20)
-    ran: list[bool] = []
-    monkeypatch.setattr(
-        pipeline, "_plan", _then(pipeline._plan, _redact_first(store, v.id, ran, lambda: None))
-    )
-    runs = _count_fast_imports(monkeypatch)
-    ops = [BatchOp("write", f"/f{i}.md", content=f"n {i}\n") for i in range(30)]
-    ops.append(BatchOp("write", "/again.md", content=SECRET))
-    result = apply_batch(store.core, ops, scope="main", actor="user:alice", skip_refused=True)
-    assert ran and len(runs) == 1 and len(result.versions) == 30
+    runs, result = _batch_redacted_after_its_plan(store, monkeypatch, v.id, "/again.md", skip_refused=True)
+    assert len(runs) == 1 and len(result.versions) == 30
     assert [(r.op.path, type(r.error)) for r in result.refused] == [("/again.md", ForbiddenError)]
     assert pygit2.Repository(str(store.path)).get(pygit2.hash(SECRET.encode())) is None
     _settled(store)
@@ -168,16 +178,8 @@ def test_a_fast_import_batch_is_checked_against_the_deny_list_before_its_pack(
     store.write("/t.md", "rotated\n", actor="user:alice", scope="team")
     assert v is not None and store.write("/m.md", "main\n", actor="user:alice") is not None
     main = store.core.tip("main")
-    monkeypatch.setattr(pipeline, "FAST_IMPORT_MIN", 20)
-    ran: list[bool] = []
-    monkeypatch.setattr(
-        pipeline, "_plan", _then(pipeline._plan, _redact_first(store, v.id, ran, lambda: None))
-    )
-    runs = _count_fast_imports(monkeypatch)
-    ops = [BatchOp("write", f"/f{i}.md", content=f"n {i}\n") for i in range(30)]
-    ops.append(BatchOp("write", "/copy.md", content=SECRET))
-    result = apply_batch(store.core, ops, scope="main", actor="user:alice")
-    assert ran and len(result.versions) == 31
+    runs, result = _batch_redacted_after_its_plan(store, monkeypatch, v.id, "/copy.md")
+    assert len(result.versions) == 31
     assert len(runs) == 1  # not once before the purge lock, once under it
     assert store.core.commit(result.versions[0].commit).parent_ids == [main]
     assert store.read("/copy.md").content == SECRET

@@ -28,18 +28,6 @@ def _dreamt(store: gitmem.Store) -> dict[str, Any]:
     p = store.open_proposal("main", DREAM_SESSION)
     assert p is not None
 
-    def change(v: Any, why: str) -> dict[str, Any]:
-        return {
-            "version_id": v.id,
-            "memory_id": v.memory_id,
-            "path": v.path,
-            "previous_path": v.previous_path,
-            "operation": v.operation,
-            "command": "create",
-            "reasoning": why,
-            "landed": False,
-        }
-
     return {
         "id": "drm_01" + "0" * 24,
         "store": store.id,
@@ -50,7 +38,7 @@ def _dreamt(store: gitmem.Store) -> dict[str, Any]:
         "behavior": "update_existing",
         "review": True,
         "proposal_id": p.id,
-        "changes": [change(made, "why a"), change(moved, "why c")],
+        "changes": [_change(made, "why a"), _change(moved, "why c")],
         "refused": [{"command": "create", "path": "/memories/k.md", "message": "refused", "reasoning": "k"}],
     }
 

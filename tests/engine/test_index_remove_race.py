@@ -49,14 +49,18 @@ def _wait(flag: Path) -> None:
         time.sleep(0.01)
 
 
-def _unlinked_index_files() -> list[str]:
+def _unlinked_index_files(store_path: Path) -> list[str]:
+    """This process's descriptors of unlinked index files of the store at ``store_path`` (another
+    test of the same worker may hold its own store's)."""
     out = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if INDEX_FILE in target and target.endswith("(deleted)"):
+        if target.startswith(os.path.realpath(store_path / "gitmem" / INDEX_FILE)) and target.endswith(
+            "(deleted)"
+        ):
             out.append(target)
     return out
 
@@ -90,7 +94,7 @@ def _run(store: gitmem.Store, tmp_path: Path, pause: bool) -> list[str]:
         opener.join()
         assert remover.wait() == 0
         a.write("/after", "a record after the race\n")
-        unlinked = _unlinked_index_files()
+        unlinked = _unlinked_index_files(path)
         a.close()
         return unlinked
     finally:
